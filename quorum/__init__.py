@@ -1,0 +1,1 @@
+"""The Raft metadata quorum: consensus only; it replicates opaque commands."""

@@ -1,0 +1,98 @@
+"""Where a node keeps its Raft log, hard state and snapshot metadata.
+
+Durability contract (every implementation):
+* `save` applies, in one atomic step, a snapshot (which drops every entry and
+  moves the compaction point to it), then entries (an entry at index i first
+  discards every stored entry >= i), then the hard state. When `sync` is true
+  it returns only after all of it is on stable storage (fsync).
+* `compact` drops entries <= index and records the latest snapshot's metadata,
+  atomically and durably.
+* `load` returns exactly what the last completed `save`/`compact` left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from quorum.raft.types import Entry, HardState, PersistentState, SnapshotMeta
+
+
+class LogStore(Protocol):
+    def load(self) -> PersistentState: ...
+
+    def save(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: SnapshotMeta | None,
+        sync: bool,
+    ) -> None: ...
+
+    def compact(self, index: int, snapshot: SnapshotMeta) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryLogStore:
+    """The in-memory twin of the LMDB store: same contract, nothing on disk.
+
+    The simulator keeps one per node across simulated crashes, which is what
+    "durable" means there.
+    """
+
+    def __init__(self) -> None:
+        self._hard_state = HardState()
+        self._snapshot: SnapshotMeta | None = None
+        self._compacted_index = 0
+        self._compacted_term = 0
+        self._entries: list[Entry] = []  # contiguous, starting at compacted_index + 1
+
+    def load(self) -> PersistentState:
+        return PersistentState(
+            hard_state=self._hard_state,
+            snapshot=self._snapshot,
+            compacted_index=self._compacted_index,
+            compacted_term=self._compacted_term,
+            entries=tuple(self._entries),
+        )
+
+    def save(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: SnapshotMeta | None,
+        sync: bool,
+    ) -> None:
+        if snapshot is not None:
+            self._snapshot = snapshot
+            self._compacted_index = snapshot.index
+            self._compacted_term = snapshot.term
+            self._entries = []
+        if entries:
+            first = entries[0].index
+            keep = first - self._compacted_index - 1
+            if keep < 0 or keep > len(self._entries):
+                raise ValueError(
+                    f"entries starting at {first} do not follow the stored log "
+                    f"({self._compacted_index + 1}..{self._compacted_index + len(self._entries)})"
+                )
+            del self._entries[keep:]
+            self._entries.extend(entries)
+        if hard_state is not None:
+            self._hard_state = hard_state
+
+    def compact(self, index: int, snapshot: SnapshotMeta) -> None:
+        if index <= self._compacted_index:
+            self._snapshot = snapshot
+            return
+        drop = index - self._compacted_index
+        if drop > len(self._entries):
+            raise ValueError(f"cannot compact to {index}: log ends at {self._compacted_index + len(self._entries)}")
+        self._compacted_term = self._entries[drop - 1].term
+        self._compacted_index = index
+        del self._entries[:drop]
+        self._snapshot = snapshot
+
+    def close(self) -> None:
+        pass

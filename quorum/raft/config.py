@@ -1,0 +1,42 @@
+"""Configuration of the pure core, every limit named and validated (STYLE 10)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    node_id: int
+    voters: tuple[int, ...]
+    # A follower that hears nothing from a leader for a random number of
+    # ticks in [election_timeout_ticks, 2 * election_timeout_ticks) campaigns.
+    election_timeout_ticks: int = 10
+    heartbeat_interval_ticks: int = 1
+    pre_vote: bool = True
+    check_quorum: bool = True
+    # Flow control: appends in flight to one follower in replicate state, and
+    # how much one append carries.
+    inflight_appends_max: int = 64
+    append_entries_max: int = 4096
+    append_bytes_max: int = 4 * 1024 * 1024
+    # Proposals beyond this many uncommitted bytes are refused (etcd MaxUncommittedEntriesSize).
+    uncommitted_bytes_max: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.node_id < 1:
+            raise ValueError(f"node id must be >= 1, got {self.node_id}")
+        if len(set(self.voters)) != len(self.voters) or any(v < 1 for v in self.voters):
+            raise ValueError(f"voters must be distinct ids >= 1, got {self.voters}")
+        if self.node_id not in self.voters:
+            raise ValueError(f"node {self.node_id} is not among the voters {self.voters}")
+        if self.heartbeat_interval_ticks < 1:
+            raise ValueError("heartbeat_interval_ticks must be >= 1")
+        if self.election_timeout_ticks <= self.heartbeat_interval_ticks:
+            raise ValueError("election_timeout_ticks must exceed heartbeat_interval_ticks")
+        if self.inflight_appends_max < 1 or self.append_entries_max < 1 or self.append_bytes_max < 1:
+            raise ValueError("flow-control limits must be >= 1")
+
+    @property
+    def quorum(self) -> int:
+        return len(self.voters) // 2 + 1

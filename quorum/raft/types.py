@@ -1,0 +1,165 @@
+"""Value objects of the pure Raft core: entries, messages, hard state, Ready.
+
+Everything here is immutable and free of I/O. The node runner translates
+these to and from protobuf in `quorum.codec`; nothing else touches the wire
+format (STYLE 8).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Role(enum.Enum):
+    FOLLOWER = "follower"
+    PRE_CANDIDATE = "pre-candidate"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+
+
+class EntryKind(enum.IntEnum):
+    NORMAL = 0
+    # The empty entry a new leader appends so that it can commit (and serve
+    # ReadIndex) in its own term: Raft §8, etcd becomeLeader.
+    NOOP = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    index: int
+    term: int
+    data: bytes = b""
+    kind: EntryKind = EntryKind.NORMAL
+
+
+NO_VOTE = 0  # node ids start at 1
+
+
+@dataclass(frozen=True, slots=True)
+class HardState:
+    """What must be durable before voting or acknowledging (Raft Fig. 2)."""
+
+    term: int = 0
+    vote: int = NO_VOTE
+    commit: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMeta:
+    """Describes a state-machine snapshot taken at `index` (whose entry had `term`).
+
+    The snapshot bytes never enter the core; the runner streams them.
+    """
+
+    index: int
+    term: int
+    voters: tuple[int, ...]
+
+
+class MessageType(enum.IntEnum):
+    APPEND = 1
+    APPEND_RESP = 2
+    VOTE = 3
+    VOTE_RESP = 4
+    PRE_VOTE = 5
+    PRE_VOTE_RESP = 6
+    HEARTBEAT = 7
+    HEARTBEAT_RESP = 8
+    SNAPSHOT = 9  # the snapshot bytes travel beside it, in chunks
+    TIMEOUT_NOW = 10  # leadership transfer: "campaign now"
+    READ_INDEX = 11  # follower -> leader, forwarded ReadIndex request
+    READ_INDEX_RESP = 12
+
+
+# Messages that promise nothing about the sender's durable state may leave
+# before the Ready's entries and hard state are persisted: the leader writes
+# its own log in parallel with its followers (Raft thesis §10.2.1). Votes,
+# vote grants and append acknowledgements must wait for the fsync.
+SENDABLE_BEFORE_PERSIST = frozenset(
+    {
+        MessageType.APPEND,
+        MessageType.HEARTBEAT,
+        MessageType.HEARTBEAT_RESP,
+        MessageType.SNAPSHOT,
+        MessageType.TIMEOUT_NOW,
+        MessageType.READ_INDEX,
+        MessageType.READ_INDEX_RESP,
+        MessageType.PRE_VOTE,
+        MessageType.PRE_VOTE_RESP,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    type: MessageType
+    to: int
+    frm: int
+    term: int
+    # APPEND: index/log_term of the entry preceding `entries`.
+    # APPEND_RESP: index = last matching index (or rejected index), log_term = hint term.
+    # VOTE/PRE_VOTE: index/log_term = candidate's last entry.
+    log_term: int = 0
+    index: int = 0
+    entries: tuple[Entry, ...] = ()
+    commit: int = 0
+    reject: bool = False
+    reject_hint: int = 0
+    snapshot: SnapshotMeta | None = None
+    # ReadIndex request id (HEARTBEAT, READ_INDEX*), or b"transfer" on a VOTE
+    # caused by leadership transfer (bypasses the leader lease, etcd campaignTransfer).
+    context: bytes = b""
+
+
+CAMPAIGN_TRANSFER = b"transfer"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadState:
+    """A ReadIndex result: once applied >= index, a read tagged `context` is linearizable."""
+
+    index: int
+    context: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SoftState:
+    role: Role
+    leader: int  # 0 when unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """Work the runner must do, in this order (etcd Ready contract):
+
+    1. persist `snapshot` (if any), then `entries` (an entry at index i discards
+       every persisted entry >= i), then `hard_state` (if any); fsync when
+       `must_sync`;
+    2. send `messages` (those in SENDABLE_BEFORE_PERSIST may go before step 1);
+    3. install `snapshot` into the state machine, then apply `committed_entries`;
+    4. call `Raft.advance(ready)`.
+    """
+
+    soft_state: SoftState
+    hard_state: HardState | None = None
+    entries: tuple[Entry, ...] = ()
+    snapshot: SnapshotMeta | None = None
+    committed_entries: tuple[Entry, ...] = ()
+    messages: tuple[Message, ...] = ()
+    read_states: tuple[ReadState, ...] = ()
+    must_sync: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentState:
+    """What a node restarts from: everything storage has made durable."""
+
+    hard_state: HardState = field(default_factory=HardState)
+    # Latest snapshot taken or installed, None before the first one.
+    snapshot: SnapshotMeta | None = None
+    # Entries <= compacted_index are gone from the log; compacted_term is
+    # the term of entry compacted_index (0 when nothing was compacted).
+    compacted_index: int = 0
+    compacted_term: int = 0
+    entries: tuple[Entry, ...] = ()
