@@ -1,0 +1,663 @@
+"""The Raft state machine of one node: pure, deterministic, single-threaded.
+
+It is given ticks, messages and proposals, and hands back what to persist,
+send and apply as a `Ready` (the etcd-raft contract, see types.Ready). The
+protocol follows the Raft paper and thesis with etcd's refinements:
+pre-vote (§9.6), check-quorum with leader stickiness, flow control by
+progress state, fast back-off by term hints, ReadIndex (§6.4), leadership
+transfer (§3.10) and snapshots for followers behind the compacted log.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Protocol
+
+from quorum.raft.config import RaftConfig
+from quorum.raft.errors import NotLeaderError, ProposalDroppedError, invariant
+from quorum.raft.log import RaftLog
+from quorum.raft.progress import Progress, ProgressState
+from quorum.raft.read_only import ReadOnlyTracker
+from quorum.raft.types import (
+    CAMPAIGN_TRANSFER,
+    NO_VOTE,
+    Entry,
+    EntryKind,
+    HardState,
+    Message,
+    MessageType,
+    PersistentState,
+    ReadState,
+    Ready,
+    Role,
+    SnapshotMeta,
+    SoftState,
+)
+
+MT = MessageType
+NO_LEADER = 0
+# Committed entries handed out per Ready: bounds the apply latency of one loop turn.
+COMMITTED_ENTRIES_PER_READY_MAX = 8192
+
+
+class Random(Protocol):
+    def randrange(self, start: int, stop: int) -> int: ...
+
+
+class _Campaign(enum.Enum):
+    PRE_ELECTION = "pre-election"
+    ELECTION = "election"
+    TRANSFER = "transfer"
+
+
+class Raft:
+    def __init__(self, config: RaftConfig, state: PersistentState, rng: Random, applied: int = 0) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self._rng = rng
+        self._peers = tuple(v for v in config.voters if v != config.node_id)
+        hs = state.hard_state
+        if state.snapshot is not None:
+            applied = max(applied, state.snapshot.index)
+        self.log = RaftLog(state.compacted_index, state.compacted_term, state.entries, hs.commit, applied)
+        self.snapshot: SnapshotMeta | None = state.snapshot
+        self.term = hs.term
+        self.vote = hs.vote
+        self.role = Role.FOLLOWER
+        self.leader_id = NO_LEADER
+        self._prev_hard_state = HardState(self.term, self.vote, self.log.committed)
+        self._msgs: list[Message] = []
+        self._read_states: list[ReadState] = []
+        self._votes: dict[int, bool] = {}
+        self._progress: dict[int, Progress] = {}
+        self._read_only = ReadOnlyTracker()
+        self._pending_reads: list[Message] = []  # waiting for a commit in this term
+        self._lead_transferee = NO_LEADER
+        self._election_elapsed = 0
+        self._heartbeat_elapsed = 0
+        self._randomized_election_timeout = 0
+        self._uncommitted_bytes = 0
+        self._bcast_pending = False
+        self._ready_outstanding = False
+        self._become_follower(self.term, NO_LEADER)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def commit_index(self) -> int:
+        return self.log.committed
+
+    @property
+    def applied_index(self) -> int:
+        return self.log.applied
+
+    @property
+    def last_index(self) -> int:
+        return self.log.last_index
+
+    @property
+    def first_index(self) -> int:
+        return self.log.first_index
+
+    def entry(self, index: int) -> Entry:
+        return self.log.entry(index)
+
+    def term_at(self, index: int) -> int | None:
+        return self.log.term(index)
+
+    def progress(self) -> dict[int, tuple[int, int, str]]:
+        if self.role is not Role.LEADER:
+            return {}
+        return {p: (pr.match, pr.next, pr.state.value) for p, pr in self._progress.items() if p != self.node_id}
+
+    @property
+    def lead_transferee(self) -> int:
+        return self._lead_transferee
+
+    # ----------------------------------------------------------- role changes
+    def _reset(self, term: int) -> None:
+        if term != self.term:
+            self.term = term
+            self.vote = NO_VOTE
+        self.leader_id = NO_LEADER
+        self._election_elapsed = 0
+        self._heartbeat_elapsed = 0
+        self._randomized_election_timeout = self.config.election_timeout_ticks + self._rng.randrange(
+            0, self.config.election_timeout_ticks
+        )
+        self._lead_transferee = NO_LEADER
+        self._votes = {}
+        self._progress = {}
+        self._read_only = ReadOnlyTracker()
+        self._pending_reads = []
+        self._uncommitted_bytes = 0
+        self._bcast_pending = False
+
+    def _become_follower(self, term: int, leader: int) -> None:
+        self._reset(term)
+        self.role = Role.FOLLOWER
+        self.leader_id = leader
+
+    def _become_pre_candidate(self) -> None:
+        invariant(self.role is not Role.LEADER, "leader cannot become pre-candidate")
+        # Neither the term nor the vote changes: a pre-election is harmless
+        # to the cluster it may not be able to reach (thesis §9.6).
+        self._votes = {}
+        self.leader_id = NO_LEADER
+        self.role = Role.PRE_CANDIDATE
+
+    def _become_candidate(self) -> None:
+        invariant(self.role is not Role.LEADER, "leader cannot become candidate")
+        self._reset(self.term + 1)
+        self.vote = self.node_id
+        self.role = Role.CANDIDATE
+
+    def _become_leader(self) -> None:
+        invariant(self.role is Role.CANDIDATE, "only a candidate becomes leader")
+        self._reset(self.term)
+        self.role = Role.LEADER
+        self.leader_id = self.node_id
+        nxt = self.log.last_index + 1
+        for v in self.config.voters:
+            pr = Progress(nxt, self.config.inflight_appends_max)
+            pr.recent_active = True
+            self._progress[v] = pr
+        self._progress[self.node_id].match = self.log.stable_index
+        # Raft §8: commit an entry of our own term before serving reads or
+        # counting replicas of older entries.
+        self.log.append([Entry(nxt, self.term, b"", EntryKind.NOOP)])
+        self._bcast_pending = True
+
+    # ------------------------------------------------------------------ ticks
+    def tick(self) -> None:
+        if self.role is Role.LEADER:
+            self._tick_heartbeat()
+        else:
+            self._tick_election()
+
+    def _tick_election(self) -> None:
+        self._election_elapsed += 1
+        if self._election_elapsed >= self._randomized_election_timeout:
+            self._election_elapsed = 0
+            self._campaign(_Campaign.PRE_ELECTION if self.config.pre_vote else _Campaign.ELECTION)
+
+    def _tick_heartbeat(self) -> None:
+        self._heartbeat_elapsed += 1
+        self._election_elapsed += 1
+        if self._election_elapsed >= self.config.election_timeout_ticks:
+            self._election_elapsed = 0
+            if self.config.check_quorum and not self._quorum_recently_active():
+                # A leader cut off from a majority steps down, so that clients
+                # look elsewhere instead of waiting on it.
+                self._become_follower(self.term, NO_LEADER)
+                return
+            if self._lead_transferee != NO_LEADER:
+                self._lead_transferee = NO_LEADER  # the transfer took too long: give up
+        if self._heartbeat_elapsed >= self.config.heartbeat_interval_ticks:
+            self._heartbeat_elapsed = 0
+            self._bcast_heartbeat()
+
+    def _quorum_recently_active(self) -> bool:
+        active = 0
+        for v, pr in self._progress.items():
+            if v == self.node_id or pr.recent_active:
+                active += 1
+            if v != self.node_id:
+                pr.recent_active = False
+        return active >= self.config.quorum
+
+    # --------------------------------------------------------------- campaign
+    def _campaign(self, kind: _Campaign) -> None:
+        if kind is _Campaign.PRE_ELECTION:
+            self._become_pre_candidate()
+            vote_type = MT.PRE_VOTE
+            term = self.term + 1  # the term we would campaign in; ours is unchanged
+        else:
+            self._become_candidate()
+            vote_type = MT.VOTE
+            term = self.term
+        if self._poll(self.node_id, True):
+            self._won_vote(kind)
+            return
+        context = CAMPAIGN_TRANSFER if kind is _Campaign.TRANSFER else b""
+        for p in self._peers:
+            self._send(
+                Message(
+                    vote_type, p, self.node_id, term, log_term=self.log.last_term, index=self.log.last_index,
+                    context=context,
+                )
+            )
+
+    def _poll(self, voter: int, granted: bool) -> bool:
+        """Record a vote; True once a quorum granted."""
+        self._votes.setdefault(voter, granted)
+        return sum(1 for g in self._votes.values() if g) >= self.config.quorum
+
+    def _lost_vote(self) -> bool:
+        rejected = sum(1 for g in self._votes.values() if not g)
+        return rejected > len(self.config.voters) - self.config.quorum
+
+    def _won_vote(self, kind: _Campaign) -> None:
+        if kind is _Campaign.PRE_ELECTION:
+            self._campaign(_Campaign.ELECTION)
+        else:
+            self._become_leader()
+
+    # ------------------------------------------------------------- local API
+    def propose(self, data: bytes) -> int:
+        self._check_can_propose(len(data))
+        index = self.log.last_index + 1
+        self.log.append([Entry(index, self.term, data)])
+        self._uncommitted_bytes += len(data)
+        self._bcast_pending = True
+        return index
+
+    def propose_many(self, datas: Sequence[bytes]) -> int:
+        """Append several proposals at once; returns the index of the first."""
+        size = sum(len(d) for d in datas)
+        self._check_can_propose(size)
+        first = self.log.last_index + 1
+        term = self.term
+        self.log.append([Entry(first + k, term, d) for k, d in enumerate(datas)])
+        self._uncommitted_bytes += size
+        self._bcast_pending = True
+        return first
+
+    def _check_can_propose(self, size: int) -> None:
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(self.leader_id)
+        if self._lead_transferee != NO_LEADER:
+            raise ProposalDroppedError(f"leadership is being transferred to node {self._lead_transferee}")
+        if self._uncommitted_bytes > 0 and self._uncommitted_bytes + size > self.config.uncommitted_bytes_max:
+            raise ProposalDroppedError(
+                f"too much uncommitted data ({self._uncommitted_bytes} bytes, limit "
+                f"{self.config.uncommitted_bytes_max})"
+            )
+
+    def read_index(self, context: bytes) -> None:
+        m = Message(MT.READ_INDEX, self.node_id, self.node_id, self.term, context=context)
+        if self.role is Role.LEADER:
+            self._leader_read_index(m)
+        elif self.role is Role.FOLLOWER and self.leader_id != NO_LEADER:
+            self._send(Message(MT.READ_INDEX, self.leader_id, self.node_id, self.term, context=context))
+        # otherwise dropped: there is no leader to confirm the read; the caller times out
+
+    def transfer_leadership(self, target: int) -> None:
+        if self.role is not Role.LEADER or target == self.node_id or target not in self._progress:
+            return
+        if self._lead_transferee == target:
+            return
+        self._lead_transferee = target
+        # The transfer must finish within one election timeout or is abandoned.
+        self._election_elapsed = 0
+        if self._progress[target].match == self.log.last_index:
+            self._send(Message(MT.TIMEOUT_NOW, target, self.node_id, self.term))
+        else:
+            self._send_append(target)
+
+    def report_unreachable(self, peer: int) -> None:
+        pr = self._progress.get(peer) if self.role is Role.LEADER else None
+        if pr is not None and pr.state is ProgressState.REPLICATE:
+            pr.become_probe()
+
+    def report_snapshot(self, peer: int, ok: bool) -> None:
+        pr = self._progress.get(peer) if self.role is Role.LEADER else None
+        if pr is None or pr.state is not ProgressState.SNAPSHOT:
+            return
+        if not ok:
+            pr.pending_snapshot = 0
+        pr.become_probe()
+        # Wait for the follower's next answer (heartbeat response) before probing.
+        pr.probe_sent = True
+
+    def snapshot_taken(self, meta: SnapshotMeta, compact_to: int) -> int:
+        """Record a snapshot the runner took; compacts the log and returns the new compaction point."""
+        invariant(meta.index <= self.log.applied, f"snapshot at {meta.index} beyond applied {self.log.applied}")
+        invariant(compact_to <= meta.index, "compaction beyond the snapshot")
+        invariant(self.log.term(meta.index) in (meta.term, None), "snapshot term does not match the log")
+        if self.snapshot is None or meta.index > self.snapshot.index:
+            self.snapshot = meta
+        self.log.compact(min(compact_to, self.log.stable_index))
+        return self.log.compacted_index
+
+    # --------------------------------------------------------------- messages
+    def step(self, m: Message) -> None:
+        invariant(m.to == self.node_id, f"message for {m.to} stepped into {self.node_id}")
+        if m.term > self.term:
+            if m.type in (MT.VOTE, MT.PRE_VOTE):
+                force = m.context == CAMPAIGN_TRANSFER
+                in_lease = (
+                    self.config.check_quorum
+                    and self.leader_id != NO_LEADER
+                    and self._election_elapsed < self.config.election_timeout_ticks
+                )
+                if in_lease and not force:
+                    # Leader stickiness: while we hear from a leader, a
+                    # disruptive candidate gets no answer at all.
+                    return
+            if m.type is MT.PRE_VOTE or (m.type is MT.PRE_VOTE_RESP and not m.reject):
+                pass  # pre-votes carry a future term; they change nothing here
+            elif m.type in (MT.APPEND, MT.HEARTBEAT, MT.SNAPSHOT):
+                self._become_follower(m.term, m.frm)
+            else:
+                self._become_follower(m.term, NO_LEADER)
+        elif m.term < self.term:
+            if (self.config.check_quorum or self.config.pre_vote) and m.type in (MT.HEARTBEAT, MT.APPEND):
+                # A stale leader (partitioned, now back) learns our term from
+                # this answer and steps down; otherwise, with pre-vote, nobody
+                # would ever raise the term it sees.
+                self._send(Message(MT.APPEND_RESP, m.frm, self.node_id, self.term))
+            elif m.type is MT.PRE_VOTE:
+                self._send(Message(MT.PRE_VOTE_RESP, m.frm, self.node_id, self.term, reject=True))
+            return
+
+        if m.type in (MT.VOTE, MT.PRE_VOTE):
+            self._handle_vote_request(m)
+        elif self.role is Role.LEADER:
+            self._step_leader(m)
+        elif self.role is Role.FOLLOWER:
+            self._step_follower(m)
+        else:
+            self._step_candidate(m)
+
+    def _handle_vote_request(self, m: Message) -> None:
+        can_vote = (
+            self.vote == m.frm
+            or (self.vote == NO_VOTE and self.leader_id == NO_LEADER)
+            or (m.type is MT.PRE_VOTE and m.term > self.term)
+        )
+        resp_type = MT.VOTE_RESP if m.type is MT.VOTE else MT.PRE_VOTE_RESP
+        if can_vote and self.log.is_up_to_date(m.index, m.log_term):
+            # A grant answers in the candidate's term (for a pre-vote, the future term).
+            self._send(Message(resp_type, m.frm, self.node_id, m.term))
+            if m.type is MT.VOTE:
+                self._election_elapsed = 0
+                self.vote = m.frm
+        else:
+            self._send(Message(resp_type, m.frm, self.node_id, self.term, reject=True))
+
+    # ---- follower
+    def _step_follower(self, m: Message) -> None:
+        t = m.type
+        if t is MT.APPEND:
+            self._election_elapsed = 0
+            self.leader_id = m.frm
+            self._handle_append(m)
+        elif t is MT.HEARTBEAT:
+            self._election_elapsed = 0
+            self.leader_id = m.frm
+            self._handle_heartbeat(m)
+        elif t is MT.SNAPSHOT:
+            self._election_elapsed = 0
+            self.leader_id = m.frm
+            self._handle_snapshot(m)
+        elif t is MT.TIMEOUT_NOW:
+            self._campaign(_Campaign.TRANSFER)
+        elif t is MT.READ_INDEX_RESP:
+            self._read_states.append(ReadState(m.index, m.context))
+        elif t is MT.READ_INDEX:
+            if self.leader_id != NO_LEADER:
+                self._send(Message(MT.READ_INDEX, self.leader_id, self.node_id, self.term, context=m.context))
+
+    def _handle_append(self, m: Message) -> None:
+        if m.index < self.log.committed:
+            self._send(Message(MT.APPEND_RESP, m.frm, self.node_id, self.term, index=self.log.committed))
+            return
+        last_new = self.log.maybe_append(m.index, m.log_term, m.commit, m.entries)
+        if last_new is not None:
+            self._send(Message(MT.APPEND_RESP, m.frm, self.node_id, self.term, index=last_new))
+            return
+        # Reject with a hint: the last index whose term is <= the leader's
+        # previous term, so that the leader can skip a whole term at once.
+        hint = self.log.find_conflict_by_term(min(m.index, self.log.last_index), m.log_term)
+        hint_term = self.log.term(hint) or 0
+        self._send(
+            Message(
+                MT.APPEND_RESP, m.frm, self.node_id, self.term, index=m.index, reject=True, reject_hint=hint,
+                log_term=hint_term,
+            )
+        )
+
+    def _handle_heartbeat(self, m: Message) -> None:
+        self.log.commit_to(min(m.commit, self.log.last_index))
+        self._send(Message(MT.HEARTBEAT_RESP, m.frm, self.node_id, self.term, context=m.context))
+
+    def _handle_snapshot(self, m: Message) -> None:
+        s = m.snapshot
+        invariant(s is not None, "SNAPSHOT message without metadata")
+        assert s is not None
+        if s.index <= self.log.committed:
+            self._send(Message(MT.APPEND_RESP, m.frm, self.node_id, self.term, index=self.log.committed))
+            return
+        if self.log.match_term(s.index, s.term):
+            # We already have the snapshot's last entry: just fast-forward the commit.
+            self.log.commit_to(s.index)
+            self._send(Message(MT.APPEND_RESP, m.frm, self.node_id, self.term, index=self.log.last_index))
+            return
+        self.log.restore(s)
+        self.snapshot = s
+        self._send(Message(MT.APPEND_RESP, m.frm, self.node_id, self.term, index=s.index))
+
+    # ---- candidate (pre or real)
+    def _step_candidate(self, m: Message) -> None:
+        t = m.type
+        if t is MT.APPEND:
+            self._become_follower(m.term, m.frm)
+            self._handle_append(m)
+        elif t is MT.HEARTBEAT:
+            self._become_follower(m.term, m.frm)
+            self._handle_heartbeat(m)
+        elif t is MT.SNAPSHOT:
+            self._become_follower(m.term, m.frm)
+            self._handle_snapshot(m)
+        elif (t is MT.PRE_VOTE_RESP and self.role is Role.PRE_CANDIDATE) or (
+            t is MT.VOTE_RESP and self.role is Role.CANDIDATE
+        ):
+            kind = _Campaign.PRE_ELECTION if self.role is Role.PRE_CANDIDATE else _Campaign.ELECTION
+            if self._poll(m.frm, not m.reject):
+                self._won_vote(kind)
+            elif self._lost_vote():
+                self._become_follower(self.term, NO_LEADER)
+
+    # ---- leader
+    def _step_leader(self, m: Message) -> None:
+        t = m.type
+        if t is MT.READ_INDEX:
+            self._leader_read_index(m)
+            return
+        pr = self._progress.get(m.frm)
+        if pr is None:
+            return
+        pr.recent_active = True
+        if t is MT.APPEND_RESP:
+            self._handle_append_response(m, pr)
+        elif t is MT.HEARTBEAT_RESP:
+            self._handle_heartbeat_response(m, pr)
+
+    def _handle_append_response(self, m: Message, pr: Progress) -> None:
+        if m.reject:
+            hint = m.reject_hint
+            if m.log_term > 0:
+                hint = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
+            if pr.maybe_decrease_to(m.index, hint):
+                if pr.state is ProgressState.REPLICATE:
+                    pr.become_probe()
+                self._send_append(m.frm)
+            return
+        was_paused = pr.is_paused()
+        if not pr.maybe_update(m.index):
+            return
+        if pr.state is ProgressState.PROBE:
+            pr.become_replicate()
+        elif pr.state is ProgressState.SNAPSHOT:
+            if pr.match >= pr.pending_snapshot:
+                pr.become_probe()
+                pr.become_replicate()
+        else:
+            pr.free_acknowledged(m.index)
+        if self._maybe_commit():
+            self._bcast_pending = True
+        elif was_paused or pr.state is ProgressState.REPLICATE:
+            # Keep the pipe full: send what the follower does not have yet.
+            while pr.next <= self.log.last_index and self._send_append(m.frm, send_if_empty=False):
+                pass
+        if m.frm == self._lead_transferee and pr.match == self.log.last_index:
+            self._send(Message(MT.TIMEOUT_NOW, m.frm, self.node_id, self.term))
+
+    def _handle_heartbeat_response(self, m: Message, pr: Progress) -> None:
+        pr.probe_sent = False
+        if pr.state is ProgressState.REPLICATE and pr.inflight_full():
+            pr.free_first()  # an ack was lost; let one more append out
+        if pr.match < self.log.last_index:
+            # In replicate state appends are already streaming in order; an
+            # empty one would only race them and force a needless probe.
+            self._send_append(m.frm, send_if_empty=pr.state is not ProgressState.REPLICATE)
+        if m.context and self._read_only.ack(m.frm, m.context) >= self.config.quorum:
+            for req in self._read_only.release_through(m.context):
+                self._answer_read(req.requester, req.index, req.context)
+
+    def _leader_read_index(self, m: Message) -> None:
+        if len(self.config.voters) == 1:
+            if self._committed_in_current_term():
+                self._answer_read(m.frm, self.log.committed, m.context)
+            else:
+                self._pending_reads.append(m)
+            return
+        if not self._committed_in_current_term():
+            # A new leader's commit index may be stale until its own no-op
+            # commits (etcd committedEntryInCurrentTerm).
+            self._pending_reads.append(m)
+            return
+        if self._read_only.add(self.log.committed, m.context, m.frm):
+            self._read_only.ack(self.node_id, m.context)
+            self._bcast_heartbeat()
+
+    def _answer_read(self, requester: int, index: int, context: bytes) -> None:
+        if requester == self.node_id:
+            self._read_states.append(ReadState(index, context))
+        else:
+            self._send(Message(MT.READ_INDEX_RESP, requester, self.node_id, self.term, index=index, context=context))
+
+    def _committed_in_current_term(self) -> bool:
+        return self.log.term(self.log.committed) == self.term
+
+    def _maybe_commit(self) -> bool:
+        matches = sorted((pr.match for pr in self._progress.values()), reverse=True)
+        candidate = matches[self.config.quorum - 1]
+        # Raft §5.4.2: only entries of the current term commit by counting.
+        if candidate <= self.log.committed or self.log.term(candidate) != self.term:
+            return False
+        old = self.log.committed
+        self.log.commit_to(candidate)
+        if self._uncommitted_bytes:
+            for i in range(old + 1, candidate + 1):
+                self._uncommitted_bytes -= len(self.log.entry(i).data)
+            self._uncommitted_bytes = max(self._uncommitted_bytes, 0)
+        if self._pending_reads and self._committed_in_current_term():
+            pending, self._pending_reads = self._pending_reads, []
+            for r in pending:
+                self._leader_read_index(r)
+        return True
+
+    # ---------------------------------------------------------------- sending
+    def _send(self, m: Message) -> None:
+        self._msgs.append(m)
+
+    def _send_append(self, to: int, send_if_empty: bool = True) -> bool:
+        pr = self._progress[to]
+        if pr.is_paused():
+            return False
+        prev = pr.next - 1
+        prev_term = self.log.term(prev)
+        if prev_term is None or pr.next < self.log.first_index:
+            return self._send_snapshot(to, pr)
+        entries = self.log.slice(pr.next, self.log.last_index + 1, self.config.append_entries_max,
+                                 self.config.append_bytes_max)
+        if not entries and not send_if_empty:
+            return False
+        self._send(
+            Message(MT.APPEND, to, self.node_id, self.term, log_term=prev_term, index=prev, entries=tuple(entries),
+                    commit=self.log.committed)
+        )
+        if entries:
+            pr.sent_entries(entries[-1].index)
+        elif pr.state is ProgressState.PROBE:
+            pr.probe_sent = True
+        return True
+
+    def _send_snapshot(self, to: int, pr: Progress) -> bool:
+        if not pr.recent_active or self.snapshot is None:
+            return False
+        invariant(self.snapshot.index >= self.log.compacted_index, "latest snapshot behind the compaction point")
+        self._send(Message(MT.SNAPSHOT, to, self.node_id, self.term, snapshot=self.snapshot))
+        pr.become_snapshot(self.snapshot.index)
+        return True
+
+    def _bcast_append(self) -> None:
+        for p in self._peers:
+            self._send_append(p)
+
+    def _bcast_heartbeat(self) -> None:
+        context = self._read_only.last_context()
+        for p in self._peers:
+            pr = self._progress[p]
+            # Never let a heartbeat commit beyond what the follower is known to hold.
+            self._send(Message(MT.HEARTBEAT, p, self.node_id, self.term, commit=min(pr.match, self.log.committed),
+                               context=context))
+
+    # ------------------------------------------------------------------ Ready
+    def _hard_state(self) -> HardState:
+        return HardState(self.term, self.vote, self.log.committed)
+
+    def has_ready(self) -> bool:
+        return bool(
+            self._bcast_pending
+            or self._msgs
+            or self._read_states
+            or self.log.has_unstable()
+            or self.log.pending_snapshot is not None
+            or self.log.has_next_committed()
+            or self._hard_state() != self._prev_hard_state
+        )
+
+    def ready(self) -> Ready:
+        invariant(not self._ready_outstanding, "ready() called twice without advance()")
+        if self._bcast_pending and self.role is Role.LEADER:
+            self._bcast_append()
+        self._bcast_pending = False
+        hs = self._hard_state()
+        prev = self._prev_hard_state
+        entries = self.log.unstable_entries()
+        snapshot = self.log.pending_snapshot
+        rd = Ready(
+            soft_state=SoftState(self.role, self.leader_id),
+            hard_state=hs if hs != prev else None,
+            entries=entries,
+            snapshot=snapshot,
+            committed_entries=self.log.next_committed(COMMITTED_ENTRIES_PER_READY_MAX),
+            messages=tuple(self._msgs),
+            read_states=tuple(self._read_states),
+            must_sync=bool(entries) or snapshot is not None or hs.term != prev.term or hs.vote != prev.vote,
+        )
+        self._msgs = []
+        self._read_states = []
+        self._ready_outstanding = True
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        invariant(self._ready_outstanding, "advance() without ready()")
+        self._ready_outstanding = False
+        if rd.hard_state is not None:
+            self._prev_hard_state = rd.hard_state
+        if rd.snapshot is not None:
+            self.log.snapshot_persisted(rd.snapshot)
+        if rd.entries:
+            last = rd.entries[-1]
+            self.log.stable_to(last.index, last.term)
+            if self.role is Role.LEADER:
+                # The leader counts its own entry only once it is on its disk.
+                me = self._progress[self.node_id]
+                if me.maybe_update(self.log.stable_index) and self._maybe_commit():
+                    self._bcast_pending = True
+        if rd.committed_entries:
+            self.log.applied_to(rd.committed_entries[-1].index)

@@ -1,0 +1,454 @@
+"""Settings of one quorum node: a properties file merged with command-line overrides.
+
+The file uses Java `.properties` syntax and ZooKeeper's spelling where one
+exists (`myid`, `dataDir`, `server.N=host:port`), so that
+
+    id=1
+    dataDir=/var/lib/zkraft/quorum-1
+    listen=0.0.0.0:7001
+    server.1=10.0.0.1:7001
+    server.2=10.0.0.2:7001
+    server.3=10.0.0.3:7001
+
+starts a node the way a ZooKeeper operator expects. Every mistake is raised as
+one `SettingsError` whose message is a single line naming the offending key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+# Raft needs a majority of a fixed voter set; membership is static (no joint
+# consensus), so the sizes worth running are the odd ones.
+ALLOWED_CLUSTER_SIZES = (1, 3, 5, 7)
+PORT_MIN = 1
+PORT_MAX = 65535
+
+
+class SettingsError(ValueError):
+    """A node's configuration is missing, malformed or inconsistent; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    node_id: int
+    data_dir: Path
+    listen: str  # host:port this node's gRPC server binds (peers and clients share it)
+    peers: dict[int, str]  # every voter, this node included: id -> host:port others dial
+    cluster_id: str = "zkraft"
+    tick_ms: int = 50
+    election_timeout_ticks: int = 12
+    heartbeat_interval_ticks: int = 2
+    snapshot_interval_entries: int = 20000
+    # Entries kept behind a snapshot so that a slightly-behind follower catches
+    # up by appends instead of a whole snapshot transfer.
+    snapshot_trailing_entries: int = 5000
+    inflight_appends_max: int = 64
+    proposal_timeout_ms: int = 10000
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        return tuple(sorted(self.peers))
+
+    @property
+    def advertised_address(self) -> str:
+        """The address the other voters dial to reach this node."""
+        return self.peers[self.node_id]
+
+    @property
+    def peers_string(self) -> str:
+        return peers_string(self.peers)
+
+
+# ---- host:port and peer lists ----
+
+_HOST_PORT = re.compile(r"^(?:\[(?P<ipv6>[0-9A-Fa-f:.%a-zA-Z]+)\]|(?P<host>[^\s:\[\]]+)):(?P<port>[^:]*)$")
+
+
+def parse_host_port(text: str, what: str) -> tuple[str, int]:
+    """Split `host:port` (or `[v6]:port`); `what` names the setting in the error."""
+    match = _HOST_PORT.match(text.strip())
+    if match is None:
+        raise SettingsError(f"{what}: {text!r} is not host:port")
+    host = match.group("ipv6") or match.group("host")
+    port_text = match.group("port")
+    if not port_text.isdigit():
+        raise SettingsError(f"{what}: {text!r} is not host:port (port {port_text!r} is not a number)")
+    port = int(port_text)
+    if not PORT_MIN <= port <= PORT_MAX:
+        raise SettingsError(f"{what}: port {port} in {text!r} is out of range {PORT_MIN}-{PORT_MAX}")
+    return host, port
+
+
+def _canonical_address(text: str, what: str) -> str:
+    host, port = parse_host_port(text, what)
+    host_text = f"[{host}]" if ":" in host else host
+    return f"{host_text}:{port}"
+
+
+def peers_string(peers: Mapping[int, str]) -> str:
+    """The canonical `1=h:p,2=h:p` form (sorted by id) that nodes compare to detect a mismatched peer list."""
+    return ",".join(f"{node_id}={peers[node_id]}" for node_id in sorted(peers))
+
+
+def parse_peers(text: str, what: str = "peers") -> dict[int, str]:
+    """Parse `1=h:p,2=h:p`; duplicate ids are an error."""
+    peers: dict[int, str] = {}
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise SettingsError(f"{what}: empty peer list (expected 1=host:port,2=host:port,...)")
+    for item in items:
+        if not item:
+            raise SettingsError(f"{what}: empty entry in {text!r} (expected 1=host:port,2=host:port,...)")
+        node_text, sep, address = item.partition("=")
+        if not sep:
+            raise SettingsError(f"{what}: {item!r} is not id=host:port")
+        node_id = _parse_node_id(node_text.strip(), f"{what}: id in {item!r}")
+        if node_id in peers:
+            raise SettingsError(f"{what}: node id {node_id} is listed twice")
+        peers[node_id] = _canonical_address(address.strip(), f"{what}: node {node_id}")
+    return peers
+
+
+def _parse_node_id(text: str, what: str) -> int:
+    node_id = _parse_int(text, what)
+    if node_id < 1:
+        raise SettingsError(f"{what}: node ids are integers >= 1, got {node_id}")
+    return node_id
+
+
+def _parse_int(text: str, what: str) -> int:
+    value = text.strip()
+    if not re.fullmatch(r"[+-]?\d+", value):
+        raise SettingsError(f"{what}: expected an integer, got {text!r}")
+    return int(value)
+
+
+# ---- validation of a complete NodeSettings ----
+
+# The numeric limits and the smallest value each accepts.
+_INT_MINIMUMS = {
+    "tick_ms": 1,
+    "election_timeout_ticks": 2,
+    "heartbeat_interval_ticks": 1,
+    "snapshot_interval_entries": 1,
+    "snapshot_trailing_entries": 0,
+    "inflight_appends_max": 1,
+    "proposal_timeout_ms": 1,
+}
+
+
+def _validate(settings: NodeSettings) -> None:
+    if isinstance(settings.node_id, bool) or not isinstance(settings.node_id, int) or settings.node_id < 1:
+        raise SettingsError(f"id: node ids are integers >= 1, got {settings.node_id!r}")
+    if not settings.peers:
+        raise SettingsError("peers: missing (give server.N=host:port per node, or peers=1=host:port,...)")
+    _validate_peers(settings.peers)
+    if settings.node_id not in settings.peers:
+        raise SettingsError(
+            f"id: node {settings.node_id} is not in the peer list {peers_string(settings.peers)}"
+        )
+    _, listen_port = parse_host_port(settings.listen, "listen")
+    _, advertised_port = parse_host_port(settings.peers[settings.node_id], f"peers: node {settings.node_id}")
+    if listen_port != advertised_port:
+        raise SettingsError(
+            f"listen: port {listen_port} differs from port {advertised_port} that the peer list gives node "
+            f"{settings.node_id} ({settings.peers[settings.node_id]})"
+        )
+    if not settings.cluster_id or not settings.cluster_id.strip():
+        raise SettingsError("cluster.id: must not be empty")
+    for name, minimum in _INT_MINIMUMS.items():
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: expected an integer, got {value!r}")
+        if value < minimum:
+            raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: must be >= {minimum}, got {value}")
+    if settings.election_timeout_ticks <= settings.heartbeat_interval_ticks:
+        raise SettingsError(
+            f"raft.election.timeout.ticks ({settings.election_timeout_ticks}) must be greater than "
+            f"raft.heartbeat.interval.ticks ({settings.heartbeat_interval_ticks}), or followers campaign "
+            "between heartbeats"
+        )
+
+
+def _validate_peers(peers: Mapping[int, str]) -> None:
+    seen: dict[str, int] = {}
+    for node_id in sorted(peers):
+        if isinstance(node_id, bool) or not isinstance(node_id, int) or node_id < 1:
+            raise SettingsError(f"peers: node ids are integers >= 1, got {node_id!r}")
+        host, port = parse_host_port(peers[node_id], f"peers: node {node_id}")
+        key = f"{host.lower()}:{port}"
+        if key in seen:
+            raise SettingsError(
+                f"peers: nodes {seen[key]} and {node_id} have the same address {peers[node_id]}"
+            )
+        seen[key] = node_id
+    if len(peers) not in ALLOWED_CLUSTER_SIZES:
+        raise SettingsError(
+            f"peers: {len(peers)} nodes given, but the quorum uses static membership of 1, 3, 5 or 7 nodes "
+            f"(a majority of {len(peers)} is {len(peers) // 2 + 1}, so an even size tolerates no more failures "
+            "than the odd size below it)"
+        )
+
+
+# ---- property names ----
+
+# Property name -> NodeSettings field. Aliases map to the same field.
+_FIELD_OF_PROPERTY = {
+    "id": "node_id",
+    "myid": "node_id",
+    "dataDir": "data_dir",
+    "data.dir": "data_dir",
+    "listen": "listen",
+    "peers": "peers",
+    "cluster.id": "cluster_id",
+    "raft.tick.ms": "tick_ms",
+    "raft.election.timeout.ticks": "election_timeout_ticks",
+    "raft.heartbeat.interval.ticks": "heartbeat_interval_ticks",
+    "snapshot.interval.entries": "snapshot_interval_entries",
+    "snapshot.trailing.entries": "snapshot_trailing_entries",
+    "raft.inflight.appends.max": "inflight_appends_max",
+    "proposal.timeout.ms": "proposal_timeout_ms",
+}
+# The name used in error messages for each field (the first property spelling).
+_PROPERTY_OF_FIELD: dict[str, str] = {}
+for _prop, _field in _FIELD_OF_PROPERTY.items():
+    _PROPERTY_OF_FIELD.setdefault(_field, _prop)
+_SERVER_KEY = re.compile(r"^server\.(.*)$")
+_INT_FIELDS = frozenset({"node_id", *_INT_MINIMUMS})
+
+# Properties a whole-cluster launcher sets per node; `zkraft up` refuses them as overrides.
+NODE_IDENTITY_PROPERTIES = frozenset({"id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id"})
+
+
+def known_property(key: str) -> bool:
+    return key in _FIELD_OF_PROPERTY or _SERVER_KEY.match(key) is not None
+
+
+def check_property_key(key: str, where: str = "") -> None:
+    """Raise SettingsError naming `key` if it is not a quorum node property."""
+    if known_property(key):
+        return
+    close = difflib.get_close_matches(key, list(_FIELD_OF_PROPERTY), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise SettingsError(f"{where}unknown property {key!r}{hint}")
+
+
+# ---- Java .properties syntax ----
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str, source: str = "properties") -> list[tuple[str, str, int]]:
+    """Parse Java `.properties` text into (key, value, line number) in file order.
+
+    Supports `key=value`, `key:value` and `key value`, `#`/`!` comment lines,
+    blank lines, a trailing backslash continuing the logical line, and the
+    `\\t \\n \\r \\f \\uXXXX` escapes. Later duplicates are kept; the caller decides.
+    """
+    result: list[tuple[str, str, int]] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        start_line = index + 1
+        line = lines[index].lstrip(" \t\f")
+        index += 1
+        if not line or line[0] in "#!":
+            continue
+        while _ends_with_continuation(line) and index < len(lines):
+            line = line[:-1] + lines[index].lstrip(" \t\f")
+            index += 1
+        if _ends_with_continuation(line):
+            line = line[:-1]
+        key, value = _split_logical_line(line, f"{source}:{start_line}")
+        result.append((key, value, start_line))
+    return result
+
+
+def _ends_with_continuation(line: str) -> bool:
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_logical_line(line: str, where: str) -> tuple[str, str]:
+    position = 0
+    while position < len(line):
+        char = line[position]
+        if char == "\\":
+            position += 2
+            continue
+        if char in "=: \t\f":
+            break
+        position += 1
+    key_raw = line[:position]
+    rest = line[position:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key_raw, where), _unescape(rest, where).rstrip()
+
+
+def _unescape(text: str, where: str) -> str:
+    out: list[str] = []
+    position = 0
+    while position < len(text):
+        char = text[position]
+        if char != "\\" or position + 1 >= len(text):
+            out.append(char)
+            position += 1
+            continue
+        code = text[position + 1]
+        if code == "u":
+            digits = text[position + 2 : position + 6]
+            if not re.fullmatch(r"[0-9A-Fa-f]{4}", digits):
+                raise SettingsError(f"{where}: malformed \\uXXXX escape")
+            out.append(chr(int(digits, 16)))
+            position += 6
+            continue
+        out.append(_ESCAPES.get(code, code))
+        position += 2
+    return "".join(out)
+
+
+def read_properties_file(path: Path) -> dict[str, str]:
+    """Read a properties file into {key: value}; a key given twice is an error (it is always a mistake here)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SettingsError(f"config file {path}: not found") from None
+    except IsADirectoryError:
+        raise SettingsError(f"config file {path}: is a directory") from None
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"config file {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise SettingsError(f"config file {path}: {exc.strerror or exc}") from None
+    properties: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for key, value, line in parse_properties(text, str(path)):
+        if not key:
+            raise SettingsError(f"{path}:{line}: a line has a value but no key")
+        check_property_key(key, f"{path}:{line}: ")
+        if key in properties:
+            raise SettingsError(f"{path}:{line}: {key!r} is already set on line {first_line[key]}")
+        properties[key] = value
+        first_line[key] = line
+    return properties
+
+
+# ---- merging file and command line ----
+
+# Names accepted from an argparse namespace or a kwargs mapping: CLI spellings and field names.
+_FIELD_OF_ARGUMENT = {
+    "id": "node_id",
+    "node_id": "node_id",
+    "data_dir": "data_dir",
+    "listen": "listen",
+    "peers": "peers",
+    "cluster_id": "cluster_id",
+    **{f.name: f.name for f in fields(NodeSettings) if f.init},
+}
+
+
+def properties_to_values(properties: Mapping[str, str], where: str = "") -> dict[str, Any]:
+    """Convert property strings into NodeSettings field values (typed, aliases resolved)."""
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    server_peers: dict[int, str] = {}
+    for key, raw in properties.items():
+        check_property_key(key, where)
+        server = _SERVER_KEY.match(key)
+        if server is not None:
+            node_id = _parse_node_id(server.group(1), f"{where}{key}")
+            if node_id in server_peers:
+                raise SettingsError(f"{where}{key}: node id {node_id} is listed twice")
+            server_peers[node_id] = _canonical_address(raw, f"{where}{key}")
+            continue
+        name = _FIELD_OF_PROPERTY[key]
+        if name in origin:
+            raise SettingsError(f"{where}{key}: conflicts with {origin[name]} (the same setting given twice)")
+        origin[name] = key
+        values[name] = _convert(name, raw, f"{where}{key}")
+    if server_peers:
+        if "peers" in values:
+            raise SettingsError(f"{where}peers: give either peers=... or server.N=... lines, not both")
+        values["peers"] = server_peers
+    return values
+
+
+def _convert(name: str, raw: Any, what: str) -> Any:
+    if name in _INT_FIELDS:
+        if isinstance(raw, bool):
+            raise SettingsError(f"{what}: expected an integer, got {raw!r}")
+        if isinstance(raw, int):
+            return raw
+        return _parse_int(str(raw), what)
+    if name == "peers":
+        if isinstance(raw, Mapping):
+            return {
+                _convert("node_id", key, f"{what}: id"): _canonical_address(str(value), f"{what}: node {key}")
+                for key, value in raw.items()
+            }
+        return parse_peers(str(raw), what)
+    if name == "data_dir":
+        text = str(raw)
+        if not text.strip():
+            raise SettingsError(f"{what}: must not be empty")
+        return Path(text).expanduser()
+    if name == "listen":
+        return _canonical_address(str(raw), what)
+    return str(raw).strip()
+
+
+def _argument_values(overrides: argparse.Namespace | Mapping[str, Any] | None) -> dict[str, Any]:
+    if overrides is None:
+        return {}
+    strict = not isinstance(overrides, argparse.Namespace)
+    items = overrides.items() if isinstance(overrides, Mapping) else vars(overrides).items()
+    values: dict[str, Any] = {}
+    for name, raw in items:
+        if raw is None:
+            continue  # not given on the command line
+        field_name = _FIELD_OF_ARGUMENT.get(name)
+        if field_name is None:
+            if strict:
+                raise SettingsError(f"unknown setting {name!r}")
+            continue  # argparse's own attributes (command, handler, config, ...)
+        flag = "--" + name.replace("_", "-")
+        values[field_name] = _convert(field_name, raw, flag)
+    return values
+
+
+def load_node_settings(
+    args_namespace_or_kwargs: argparse.Namespace | Mapping[str, Any] | None,
+    config_path: Path | None,
+) -> NodeSettings:
+    """Merge the properties file at `config_path` (if any) with command-line values; the command line wins.
+
+    Raises SettingsError with a one-line message on any missing, malformed or inconsistent setting.
+    """
+    values: dict[str, Any] = {}
+    if config_path is not None:
+        path = Path(config_path)
+        values.update(properties_to_values(read_properties_file(path), f"{path}: "))
+    values.update(_argument_values(args_namespace_or_kwargs))
+    if "node_id" not in values:
+        raise SettingsError("id: missing (give --id N or id=N in the config file)")
+    if "data_dir" not in values:
+        raise SettingsError("data dir: missing (give --data-dir DIR or dataDir=DIR in the config file)")
+    if "peers" not in values:
+        raise SettingsError(
+            "peers: missing (give --peers 1=host:port,... or server.N=host:port lines in the config file)"
+        )
+    if "listen" not in values:
+        # Default to the address the peer list advertises for this node.
+        peers = values["peers"]
+        values["listen"] = peers.get(values["node_id"], "")  # "" only when the id is not in peers: reported first
+    return NodeSettings(**values)
