@@ -30,7 +30,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lmdb
 import structlog
@@ -53,6 +53,9 @@ _META_SNAPSHOT = b"snapshot"
 _META_IDENTITY = b"identity"
 
 _KINDS = {kind.value: kind for kind in EntryKind}
+
+# The environment is opened without buffers=True, so LMDB hands out bytes, never
+# memoryviews; `cast` tells the type checker (the lmdb stubs allow both).
 
 
 class LogStoreError(Exception):
@@ -265,7 +268,7 @@ class LmdbLogStore:
         limit = _KEY.pack(index)
         if not cursor.first():
             return
-        while cursor.key() <= limit and cursor.delete():
+        while cast(bytes, cursor.key()) <= limit and cursor.delete():
             pass
 
     def _truncate_tail(self, index: int) -> None:
@@ -283,9 +286,9 @@ class LmdbLogStore:
             return entries, None
         for key, value in cursor.iternext():
             index = _KEY.unpack(key)[0]
-            entry = decode_entry(index, value) if index == expected else None
-            if entry is None:
-                return entries, expected if index > expected else index
+            entry = decode_entry(index, cast(bytes, value)) if index == expected else None
+            if entry is None:  # damaged, or `expected` is missing (index > expected)
+                return entries, expected
             entries.append(entry)
             expected += 1
         return entries, None
@@ -303,7 +306,10 @@ class LmdbLogStore:
 
     def _read_compaction(self, txn: lmdb.Transaction) -> tuple[int, int]:
         payload = self._get_meta(txn, _META_COMPACTION)
-        return (0, 0) if payload is None else _COMPACTION.unpack(payload)
+        if payload is None:
+            return 0, 0
+        index, term = _COMPACTION.unpack(payload)
+        return index, term
 
     def _read_snapshot(self, txn: lmdb.Transaction) -> SnapshotMeta | None:
         payload = self._get_meta(txn, _META_SNAPSHOT)
@@ -311,7 +317,7 @@ class LmdbLogStore:
 
     def _get_meta(self, txn: lmdb.Transaction, key: bytes) -> bytes | None:
         value = txn.get(key, db=self._meta_db)
-        return None if value is None else _unseal(key, value)
+        return None if value is None else _unseal(key, cast(bytes, value))
 
     def _put_meta(self, txn: lmdb.Transaction, key: bytes, payload: bytes) -> None:
         txn.put(key, _seal(payload), db=self._meta_db)

@@ -154,9 +154,7 @@ def _validate(settings: NodeSettings) -> None:
         raise SettingsError("peers: missing (give server.N=host:port per node, or peers=1=host:port,...)")
     _validate_peers(settings.peers)
     if settings.node_id not in settings.peers:
-        raise SettingsError(
-            f"id: node {settings.node_id} is not in the peer list {peers_string(settings.peers)}"
-        )
+        raise SettingsError(f"id: node {settings.node_id} is not in the peer list {peers_string(settings.peers)}")
     _, listen_port = parse_host_port(settings.listen, "listen")
     _, advertised_port = parse_host_port(settings.peers[settings.node_id], f"peers: node {settings.node_id}")
     if listen_port != advertised_port:
@@ -188,9 +186,7 @@ def _validate_peers(peers: Mapping[int, str]) -> None:
         host, port = parse_host_port(peers[node_id], f"peers: node {node_id}")
         key = f"{host.lower()}:{port}"
         if key in seen:
-            raise SettingsError(
-                f"peers: nodes {seen[key]} and {node_id} have the same address {peers[node_id]}"
-            )
+            raise SettingsError(f"peers: nodes {seen[key]} and {node_id} have the same address {peers[node_id]}")
         seen[key] = node_id
     if len(peers) not in ALLOWED_CLUSTER_SIZES:
         raise SettingsError(

@@ -11,9 +11,12 @@ Both are written write-fsync-rename: data into `*.tmp`, fsync, then the
 sidecar renamed into place, then the data, then an fsync of the directory. A
 crash at any point leaves either a complete snapshot or one that `latest()`
 ignores (no sidecar, no data, or a size that disagrees); leftovers are removed
-at construction and by `prune`. Writers are used from one thread at a time;
-readers may stream an older snapshot while `prune` deletes it (the open file
-stays readable on POSIX).
+at construction and by `prune`.
+
+Threading: like the log store, create/commit/prune run on the node runner's
+one storage thread. A `read_chunks` iterator may stream an older snapshot to a
+follower while `prune` deletes it: the file is already open, and an open file
+stays readable after unlink on POSIX.
 """
 
 from __future__ import annotations
@@ -178,7 +181,7 @@ class SnapshotStore:
         sidecar = self._read_sidecar(meta.index, meta.term)
         if sidecar is None:
             raise SnapshotStoreError(f"no complete snapshot {self.path(meta).name}")
-        file = open(self.path(meta), "rb")  # noqa: SIM115 - closed by the generator
+        file = open(self.path(meta), "rb")  # closed by _chunks when the iteration ends
         return _chunks(file, chunk_bytes, sidecar, self.path(meta).name)
 
     def verify(self, meta: SnapshotMeta) -> None:
@@ -221,7 +224,11 @@ class SnapshotStore:
         except (OSError, ValueError) as exc:
             self._log.warning("snapshot_incomplete", snapshot=stem, error=str(exc))
             return None
-        if (sidecar.get("index"), sidecar.get("term")) != (index, term) or sidecar.get("size_bytes") != size_bytes:
+        if (
+            not isinstance(sidecar, dict)
+            or (sidecar.get("index"), sidecar.get("term")) != (index, term)
+            or sidecar.get("size_bytes") != size_bytes
+        ):
             self._log.warning("snapshot_incomplete", snapshot=stem, size_bytes=size_bytes, sidecar=sidecar)
             return None
         return dict(sidecar)

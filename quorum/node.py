@@ -1,0 +1,470 @@
+"""The node runner: drives the pure Raft core with real storage, network, clock and state machine.
+
+One asyncio task owns the core's Ready cycle (STYLE 3). Handlers on the same
+loop step the core and wake that task; it processes each Ready in etcd's
+order: send what may leave early (the leader's appends: its own disk write
+runs in parallel with its followers'), persist in the one writer thread
+(one LMDB transaction and one fsync for everything the Ready holds: group
+commit), send the rest, apply, advance. Proposals that arrive during an
+fsync join the next Ready, so load turns into larger batches, not more fsyncs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import random
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from quorum import errors
+from quorum.lmdb_log_store import LmdbLogStore
+from quorum.raft import (
+    SENDABLE_BEFORE_PERSIST,
+    InvariantViolation,
+    Message,
+    Raft,
+    RaftConfig,
+    Ready,
+    Role,
+    SnapshotMeta,
+    SoftState,
+)
+from quorum.raft import NotLeaderError as CoreNotLeader
+from quorum.raft import ProposalDroppedError as CoreDropped
+from quorum.settings import NodeSettings
+from quorum.snapshot_store import SnapshotStore
+from quorum.state_machine import RegisterMap, StateMachine
+from quorum.transport import PeerTransport, peers_digest
+
+SNAPSHOTS_KEPT = 2
+
+
+@dataclass(slots=True)
+class _Waiter:
+    term: int
+    future: asyncio.Future[tuple[int, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    node_id: int
+    address: str
+    role: str
+    term: int
+    leader: int
+    leader_address: str
+    commit_index: int
+    applied_index: int
+    last_index: int
+    first_index: int
+    snapshot_index: int
+    followers: tuple[tuple[int, int, int, str], ...]  # (id, match, next, state)
+    cluster_id: str
+
+
+class QuorumNode:
+    def __init__(self, settings: NodeSettings, state_machine: StateMachine | None = None) -> None:
+        self.settings = settings
+        self.node_id = settings.node_id
+        self.log = structlog.get_logger("quorum").bind(node=settings.node_id)
+        data_dir = Path(settings.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._digest = peers_digest(settings.cluster_id, settings.peers_string)
+        self._store = LmdbLogStore(data_dir / "raft", logger=self.log)
+        self._check_identity()
+        self._snapshots = SnapshotStore(data_dir / "snapshots", logger=self.log)
+        self.state_machine: StateMachine = state_machine or RegisterMap(data_dir / "state")
+        state = self._store.load()
+        if state.snapshot is not None and self.state_machine.applied_index() < state.snapshot.index:
+            # A snapshot from the leader was persisted but the crash came
+            # before the state machine installed it: install it now.
+            self.state_machine.restore(self._snapshots.path(state.snapshot), state.snapshot.index)
+        config = RaftConfig(
+            node_id=settings.node_id,
+            voters=settings.voters,
+            election_timeout_ticks=settings.election_timeout_ticks,
+            heartbeat_interval_ticks=settings.heartbeat_interval_ticks,
+            inflight_appends_max=settings.inflight_appends_max,
+        )
+        self.core = Raft(config, state, random.Random(), applied=self.state_machine.applied_index())
+        self._last_snapshot_index = state.snapshot.index if state.snapshot else 0
+        self._soft = SoftState(self.core.role, self.core.leader_id)
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
+        self._transport: PeerTransport | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._waiters: dict[int, _Waiter] = {}
+        self._read_ctx_seq = itertools.count(1)
+        self._open_read: tuple[bytes, asyncio.Future[int]] | None = None
+        self._reads_in_flight: dict[bytes, asyncio.Future[int]] = {}
+        self._applied_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._applied_seq = itertools.count()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._fatal: BaseException | None = None
+        self._stopped: asyncio.Event | None = None
+
+    # ---------------------------------------------------------------- startup
+    def _check_identity(self) -> None:
+        s = self.settings
+        stored = self._store.identity()
+        if stored is None:
+            self._store.set_identity(s.cluster_id, s.peers_string)
+            return
+        cluster_id, peers = stored
+        if cluster_id != s.cluster_id:
+            raise errors.ClusterMismatchError(
+                f"data dir {s.data_dir} belongs to cluster '{cluster_id}', not '{s.cluster_id}'"
+            )
+        if peers != s.peers_string:
+            raise errors.ClusterMismatchError(
+                f"data dir {s.data_dir} was created with peers {peers}, but this start names {s.peers_string}"
+            )
+
+    async def start(self) -> None:
+        self._wakeup = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._transport = PeerTransport(
+            self.node_id,
+            self.settings.peers,
+            self.settings.cluster_id,
+            self._digest,
+            self._snapshots,
+            on_unreachable=self._on_unreachable,
+            on_snapshot_done=self._on_snapshot_done,
+            log=self.log,
+        )
+        self._transport.start()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._ready_loop(), name="raft-ready"))
+        self._tasks.append(loop.create_task(self._ticker(), name="raft-ticker"))
+        self.log.info(
+            "node_started", term=self.core.term, last_index=self.core.last_index,
+            commit=self.core.commit_index, applied=self.core.applied_index, peers=self.settings.peers_string,
+        )
+
+    @property
+    def cluster_id(self) -> str:
+        return self.settings.cluster_id
+
+    @property
+    def digest(self) -> str:
+        return self._digest
+
+    def address_of(self, node_id: int) -> str:
+        return self.settings.peers.get(node_id, "")
+
+    # -------------------------------------------------------------- the loops
+    async def _ticker(self) -> None:
+        interval_s = self.settings.tick_ms / 1000
+        next_at = time.monotonic()
+        while not self._stopping:
+            next_at += interval_s
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            if time.monotonic() - next_at > 10 * interval_s:
+                next_at = time.monotonic()  # we were starved; don't fire a burst of ticks
+            self._guard(self.core.tick)
+            self._wake()
+
+    async def _ready_loop(self) -> None:
+        assert self._wakeup is not None
+        try:
+            while not self._stopping:
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                self._issue_reads()
+                while self.core.has_ready() and not self._stopping:
+                    await self._handle_ready(self.core.ready())
+                    self._issue_reads()
+        except Exception as exc:  # loop boundary: the node cannot go on safely
+            self._die(exc)
+
+    async def _handle_ready(self, rd: Ready) -> None:
+        assert self._transport is not None
+        if rd.soft_state != self._soft:
+            self._on_soft_state(rd.soft_state)
+        early = [m for m in rd.messages if m.type in SENDABLE_BEFORE_PERSIST]
+        late = [m for m in rd.messages if m.type not in SENDABLE_BEFORE_PERSIST]
+        if early:
+            self._transport.send(early)
+        if rd.entries or rd.hard_state is not None or rd.snapshot is not None:
+            await self._in_writer(self._store.save, rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
+        if late:
+            self._transport.send(late)
+        if rd.snapshot is not None:
+            await self._install_snapshot(rd.snapshot)
+        if rd.committed_entries:
+            results = self.state_machine.apply(rd.committed_entries)
+            self._complete_proposals(rd.committed_entries, results)
+        for rs in rd.read_states:
+            fut = self._reads_in_flight.pop(rs.context, None)
+            if fut is not None and not fut.done():
+                fut.set_result(rs.index)
+        self.core.advance(rd)
+        self._release_applied_waiters()
+        if self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries:
+            await self._take_snapshot()
+
+    async def _in_writer(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _guard(self, fn: Any, *args: Any) -> None:
+        """Run a core call; an invariant violation stops the node instead of corrupting state."""
+        try:
+            fn(*args)
+        except InvariantViolation as exc:
+            self._die(exc)
+
+    def _die(self, exc: BaseException) -> None:
+        if self._fatal is None:
+            self._fatal = exc
+            self.log.critical("node_failed", error=repr(exc))
+        self._stopping = True
+        if self._stopped is not None:
+            self._stopped.set()
+
+    def _on_soft_state(self, soft: SoftState) -> None:
+        old = self._soft
+        self._soft = soft
+        if soft.role != old.role or soft.leader != old.leader:
+            self.log.info(
+                "role_changed", old_role=old.role.value, role=soft.role.value, leader=soft.leader,
+                term=self.core.term,
+            )
+        if soft.leader != old.leader and self._reads_in_flight:
+            # A forwarded ReadIndex may have died with the old leader: ask the new one.
+            for ctx in self._reads_in_flight:
+                self._guard(self.core.read_index, ctx)
+
+    # ------------------------------------------------------------- snapshots
+    async def _install_snapshot(self, meta: SnapshotMeta) -> None:
+        path = self._snapshots.path(meta)
+        await self._in_writer(self._snapshots.verify, meta)
+        self.state_machine.restore(path, meta.index)
+        self._last_snapshot_index = meta.index
+        for index in [i for i in self._waiters if i <= meta.index]:
+            w = self._waiters.pop(index)
+            if not w.future.done():
+                w.future.set_exception(errors.QuorumTimeoutError(f"outcome of entry {index} unknown: "
+                                                                 "replaced by a snapshot from the leader"))
+        self.log.info("snapshot_installed", index=meta.index, term=meta.term)
+
+    async def _take_snapshot(self) -> None:
+        index = self.state_machine.applied_index()
+        term = self.core.term_at(index)
+        if term is None:
+            return
+        meta = SnapshotMeta(index, term, self.settings.voters)
+        writer = self._snapshots.create(meta)
+        try:
+            for chunk in self.state_machine.snapshot_chunks():
+                writer.write(chunk)
+        except BaseException:
+            writer.abort()
+            raise
+        await self._in_writer(writer.commit)
+        sync = getattr(self.state_machine, "sync", None)
+        if sync is not None:
+            # The log may only forget entries whose effect is on disk.
+            await self._in_writer(sync)
+        compact_to = max(0, index - self.settings.snapshot_trailing_entries)
+        compacted = self.core.snapshot_taken(meta, compact_to)
+        await self._in_writer(self._store.compact, compacted, meta)
+        await self._in_writer(self._snapshots.prune, SNAPSHOTS_KEPT)
+        self._last_snapshot_index = index
+        self.log.info("snapshot_taken", index=index, term=term, compacted_to=compacted)
+
+    # ---------------------------------------------------- transport callbacks
+    def deliver(self, messages: Sequence[Message]) -> None:
+        if self._stopping:
+            return
+        for m in messages:
+            if m.to != self.node_id:
+                continue
+            self._guard(self.core.step, m)
+        if messages and self._transport is not None:
+            self._transport.heard_from(messages[0].frm)
+        self._wake()
+
+    def _on_unreachable(self, peer: int) -> None:
+        self._guard(self.core.report_unreachable, peer)
+        self._wake()
+
+    def _on_snapshot_done(self, peer: int, ok: bool) -> None:
+        self._guard(self.core.report_snapshot, peer, ok)
+        self._wake()
+
+    def snapshot_store(self) -> SnapshotStore:
+        return self._snapshots
+
+    # -------------------------------------------------------------- proposals
+    async def propose_many(self, commands: Sequence[bytes], timeout_s: float) -> list[tuple[int, bytes]]:
+        """Replicate commands; returns (index, result) per command once each is committed and applied here."""
+        if self._stopping:
+            raise errors.ShuttingDownError("node is shutting down")
+        if not commands:
+            return []
+        try:
+            first = self.core.propose_many(commands)
+        except CoreNotLeader as exc:
+            raise errors.NotLeaderError(exc.leader_id, self.address_of(exc.leader_id)) from None
+        except CoreDropped as exc:
+            raise errors.ProposalDroppedError(str(exc)) from None
+        loop = asyncio.get_running_loop()
+        term = self.core.term
+        futures = []
+        for k in range(len(commands)):
+            fut: asyncio.Future[tuple[int, bytes]] = loop.create_future()
+            self._waiters[first + k] = _Waiter(term, fut)
+            futures.append(fut)
+        self._wake()
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*futures), timeout_s))
+        except TimeoutError:
+            raise errors.QuorumTimeoutError(
+                f"proposal not committed within {timeout_s:.1f}s; it may still be applied later"
+            ) from None
+
+    def _complete_proposals(self, entries: Sequence[Any], results: Sequence[bytes]) -> None:
+        waiters = self._waiters
+        if not waiters:
+            return
+        for e, result in zip(entries, results, strict=True):
+            w = waiters.pop(e.index, None)
+            if w is None or w.future.done():
+                continue
+            if w.term == e.term:
+                w.future.set_result((e.index, result))
+            else:
+                w.future.set_exception(
+                    errors.ProposalLostError(f"entry {e.index} was replaced by a newer leader's entry")
+                )
+
+    # ------------------------------------------------------------------ reads
+    async def read_index(self, timeout_s: float) -> int:
+        """A ReadIndex round: returns an index that, once applied here, makes a read linearizable."""
+        if self._stopping:
+            raise errors.ShuttingDownError("node is shutting down")
+        if self._open_read is None:
+            ctx = f"{self.node_id}:{next(self._read_ctx_seq)}".encode()
+            self._open_read = (ctx, asyncio.get_running_loop().create_future())
+            self._wake()
+        fut = self._open_read[1]
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            raise errors.QuorumTimeoutError(f"no quorum confirmed leadership within {timeout_s:.1f}s") from None
+
+    def _issue_reads(self) -> None:
+        """Reads that arrived since the last turn share one heartbeat round."""
+        if self._open_read is None:
+            return
+        ctx, fut = self._open_read
+        self._open_read = None
+        self._reads_in_flight[ctx] = fut
+        fut.add_done_callback(lambda _f, c=ctx: self._reads_in_flight.pop(c, None))
+        self._guard(self.core.read_index, ctx)
+
+    async def wait_applied(self, index: int, timeout_s: float) -> None:
+        if self.core.applied_index >= index:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._applied_waiters, (index, next(self._applied_seq), fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            raise errors.QuorumTimeoutError(f"index {index} not applied within {timeout_s:.1f}s") from None
+
+    def _release_applied_waiters(self) -> None:
+        applied = self.core.applied_index
+        w = self._applied_waiters
+        while w and w[0][0] <= applied:
+            _, _, fut = heapq.heappop(w)
+            if not fut.done():
+                fut.set_result(None)
+
+    async def read(self, key: bytes, linearizable: bool, timeout_s: float) -> tuple[bytes | None, int]:
+        if linearizable:
+            index = await self.read_index(timeout_s)
+            await self.wait_applied(index, timeout_s)
+        return self.state_machine.read(key), self.core.applied_index
+
+    # ------------------------------------------------------------- operations
+    def status(self) -> NodeStatus:
+        c = self.core
+        return NodeStatus(
+            node_id=self.node_id,
+            address=self.settings.advertised_address,
+            role=c.role.value,
+            term=c.term,
+            leader=c.leader_id,
+            leader_address=self.address_of(c.leader_id),
+            commit_index=c.commit_index,
+            applied_index=c.applied_index,
+            last_index=c.last_index,
+            first_index=c.first_index,
+            snapshot_index=c.snapshot.index if c.snapshot else 0,
+            followers=tuple((p, m, n, st) for p, (m, n, st) in sorted(c.progress().items())),
+            cluster_id=self.settings.cluster_id,
+        )
+
+    def best_transfer_target(self) -> int:
+        progress = self.core.progress()
+        if not progress:
+            return 0
+        return max(progress, key=lambda p: progress[p][0])
+
+    async def transfer_leadership(self, target: int, timeout_s: float) -> int:
+        """Hand leadership to `target` (0: the most caught-up follower); returns the new leader or 0."""
+        if self.core.role is not Role.LEADER:
+            return self.core.leader_id
+        target = target or self.best_transfer_target()
+        if target == 0:
+            return self.node_id
+        self._guard(self.core.transfer_leadership, target)
+        self._wake()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.core.role is Role.LEADER:
+            await asyncio.sleep(self.settings.tick_ms / 1000)
+        return self.core.leader_id
+
+    async def stop(self, transfer_timeout_s: float | None = None) -> None:
+        """Graceful stop: a leader hands over first so a rolling restart costs no election timeout."""
+        if transfer_timeout_s is None:
+            transfer_timeout_s = 2 * self.settings.election_timeout_ticks * self.settings.tick_ms / 1000
+        if not self._stopping and self.core.role is Role.LEADER and len(self.settings.peers) > 1:
+            new_leader = await self.transfer_leadership(0, transfer_timeout_s)
+            self.log.info("leadership_transferred_on_shutdown", new_leader=new_leader)
+            # Let the last messages (TimeoutNow, appends) leave before the transport closes.
+            await asyncio.sleep(self.settings.tick_ms / 1000)
+        self._stopping = True
+        self._wake()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._transport is not None:
+            await self._transport.close()
+        for w in self._waiters.values():
+            if not w.future.done():
+                w.future.set_exception(errors.ShuttingDownError("node is shutting down"))
+        self._writer.shutdown(wait=True)
+        self._store.close()
+        self.state_machine.close()
+        if self._stopped is not None:
+            self._stopped.set()
+
+    async def wait_failed(self) -> BaseException | None:
+        assert self._stopped is not None
+        await self._stopped.wait()
+        return self._fatal

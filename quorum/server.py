@@ -1,0 +1,104 @@
+"""`zkraft quorum start`: one quorum node as a process, until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import grpc
+import structlog
+
+from quorum import errors
+from quorum.node import QuorumNode
+from quorum.service import QuorumService, RaftPeerService
+from quorum.settings import NodeSettings
+from quorum.transport import GRPC_OPTIONS
+from zkraft_proto import quorum_pb2 as pb
+from zkraft_proto import quorum_pb2_grpc as pb_grpc
+
+HELLO_TIMEOUT_S = 1.0
+
+
+def configure_logging() -> None:
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.dict_tracebacks,
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+async def check_peers_agree(settings: NodeSettings, digest: str) -> None:
+    """Refuse to start when a reachable peer runs another cluster or another peer list."""
+
+    async def hello(peer: int, address: str) -> str | None:
+        async with grpc.aio.insecure_channel(address, options=GRPC_OPTIONS) as channel:
+            try:
+                reply = await pb_grpc.RaftPeerStub(channel).Hello(
+                    pb.HelloRequest(cluster_id=settings.cluster_id, peers_digest=digest, **{"from": settings.node_id}),
+                    timeout=HELLO_TIMEOUT_S,
+                )
+            except grpc.aio.AioRpcError:
+                return None  # down or not started yet: nothing to compare
+        if reply.cluster_id != settings.cluster_id:
+            return f"peer {peer} at {address} belongs to cluster '{reply.cluster_id}', not '{settings.cluster_id}'"
+        if reply.node_id != peer:
+            return f"peer {peer} at {address} says it is node {reply.node_id}"
+        if reply.peers_digest != digest:
+            return f"peer {peer} at {address} was started with peers {reply.peers}, this node with {settings.peers_string}"
+        return None
+
+    problems = await asyncio.gather(
+        *(hello(p, a) for p, a in settings.peers.items() if p != settings.node_id)
+    )
+    for problem in problems:
+        if problem:
+            raise errors.StartupError(f"refusing to start: {problem}")
+
+
+async def run_node(settings: NodeSettings, stop: asyncio.Event | None = None) -> int:
+    try:
+        node = QuorumNode(settings)
+    except errors.ClusterMismatchError as exc:
+        raise errors.StartupError(f"refusing to start: {exc}") from None
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    pb_grpc.add_RaftPeerServicer_to_server(RaftPeerService(node), server)
+    pb_grpc.add_QuorumServicer_to_server(QuorumService(node), server)
+    try:
+        server.add_insecure_port(settings.listen)
+    except RuntimeError:
+        node.state_machine.close()
+        raise errors.StartupError(f"cannot listen on {settings.listen}: address in use or not local") from None
+    await server.start()
+    try:
+        await check_peers_agree(settings, node.digest)
+    except errors.StartupError:
+        await server.stop(grace=None)
+        raise
+    await node.start()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    failed = loop.create_task(node.wait_failed())
+    stopped = loop.create_task(stop.wait())
+    await asyncio.wait({failed, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    fatal = failed.result() if failed.done() else None
+    if not failed.done():
+        failed.cancel()
+    await node.stop()
+    await server.stop(grace=0.2)
+    node.log.info("node_stopped")
+    return 1 if fatal is not None else 0
+
+
+def serve(settings: NodeSettings) -> int:
+    configure_logging()
+    return asyncio.run(run_node(settings))

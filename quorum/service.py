@@ -1,0 +1,148 @@
+"""gRPC servicers of a quorum node: Raft peer traffic and the client-facing Quorum service.
+
+One function, `abort_with`, maps quorum errors to gRPC status codes; the
+`error-code`, `leader-id` and `leader-address` trailing metadata let a client
+rebuild the typed error and follow the leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, NoReturn
+
+import grpc
+
+from quorum import errors
+from quorum.codec import message_from_pb
+from quorum.node import QuorumNode
+from quorum.raft.types import MessageType
+from zkraft_proto import quorum_pb2 as pb
+from zkraft_proto import quorum_pb2_grpc as pb_grpc
+
+_STATUS_OF: dict[type[errors.QuorumError], grpc.StatusCode] = {
+    errors.NotLeaderError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.ProposalDroppedError: grpc.StatusCode.UNAVAILABLE,
+    errors.ProposalLostError: grpc.StatusCode.ABORTED,
+    errors.QuorumTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
+    errors.ShuttingDownError: grpc.StatusCode.UNAVAILABLE,
+    errors.ClusterMismatchError: grpc.StatusCode.FAILED_PRECONDITION,
+}
+
+DEFAULT_READ_TIMEOUT_S = 5.0
+
+
+async def abort_with(context: grpc.aio.ServicerContext, exc: errors.QuorumError) -> NoReturn:
+    metadata: list[tuple[str, str]] = [("error-code", exc.code)]
+    if isinstance(exc, errors.NotLeaderError):
+        metadata += [("leader-id", str(exc.leader_id)), ("leader-address", exc.leader_address)]
+    context.set_trailing_metadata(tuple(metadata))
+    await context.abort(_STATUS_OF.get(type(exc), grpc.StatusCode.INTERNAL), str(exc))
+    raise AssertionError("unreachable")  # context.abort raises
+
+
+class RaftPeerService(pb_grpc.RaftPeerServicer):
+    def __init__(self, node: QuorumNode) -> None:
+        self._node = node
+
+    async def _refuse_mismatch(self, context: Any, cluster_id: str, digest: str) -> None:
+        n = self._node
+        if cluster_id != n.cluster_id:
+            msg = f"node {n.node_id} belongs to cluster '{n.cluster_id}', not '{cluster_id}'"
+        elif digest != n.digest:
+            msg = f"node {n.node_id} has a different peer list: {n.settings.peers_string}"
+        else:
+            return
+        n.log.error("peer_config_mismatch", reason=msg)
+        await context.abort(grpc.StatusCode.FAILED_PRECONDITION, msg)
+
+    async def Stream(self, request_iterator: AsyncIterator[pb.RaftBatch], context: Any) -> pb.StreamAck:  # noqa: N802
+        checked = False
+        async for batch in request_iterator:
+            if not checked:
+                await self._refuse_mismatch(context, batch.cluster_id, batch.peers_digest)
+                checked = True
+            self._node.deliver([message_from_pb(m) for m in batch.messages])
+        return pb.StreamAck()
+
+    async def InstallSnapshot(  # noqa: N802
+        self, request_iterator: AsyncIterator[pb.SnapshotChunk], context: Any
+    ) -> pb.SnapshotAck:
+        writer = None
+        header = None
+        try:
+            async for chunk in request_iterator:
+                if header is None:
+                    if chunk.cluster_id != self._node.cluster_id:
+                        return pb.SnapshotAck(ok=False, error=f"wrong cluster id '{chunk.cluster_id}'")
+                    header = message_from_pb(chunk.message)
+                    if header.type is not MessageType.SNAPSHOT or header.snapshot is None:
+                        return pb.SnapshotAck(ok=False, error="first chunk carries no snapshot header")
+                    writer = self._node.snapshot_store().create(header.snapshot)
+                assert writer is not None
+                if chunk.data:
+                    writer.write(chunk.data)
+                if chunk.last:
+                    writer.commit()
+                    writer = None
+                    self._node.deliver([header])
+                    return pb.SnapshotAck(ok=True)
+            return pb.SnapshotAck(ok=False, error="stream ended before the last chunk")
+        finally:
+            if writer is not None:
+                writer.abort()
+
+    async def Hello(self, request: pb.HelloRequest, context: Any) -> pb.HelloResponse:  # noqa: N802
+        n = self._node
+        return pb.HelloResponse(
+            cluster_id=n.cluster_id, peers_digest=n.digest, node_id=n.node_id, peers=n.settings.peers_string
+        )
+
+
+class QuorumService(pb_grpc.QuorumServicer):
+    def __init__(self, node: QuorumNode) -> None:
+        self._node = node
+
+    async def Propose(self, request: pb.ProposeRequest, context: Any) -> pb.ProposeResponse:  # noqa: N802
+        timeout_s = self._node.settings.proposal_timeout_ms / 1000
+        remaining = context.time_remaining()
+        if remaining is not None:
+            timeout_s = min(timeout_s, max(remaining, 0.0))
+        try:
+            results = await self._node.propose_many(list(request.commands), timeout_s)
+        except errors.QuorumError as exc:
+            await abort_with(context, exc)
+        return pb.ProposeResponse(results=[pb.ProposeResult(index=i, value=v) for i, v in results])
+
+    async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadResponse:  # noqa: N802
+        remaining = context.time_remaining()
+        timeout_s = DEFAULT_READ_TIMEOUT_S if remaining is None else max(remaining, 0.0)
+        try:
+            value, applied = await self._node.read(request.key, request.linearizable, timeout_s)
+        except errors.QuorumError as exc:
+            await abort_with(context, exc)
+        return pb.ReadResponse(found=value is not None, value=value or b"", applied_index=applied)
+
+    async def Status(self, request: pb.StatusRequest, context: Any) -> pb.StatusResponse:  # noqa: N802
+        s = self._node.status()
+        return pb.StatusResponse(
+            id=s.node_id,
+            address=s.address,
+            role=s.role,
+            term=s.term,
+            leader=s.leader,
+            leader_address=s.leader_address,
+            commit_index=s.commit_index,
+            applied_index=s.applied_index,
+            last_index=s.last_index,
+            first_index=s.first_index,
+            snapshot_index=s.snapshot_index,
+            followers=[pb.FollowerProgress(id=p, match_index=m, next_index=n, state=st) for p, m, n, st in s.followers],
+            cluster_id=s.cluster_id,
+        )
+
+    async def TransferLeadership(  # noqa: N802
+        self, request: pb.TransferLeadershipRequest, context: Any
+    ) -> pb.TransferLeadershipResponse:
+        timeout_s = 2 * self._node.settings.election_timeout_ticks * self._node.settings.tick_ms / 1000
+        leader = await self._node.transfer_leadership(request.target, timeout_s)
+        return pb.TransferLeadershipResponse(leader=leader)

@@ -1,0 +1,121 @@
+"""What the quorum replicates into: the state-machine contract, and a small durable register map.
+
+The quorum hands committed entries to `apply` in log order, exactly once per
+node (an entry already covered by `applied_index` is never handed again), and
+restores from a snapshot when it fell behind the leader's compacted log.
+zkemu's znode tree implements the same protocol; `RegisterMap` is the
+stand-in the bare quorum serves (and tests and benchmarks use): commands are
+"set key to value", reads return the value.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import lmdb
+
+from client.quorum_client import decode_set
+from quorum.raft.types import Entry, EntryKind
+
+_APPLIED_KEY = b"applied_index"
+_RECORD_LENS = struct.Struct(">II")
+
+
+class StateMachine(Protocol):
+    def applied_index(self) -> int: ...
+
+    def apply(self, entries: Sequence[Entry]) -> list[bytes]:
+        """Apply committed entries in order; one result per entry (b"" for no-ops)."""
+        ...
+
+    def snapshot_chunks(self) -> Iterator[bytes]:
+        """The state as of applied_index(), as bytes to write into a snapshot file."""
+        ...
+
+    def restore(self, snapshot_path: Path, index: int) -> None:
+        """Replace the whole state by the snapshot file taken at `index`."""
+        ...
+
+    def read(self, key: bytes) -> bytes | None: ...
+
+    def close(self) -> None: ...
+
+
+class RegisterMap:
+    """A durable key -> value map in its own LMDB environment.
+
+    It is written without fsync: the Raft log is the durable record, and a
+    process killed with SIGKILL keeps every LMDB commit (the OS page cache
+    holds it). The node fsyncs this environment before it compacts the log
+    (`sync()`), so entries are only dropped once their effect is on disk.
+    """
+
+    def __init__(self, path: Path, map_size_bytes: int = 4 << 30) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self._path = path
+        self._env = lmdb.open(str(path), map_size=map_size_bytes, max_dbs=2, sync=False, metasync=False)
+        self._data = self._env.open_db(b"data")
+        self._meta = self._env.open_db(b"meta")
+        with self._env.begin() as txn:
+            raw = txn.get(_APPLIED_KEY, db=self._meta)
+        self._applied = int(raw) if raw else 0
+
+    def applied_index(self) -> int:
+        return self._applied
+
+    def apply(self, entries: Sequence[Entry]) -> list[bytes]:
+        results: list[bytes] = []
+        if not entries:
+            return results
+        with self._env.begin(write=True) as txn:
+            for e in entries:
+                if e.index <= self._applied:
+                    raise AssertionError(f"entry {e.index} applied twice (applied {self._applied})")
+                if e.kind is EntryKind.NORMAL and e.data:
+                    key, value = decode_set(e.data)
+                    txn.put(key, value, db=self._data)
+                results.append(b"")
+            last = entries[-1].index
+            txn.put(_APPLIED_KEY, str(last).encode(), db=self._meta)
+        self._applied = last
+        return results
+
+    def read(self, key: bytes) -> bytes | None:
+        with self._env.begin(db=self._data) as txn:
+            return txn.get(key)
+
+    def snapshot_chunks(self) -> Iterator[bytes]:
+        with self._env.begin(db=self._data) as txn:
+            batch: list[bytes] = []
+            size = 0
+            for key, value in txn.cursor():
+                batch.append(_RECORD_LENS.pack(len(key), len(value)) + key + value)
+                size += len(key) + len(value) + 8
+                if size >= 1 << 20:
+                    yield b"".join(batch)
+                    batch, size = [], 0
+            if batch:
+                yield b"".join(batch)
+
+    def restore(self, snapshot_path: Path, index: int) -> None:
+        data = snapshot_path.read_bytes()
+        with self._env.begin(write=True) as txn:
+            txn.drop(self._data, delete=False)
+            pos = 0
+            while pos < len(data):
+                klen, vlen = _RECORD_LENS.unpack_from(data, pos)
+                pos += 8
+                txn.put(data[pos : pos + klen], data[pos + klen : pos + klen + vlen], db=self._data)
+                pos += klen + vlen
+            txn.put(_APPLIED_KEY, str(index).encode(), db=self._meta)
+        self._env.sync(True)
+        self._applied = index
+
+    def sync(self) -> None:
+        self._env.sync(True)
+
+    def close(self) -> None:
+        self._env.close()

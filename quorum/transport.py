@@ -1,0 +1,217 @@
+"""Raft peer traffic over gRPC: one outgoing stream per peer, snapshots in chunks.
+
+Raft tolerates lost messages, so the transport never blocks the node: each
+peer has a bounded queue drained by one sender task into a long-lived
+client stream; while a peer is unreachable its messages are dropped and the
+node is told (`on_unreachable`), which puts that follower back into probing.
+Every batch names the cluster id and a digest of the peer list, so that a
+node started with the wrong configuration is refused instead of obeyed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import grpc
+
+from quorum.codec import message_to_pb, snapshot_meta_to_pb
+from quorum.raft.types import Message, MessageType
+from quorum.snapshot_store import SnapshotStore
+from zkraft_proto import quorum_pb2 as pb
+from zkraft_proto import quorum_pb2_grpc as pb_grpc
+
+# Messages queued for one peer before the oldest are dropped (the peer is slow or gone).
+PEER_QUEUE_MESSAGES_MAX = 8192
+RECONNECT_DELAY_S_MIN = 0.02
+RECONNECT_DELAY_S_MAX = 0.5
+SNAPSHOT_CHUNK_BYTES = 1 << 20
+GRPC_MESSAGE_BYTES_MAX = 64 << 20
+GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
+    ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX),
+    # Notice a dead peer quickly when nothing is flowing; reconnect fast after it returns.
+    ("grpc.keepalive_time_ms", 2000),
+    ("grpc.keepalive_timeout_ms", 2000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 500),
+]
+
+
+def peers_digest(cluster_id: str, peers_text: str) -> str:
+    return hashlib.sha256(f"{cluster_id}|{peers_text}".encode()).hexdigest()[:16]
+
+
+class _PeerSender:
+    def __init__(self, transport: PeerTransport, peer: int, address: str) -> None:
+        self._t = transport
+        self.peer = peer
+        self.address = address
+        self._queue: deque[Message] = deque()
+        self._wakeup = asyncio.Event()
+        self._channel: grpc.aio.Channel | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._was_reachable = True
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-send-{self.peer}")
+
+    def enqueue(self, messages: Sequence[Message]) -> None:
+        q = self._queue
+        q.extend(messages)
+        overflow = len(q) - PEER_QUEUE_MESSAGES_MAX
+        for _ in range(max(overflow, 0)):
+            q.popleft()
+        self._wakeup.set()
+
+    def channel(self) -> grpc.aio.Channel:
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS)
+        return self._channel
+
+    async def _batches(self) -> AsyncIterator[pb.RaftBatch]:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            if not self._queue:
+                continue
+            msgs = list(self._queue)
+            self._queue.clear()
+            yield pb.RaftBatch(
+                cluster_id=self._t.cluster_id,
+                peers_digest=self._t.digest,
+                messages=[message_to_pb(m) for m in msgs],
+            )
+
+    async def _run(self) -> None:
+        delay = RECONNECT_DELAY_S_MIN
+        while True:
+            stub = pb_grpc.RaftPeerStub(self.channel())
+            try:
+                await stub.Stream(self._batches())
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as exc:
+                self._unreachable(exc.code().name, exc.details() or "")
+            except Exception as exc:  # loop boundary: log, back off, retry
+                self._unreachable(type(exc).__name__, str(exc))
+            # Messages that piled up while the peer was away are stale by now.
+            self._queue.clear()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_DELAY_S_MAX)
+
+    def _unreachable(self, code: str, details: str) -> None:
+        self._t.on_unreachable(self.peer)
+        if code == "FAILED_PRECONDITION":
+            self._t.log.error("peer_refused_us", peer=self.peer, address=self.address, reason=details)
+        elif self._was_reachable:
+            self._t.log.info("peer_unreachable", peer=self.peer, address=self.address, code=code)
+        self._was_reachable = False
+
+    def mark_reachable(self) -> None:
+        self._was_reachable = True
+
+    def send_snapshot(self, m: Message) -> None:
+        if self._snapshot_task is not None and not self._snapshot_task.done():
+            return  # one transfer at a time; the core waits for its report
+        self._snapshot_task = asyncio.get_running_loop().create_task(
+            self._stream_snapshot(m), name=f"raft-snapshot-{self.peer}"
+        )
+
+    async def _stream_snapshot(self, m: Message) -> None:
+        assert m.snapshot is not None
+        meta = m.snapshot
+        ok = False
+        try:
+            stub = pb_grpc.RaftPeerStub(self.channel())
+            result = await stub.InstallSnapshot(self._snapshot_chunks(m))
+            ok = result.ok
+            if not ok:
+                self._t.log.warning("snapshot_refused", peer=self.peer, index=meta.index, error=result.error)
+            else:
+                self._t.log.info("snapshot_sent", peer=self.peer, index=meta.index, term=meta.term)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # loop boundary
+            self._t.log.warning("snapshot_send_failed", peer=self.peer, index=meta.index, error=str(exc))
+        self._t.on_snapshot_done(self.peer, ok)
+
+    async def _snapshot_chunks(self, m: Message) -> AsyncIterator[pb.SnapshotChunk]:
+        assert m.snapshot is not None
+        header = message_to_pb(m)
+        first = True
+        chunks = self._t.snapshots.read_chunks(m.snapshot, SNAPSHOT_CHUNK_BYTES)
+        for data in chunks:
+            yield pb.SnapshotChunk(cluster_id=self._t.cluster_id, message=header if first else None, data=data)
+            first = False
+        yield pb.SnapshotChunk(cluster_id=self._t.cluster_id, message=header if first else None, last=True)
+
+    async def close(self) -> None:
+        for task in (self._task, self._snapshot_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._channel is not None:
+            await self._channel.close(grace=None)
+
+
+class PeerTransport:
+    def __init__(
+        self,
+        node_id: int,
+        peers: dict[int, str],
+        cluster_id: str,
+        digest: str,
+        snapshots: SnapshotStore,
+        on_unreachable: Callable[[int], None],
+        on_snapshot_done: Callable[[int, bool], None],
+        log: Any,
+    ) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.digest = digest
+        self.snapshots = snapshots
+        self.on_unreachable = on_unreachable
+        self.on_snapshot_done = on_snapshot_done
+        self.log = log
+        self._senders = {p: _PeerSender(self, p, addr) for p, addr in peers.items() if p != node_id}
+
+    def start(self) -> None:
+        for s in self._senders.values():
+            s.start()
+
+    def send(self, messages: Sequence[Message]) -> None:
+        by_peer: dict[int, list[Message]] = {}
+        for m in messages:
+            if m.type is MessageType.SNAPSHOT:
+                sender = self._senders.get(m.to)
+                if sender is not None:
+                    sender.send_snapshot(m)
+                continue
+            by_peer.setdefault(m.to, []).append(m)
+        for peer, msgs in by_peer.items():
+            sender = self._senders.get(peer)
+            if sender is not None:
+                sender.enqueue(msgs)
+
+    def heard_from(self, peer: int) -> None:
+        sender = self._senders.get(peer)
+        if sender is not None:
+            sender.mark_reachable()
+
+    async def close(self) -> None:
+        await asyncio.gather(*(s.close() for s in self._senders.values()))
+
+
+def snapshot_header(meta_msg: Message) -> pb.SnapshotMeta:
+    assert meta_msg.snapshot is not None
+    return snapshot_meta_to_pb(meta_msg.snapshot)
