@@ -68,7 +68,9 @@ async def run_node(settings: NodeSettings, stop: asyncio.Event | None = None) ->
         node = QuorumNode(settings)
     except errors.ClusterMismatchError as exc:
         raise errors.StartupError(f"refusing to start: {exc}") from None
-    server = grpc.aio.server(options=GRPC_OPTIONS)
+    # grpc enables SO_REUSEPORT by default on Linux, which would let a second
+    # node silently share a port that is already taken.
+    server = grpc.aio.server(options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)])
     pb_grpc.add_RaftPeerServicer_to_server(RaftPeerService(node), server)
     pb_grpc.add_QuorumServicer_to_server(QuorumService(node), server)
     try:

@@ -169,6 +169,9 @@ def _print_error(message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # gRPC's C core logs its own copy of errors we already report in one line
+    # (a port in use, an unreachable peer); ZKRAFT users get ours only.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     parser = build_parser()
     try:
         options = parser.parse_args(argv)

@@ -1,0 +1,1 @@
+"""The broker process: log storage, replica manager, controller, group coordinator, broker service."""

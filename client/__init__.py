@@ -1,0 +1,1 @@
+"""What users import: ZooKeeper-style client, Kafka-style Producer/Consumer/Admin, the record-batch format."""

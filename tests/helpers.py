@@ -1,0 +1,34 @@
+"""Shared test helpers. Import as `from tests.helpers import wait_until`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def wait_until(
+    predicate: Callable[[], object],
+    timeout_s: float,
+    interval_s: float = 0.02,
+    message: str = "condition not met",
+) -> object:
+    """Poll `predicate` until it returns a truthy value and return that value.
+
+    Raises AssertionError naming `message` and the timeout when the deadline
+    passes. Use this instead of sleeping: a sleep is a guess at how long
+    something takes, a deadline is an upper bound on how long we wait for it.
+    The predicate is always called at least once, and once more at the deadline.
+    """
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    if interval_s <= 0:
+        raise ValueError(f"interval_s must be > 0, got {interval_s}")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if result:
+            return result
+        remaining_s = deadline - time.monotonic()
+        if remaining_s <= 0:
+            raise AssertionError(f"{message} (waited {timeout_s:g} s)")
+        time.sleep(min(interval_s, remaining_s))

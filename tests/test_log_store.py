@@ -1,0 +1,315 @@
+"""LogStore contract tests over both implementations, plus LMDB recovery and crash durability."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import cast
+
+import lmdb
+import pytest
+from structlog.testing import capture_logs
+
+from quorum.lmdb_log_store import LmdbLogStore, LogStoreError
+from quorum.log_store import LogStore, MemoryLogStore
+from quorum.raft.types import Entry, EntryKind, HardState, PersistentState, SnapshotMeta
+from tests.lmdb_crash_writer import payload, term_of
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def entries(first: int, last: int, term: int = 1) -> list[Entry]:
+    return [Entry(index=i, term=term, data=b"e%d-t%d" % (i, term)) for i in range(first, last + 1)]
+
+
+@pytest.fixture(params=["memory", "lmdb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStore]:
+    s: LogStore = MemoryLogStore() if request.param == "memory" else LmdbLogStore(tmp_path / "log")
+    yield s
+    s.close()
+
+
+# -- contract: both implementations ------------------------------------------
+
+
+def test_fresh_store_is_empty(store: LogStore) -> None:
+    assert store.load() == PersistentState()
+
+
+def test_save_load_round_trip(store: LogStore) -> None:
+    saved = [
+        Entry(index=1, term=1, kind=EntryKind.NOOP),
+        Entry(index=2, term=1, data=b"\x00\xffbinary"),
+        Entry(index=3, term=2, data=b"x" * 10_000),
+    ]
+    store.save(HardState(term=2, vote=3, commit=2), saved, None, sync=True)
+    assert store.load() == PersistentState(hard_state=HardState(term=2, vote=3, commit=2), entries=tuple(saved))
+
+
+def test_hard_state_none_keeps_the_stored_one(store: LogStore) -> None:
+    store.save(HardState(term=4, vote=1, commit=0), [], None, sync=True)
+    store.save(None, entries(1, 2), None, sync=False)
+    state = store.load()
+    assert state.hard_state == HardState(term=4, vote=1, commit=0)
+    assert state.entries == tuple(entries(1, 2))
+
+
+def test_entries_overwrite_the_suffix(store: LogStore) -> None:
+    store.save(None, entries(1, 5, term=1), None, sync=True)
+    store.save(None, entries(3, 4, term=2), None, sync=True)
+    assert store.load().entries == tuple(entries(1, 2, term=1) + entries(3, 4, term=2))
+    store.save(None, entries(5, 6, term=2), None, sync=True)  # plain append after the overwrite
+    assert store.load().entries == tuple(entries(1, 2, term=1) + entries(3, 6, term=2))
+    store.save(None, entries(1, 1, term=3), None, sync=True)  # overwrite from the very first entry
+    assert store.load().entries == tuple(entries(1, 1, term=3))
+
+
+def test_snapshot_then_entries(store: LogStore) -> None:
+    store.save(None, entries(1, 20), None, sync=True)
+    snap = SnapshotMeta(index=10, term=3, voters=(1, 2, 3))
+    store.save(HardState(term=3, vote=0, commit=10), entries(11, 12, term=3), snap, sync=True)
+    state = store.load()
+    # The snapshot drops every stored entry, even those after it (the contract).
+    assert (state.snapshot, state.compacted_index, state.compacted_term) == (snap, 10, 3)
+    assert state.entries == tuple(entries(11, 12, term=3))
+    assert state.hard_state == HardState(term=3, vote=0, commit=10)
+
+
+def test_compact(store: LogStore) -> None:
+    store.save(None, entries(1, 4, term=1) + entries(5, 10, term=2), None, sync=True)
+    snap = SnapshotMeta(index=5, term=2, voters=(1, 2, 3))
+    store.compact(5, snap)
+    state = store.load()
+    assert (state.snapshot, state.compacted_index, state.compacted_term) == (snap, 5, 2)
+    assert state.entries == tuple(entries(6, 10, term=2))
+    # Compacting to an index already compacted only records the newer snapshot.
+    older = SnapshotMeta(index=3, term=1, voters=(1,))
+    store.compact(3, older)
+    state = store.load()
+    assert (state.snapshot, state.compacted_index, state.entries) == (older, 5, tuple(entries(6, 10, term=2)))
+    # Compacting everything leaves an empty log that continues after the point.
+    store.compact(10, SnapshotMeta(index=10, term=2, voters=(1, 2, 3)))
+    store.save(None, entries(11, 11, term=2), None, sync=True)
+    state = store.load()
+    assert (state.compacted_index, state.compacted_term, state.entries) == (10, 2, tuple(entries(11, 11, term=2)))
+
+
+def test_compact_beyond_the_log_is_an_error(store: LogStore) -> None:
+    store.save(None, entries(1, 3), None, sync=True)
+    with pytest.raises(ValueError):
+        store.compact(4, SnapshotMeta(index=4, term=1, voters=(1,)))
+    assert store.load().entries == tuple(entries(1, 3))
+
+
+def test_entries_after_a_gap_are_an_error(store: LogStore) -> None:
+    store.save(HardState(term=1, vote=1, commit=1), entries(1, 3), None, sync=True)
+    before = store.load()
+    with pytest.raises(ValueError):
+        store.save(HardState(term=9, vote=9, commit=9), entries(5, 6), None, sync=True)
+    assert store.load() == before
+
+
+def test_entries_before_the_compaction_point_are_an_error(store: LogStore) -> None:
+    store.save(None, entries(1, 10), None, sync=True)
+    store.compact(5, SnapshotMeta(index=5, term=1, voters=(1,)))
+    before = store.load()
+    with pytest.raises(ValueError):
+        store.save(None, entries(5, 6), None, sync=True)
+    assert store.load() == before
+
+
+# -- LMDB only ------------------------------------------------------------------
+
+
+def test_lmdb_reopen_keeps_everything(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    store = LmdbLogStore(path)
+    snap = SnapshotMeta(index=4, term=2, voters=(3, 1, 2))
+    store.save(None, entries(1, 6), None, sync=True)
+    store.save(HardState(term=2, vote=3, commit=7), entries(5, 8, term=2), None, sync=True)
+    store.compact(4, snap)
+    store.set_identity("cluster-a", "1=127.0.0.1:9001,2=127.0.0.1:9002")
+    expected = store.load()
+    store.close()
+
+    reopened = LmdbLogStore(path)
+    try:
+        assert reopened.load() == expected
+        assert expected.snapshot == snap and expected.compacted_term == 1
+        assert reopened.identity() == ("cluster-a", "1=127.0.0.1:9001,2=127.0.0.1:9002")
+    finally:
+        reopened.close()
+
+
+def test_lmdb_identity_is_none_on_a_fresh_store(tmp_path: Path) -> None:
+    store = LmdbLogStore(tmp_path / "log")
+    assert store.identity() is None
+    store.close()
+    with pytest.raises(LogStoreError):
+        store.load()
+
+
+def _raw_log_db(path: Path) -> tuple[lmdb.Environment, lmdb._Database]:
+    env = lmdb.open(str(path), max_dbs=2)
+    return env, env.open_db(b"log")
+
+
+def _key(index: int) -> bytes:
+    return struct.pack(">Q", index)
+
+
+def _flip_a_data_byte(txn: lmdb.Transaction, db: lmdb._Database, index: int) -> None:
+    value = bytearray(cast(bytes, txn.get(_key(index), db=db)))
+    value[-1] ^= 0x01
+    txn.put(_key(index), bytes(value), db=db)
+
+
+def _delete(txn: lmdb.Transaction, db: lmdb._Database, index: int) -> None:
+    txn.delete(_key(index), db=db)
+
+
+def _shorten(txn: lmdb.Transaction, db: lmdb._Database, index: int) -> None:
+    txn.put(_key(index), cast(bytes, txn.get(_key(index), db=db))[:5], db=db)
+
+
+@pytest.mark.parametrize("damage", [_flip_a_data_byte, _delete, _shorten], ids=["bitflip", "missing", "short"])
+def test_lmdb_damaged_entry_truncates_the_tail(
+    tmp_path: Path, damage: Callable[[lmdb.Transaction, lmdb._Database, int], None]
+) -> None:
+    path = tmp_path / "log"
+    store = LmdbLogStore(path)
+    store.save(HardState(term=1, vote=1, commit=9), entries(1, 10), None, sync=True)
+    store.close()
+    env, db = _raw_log_db(path)
+    with env.begin(write=True) as txn:
+        damage(txn, db, 6)
+    env.close()
+
+    with capture_logs() as logs:
+        store = LmdbLogStore(path)
+        state = store.load()
+    assert state.entries == tuple(entries(1, 5))
+    assert state.hard_state == HardState(term=1, vote=1, commit=9)  # reported, not clamped
+    assert [log for log in logs if log["event"] == "log_truncated_corrupt_tail"] == [
+        {
+            "event": "log_truncated_corrupt_tail",
+            "log_level": "warning",
+            "first_index_cut": 6,
+            "last_index_cut": 10,
+            "last_valid_index": 5,
+            "commit": 9,
+            "commit_beyond_log": True,
+        }
+    ]
+    # The cut is durable: the next start sees the valid prefix and no damage,
+    # and appending continues right after it.
+    store.save(None, entries(6, 6, term=2), None, sync=True)
+    store.close()
+    with capture_logs() as logs:
+        store = LmdbLogStore(path)
+        assert store.load().entries == tuple(entries(1, 5) + entries(6, 6, term=2))
+    store.close()
+    assert logs == []
+
+
+def test_lmdb_damage_after_a_compaction_point(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    store = LmdbLogStore(path)
+    store.save(None, entries(1, 10), None, sync=True)
+    store.compact(4, SnapshotMeta(index=4, term=1, voters=(1,)))
+    store.close()
+    env, db = _raw_log_db(path)
+    with env.begin(write=True) as txn:
+        _flip_a_data_byte(txn, db, 5)  # the very first entry after the compaction point
+    env.close()
+    store = LmdbLogStore(path)
+    state = store.load()
+    store.close()
+    assert (state.compacted_index, state.entries) == (4, ())
+
+
+# -- crash durability: a real process, SIGKILLed --------------------------------
+
+ACKS_PER_ROUND = 5
+ACK_TIMEOUT_S = 30.0
+LINES_READ_MAX = 100_000
+
+
+def _read_lines(proc: subprocess.Popen[bytes], buffer: bytearray, want: int | None, timeout_s: float) -> list[int]:
+    """Acknowledged indexes from the child's stdout: `want` of them, or all until EOF when `want` is None."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    acks: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    for _ in range(LINES_READ_MAX):
+        if want is not None and len(acks) >= want:
+            return acks
+        remaining_s = deadline - time.monotonic()
+        if remaining_s <= 0:
+            break
+        readable, _, _ = select.select([fd], [], [], remaining_s)
+        if not readable:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            if want is None:
+                return acks
+            break
+        buffer.extend(chunk)
+        *lines, rest = bytes(buffer).split(b"\n")
+        buffer[:] = rest
+        acks.extend(int(line) for line in lines)
+    raise AssertionError(
+        f"child gave {len(acks)} acknowledgements, wanted {want}, in {timeout_s:g} s (rc={proc.poll()})"
+    )
+
+
+def _run_and_kill(path: Path, stderr_path: Path) -> int:
+    """Start the writer, read some acknowledgements, SIGKILL it; the highest acknowledged index."""
+    with open(stderr_path, "wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.lmdb_crash_writer", str(path)],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    buffer = bytearray()
+    try:
+        acks = _read_lines(proc, buffer, ACKS_PER_ROUND, ACK_TIMEOUT_S)
+    except AssertionError as exc:
+        proc.kill()
+        proc.wait(timeout=ACK_TIMEOUT_S)
+        raise AssertionError(f"{exc}\nchild stderr:\n{stderr_path.read_text()}") from None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=ACK_TIMEOUT_S)
+    # Lines already in the pipe were printed after save() returned: acknowledged too.
+    acks += _read_lines(proc, buffer, None, ACK_TIMEOUT_S)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    assert acks == sorted(acks)
+    return acks[-1]
+
+
+def test_lmdb_acknowledged_entries_survive_sigkill(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    acked_index = 0
+    for round_number in range(2):  # the second round restarts from what the first left
+        acked_index_now = _run_and_kill(path, tmp_path / f"stderr-{round_number}")
+        assert acked_index_now > acked_index
+        acked_index = acked_index_now
+
+        store = LmdbLogStore(path)
+        state = store.load()
+        store.close()
+        assert state.compacted_index == 0
+        assert len(state.entries) >= acked_index
+        for i, entry in enumerate(state.entries, start=1):
+            assert entry == Entry(index=i, term=term_of(i), data=payload(i)), f"entry {i}"
+        assert state.hard_state.commit >= acked_index
