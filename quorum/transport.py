@@ -45,6 +45,15 @@ GRPC_OPTIONS = [
 ]
 
 
+async def _final_code(call: Any) -> str | None:
+    """The status of a call that failed under a write (grpc raises a bare error there)."""
+    try:
+        code = await asyncio.wait_for(call.code(), 0.5)
+        return str(code.name)
+    except Exception:
+        return None
+
+
 def peers_digest(cluster_id: str, peers_text: str) -> str:
     return hashlib.sha256(f"{cluster_id}|{peers_text}".encode()).hexdigest()[:16]
 
@@ -77,32 +86,37 @@ class _PeerSender:
             self._channel = grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS)
         return self._channel
 
-    async def _batches(self) -> AsyncIterator[pb.RaftBatch]:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            if not self._queue:
-                continue
-            msgs = list(self._queue)
-            self._queue.clear()
-            yield pb.RaftBatch(
-                cluster_id=self._t.cluster_id,
-                peers_digest=self._t.digest,
-                messages=[message_to_pb(m) for m in msgs],
-            )
+    def _next_batch(self) -> pb.RaftBatch:
+        msgs = list(self._queue)
+        self._queue.clear()
+        return pb.RaftBatch(
+            cluster_id=self._t.cluster_id,
+            peers_digest=self._t.digest,
+            messages=[message_to_pb(m) for m in msgs],
+        )
 
     async def _run(self) -> None:
         delay = RECONNECT_DELAY_S_MIN
         while True:
-            stub = pb_grpc.RaftPeerStub(self.channel())
+            # One call per connection attempt, written to directly: a request
+            # iterator would outlive a failed call and swallow later batches.
+            call = pb_grpc.RaftPeerStub(self.channel()).Stream()
             try:
-                await stub.Stream(self._batches())
+                while True:
+                    await self._wakeup.wait()
+                    self._wakeup.clear()
+                    if self._queue:
+                        await call.write(self._next_batch())
+                        delay = RECONNECT_DELAY_S_MIN
             except asyncio.CancelledError:
+                call.cancel()
                 raise
             except grpc.aio.AioRpcError as exc:
                 self._unreachable(exc.code().name, exc.details() or "")
             except Exception as exc:  # loop boundary: log, back off, retry
-                self._unreachable(type(exc).__name__, str(exc))
+                code = await _final_code(call)
+                self._unreachable(code or type(exc).__name__, str(exc))
+            call.cancel()
             # Messages that piled up while the peer was away are stale by now.
             self._queue.clear()
             await asyncio.sleep(delay)

@@ -509,9 +509,9 @@ class Raft:
         if pr.state is ProgressState.REPLICATE and pr.inflight_full():
             pr.free_first()  # an ack was lost; let one more append out
         if pr.match < self.log.last_index:
-            # In replicate state appends are already streaming in order; an
-            # empty one would only race them and force a needless probe.
-            self._send_append(m.frm, send_if_empty=pr.state is not ProgressState.REPLICATE)
+            # Even an empty append helps: if an earlier append was lost, the
+            # follower rejects this one and the leader goes back to probing.
+            self._send_append(m.frm)
         if m.context and self._read_only.ack(m.frm, m.context) >= self.config.quorum:
             for req in self._read_only.release_through(m.context):
                 self._answer_read(req.requester, req.index, req.context)

@@ -1,0 +1,509 @@
+"""Quorum benchmark: committed writes/s, commit latency and leader failover on a 3-node loopback cluster.
+
+    python3 bench/quorum_bench.py [--seconds 5] [--runs 3] [--failovers 5] [--inflight 1,256]
+
+Every figure goes through the node's proposal path (`QuorumClient.set`: one
+Propose RPC per event-loop turn, acknowledged after commit on a majority with
+fsync and apply on the leader) against real `zkraft quorum start` processes
+with default settings. Output is JSON lines on stdout, one object per
+measurement and a final `summary` object; nothing is asserted (DESIGN.md:
+benchmarks print figures, tests never assert times).
+
+Measurements, in the order they run:
+
+* `setup`: machine and settings, so figures from different machines compare.
+* `lmdb_fsync_baseline`: the disk's raw rate of one LMDB write transaction of
+  100 bytes plus `env.sync(True)`, opened as the node's log store opens it
+  (sync=False, metasync=False, explicit sync), in the same directory as the
+  cluster data. This separates the machine's fsync from our overhead.
+* `throughput` (per run and per in-flight level): a fresh cluster per run;
+  `inflight` workers each keep one proposal outstanding (distinct keys,
+  100-byte values); after a warm-up, writes acknowledged within a fixed window
+  are counted, and the latency (call to acknowledgement) of every proposal
+  started and finished inside the window gives p50/p99.
+* `failover` (per round): one writer keeps one proposal in flight; the
+  leader is SIGKILLed; `failover_s` is the time from the kill to the first
+  write acknowledged by the new leader. Terms only grow, so a write
+  acknowledged before the last status poll (every 10 ms) in which every
+  survivor still answered in the old term cannot be the new leader's: it is
+  a reply the old leader sent just before it died, counted in
+  `acks_from_old_leader_after_kill` and skipped. A write acknowledged later
+  was answered by the new leader's Propose RPC, so its index was assigned in
+  the new term. `leader_known_s` is when a survivor was first seen naming a
+  leader of a newer term, so `failover_s - leader_known_s` is the client's
+  rediscovery. The killed node is then restarted and `rejoin_s` is the time
+  until it follows the leader of the new term and has applied everything that
+  leader had committed when the node came back.
+* `summary`: medians over runs for throughput and latency; median, min and
+  max over failover rounds.
+
+Processes come from `tests/quorum_harness.py` (`QuorumProcesses`, no
+properties: default timeouts). All nodes listen on 127.0.0.1; every wait has a
+deadline; every node is SIGKILLed on exit, on Ctrl-C and on SIGTERM. Data
+lives in a temporary directory (`--dir` chooses the disk), removed at the end
+unless `--keep` (then the node logs stay for a look).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import lmdb  # noqa: E402
+
+from client.quorum_client import QuorumClient, QuorumClientError  # noqa: E402
+from quorum.settings import NodeSettings  # noqa: E402
+from tests.quorum_harness import QuorumProcesses, StatusPoller, wait_for_leader  # noqa: E402
+
+CLUSTER_SIZE = 3
+STATUS_TIMEOUT_S = 1.0
+STATUS_POLL_S = 0.01
+LEADER_TIMEOUT_S = 30.0
+REJOIN_TIMEOUT_S = 60.0
+FAILOVER_TIMEOUT_S = 30.0
+DRAIN_TIMEOUT_S = 30.0
+STEADY_WRITES_BEFORE_KILL = 50
+STEADY_TIMEOUT_S = 20.0
+CLIENT_REQUEST_TIMEOUT_S = 10.0
+BASELINE_MAP_SIZE_BYTES = 1 << 30
+
+
+def emit(record: dict[str, Any]) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def percentile_ms(sorted_ns: Sequence[int], q: float) -> float | None:
+    """Nearest-rank percentile of sorted nanosecond samples, in milliseconds."""
+    if not sorted_ns:
+        return None
+    rank = max(1, math.ceil(q * len(sorted_ns)))
+    return round(sorted_ns[rank - 1] / 1e6, 3)
+
+
+def median_or_none(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
+# ---------------------------------------------------------------- status
+async def _statuses(poller: StatusPoller, addresses: dict[int, str], ids: Sequence[int]) -> dict[int, Any]:
+    """Status of each of `ids` that answers in time."""
+    answers = await poller.statuses([addresses[i] for i in ids])
+    return {i: answers[addresses[i]] for i in ids if answers[addresses[i]] is not None}
+
+
+# ---------------------------------------------------------------- baseline
+def lmdb_fsync_baseline(directory: Path, seconds: float, payload: bytes) -> dict[str, Any]:
+    """One process: write txn of `payload` + env.sync(True), repeated for `seconds`."""
+    path = directory / "lmdb-baseline"
+    path.mkdir(parents=True, exist_ok=True)
+    env = lmdb.open(str(path), map_size=BASELINE_MAP_SIZE_BYTES, sync=False, metasync=False)
+    samples: list[int] = []
+    try:
+        start = time.perf_counter()
+        end = start + seconds
+        i = 0
+        while time.perf_counter() < end:
+            t0 = time.perf_counter_ns()
+            with env.begin(write=True) as txn:
+                txn.put(i.to_bytes(8, "big"), payload)
+            env.sync(True)
+            samples.append(time.perf_counter_ns() - t0)
+            i += 1
+        elapsed = time.perf_counter() - start
+    finally:
+        env.close()
+        shutil.rmtree(path, ignore_errors=True)
+    samples.sort()
+    return {
+        "measure": "lmdb_fsync_baseline",
+        "seconds": round(elapsed, 3),
+        "syncs": len(samples),
+        "syncs_per_s": round(len(samples) / elapsed, 1),
+        "p50_ms": percentile_ms(samples, 0.50),
+        "p99_ms": percentile_ms(samples, 0.99),
+    }
+
+
+# ---------------------------------------------------------------- throughput
+@dataclass(slots=True)
+class _Window:
+    start_ns: int
+    end_ns: int
+    committed: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    latencies_ns: list[int] = field(default_factory=list)
+
+
+async def measure_throughput(
+    client: QuorumClient, inflight: int, warmup_s: float, seconds: float, key_prefix: str, payload: bytes
+) -> dict[str, Any]:
+    now = time.perf_counter_ns()
+    window = _Window(start_ns=now + int(warmup_s * 1e9), end_ns=now + int((warmup_s + seconds) * 1e9))
+
+    async def worker(w: int) -> None:
+        i = 0
+        while time.perf_counter_ns() < window.end_ns:
+            key = f"{key_prefix}/{w}/{i}".encode()
+            i += 1
+            t0 = time.perf_counter_ns()
+            try:
+                await client.set(key, payload)
+            except QuorumClientError as exc:
+                window.errors[exc.code] = window.errors.get(exc.code, 0) + 1
+                await asyncio.sleep(0.01)  # do not spin on a failing cluster
+                continue
+            t1 = time.perf_counter_ns()
+            if window.start_ns <= t1 <= window.end_ns:
+                window.committed += 1
+                if t0 >= window.start_ns:
+                    window.latencies_ns.append(t1 - t0)
+
+    tasks = [asyncio.create_task(worker(w)) for w in range(inflight)]
+    done, pending = await asyncio.wait(tasks, timeout=warmup_s + seconds + DRAIN_TIMEOUT_S)
+    for t in pending:
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    for t in done:
+        t.result()  # a bug in the benchmark itself should not hide
+    lat = sorted(window.latencies_ns)
+    return {
+        "inflight": inflight,
+        "seconds": seconds,
+        "committed": window.committed,
+        "writes_per_s": round(window.committed / seconds, 1),
+        "p50_ms": percentile_ms(lat, 0.50),
+        "p99_ms": percentile_ms(lat, 0.99),
+        "max_ms": percentile_ms(lat, 1.0),
+        "latency_samples": len(lat),
+        "errors": window.errors,
+        "unfinished_workers": len(pending),
+    }
+
+
+async def throughput_run(root: Path, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
+    results = []
+    with QuorumProcesses(root / f"run-{run}", n=CLUSTER_SIZE, properties=None) as procs:  # default settings
+        procs.start_all()
+        await wait_for_leader(procs.addresses, LEADER_TIMEOUT_S)
+        for inflight in args.inflight:
+            async with QuorumClient(list(procs.addresses.values()), request_timeout_s=CLIENT_REQUEST_TIMEOUT_S) as c:
+                figures = await measure_throughput(
+                    c, inflight, args.warmup, args.seconds, f"run{run}/inflight{inflight}", payload
+                )
+            record = {"measure": "throughput", "run": run, **figures}
+            emit(record)
+            results.append(record)
+    return results
+
+
+# ---------------------------------------------------------------- failover
+@dataclass(slots=True)
+class _Writer:
+    """One proposal in flight until stopped; remembers every acknowledgement and every error."""
+
+    client: QuorumClient
+    payload: bytes
+    acks: list[tuple[int, int, int]] = field(default_factory=list)  # (call ns, ack ns, log index)
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (ns, error code)
+    stopped: bool = False
+
+    async def run(self, key_prefix: str) -> None:
+        i = 0
+        while not self.stopped:
+            key = f"{key_prefix}/{i}".encode()
+            i += 1
+            t0 = time.perf_counter_ns()
+            try:
+                p = await self.client.set(key, self.payload)
+            except QuorumClientError as exc:
+                # The client gave up (its retries are bounded): note it and propose the next write.
+                self.errors.append((time.perf_counter_ns(), exc.code))
+                await asyncio.sleep(0.005)
+                continue
+            self.acks.append((t0, time.perf_counter_ns(), p.index))
+
+
+@dataclass(slots=True)
+class _TermWatch:
+    """What polling the survivors' Status (every STATUS_POLL_S) saw after the kill.
+
+    `all_old_ns` is the start of the latest poll in which every survivor answered
+    in the old term. Terms only grow, so at that instant no survivor could lead
+    in a newer term: an acknowledgement received by then came from the old leader.
+    """
+
+    all_old_ns: int = 0
+    seen_ns: int = 0  # when a survivor first reported a leader in a newer term
+    new_leader: int = 0
+    new_term: int = 0
+
+
+async def _watch_terms(
+    poller: StatusPoller, addresses: dict[int, str], survivors: Sequence[int], old_term: int, watch: _TermWatch
+) -> None:
+    deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        started_ns = time.perf_counter_ns()
+        live = await _statuses(poller, addresses, survivors)
+        if len(live) == len(survivors) and all(s.term <= old_term for s in live.values()):
+            watch.all_old_ns = started_ns
+        for s in live.values():
+            if s.term > old_term and s.leader in survivors:
+                watch.seen_ns, watch.new_leader, watch.new_term = time.perf_counter_ns(), s.leader, s.term
+                return
+        await asyncio.sleep(STATUS_POLL_S)
+    raise TimeoutError(f"no survivor reported a leader newer than term {old_term} within {FAILOVER_TIMEOUT_S:g} s")
+
+
+async def _wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what} within {timeout_s:g} s")
+        await asyncio.sleep(0.001)
+
+
+async def _wait_rejoined(poller: StatusPoller, addresses: dict[int, str], node_id: int) -> dict[str, Any]:
+    """Until `node_id` follows the leader in its term and has applied what that leader had committed at first look."""
+    deadline = time.monotonic() + REJOIN_TIMEOUT_S
+    target_commit: int | None = None
+    while time.monotonic() < deadline:
+        statuses = await _statuses(poller, addresses, sorted(addresses))
+        leaders = [s for s in statuses.values() if s.role == "leader"]
+        me = statuses.get(node_id)
+        if leaders and me is not None:
+            leader = max(leaders, key=lambda s: s.term)
+            if target_commit is None:
+                target_commit = leader.commit_index
+            if me.term == leader.term and me.leader == leader.id and me.applied_index >= target_commit:
+                return {"rejoined_term": me.term, "rejoined_applied_index": me.applied_index}
+        await asyncio.sleep(0.02)
+    raise TimeoutError(f"node {node_id} did not rejoin within {REJOIN_TIMEOUT_S:g} s")
+
+
+async def failover_round(procs: QuorumProcesses, poller: StatusPoller, writer: _Writer, rnd: int) -> dict[str, Any]:
+    addresses: dict[int, str] = procs.addresses
+    acks_before = len(writer.acks)
+    await _wait_for(
+        lambda: len(writer.acks) >= acks_before + STEADY_WRITES_BEFORE_KILL,
+        STEADY_TIMEOUT_S,
+        "the writer made no steady progress before the kill",
+    )
+    leader_id, _ = await wait_for_leader(addresses, LEADER_TIMEOUT_S)
+    old = (await _statuses(poller, addresses, [leader_id])).get(leader_id)
+    if old is None or old.role != "leader":
+        raise RuntimeError(f"node {leader_id} stopped leading before the kill")
+    survivors = [i for i in sorted(addresses) if i != leader_id]
+    watch = _TermWatch()
+    n_acks, n_errors = len(writer.acks), len(writer.errors)
+    kill_ns = time.perf_counter_ns()
+    watcher = asyncio.create_task(_watch_terms(poller, addresses, survivors, old.term, watch))
+    # SIGKILL and reap in a thread, so the event loop keeps taking acknowledgements meanwhile.
+    await asyncio.to_thread(procs.kill, leader_id)
+    dead_ns = time.perf_counter_ns()
+    try:
+        await asyncio.wait_for(watcher, FAILOVER_TIMEOUT_S + 1)
+    finally:
+        watcher.cancel()
+    not_before_ns = max(kill_ns, watch.all_old_ns)
+    await _wait_for(
+        lambda: any(t1 > not_before_ns for _, t1, _ in writer.acks[n_acks:]),
+        FAILOVER_TIMEOUT_S,
+        "no write was acknowledged by the new leader",
+    )
+    t0, t1, index = next(a for a in writer.acks[n_acks:] if a[1] > not_before_ns)
+    errors_during: dict[str, int] = {}
+    for t, code in writer.errors[n_errors:]:
+        if t <= t1:
+            errors_during[code] = errors_during.get(code, 0) + 1
+    record: dict[str, Any] = {
+        "measure": "failover",
+        "round": rnd,
+        "killed": leader_id,
+        "old_term": old.term,
+        "new_leader": watch.new_leader,
+        "new_term": watch.new_term,
+        "failover_s": round((t1 - kill_ns) / 1e9, 4),
+        "leader_known_s": round((watch.seen_ns - kill_ns) / 1e9, 4),
+        "kill_reaped_s": round((dead_ns - kill_ns) / 1e9, 4),
+        "first_write_index": index,
+        "max_index_acked_before_kill": max((i for _, a, i in writer.acks[:n_acks]), default=0),
+        "acks_from_old_leader_after_kill": sum(1 for _, a, _ in writer.acks[n_acks:] if kill_ns < a <= not_before_ns),
+        "first_write_call_to_ack_s": round((t1 - t0) / 1e9, 4),
+        "client_errors_before_first_write": errors_during,
+    }
+    restart_ns = time.perf_counter_ns()
+    procs.restart(leader_id)
+    record.update(await _wait_rejoined(poller, addresses, leader_id))
+    record["rejoin_s"] = round((time.perf_counter_ns() - restart_ns) / 1e9, 3)
+    return record
+
+
+async def failover_rounds(root: Path, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
+    results = []
+    with QuorumProcesses(root / "failover", n=CLUSTER_SIZE, properties=None) as procs:
+        procs.start_all()
+        await wait_for_leader(procs.addresses, LEADER_TIMEOUT_S)
+        async with (
+            QuorumClient(list(procs.addresses.values()), request_timeout_s=CLIENT_REQUEST_TIMEOUT_S) as client,
+            StatusPoller(STATUS_TIMEOUT_S) as poller,  # status polls on channels of their own
+        ):
+            writer = _Writer(client, payload)
+            writer_task = asyncio.create_task(writer.run("failover"))
+            try:
+                for rnd in range(1, args.failovers + 1):
+                    try:
+                        record = await failover_round(procs, poller, writer, rnd)
+                    except (TimeoutError, AssertionError, RuntimeError) as exc:
+                        record = {"measure": "failover", "round": rnd, "error": f"{type(exc).__name__}: {exc}"}
+                        for node_id in procs.addresses:  # bring the cluster back whole for the next round
+                            if not procs.alive(node_id):
+                                procs.restart(node_id)
+                    emit(record)
+                    results.append(record)
+            finally:
+                writer.stopped = True
+                done, _ = await asyncio.wait({writer_task}, timeout=CLIENT_REQUEST_TIMEOUT_S + 1)
+                if not done:
+                    writer_task.cancel()
+                    await asyncio.gather(writer_task, return_exceptions=True)
+                elif writer_task.exception() is not None:
+                    raise writer_task.exception()  # type: ignore[misc]
+    return results
+
+
+# ---------------------------------------------------------------- summary and main
+def summarize(
+    baseline: dict[str, Any], runs: list[dict[str, Any]], failovers: list[dict[str, Any]], args: argparse.Namespace
+) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "measure": "summary",
+        "runs": args.runs,
+        "seconds_per_run": args.seconds,
+        "lmdb_fsync_per_s": baseline["syncs_per_s"],
+        # Other work on the machine skews every figure: say how busy it was.
+        "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
+    }
+    for inflight in args.inflight:
+        mine = [r for r in runs if r["inflight"] == inflight]
+        summary[f"inflight_{inflight}"] = {
+            "writes_per_s_median": median_or_none([r["writes_per_s"] for r in mine]),
+            "writes_per_s_runs": [r["writes_per_s"] for r in mine],
+            "p50_ms_median": median_or_none([r["p50_ms"] for r in mine]),
+            "p99_ms_median": median_or_none([r["p99_ms"] for r in mine]),
+            "errors": sum(sum(r["errors"].values()) for r in mine),
+        }
+    ok = [f["failover_s"] for f in failovers if "failover_s" in f]
+    known = [f["leader_known_s"] for f in failovers if "leader_known_s" in f]
+    summary["failover"] = {
+        "rounds": len(failovers),
+        "failed_rounds": len(failovers) - len(ok),
+        "median_s": median_or_none(ok),
+        "min_s": min(ok) if ok else None,
+        "max_s": max(ok) if ok else None,
+        "leader_known_median_s": median_or_none(known),
+        "rejoin_median_s": median_or_none([f.get("rejoin_s") for f in failovers]),
+    }
+    return summary
+
+
+def setup_record(root: Path) -> dict[str, Any]:
+    defaults = NodeSettings(node_id=1, data_dir=root, listen="127.0.0.1:1", peers={1: "127.0.0.1:1"})
+    return {
+        "measure": "setup",
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "data_dir": str(root),
+        "cluster_size": CLUSTER_SIZE,
+        "node_settings": {
+            "tick_ms": defaults.tick_ms,
+            "election_timeout_ticks": defaults.election_timeout_ticks,
+            "heartbeat_interval_ticks": defaults.heartbeat_interval_ticks,
+            "snapshot_interval_entries": defaults.snapshot_interval_entries,
+        },
+    }
+
+
+def _positive_ints(text: str) -> list[int]:
+    values = [int(v) for v in text.split(",") if v.strip()]
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    return values
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=5.0, help="measured window per throughput figure (default 5)")
+    p.add_argument("--warmup", type=float, default=1.0, help="warm-up before each window (default 1)")
+    p.add_argument("--runs", type=int, default=3, help="throughput repetitions, each on a fresh cluster (default 3)")
+    p.add_argument("--inflight", type=_positive_ints, default=[1, 256], help="in-flight levels (default 1,256)")
+    p.add_argument("--payload-bytes", type=int, default=100, help="value size of each write (default 100)")
+    p.add_argument("--failovers", type=int, default=5, help="leader kills (default 5)")
+    p.add_argument("--baseline-seconds", type=float, default=2.0, help="LMDB fsync baseline duration (default 2)")
+    p.add_argument("--dir", type=Path, default=None, help="parent directory of the data (default: the temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the data directory (node logs) after the run")
+    args = p.parse_args(argv)
+    if args.seconds <= 0 or args.warmup < 0 or args.runs < 0 or args.failovers < 0 or args.payload_bytes < 0:
+        p.error("--seconds must be > 0; --warmup, --runs, --failovers, --payload-bytes must be >= 0")
+    return args
+
+
+async def bench(root: Path, args: argparse.Namespace) -> None:
+    payload = os.urandom(args.payload_bytes)
+    emit(setup_record(root))
+    baseline = lmdb_fsync_baseline(root, args.baseline_seconds, payload)
+    emit(baseline)
+    runs: list[dict[str, Any]] = []
+    for run in range(1, args.runs + 1):
+        runs += await throughput_run(root, run, args, payload)
+    failovers = await failover_rounds(root, args, payload) if args.failovers else []
+    emit(summarize(baseline, runs, failovers, args))
+
+
+def _raise_keyboard_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # SIGTERM cleans up like Ctrl-C
+    root = Path(tempfile.mkdtemp(prefix="zkraft-bench-", dir=args.dir))
+    try:
+        asyncio.run(bench(root, args))
+        return 0
+    except KeyboardInterrupt:
+        emit({"measure": "aborted", "reason": "interrupted"})
+        return 130
+    except Exception as exc:  # the process boundary: say what failed, keep the logs
+        args.keep = True
+        emit({"measure": "aborted", "reason": f"{type(exc).__name__}: {exc}", "logs": str(root)})
+        return 1
+    finally:
+        # Every QuorumProcesses context has stopped its nodes by now (its __exit__ ran while unwinding).
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
