@@ -47,10 +47,32 @@ from quorum.transport import PeerTransport, peers_digest
 SNAPSHOTS_KEPT = 2
 
 
+class _Batch:
+    """The proposals of one propose_many call: one future, resolved when the last is applied."""
+
+    __slots__ = ("first_index", "results", "remaining", "future")
+
+    def __init__(self, first_index: int, size: int, future: asyncio.Future[list[tuple[int, bytes]]]) -> None:
+        self.first_index = first_index
+        self.results: list[tuple[int, bytes]] = [(0, b"")] * size
+        self.remaining = size
+        self.future = future
+
+    def complete(self, index: int, result: bytes) -> None:
+        self.results[index - self.first_index] = (index, result)
+        self.remaining -= 1
+        if self.remaining == 0 and not self.future.done():
+            self.future.set_result(self.results)
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
 @dataclass(slots=True)
 class _Waiter:
     term: int
-    future: asyncio.Future[tuple[int, bytes]]
+    batch: _Batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +138,7 @@ class QuorumNode:
         s = self.settings
         stored = self._store.identity()
         if stored is None:
-            self._store.set_identity(s.cluster_id, s.peers_string)
-            return
+            return  # a new data dir: recorded by start(), once the peers agreed with us
         cluster_id, peers = stored
         if cluster_id != s.cluster_id:
             raise errors.ClusterMismatchError(
@@ -129,6 +150,8 @@ class QuorumNode:
             )
 
     async def start(self) -> None:
+        if self._store.identity() is None:
+            self._store.set_identity(self.settings.cluster_id, self.settings.peers_string)
         self._wakeup = asyncio.Event()
         self._stopped = asyncio.Event()
         self._transport = PeerTransport(
@@ -254,10 +277,9 @@ class QuorumNode:
         self.state_machine.restore(path, meta.index)
         self._last_snapshot_index = meta.index
         for index in [i for i in self._waiters if i <= meta.index]:
-            w = self._waiters.pop(index)
-            if not w.future.done():
-                w.future.set_exception(errors.QuorumTimeoutError(f"outcome of entry {index} unknown: "
-                                                                 "replaced by a snapshot from the leader"))
+            self._waiters.pop(index).batch.fail(
+                errors.QuorumTimeoutError(f"outcome of entry {index} unknown: replaced by a snapshot from the leader")
+            )
         self.log.info("snapshot_installed", index=meta.index, term=meta.term)
 
     async def _take_snapshot(self) -> None:
@@ -321,16 +343,14 @@ class QuorumNode:
             raise errors.NotLeaderError(exc.leader_id, self.address_of(exc.leader_id)) from None
         except CoreDropped as exc:
             raise errors.ProposalDroppedError(str(exc)) from None
-        loop = asyncio.get_running_loop()
-        term = self.core.term
-        futures = []
+        future: asyncio.Future[list[tuple[int, bytes]]] = asyncio.get_running_loop().create_future()
+        batch = _Batch(first, len(commands), future)
+        waiter = _Waiter(self.core.term, batch)
         for k in range(len(commands)):
-            fut: asyncio.Future[tuple[int, bytes]] = loop.create_future()
-            self._waiters[first + k] = _Waiter(term, fut)
-            futures.append(fut)
+            self._waiters[first + k] = waiter
         self._wake()
         try:
-            return list(await asyncio.wait_for(asyncio.gather(*futures), timeout_s))
+            return await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
             raise errors.QuorumTimeoutError(
                 f"proposal not committed within {timeout_s:.1f}s; it may still be applied later"
@@ -342,14 +362,12 @@ class QuorumNode:
             return
         for e, result in zip(entries, results, strict=True):
             w = waiters.pop(e.index, None)
-            if w is None or w.future.done():
+            if w is None:
                 continue
             if w.term == e.term:
-                w.future.set_result((e.index, result))
+                w.batch.complete(e.index, result)
             else:
-                w.future.set_exception(
-                    errors.ProposalLostError(f"entry {e.index} was replaced by a newer leader's entry")
-                )
+                w.batch.fail(errors.ProposalLostError(f"entry {e.index} was replaced by a newer leader's entry"))
 
     # ------------------------------------------------------------------ reads
     async def read_index(self, timeout_s: float) -> int:
@@ -435,7 +453,9 @@ class QuorumNode:
         self._guard(self.core.transfer_leadership, target)
         self._wake()
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self.core.role is Role.LEADER:
+        # Done once another node leads and we have heard from it (the leader
+        # id is unknown between our stepping down and its first append).
+        while time.monotonic() < deadline and (self.core.role is Role.LEADER or self.core.leader_id == 0):
             await asyncio.sleep(self.settings.tick_ms / 1000)
         return self.core.leader_id
 
@@ -456,8 +476,7 @@ class QuorumNode:
         if self._transport is not None:
             await self._transport.close()
         for w in self._waiters.values():
-            if not w.future.done():
-                w.future.set_exception(errors.ShuttingDownError("node is shutting down"))
+            w.batch.fail(errors.ShuttingDownError("node is shutting down"))
         self._writer.shutdown(wait=True)
         self._store.close()
         self.state_machine.close()

@@ -87,6 +87,7 @@ async def run_node(settings: NodeSettings, stop: asyncio.Event | None = None) ->
     await node.start()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, ctx: _log_loop_error(node, stop, ctx))
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     failed = loop.create_task(node.wait_failed())
@@ -99,6 +100,18 @@ async def run_node(settings: NodeSettings, stop: asyncio.Event | None = None) ->
     await server.stop(grace=0.2)
     node.log.info("node_stopped")
     return 1 if fatal is not None else 0
+
+
+def _log_loop_error(node: QuorumNode, stop: asyncio.Event, context: dict[str, object]) -> None:
+    """Errors asyncio would print as a bare traceback become one JSON log line.
+
+    While stopping, gRPC cancels the handlers of open peer streams; those
+    cancellations are expected and not logged.
+    """
+    exc = context.get("exception")
+    if isinstance(exc, asyncio.CancelledError) and stop.is_set():
+        return
+    node.log.error("event_loop_error", message=str(context.get("message")), error=repr(exc))
 
 
 def serve(settings: NodeSettings) -> int:
