@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import Protocol
 
 import grpc
 import structlog
@@ -14,6 +15,7 @@ from quorum import errors
 from quorum.node import QuorumNode
 from quorum.service import QuorumService, RaftPeerService
 from quorum.settings import NodeSettings
+from quorum.state_machine import StateMachine
 from quorum.transport import GRPC_OPTIONS
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
@@ -63,16 +65,35 @@ async def check_peers_agree(settings: NodeSettings, digest: str) -> None:
             raise errors.StartupError(f"refusing to start: {problem}")
 
 
-async def run_node(settings: NodeSettings, stop: asyncio.Event | None = None) -> int:
+class NodeExtension(Protocol):
+    """A service that runs inside a quorum node process (zkemu's ZooKeeper service)."""
+
+    def register(self, node: QuorumNode, server: grpc.aio.Server) -> None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+async def run_node(
+    settings: NodeSettings,
+    stop: asyncio.Event | None = None,
+    state_machine: StateMachine | None = None,
+    extension: NodeExtension | None = None,
+) -> int:
     try:
-        node = QuorumNode(settings)
+        node = QuorumNode(settings, state_machine)
     except errors.ClusterMismatchError as exc:
+        if state_machine is not None:
+            state_machine.close()
         raise errors.StartupError(f"refusing to start: {exc}") from None
     # grpc enables SO_REUSEPORT by default on Linux, which would let a second
     # node silently share a port that is already taken.
     server = grpc.aio.server(options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)])
     pb_grpc.add_RaftPeerServicer_to_server(RaftPeerService(node), server)
     pb_grpc.add_QuorumServicer_to_server(QuorumService(node), server)
+    if extension is not None:
+        extension.register(node, server)
     try:
         server.add_insecure_port(settings.listen)
     except RuntimeError:
@@ -85,6 +106,8 @@ async def run_node(settings: NodeSettings, stop: asyncio.Event | None = None) ->
         await server.stop(grace=None)
         raise
     await node.start()
+    if extension is not None:
+        await extension.start()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, ctx: _log_loop_error(node, stop, ctx))
@@ -96,6 +119,8 @@ async def run_node(settings: NodeSettings, stop: asyncio.Event | None = None) ->
     fatal = failed.result() if failed.done() else None
     if not failed.done():
         failed.cancel()
+    if extension is not None:
+        await extension.stop()
     await node.stop()
     await server.stop(grace=0.2)
     node.log.info("node_stopped")

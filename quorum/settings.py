@@ -51,9 +51,24 @@ class NodeSettings:
     snapshot_trailing_entries: int = 5000
     inflight_appends_max: int = 64
     proposal_timeout_ms: int = 10000
+    # What the quorum replicates: "zookeeper" (the znode tree and the session
+    # service, zkemu) or "register" (a bare key/value map, for testing and
+    # benchmarking the consensus layer alone).
+    state_machine: str = "zookeeper"
+    # ZooKeeper's tickTime and session bounds (defaults 2 x and 20 x tickTime).
+    tick_time_ms: int = 2000
+    min_session_timeout_ms: int = 0
+    max_session_timeout_ms: int = 0
 
     def __post_init__(self) -> None:
         _validate(self)
+
+    @property
+    def session_timeout_bounds_ms(self) -> tuple[int, int]:
+        """ZooKeeper's [minSessionTimeout, maxSessionTimeout]: 2 and 20 tickTimes unless set."""
+        low = self.min_session_timeout_ms or 2 * self.tick_time_ms
+        high = self.max_session_timeout_ms or 20 * self.tick_time_ms
+        return low, high
 
     @property
     def voters(self) -> tuple[int, ...]:
@@ -144,7 +159,11 @@ _INT_MINIMUMS = {
     "snapshot_trailing_entries": 0,
     "inflight_appends_max": 1,
     "proposal_timeout_ms": 1,
+    "tick_time_ms": 1,
+    "min_session_timeout_ms": 0,
+    "max_session_timeout_ms": 0,
 }
+STATE_MACHINES = ("zookeeper", "register")
 
 
 def _validate(settings: NodeSettings) -> None:
@@ -170,6 +189,15 @@ def _validate(settings: NodeSettings) -> None:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: expected an integer, got {value!r}")
         if value < minimum:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: must be >= {minimum}, got {value}")
+    if settings.state_machine not in STATE_MACHINES:
+        raise SettingsError(
+            f"quorum.state.machine: must be one of {', '.join(STATE_MACHINES)}, got {settings.state_machine!r}"
+        )
+    if 0 < settings.max_session_timeout_ms < settings.session_timeout_bounds_ms[0]:
+        raise SettingsError(
+            f"maxSessionTimeout ({settings.max_session_timeout_ms}) is below minSessionTimeout "
+            f"({settings.session_timeout_bounds_ms[0]})"
+        )
     if settings.election_timeout_ticks <= settings.heartbeat_interval_ticks:
         raise SettingsError(
             f"raft.election.timeout.ticks ({settings.election_timeout_ticks}) must be greater than "
@@ -214,6 +242,10 @@ _FIELD_OF_PROPERTY = {
     "snapshot.trailing.entries": "snapshot_trailing_entries",
     "raft.inflight.appends.max": "inflight_appends_max",
     "proposal.timeout.ms": "proposal_timeout_ms",
+    "quorum.state.machine": "state_machine",
+    "tickTime": "tick_time_ms",
+    "minSessionTimeout": "min_session_timeout_ms",
+    "maxSessionTimeout": "max_session_timeout_ms",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}

@@ -84,7 +84,9 @@ class QuorumProcesses:
             raise ValueError(f"n must be >= 1, got {n}")
         self.root = Path(root)
         self.n = n
-        self.properties = dict(properties or {})
+        # These processes serve the bare register map (QuorumClient.set/read);
+        # the ZooKeeper service has its own tests.
+        self.properties = {"quorum.state.machine": "register", **(properties or {})}
         self.cluster_id = CLUSTER_ID
         self.addresses: dict[int, str] = {
             node_id: f"{LOOPBACK}:{port}" for node_id, port in zip(range(1, n + 1), free_ports(n), strict=True)

@@ -52,7 +52,11 @@ def _quorum_start(options: argparse.Namespace) -> int:
     # Imported here: the node server pulls in the whole quorum package (grpc,
     # lmdb), which the other subcommands have no need of.
     from quorum.errors import StartupError
-    from quorum.server import serve
+
+    if settings.state_machine == "zookeeper":
+        from zkemu.server import serve
+    else:
+        from quorum.server import serve
 
     try:
         return serve(settings)

@@ -1,0 +1,33 @@
+"""`zkraft quorum start` with the ZooKeeper state machine: the znode tree plus the session service."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from quorum.server import configure_logging, run_node
+from quorum.settings import NodeSettings
+from zkemu.service import ZooKeeperService
+from zkemu.tree import AppliedTxn, ZnodeTree
+
+
+def build(settings: NodeSettings) -> tuple[ZnodeTree, ZooKeeperService]:
+    service: ZooKeeperService | None = None
+
+    def on_applied(applied: AppliedTxn) -> None:
+        if service is not None:
+            service.on_applied(applied)
+
+    tree = ZnodeTree(Path(settings.data_dir) / "zk", on_applied=on_applied)
+    service = ZooKeeperService(settings, tree)
+    return tree, service
+
+
+async def run(settings: NodeSettings, stop: asyncio.Event | None = None) -> int:
+    tree, service = build(settings)
+    return await run_node(settings, stop, state_machine=tree, extension=service)
+
+
+def serve(settings: NodeSettings) -> int:
+    configure_logging()
+    return asyncio.run(run(settings))

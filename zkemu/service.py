@@ -1,0 +1,452 @@
+"""The ZooKeeper session service: one bidirectional gRPC stream per session.
+
+Requests of a session are answered strictly in order (ZooKeeper's per-session
+FIFO): writes are pipelined to the log as they arrive, a read waits until
+every earlier request of its session is answered, and a write waits for
+earlier reads. Watch events are queued on the stream while the transaction
+is applied, so an event always precedes the reply to any later read that
+sees its change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import structlog
+
+from quorum import errors as qerrors
+from quorum.node import QuorumNode
+from quorum.service import abort_with
+from quorum.settings import NodeSettings
+from zkemu.errors import Code, ZkError, message_for
+from zkemu.events import EventType
+from zkemu.paths import validate_path
+from zkemu.sessions import SessionIds, SessionTracker, session_password
+from zkemu.submitter import ConnectionLossError, TxnSubmitter
+from zkemu.tree import AppliedTxn, ZnodeTree
+from zkemu.watches import AddWatchMode, WatcherType, WatchManager
+from zkraft_proto import zk_pb2, zk_pb2_grpc
+
+DATA_BYTES_MAX = 1 << 20
+OUTBOUND_MESSAGES_MAX = 100_000
+KEEPER_STATE_SYNC_CONNECTED = 3
+WRITE_OPS = frozenset({"create", "delete", "set_data", "check", "multi"})
+
+
+class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
+    """Registered in a quorum node process (see zkemu.server); also the node extension hooks."""
+
+    def __init__(self, settings: NodeSettings, tree: ZnodeTree) -> None:
+        self.settings = settings
+        self.tree = tree
+        self.watches = WatchManager()
+        self._connections: dict[int, SessionConnection] = {}  # session id -> its live stream here
+        self.node: QuorumNode | None = None
+        self.submitter: TxnSubmitter | None = None
+        self.tracker: SessionTracker | None = None
+        self.ids: SessionIds | None = None
+        self.log = structlog.get_logger("zk").bind(node=settings.node_id)
+
+    # ---- NodeExtension
+    def register(self, node: QuorumNode, server: grpc.aio.Server) -> None:
+        self.node = node
+        zk_pb2_grpc.add_ZooKeeperServicer_to_server(self, server)
+
+    async def start(self) -> None:
+        assert self.node is not None
+        self.submitter = TxnSubmitter(self.node)
+        self.submitter.start()
+        self.tracker = SessionTracker(self.node, self.tree.sessions, self.submitter, self.settings.tick_time_ms)
+        self.tracker.start()
+        self.ids = SessionIds(self.settings.node_id, lambda: int(time.time() * 1000))
+
+    async def stop(self) -> None:
+        for conn in list(self._connections.values()):
+            conn.end()
+        if self.tracker is not None:
+            await self.tracker.stop()
+        if self.submitter is not None:
+            await self.submitter.stop()
+
+    # ---- called while a transaction is applied (inside the node's Ready loop)
+    def on_applied(self, applied: AppliedTxn) -> None:
+        for trigger in applied.triggers:
+            self.watches.trigger(EventType(trigger.type), trigger.path, applied.zxid)
+        if applied.created_session and self.tracker is not None:
+            sid = applied.created_session
+            self.tracker.session_created(sid, self.tree.sessions().get(sid, self.settings.tick_time_ms * 2))
+        if applied.closed_session:
+            if self.tracker is not None:
+                self.tracker.session_closed(applied.closed_session)
+            conn = self._connections.get(applied.closed_session)
+            if conn is not None:
+                conn.session_closed()
+
+    # ---- the session stream
+    async def Session(  # noqa: N802
+        self, request_iterator: AsyncIterator[zk_pb2.ClientMessage], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[zk_pb2.ServerMessage]:
+        conn = SessionConnection(self, context)
+        reader = asyncio.get_running_loop().create_task(conn.read_loop(request_iterator))
+        try:
+            while True:
+                msg = await conn.outbound.get()
+                if msg is None:
+                    break
+                yield msg
+            if conn.abort_status is not None:
+                await context.abort(*conn.abort_status)
+        finally:
+            reader.cancel()
+            conn.detach()
+
+    def attach(self, conn: SessionConnection) -> None:
+        old = self._connections.get(conn.session_id)
+        if old is not None and old is not conn:
+            old.end()  # the session moved to a newer connection (ZooKeeper SESSIONMOVED)
+        self._connections[conn.session_id] = conn
+
+    def detach(self, conn: SessionConnection) -> None:
+        if self._connections.get(conn.session_id) is conn:
+            del self._connections[conn.session_id]
+        self.watches.remove_watcher(conn)
+
+    # ---- leader-side RPCs from followers
+    async def Forward(self, request: zk_pb2.ForwardRequest, context: Any) -> zk_pb2.ForwardResponse:  # noqa: N802
+        assert self.submitter is not None
+        try:
+            results = await self.submitter.propose_forwarded(
+                list(request.txns), self.settings.proposal_timeout_ms / 1000
+            )
+        except qerrors.QuorumError as exc:
+            await abort_with(context, exc)
+        return zk_pb2.ForwardResponse(zxids=[i for i, _ in results], results=[r for _, r in results])
+
+    async def TouchSessions(  # noqa: N802
+        self, request: zk_pb2.TouchSessionsRequest, context: Any
+    ) -> zk_pb2.TouchSessionsResponse:
+        assert self.tracker is not None
+        return zk_pb2.TouchSessionsResponse(unknown_session_ids=self.tracker.touch_many(list(request.session_ids)))
+
+
+class SessionConnection:
+    """One client stream. Also the `Watcher` the watch manager notifies."""
+
+    def __init__(self, service: ZooKeeperService, context: grpc.aio.ServicerContext) -> None:
+        self.service = service
+        self.context = context
+        self.session_id = 0
+        self.linearizable = False
+        self.outbound: asyncio.Queue[zk_pb2.ServerMessage | None] = asyncio.Queue()
+        self.abort_status: tuple[grpc.StatusCode, str] | None = None
+        self._slots: asyncio.Queue[asyncio.Task[zk_pb2.Response] | None] = asyncio.Queue()
+        self._last_slot: asyncio.Task[zk_pb2.Response] | None = None
+        self._last_read: asyncio.Task[zk_pb2.Response] | None = None
+        self._closed = False
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    @property
+    def node(self) -> QuorumNode:
+        assert self.service.node is not None
+        return self.service.node
+
+    # ---- Watcher
+    def send_event(self, event_type: int, path: str, zxid: int) -> None:
+        if self._closed:
+            return
+        if self.outbound.qsize() > OUTBOUND_MESSAGES_MAX:
+            self.end(grpc.StatusCode.RESOURCE_EXHAUSTED, "client too slow: too many unread watch events")
+            return
+        self.outbound.put_nowait(
+            zk_pb2.ServerMessage(
+                event=zk_pb2.WatchEvent(type=event_type, state=KEEPER_STATE_SYNC_CONNECTED, path=path, zxid=zxid)
+            )
+        )
+
+    # ---- lifecycle
+    def end(self, code: grpc.StatusCode | None = None, message: str = "") -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if code is not None:
+            self.abort_status = (code, message)
+        self.outbound.put_nowait(None)
+
+    def session_closed(self) -> None:
+        """The session was closed or expired through the log: once pending replies are out, end the stream."""
+        self._slots.put_nowait(None)
+
+    def detach(self) -> None:
+        self._closed = True
+        for t in self._tasks:
+            t.cancel()
+        if self.session_id:
+            self.service.detach(self)
+
+    async def read_loop(self, requests: AsyncIterator[zk_pb2.ClientMessage]) -> None:
+        try:
+            first = await anext(requests, None)
+            if first is None or first.WhichOneof("kind") != "connect":
+                self.end(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a session must be connect")
+                return
+            if not await self._connect(first.connect):
+                return
+            responder = asyncio.get_running_loop().create_task(self._respond_in_order())
+            self._tasks.append(responder)
+            async for msg in requests:
+                if msg.WhichOneof("kind") != "request":
+                    self.end(grpc.StatusCode.INVALID_ARGUMENT, "connect may only be sent once per stream")
+                    return
+                self._dispatch(msg.request)
+                if self._closed:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # loop boundary: one bad stream must not hurt the server
+            self.service.log.warning("session_stream_error", session_id=self.session_id, error=repr(exc))
+            self.end(grpc.StatusCode.INTERNAL, f"server error: {exc}")
+
+    async def _connect(self, req: zk_pb2.ConnectRequest) -> bool:
+        svc = self.service
+        low, high = svc.settings.session_timeout_bounds_ms
+        timeout_ms = min(max(req.timeout_ms, low), high)
+        self.linearizable = req.linearizable_reads
+        applied = self.node.core.applied_index
+        if req.session_id == 0:
+            assert svc.ids is not None and svc.submitter is not None
+            sid = svc.ids.next()
+            txn = zk_pb2.Txn(session_id=sid, create_session=zk_pb2.CreateSessionTxn(session_id=sid, timeout_ms=timeout_ms))
+            try:
+                await svc.submitter.submit(txn, svc.settings.proposal_timeout_ms / 1000)
+            except ConnectionLossError as exc:
+                self.end(grpc.StatusCode.UNAVAILABLE, f"cannot create a session now: {exc}")
+                return False
+        else:
+            sid = req.session_id
+            if applied < req.last_zxid_seen:
+                # The client has seen newer state than this server has: it must go elsewhere (ZooKeeper rule).
+                self.end(grpc.StatusCode.UNAVAILABLE,
+                         f"server is behind the client (zxid {applied} < {req.last_zxid_seen}); try another server")
+                return False
+            if req.password != session_password(svc.settings.cluster_id, sid) or not svc.tree.has_session(sid):
+                self.outbound.put_nowait(zk_pb2.ServerMessage(connect=zk_pb2.ConnectResponse(
+                    session_id=0, timeout_ms=0, password=bytes(16), server_id=svc.settings.node_id,
+                    last_zxid=applied)))
+                self.end()
+                return False
+            timeout_ms = svc.tree.sessions().get(sid, timeout_ms)
+        self.session_id = sid
+        svc.attach(self)
+        assert svc.tracker is not None
+        svc.tracker.touch(sid)
+        self.outbound.put_nowait(zk_pb2.ServerMessage(connect=zk_pb2.ConnectResponse(
+            session_id=sid, password=session_password(svc.settings.cluster_id, sid), timeout_ms=timeout_ms,
+            server_id=svc.settings.node_id, last_zxid=self.node.core.applied_index)))
+        return True
+
+    # ---- ordering
+    def _dispatch(self, req: zk_pb2.Request) -> None:
+        assert self.service.tracker is not None
+        self.service.tracker.touch(self.session_id)
+        op = req.WhichOneof("op")
+        loop = asyncio.get_running_loop()
+        if op in WRITE_OPS:
+            task = loop.create_task(self._write(req, op, self._last_read))
+        elif op == "close":
+            task = loop.create_task(self._close(req, self._last_slot))
+        else:
+            task = loop.create_task(self._read(req, op, self._last_slot))
+            self._last_read = task
+        self._last_slot = task
+        self._slots.put_nowait(task)
+        if op == "close":
+            self._slots.put_nowait(None)
+
+    async def _respond_in_order(self) -> None:
+        while True:
+            task = await self._slots.get()
+            if task is None:
+                self.end()
+                return
+            try:
+                response = await task
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug in one request: answer it, keep the session
+                self.service.log.error("request_failed", session_id=self.session_id, error=repr(exc))
+                response = zk_pb2.Response(err=Code.SYSTEMERROR, error_message=f"server error: {exc}")
+            if not self._closed:
+                self.outbound.put_nowait(zk_pb2.ServerMessage(response=response))
+
+    # ---- writes
+    async def _write(self, req: zk_pb2.Request, op: str, after: Awaitable[Any] | None) -> zk_pb2.Response:
+        if after is not None:
+            await asyncio.wait([after])  # type: ignore[list-item]
+        body = getattr(req, op)
+        problem = _oversized(op, body)
+        if problem:
+            return self._reply(req, err=Code.BADARGUMENTS, error_message=problem)
+        txn = zk_pb2.Txn(session_id=self.session_id)
+        getattr(txn, op).CopyFrom(body)
+        return await self._submit(req, txn, op, body)
+
+    async def _submit(self, req: zk_pb2.Request, txn: zk_pb2.Txn, op: str, body: Any) -> zk_pb2.Response:
+        svc = self.service
+        assert svc.submitter is not None
+        try:
+            _, result = await svc.submitter.submit(txn, svc.settings.proposal_timeout_ms / 1000)
+        except ConnectionLossError as exc:
+            return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
+        if op == "multi":
+            failed = next((r.err for r in result.results if r.err not in (0, Code.RUNTIMEINCONSISTENCY)), 0)
+            return self._reply(req, err=0, results=result.results,
+                               error_message=message_for(failed, "multi") if failed else "")
+        path = getattr(body, "path", "")
+        if result.err:
+            return self._reply(req, err=result.err, error_message=message_for(result.err, path))
+        resp = self._reply(req, path=result.path)
+        if result.HasField("stat"):
+            resp.stat.CopyFrom(result.stat)
+        return resp
+
+    # ---- reads (and pings, sync, watch management): after every earlier request
+    async def _read(self, req: zk_pb2.Request, op: str | None, after: Awaitable[Any] | None) -> zk_pb2.Response:
+        if after is not None:
+            await asyncio.wait([after])  # type: ignore[list-item]
+        timeout_s = self.service.settings.proposal_timeout_ms / 1000
+        try:
+            if op == "sync" or (self.linearizable and op in ("get_data", "exists", "get_children",
+                                                              "get_all_children_number", "get_ephemerals")):
+                index = await self.node.read_index(timeout_s)
+                await self.node.wait_applied(index, timeout_s)
+            handler = _READ_HANDLERS.get(op or "")
+            if handler is None:
+                return self._reply(req, err=Code.UNIMPLEMENTED, error_message=f"unknown request {op!r}")
+            return handler(self, req)
+        except ZkError as exc:
+            return self._reply(req, err=exc.code, error_message=str(exc))
+        except qerrors.QuorumError as exc:
+            return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
+
+    def _reply(self, req: zk_pb2.Request, **fields: Any) -> zk_pb2.Response:
+        return zk_pb2.Response(xid=req.xid, zxid=self.node.core.applied_index, **fields)
+
+    def _get_data(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        r = req.get_data
+        validate_path(r.path)
+        data, stat = self.service.tree.get_data(r.path)
+        if r.watch:
+            self.service.watches.add_data_watch(self, r.path)
+        return self._reply(req, data=data, stat=stat.to_pb())
+
+    def _exists(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        r = req.exists
+        validate_path(r.path)
+        stat = self.service.tree.stat(r.path)
+        if r.watch:
+            # Registered whether or not the node exists: a later create fires NodeCreated.
+            self.service.watches.add_data_watch(self, r.path)
+        if stat is None:
+            return self._reply(req, exists=False)
+        return self._reply(req, exists=True, stat=stat.to_pb())
+
+    def _get_children(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        r = req.get_children
+        validate_path(r.path)
+        children, stat = self.service.tree.get_children(r.path)
+        if r.watch:
+            self.service.watches.add_child_watch(self, r.path)
+        resp = self._reply(req, children=children)
+        if r.include_stat:
+            resp.stat.CopyFrom(stat.to_pb())
+        return resp
+
+    def _sync(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        validate_path(req.sync.path)
+        return self._reply(req, path=req.sync.path)
+
+    def _get_ephemerals(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        prefix = req.get_ephemerals.prefix_path or "/"
+        return self._reply(req, paths=self.service.tree.ephemerals(self.session_id, prefix))
+
+    def _get_all_children_number(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        path = req.get_all_children_number.path
+        validate_path(path)
+        return self._reply(req, number=self.service.tree.all_children_number(path))
+
+    def _add_watch(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        r = req.add_watch
+        validate_path(r.path)
+        try:
+            mode = AddWatchMode(r.mode)
+        except ValueError:
+            return self._reply(req, err=Code.BADARGUMENTS, error_message=f"unknown addWatch mode {r.mode}")
+        self.service.watches.add_persistent(self, r.path, mode)
+        return self._reply(req)
+
+    def _remove_watches(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        r = req.remove_watches
+        validate_path(r.path)
+        try:
+            kind = WatcherType(r.watcher_type)
+        except ValueError:
+            return self._reply(req, err=Code.BADARGUMENTS, error_message=f"unknown watcher type {r.watcher_type}")
+        if not self.service.watches.remove(self, r.path, kind):
+            return self._reply(req, err=Code.NOWATCHER, error_message=f"KeeperErrorCode = NoWatcher for {r.path}")
+        return self._reply(req)
+
+    def _set_watches(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        r = req.set_watches
+        tree = self.service.tree
+
+        def stat_of(path: str) -> tuple[int, int] | None:
+            st = tree.stat(path)
+            return None if st is None else (st.mzxid, st.pzxid)
+
+        self.service.watches.set_watches(
+            self, r.relative_zxid, r.data_watches, r.exist_watches, r.child_watches, r.persistent_watches,
+            r.persistent_recursive_watches, stat_of,
+        )
+        return self._reply(req)
+
+    def _ping(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        return self._reply(req)
+
+    async def _close(self, req: zk_pb2.Request, after: Awaitable[Any] | None) -> zk_pb2.Response:
+        """An explicit close deletes the session's ephemerals at once (one log entry)."""
+        if after is not None:
+            await asyncio.wait([after])  # type: ignore[list-item]
+        txn = zk_pb2.Txn(session_id=self.session_id,
+                         close_session=zk_pb2.CloseSessionTxn(session_id=self.session_id))
+        return await self._submit(req, txn, "close_session", req.close)
+
+
+def _oversized(op: str, body: Any) -> str:
+    """A write over ZooKeeper's 1 MiB limit is refused before it reaches the log."""
+    ops = [getattr(o, o.WhichOneof("op")) for o in body.ops] if op == "multi" else [body]
+    for o in ops:
+        data = getattr(o, "data", b"")
+        if len(data) > DATA_BYTES_MAX:
+            return f"data of {len(data)} bytes for {o.path} exceeds the 1 MiB (1048576 bytes) limit"
+    return ""
+
+
+_READ_HANDLERS: dict[str, Callable[[SessionConnection, zk_pb2.Request], zk_pb2.Response]] = {
+    "get_data": SessionConnection._get_data,
+    "exists": SessionConnection._exists,
+    "get_children": SessionConnection._get_children,
+    "sync": SessionConnection._sync,
+    "get_ephemerals": SessionConnection._get_ephemerals,
+    "get_all_children_number": SessionConnection._get_all_children_number,
+    "add_watch": SessionConnection._add_watch,
+    "remove_watches": SessionConnection._remove_watches,
+    "set_watches": SessionConnection._set_watches,
+    "ping": SessionConnection._ping,
+}
