@@ -1,0 +1,745 @@
+"""The replicated znode tree: ZooKeeper's DataTree as a deterministic state machine in LMDB.
+
+Each committed log entry carries one serialized `zk_pb2.Txn`; its zxid is the
+entry's index and its time the leader's stamp (`Txn.time_ms`), never the local
+clock, so every replica that applies the same entries holds the same state
+(`digest()` is equal). Checks follow `PrepRequestProcessor` (order of errors
+included) and effects follow `DataTree` (research §1.2-§1.8). A failed write
+still consumes its zxid and changes nothing.
+
+Storage, one LMDB environment written without fsync like `RegisterMap` (the
+Raft log is the durable record; `sync()` runs before the log is compacted):
+
+* `nodes`: path -> persisted stat (`_NODE`) + data. `num_children` is kept as a
+  counter, `cversion` is the *stored* count of child creates;
+* `children`: parent + b"\\0" + name -> b"": sorted child listings by prefix
+  scan (NUL cannot occur in a valid path, so parents never interleave);
+* `ephemerals`: session id (8 bytes) + path -> b"";
+* `sessions`: session id -> timeout (ms);
+* `meta`: format version, applied index.
+
+Single operations check everything before their first write; a multi runs
+in a nested LMDB transaction that is aborted when one of its ops fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, cast
+
+import lmdb
+from google.protobuf.message import DecodeError
+
+from quorum.raft.errors import invariant
+from quorum.raft.types import Entry, EntryKind
+from zkemu.errors import (
+    BadArgumentsError,
+    BadVersionError,
+    Code,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+    UnimplementedError,
+    ZkError,
+    message_for,
+)
+from zkemu.events import EventType, WatchTrigger
+from zkemu.paths import CONFIG_PATH, QUOTA_PATH, ROOT, SPECIAL_PATHS, ZOOKEEPER_PATH, parent_of, validate_path
+from zkemu.stat import Stat
+from zkraft_proto import zk_pb2
+
+__all__ = [
+    "DATA_BYTES_MAX",
+    "PATH_BYTES_MAX",
+    "AppliedTxn",
+    "TreeFormatError",
+    "TreeSnapshotError",
+    "WatchTrigger",
+    "ZnodeTree",
+    "check_data_length",
+]
+
+FORMAT_VERSION = 1
+DATA_BYTES_MAX = 1 << 20  # ZooKeeper's jute.maxbuffer order of magnitude: 1 MiB per znode
+_LMDB_KEY_BYTES_MAX = 511
+_SESSION_KEY_BYTES = 8
+# The longest key is an ephemerals-index key: 8 bytes of session id + the path.
+PATH_BYTES_MAX = _LMDB_KEY_BYTES_MAX - _SESSION_KEY_BYTES
+SNAPSHOT_CHUNK_BYTES = 1 << 20
+
+_INT32_MAX = 2**31 - 1
+
+# Persisted stat: czxid, mzxid, ctime, mtime, version, cversion (stored), aversion,
+# ephemeral_owner, pzxid, num_children. Data follows.
+_NODE = struct.Struct(">qqqqiiiqqi")
+_HDR = _NODE.size
+_CZXID, _MZXID, _CTIME, _MTIME, _VERSION, _CVERSION, _AVERSION, _OWNER, _PZXID, _NCHILDREN = range(10)
+_SID = struct.Struct(">q")
+_TIMEOUT = struct.Struct(">i")
+_U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+
+_META_FORMAT = b"format"
+_META_APPLIED = b"applied_index"
+
+# Snapshot framing: header, records (tag, key length, value length, key, value), end record with a
+# count and a crc32 of every record byte before it.
+_SNAP_MAGIC = b"ZKTREE\x00\x00"
+_SNAP_HEADER = struct.Struct(">8sIQ")
+_SNAP_RECORD = struct.Struct(">BHI")
+_SNAP_END = struct.Struct(">QI")
+_TAG_END = 0
+_TAG_NODES, _TAG_CHILDREN, _TAG_EPHEMERALS, _TAG_SESSIONS = 1, 2, 3, 4
+
+_CREATE_MODES = frozenset({0, 1, 2, 3})  # PERSISTENT, EPHEMERAL, PERSISTENT_SEQUENTIAL, EPHEMERAL_SEQUENTIAL
+_EXTENDED_MODES = frozenset({4, 5, 6})  # CONTAINER, PERSISTENT_WITH_TTL, PERSISTENT_SEQUENTIAL_WITH_TTL
+_SESSION_BODIES = frozenset({"create_session", "close_session"})
+
+
+class TreeFormatError(ValueError):
+    """The LMDB environment holds a tree of another format version."""
+
+
+class TreeSnapshotError(ValueError):
+    """A snapshot file is not a tree snapshot of this format, is truncated, or fails its checksum."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedTxn:
+    """What one applied log entry did, for the session layer (watches, session tracking).
+
+    `result` is the same TxnResult whose serialized form `apply` returned; treat it as read-only.
+    """
+
+    zxid: int
+    session_id: int
+    triggers: tuple[WatchTrigger, ...]
+    created_session: int | None
+    closed_session: int | None
+    result: zk_pb2.TxnResult
+
+
+def check_data_length(path: str, data: bytes) -> None:
+    """Raise BadArgumentsError, naming the size, for data over 1 MiB."""
+    if len(data) > DATA_BYTES_MAX:
+        raise BadArgumentsError(f"data of {len(data)} bytes for {path} exceeds the limit of {DATA_BYTES_MAX} bytes")
+
+
+def _i32(value: int) -> int:
+    """Java int arithmetic: wrap to a signed 32-bit value."""
+    return ((value + 2**31) & 0xFFFFFFFF) - 2**31
+
+
+def _child_key(key: bytes) -> bytes:
+    """children-index key of a node: its parent's path, NUL, its name."""
+    slash = key.rfind(b"/")
+    return (key[:slash] or b"/") + b"\0" + key[slash + 1 :]
+
+
+def _stat_pb(h: tuple[int, ...], data_length: int) -> zk_pb2.Stat:
+    return zk_pb2.Stat(
+        czxid=h[_CZXID],
+        mzxid=h[_MZXID],
+        ctime=h[_CTIME],
+        mtime=h[_MTIME],
+        version=h[_VERSION],
+        cversion=_i32(2 * h[_CVERSION] - h[_NCHILDREN]),  # DataNode.copyStat
+        aversion=h[_AVERSION],
+        ephemeral_owner=h[_OWNER],
+        data_length=data_length,
+        num_children=h[_NCHILDREN],
+        pzxid=h[_PZXID],
+    )
+
+
+def _stat(h: tuple[int, ...], data_length: int) -> Stat:
+    return Stat(
+        h[_CZXID],
+        h[_MZXID],
+        h[_CTIME],
+        h[_MTIME],
+        h[_VERSION],
+        _i32(2 * h[_CVERSION] - h[_NCHILDREN]),
+        h[_AVERSION],
+        h[_OWNER],
+        data_length,
+        h[_NCHILDREN],
+        h[_PZXID],
+    )
+
+
+def _path_key(path: str) -> bytes:
+    key = path.encode()
+    if len(key) > PATH_BYTES_MAX:
+        raise BadArgumentsError(f"path too long: {len(key)} bytes in UTF-8, at most {PATH_BYTES_MAX} allowed")
+    return key
+
+
+def _check_version(expected: int, current: int, path: str) -> None:
+    if expected != -1 and expected != current:
+        raise BadVersionError(message_for(Code.BADVERSION, path))
+
+
+class _Write:
+    """The state of one transaction being applied."""
+
+    __slots__ = ("txn", "zxid", "time_ms", "session_id", "triggers", "created_session", "closed_session", "dirty")
+
+    def __init__(self, txn: lmdb.Transaction, zxid: int, time_ms: int, session_id: int) -> None:
+        self.txn = txn
+        self.zxid = zxid
+        self.time_ms = time_ms
+        self.session_id = session_id
+        self.triggers: list[WatchTrigger] = []
+        self.created_session: int | None = None
+        self.closed_session: int | None = None
+        self.dirty = False  # set by the first write of a single op: a ZkError after it would be a bug
+
+
+class ZnodeTree:
+    """The znode tree as the quorum's state machine (quorum.state_machine.StateMachine).
+
+    Threading: `apply`, `restore` and the reads run on one thread (the node's
+    event loop); reads see the state as of the last `apply` batch.
+    `on_applied` is called once per applied NORMAL entry, in log order, after
+    the batch is committed and before `apply` returns, so a callback that reads
+    the tree sees at least that entry's effect.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        on_applied: Callable[[AppliedTxn], None] | None = None,
+        map_size_bytes: int = 4 << 30,
+    ) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(str(path), map_size=map_size_bytes, max_dbs=5, sync=False, metasync=False)
+        invariant(self._env.max_key_size() >= _LMDB_KEY_BYTES_MAX, "LMDB built with keys shorter than 511 bytes")
+        self._on_applied = on_applied
+        self._nodes = self._env.open_db(b"nodes")
+        self._children = self._env.open_db(b"children")
+        self._ephemerals = self._env.open_db(b"ephemerals")
+        self._sessions = self._env.open_db(b"sessions")
+        self._meta = self._env.open_db(b"meta")
+        self._tagged_dbs = (
+            (_TAG_NODES, self._nodes),
+            (_TAG_CHILDREN, self._children),
+            (_TAG_EPHEMERALS, self._ephemerals),
+            (_TAG_SESSIONS, self._sessions),
+        )
+        with self._env.begin(write=True) as txn:
+            fmt = txn.get(_META_FORMAT, db=self._meta)
+            if fmt is None:
+                self._init_empty(txn, applied=0)
+            elif (stored := _U32.unpack(fmt)[0]) != FORMAT_VERSION:
+                raise TreeFormatError(f"{path}: tree format {stored}, this version reads {FORMAT_VERSION}")
+            self._applied = self._applied_in(txn)
+
+    def _init_empty(self, txn: lmdb.Transaction, applied: int) -> None:
+        """The built-in nodes, all-zero stats, identical on every replica (DataTree constructor)."""
+        children = {ROOT: 1, ZOOKEEPER_PATH: 2, QUOTA_PATH: 0, CONFIG_PATH: 0}
+        for p, n in children.items():
+            key = p.encode()
+            txn.put(key, _NODE.pack(0, 0, 0, 0, 0, 0, 0, 0, 0, n), db=self._nodes)
+            if p != ROOT:
+                txn.put(_child_key(key), b"", db=self._children)
+        txn.put(_META_FORMAT, _U32.pack(FORMAT_VERSION), db=self._meta)
+        txn.put(_META_APPLIED, _U64.pack(applied), db=self._meta)
+
+    # ------------------------------------------------------------ state machine
+    def applied_index(self) -> int:
+        return self._applied
+
+    def apply(self, entries: Sequence[Entry]) -> list[bytes]:
+        """Apply committed entries in order; one serialized TxnResult per entry (b"" for no-ops)."""
+        results: list[bytes] = []
+        if not entries:
+            return results
+        done: list[AppliedTxn] = []
+        last = self._applied
+        with self._env.begin(write=True) as txn:
+            for e in entries:
+                invariant(e.index > last, f"entry {e.index} applied twice or out of order (applied {last})")
+                last = e.index
+                if e.kind is EntryKind.NOOP:
+                    results.append(b"")
+                    continue
+                applied = self._apply_one(txn, e)
+                results.append(applied.result.SerializeToString())
+                done.append(applied)
+            txn.put(_META_APPLIED, _U64.pack(last), db=self._meta)
+        self._applied = last
+        if self._on_applied is not None:
+            for applied in done:
+                self._on_applied(applied)
+        return results
+
+    def _apply_one(self, txn: lmdb.Transaction, e: Entry) -> AppliedTxn:
+        try:
+            t = zk_pb2.Txn.FromString(e.data)
+        except DecodeError:
+            return AppliedTxn(e.index, 0, (), None, None, zk_pb2.TxnResult(err=Code.MARSHALLINGERROR))
+        w = _Write(txn, e.index, t.time_ms, t.session_id)
+        body = t.WhichOneof("body")
+        try:
+            if w.session_id and body not in _SESSION_BODIES and not self._live(txn, w.session_id):
+                raise SessionExpiredError(message_for(Code.SESSIONEXPIRED))
+            result = self._execute(w, t, body)
+        except ZkError as exc:
+            invariant(not w.dirty, f"zxid {e.index}: {body} failed with {exc.code!r} after writing")
+            return AppliedTxn(e.index, w.session_id, (), None, None, zk_pb2.TxnResult(err=exc.code))
+        return AppliedTxn(e.index, w.session_id, tuple(w.triggers), w.created_session, w.closed_session, result)
+
+    def _execute(self, w: _Write, t: zk_pb2.Txn, body: str | None) -> zk_pb2.TxnResult:
+        match body:
+            case "create":
+                path, stat = self._create(w, t.create)
+                return zk_pb2.TxnResult(path=path, stat=stat)
+            case "delete":
+                self._delete(w, t.delete)
+                return zk_pb2.TxnResult()
+            case "set_data":
+                return zk_pb2.TxnResult(stat=self._set_data(w, t.set_data))
+            case "check":
+                self._check(w, t.check)
+                return zk_pb2.TxnResult()
+            case "multi":
+                return self._multi(w, t.multi)
+            case "create_session":
+                self._create_session(w, t.create_session)
+                return zk_pb2.TxnResult()
+            case "close_session":
+                self._close_session(w, t.close_session)
+                return zk_pb2.TxnResult()
+            case _:
+                raise UnimplementedError(f"unknown transaction type {body!r}")
+
+    def _live(self, txn: lmdb.Transaction, session_id: int) -> bool:
+        return txn.get(_SID.pack(session_id), db=self._sessions) is not None
+
+    # ------------------------------------------------------------ writes
+    def _create(self, w: _Write, op: zk_pb2.CreateOp) -> tuple[str, zk_pb2.Stat]:
+        """PrepRequestProcessor.pRequest2TxnCreate, then DataTree.createNode."""
+        path, data, mode = op.path, op.data, op.mode
+        check_data_length(path, data)
+        if mode not in _CREATE_MODES:
+            if mode in _EXTENDED_MODES:
+                raise UnimplementedError(f"create mode {mode} (container / TTL) is not supported")
+            raise BadArgumentsError(f"Received an invalid flag value: {mode} to convert to a CreateMode")
+        ephemeral, sequential = mode & 1, mode & 2
+        if ephemeral and w.session_id == 0:
+            raise BadArgumentsError("ephemeral nodes need a session")
+        slash = path.rfind("/")
+        if slash < 0 or "\0" in path:  # validatePathForCreate
+            raise BadArgumentsError(message_for(Code.BADARGUMENTS, path))
+        _path_key(path)  # the parent's key is shorter: safe to look up
+        parent = path[:slash] or ROOT
+        txn = w.txn
+        praw = self._node(txn, parent.encode())
+        if praw is None:
+            if not op.make_parents:
+                raise NoNodeError(message_for(Code.NONODE, path))
+            return self._create_with_parents(w, path, parent, data, ephemeral, sequential)
+        phdr = _NODE.unpack_from(praw)
+        if sequential:
+            path = f"{path}{phdr[_CVERSION]:010d}"
+        validate_path(path)
+        key = _path_key(path)
+        if self._node(txn, key) is not None:
+            raise NodeExistsError(message_for(Code.NODEEXISTS, path))
+        if phdr[_OWNER]:
+            raise NoChildrenForEphemeralsError(message_for(Code.NOCHILDRENFOREPHEMERALS, path))
+        hdr = self._add_node(w, parent, praw, path, key, data, w.session_id if ephemeral else 0)
+        return path, _stat_pb(hdr, len(data))
+
+    def _create_with_parents(
+        self, w: _Write, path: str, parent: str, data: bytes, ephemeral: int, sequential: int
+    ) -> tuple[str, zk_pb2.Stat]:
+        """kazoo's makepath in one zxid: missing ancestors become empty persistent nodes, top down."""
+        validate_path(parent)
+        missing = [parent]
+        ancestor = parent_of(parent)
+        while (araw := self._node(w.txn, ancestor.encode())) is None:
+            missing.append(ancestor)
+            ancestor = parent_of(ancestor)
+        if _NODE.unpack_from(araw)[_OWNER]:
+            raise NoChildrenForEphemeralsError(message_for(Code.NOCHILDRENFOREPHEMERALS, path))
+        if sequential:
+            path = f"{path}{0:010d}"  # the parent is new: its stored cversion is 0
+        validate_path(path)
+        key = _path_key(path)
+        for p in reversed(missing):
+            self._add_node(w, parent_of(p), None, p, p.encode(), b"", 0)
+        hdr = self._add_node(w, parent, None, path, key, data, w.session_id if ephemeral else 0)
+        return path, _stat_pb(hdr, len(data))
+
+    def _add_node(
+        self, w: _Write, parent: str, praw: bytes | None, path: str, key: bytes, data: bytes, owner: int
+    ) -> tuple[int, ...]:
+        """Write a new node and bump its parent (stored cversion +1, pzxid, child count).
+
+        `praw`: the parent's record if the caller holds it, else it is read here.
+        """
+        txn, z, t = w.txn, w.zxid, w.time_ms
+        pkey = parent.encode()
+        if praw is None:
+            praw = self._node(txn, pkey)
+            invariant(praw is not None, f"zxid {z}: parent of {path} missing")
+            assert praw is not None  # for mypy
+        w.dirty = True
+        hdr = (z, z, t, t, 0, 0, 0, owner, z, 0)
+        txn.put(key, _NODE.pack(*hdr) + data, db=self._nodes)
+        txn.put(_child_key(key), b"", db=self._children)
+        if owner:
+            txn.put(_SID.pack(owner) + key, b"", db=self._ephemerals)
+        p = _NODE.unpack_from(praw)
+        txn.put(
+            pkey,
+            _NODE.pack(p[0], p[1], p[2], p[3], p[4], _i32(p[_CVERSION] + 1), p[6], p[7], z, p[_NCHILDREN] + 1)
+            + praw[_HDR:],
+            db=self._nodes,
+        )
+        w.triggers.append(WatchTrigger(EventType.NODE_CREATED, path))
+        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent))
+        return hdr
+
+    def _delete(self, w: _Write, op: zk_pb2.DeleteOp) -> None:
+        """PrepRequestProcessor delete (no full path validation there), then DataTree.deleteNode."""
+        path = op.path
+        slash = path.rfind("/")
+        if slash < 0 or "\0" in path or path in SPECIAL_PATHS:  # getParentPathAndValidate
+            raise BadArgumentsError(message_for(Code.BADARGUMENTS, path))
+        key = _path_key(path)
+        parent = path[:slash] or ROOT
+        txn = w.txn
+        praw = self._node(txn, parent.encode())
+        if praw is None:
+            raise NoNodeError(message_for(Code.NONODE, path))
+        raw = self._node(txn, key)
+        if raw is None:
+            raise NoNodeError(message_for(Code.NONODE, path))
+        hdr = _NODE.unpack_from(raw)
+        _check_version(op.version, hdr[_VERSION], path)
+        if hdr[_NCHILDREN]:
+            raise NotEmptyError(message_for(Code.NOTEMPTY, path))
+        self._remove_node(w, path, key, hdr[_OWNER], praw)
+
+    def _remove_node(self, w: _Write, path: str, key: bytes, owner: int, praw: bytes | None) -> None:
+        """Delete a childless node and update its parent (child count, pzxid; the stored cversion stays)."""
+        txn, z = w.txn, w.zxid
+        parent = parent_of(path)
+        pkey = parent.encode()
+        if praw is None:
+            praw = self._node(txn, pkey)
+            invariant(praw is not None, f"zxid {z}: parent of {path} missing")
+            assert praw is not None  # for mypy
+        w.dirty = True
+        txn.delete(key, db=self._nodes)
+        txn.delete(_child_key(key), db=self._children)
+        if owner:
+            txn.delete(_SID.pack(owner) + key, db=self._ephemerals)
+        p = _NODE.unpack_from(praw)
+        # The stored cversion does not change on delete (ZOOKEEPER-1046); the visible one does, by the count.
+        txn.put(
+            pkey,
+            _NODE.pack(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], max(z, p[_PZXID]), p[_NCHILDREN] - 1)
+            + praw[_HDR:],
+            db=self._nodes,
+        )
+        w.triggers.append(WatchTrigger(EventType.NODE_DELETED, path))
+        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent))
+
+    def _set_data(self, w: _Write, op: zk_pb2.SetDataOp) -> zk_pb2.Stat:
+        path, data = op.path, op.data
+        check_data_length(path, data)
+        validate_path(path)
+        key = _path_key(path)
+        txn = w.txn
+        raw = self._node(txn, key)
+        if raw is None:
+            raise NoNodeError(message_for(Code.NONODE, path))
+        h = _NODE.unpack_from(raw)
+        _check_version(op.version, h[_VERSION], path)
+        version = _i32(h[_VERSION] + 1)
+        if version == -1:  # -1 means "any version": skip it (ZOOKEEPER-4743)
+            version = 0
+        w.dirty = True
+        hdr = (h[0], w.zxid, h[2], w.time_ms, version, h[5], h[6], h[7], h[8], h[9])
+        txn.put(key, _NODE.pack(*hdr) + data, db=self._nodes)
+        w.triggers.append(WatchTrigger(EventType.NODE_DATA_CHANGED, path))
+        return _stat_pb(hdr, len(data))
+
+    def _check(self, w: _Write, op: zk_pb2.CheckOp) -> None:
+        validate_path(op.path)
+        raw = self._node(w.txn, _path_key(op.path))
+        if raw is None:
+            raise NoNodeError(message_for(Code.NONODE, op.path))
+        _check_version(op.version, _NODE.unpack_from(raw)[_VERSION], op.path)
+
+    def _multi(self, w: _Write, multi: zk_pb2.MultiOp) -> zk_pb2.TxnResult:
+        """All or nothing under one zxid; on failure of op k: OK before k, its code at k, -2 after."""
+        outer = w.txn
+        inner = self._env.begin(write=True, parent=outer)
+        w.txn = inner
+        results: list[zk_pb2.OpResult] = []
+        try:
+            for k, op in enumerate(multi.ops):
+                try:
+                    results.append(self._multi_op(w, op))
+                except ZkError as exc:
+                    inner.abort()
+                    w.triggers.clear()
+                    w.dirty = False
+                    n = len(multi.ops)
+                    return zk_pb2.TxnResult(
+                        results=[zk_pb2.OpResult(err=Code.OK)] * k
+                        + [zk_pb2.OpResult(err=exc.code)]
+                        + [zk_pb2.OpResult(err=Code.RUNTIMEINCONSISTENCY)] * (n - k - 1)
+                    )
+        except BaseException:
+            inner.abort()
+            raise
+        finally:
+            w.txn = outer
+        inner.commit()
+        w.dirty = True
+        return zk_pb2.TxnResult(results=results)
+
+    def _multi_op(self, w: _Write, op: zk_pb2.Op) -> zk_pb2.OpResult:
+        match op.WhichOneof("op"):
+            case "create":
+                path, stat = self._create(w, op.create)
+                return zk_pb2.OpResult(path=path, stat=stat)
+            case "delete":
+                self._delete(w, op.delete)
+                return zk_pb2.OpResult()
+            case "set_data":
+                return zk_pb2.OpResult(stat=self._set_data(w, op.set_data))
+            case "check":
+                self._check(w, op.check)
+                return zk_pb2.OpResult()
+            case kind:
+                raise UnimplementedError(f"unknown op {kind!r} in multi")
+
+    def _create_session(self, w: _Write, body: zk_pb2.CreateSessionTxn) -> None:
+        """Recorded on every replica (ZooKeeper createSession); re-creating a live session updates its timeout."""
+        sid = body.session_id or w.session_id
+        if sid == 0:
+            raise BadArgumentsError("session id 0 is reserved")
+        if body.timeout_ms <= 0:
+            raise BadArgumentsError(f"session timeout must be > 0 ms, got {body.timeout_ms}")
+        w.dirty = True
+        w.txn.put(_SID.pack(sid), _TIMEOUT.pack(body.timeout_ms), db=self._sessions)
+        w.created_session = sid
+
+    def _close_session(self, w: _Write, body: zk_pb2.CloseSessionTxn) -> None:
+        """DataTree.killSession: every ephemeral of the session goes under this one zxid, in path order.
+
+        Closing a session that is not live (already closed or expired) changes nothing and is not an error:
+        a client's close and the leader's expiry may both reach the log.
+        """
+        sid = body.session_id or w.session_id
+        skey = _SID.pack(sid)
+        txn = w.txn
+        if txn.get(skey, db=self._sessions) is None:
+            return
+        for key in self._ephemeral_keys(txn, sid):
+            raw = self._node(txn, key)
+            invariant(
+                raw is not None and _NODE.unpack_from(raw)[_OWNER] == sid,
+                f"zxid {w.zxid}: ephemerals index of session {sid:#x} names {key!r}",
+            )
+            self._remove_node(w, key.decode(), key, sid, None)
+        w.dirty = True
+        txn.delete(skey, db=self._sessions)
+        w.closed_session = sid
+
+    def _ephemeral_keys(self, txn: lmdb.Transaction, session_id: int) -> list[bytes]:
+        """The session's ephemeral paths (UTF-8), in byte order."""
+        return [k[_SESSION_KEY_BYTES:] for k in _keys_with_prefix(txn, self._ephemerals, _SID.pack(session_id))]
+
+    # ------------------------------------------------------------ storage helpers
+    def _node(self, txn: lmdb.Transaction, key: bytes) -> bytes | None:
+        return cast("bytes | None", txn.get(key, db=self._nodes))
+
+    def _applied_in(self, txn: lmdb.Transaction) -> int:
+        raw = cast("bytes | None", txn.get(_META_APPLIED, db=self._meta))
+        invariant(raw is not None, "tree without an applied index")
+        return int(_U64.unpack(cast(bytes, raw))[0])
+
+    # ------------------------------------------------------------ reads (local state, no log)
+    def _raw(self, txn: lmdb.Transaction, path: str) -> bytes | None:
+        key = path.encode()
+        if not key or len(key) > PATH_BYTES_MAX:
+            return None  # cannot exist
+        return self._node(txn, key)
+
+    def get_data(self, path: str) -> tuple[bytes, Stat]:
+        with self._env.begin() as txn:
+            raw = self._raw(txn, path)
+        if raw is None:
+            raise NoNodeError(message_for(Code.NONODE, path))
+        data = raw[_HDR:]
+        return data, _stat(_NODE.unpack_from(raw), len(data))
+
+    def stat(self, path: str) -> Stat | None:
+        with self._env.begin() as txn:
+            raw = self._raw(txn, path)
+        if raw is None:
+            return None
+        return _stat(_NODE.unpack_from(raw), len(raw) - _HDR)
+
+    def get_children(self, path: str) -> tuple[list[str], Stat]:
+        """Child names in code-point order, and the node's Stat."""
+        with self._env.begin() as txn:
+            raw = self._raw(txn, path)
+            if raw is None:
+                raise NoNodeError(message_for(Code.NONODE, path))
+            prefix = path.encode() + b"\0"
+            names = [k[len(prefix) :].decode() for k in _keys_with_prefix(txn, self._children, prefix)]
+        return names, _stat(_NODE.unpack_from(raw), len(raw) - _HDR)
+
+    def ephemerals(self, session_id: int, prefix: str = "/") -> list[str]:
+        """The session's ephemeral paths, sorted; `prefix` filters by plain string prefix (getEphemerals)."""
+        with self._env.begin() as txn:
+            paths = [k.decode() for k in self._ephemeral_keys(txn, session_id)]
+        if prefix and prefix != ROOT:
+            paths = [p for p in paths if p.startswith(prefix)]
+        return paths
+
+    def all_children_number(self, path: str) -> int:
+        """Number of all descendants (DataTree.getAllChildrenNumber; for "/" every node but the root)."""
+        with self._env.begin() as txn:
+            if self._raw(txn, path) is None:
+                raise NoNodeError(message_for(Code.NONODE, path))
+            if path == ROOT:
+                return int(txn.stat(self._nodes)["entries"]) - 1
+            return sum(1 for _ in _keys_with_prefix(txn, self._nodes, path.encode() + b"/"))
+
+    def node_count(self) -> int:
+        """Znodes in the tree, built-ins included (ZooKeeper's `Node count` adds one: it counts the root twice)."""
+        with self._env.begin() as txn:
+            return int(txn.stat(self._nodes)["entries"])
+
+    def ephemerals_count(self) -> int:
+        with self._env.begin() as txn:
+            return int(txn.stat(self._ephemerals)["entries"])
+
+    def sessions(self) -> dict[int, int]:
+        """Live sessions: id -> timeout (ms)."""
+        with self._env.begin(db=self._sessions) as txn:
+            return {_SID.unpack(k)[0]: _TIMEOUT.unpack(v)[0] for k, v in txn.cursor()}
+
+    def has_session(self, session_id: int) -> bool:
+        with self._env.begin() as txn:
+            return self._live(txn, session_id)
+
+    def read(self, key: bytes) -> bytes | None:
+        """StateMachine.read: the data of the znode whose path is `key` (UTF-8)."""
+        if not key or len(key) > PATH_BYTES_MAX:
+            return None
+        with self._env.begin() as txn:
+            raw = self._node(txn, key)
+        return None if raw is None else raw[_HDR:]
+
+    def digest(self) -> str:
+        """sha256 of the whole logical state (the snapshot stream): equal on replicas that applied the same log."""
+        h = hashlib.sha256()
+        for chunk in self.snapshot_chunks():
+            h.update(chunk)
+        return h.hexdigest()
+
+    # ------------------------------------------------------------ snapshots
+    def snapshot_chunks(self) -> Iterator[bytes]:
+        """Every database in key order, framed, as of applied_index(); about 1 MiB per chunk."""
+        with self._env.begin() as txn:
+            applied = self._applied_in(txn)
+            header = _SNAP_HEADER.pack(_SNAP_MAGIC, FORMAT_VERSION, applied)
+            batch: list[bytes] = [header]
+            size = len(header)
+            crc = 0
+            count = 0
+            for tag, db in self._tagged_dbs:
+                for key, value in txn.cursor(db=db):
+                    record = _SNAP_RECORD.pack(tag, len(key), len(value)) + key + value
+                    crc = zlib.crc32(record, crc)
+                    count += 1
+                    batch.append(record)
+                    size += len(record)
+                    if size >= SNAPSHOT_CHUNK_BYTES:
+                        yield b"".join(batch)
+                        batch, size = [], 0
+            batch.append(_SNAP_RECORD.pack(_TAG_END, 0, _SNAP_END.size) + _SNAP_END.pack(count, crc))
+            yield b"".join(batch)
+
+    def restore(self, snapshot_path: Path, index: int) -> None:
+        """Replace the whole state by the snapshot file taken at `index` (atomically: one LMDB transaction)."""
+        dbs = dict(self._tagged_dbs)
+        with open(snapshot_path, "rb") as f, self._env.begin(write=True) as txn:
+            magic, version, applied = _SNAP_HEADER.unpack(_read_exactly(f, _SNAP_HEADER.size))
+            if magic != _SNAP_MAGIC or version != FORMAT_VERSION:
+                raise TreeSnapshotError(f"{snapshot_path}: not a tree snapshot of format {FORMAT_VERSION}")
+            if applied != index:
+                raise TreeSnapshotError(f"{snapshot_path}: taken at index {applied}, expected {index}")
+            for emptied in dbs.values():
+                txn.drop(emptied, delete=False)
+            crc = 0
+            count = 0
+            while True:
+                head = _read_exactly(f, _SNAP_RECORD.size)
+                tag, klen, vlen = _SNAP_RECORD.unpack(head)
+                if tag == _TAG_END:
+                    break
+                body = _read_exactly(f, klen + vlen)
+                crc = zlib.crc32(body, zlib.crc32(head, crc))
+                count += 1
+                db = dbs.get(tag)
+                if db is None:
+                    raise TreeSnapshotError(f"{snapshot_path}: unknown record tag {tag}")
+                try:
+                    txn.put(body[:klen], body[klen:], db=db, append=True)
+                except lmdb.Error as exc:  # a key out of order or of a bad size: damaged
+                    raise TreeSnapshotError(f"{snapshot_path}: record {count}: {exc}") from exc
+            end_count, end_crc = _SNAP_END.unpack(_read_exactly(f, _SNAP_END.size))
+            if f.read(1):
+                raise TreeSnapshotError(f"{snapshot_path}: bytes after the end record")
+            if (end_count, end_crc) != (count, crc):
+                raise TreeSnapshotError(
+                    f"{snapshot_path}: {count} records with crc {crc:#x}, "
+                    f"the end record says {end_count} with crc {end_crc:#x}"
+                )
+            txn.put(_META_APPLIED, _U64.pack(index), db=self._meta)
+        self._env.sync(True)
+        self._applied = index
+
+    def sync(self) -> None:
+        self._env.sync(True)
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def _keys_with_prefix(txn: lmdb.Transaction, db: lmdb._Database, prefix: bytes) -> Iterator[bytes]:
+    """Keys of `db` that start with `prefix`, in order (a range scan)."""
+    cur = txn.cursor(db=db)
+    if not cur.set_range(prefix):
+        return
+    for k in cur.iternext(keys=True, values=False):
+        key = cast(bytes, k)
+        if not key.startswith(prefix):
+            return
+        yield key
+
+
+def _read_exactly(f: BinaryIO, n: int) -> bytes:
+    data = f.read(n)
+    if len(data) != n:
+        raise TreeSnapshotError(f"snapshot truncated: wanted {n} bytes, got {len(data)}")
+    return data
