@@ -3,6 +3,7 @@
     zkraft quorum start --id 1 --data-dir DIR --listen H:P --peers 1=H:P,2=H:P,3=H:P
     zkraft quorum status --server H:P[,H:P...] [--json]
     zkraft up --data-dir DIR
+    zkraft zk --server H:P[,H:P...] [--json] [--timeout S] [CMD ARGS...]
 
 A user's mistake prints one line `zkraft: error: ...` on stderr and exits
 non-zero (2 for a usage error); it never prints a traceback. An unexpected
@@ -91,6 +92,17 @@ def _up(options: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
 
 
+def _zk(options: argparse.Namespace) -> int:
+    from client.tools import zk_shell
+
+    try:
+        return zk_shell.run(options.server, options.zk_command, json_output=options.json, timeout_s=options.timeout)
+    except zk_shell.ShellUsageError as error:
+        raise UsageError(str(error)) from None
+    except zk_shell.ShellError as error:
+        raise CommandError(str(error)) from None
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -121,7 +133,7 @@ def _missing_command(prog: str, choices: str) -> Callable[[argparse.Namespace], 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="ZooKeeper-era Kafka on a Raft quorum.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    parser.set_defaults(handler=_missing_command("zkraft", "quorum or up"))
+    parser.set_defaults(handler=_missing_command("zkraft", "quorum, up or zk"))
 
     quorum = commands.add_parser("quorum", help="run or inspect a quorum node")
     quorum_commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND", parser_class=_Parser)
@@ -164,6 +176,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--base-port", type=int, default=None, help="first of 3 consecutive quorum ports (default 7001)")
     up.set_defaults(handler=_up)
+
+    zk = commands.add_parser(
+        "zk",
+        help="zkCli-compatible shell on the ZooKeeper service",
+        description="Run one zkCli command (ls, get, stat, create, set, delete, ...) or, without one, a shell.",
+    )
+    zk.add_argument(
+        "--server", default="127.0.0.1:7001", help="host:port[,host:port...][/chroot] (default 127.0.0.1:7001)"
+    )
+    zk.add_argument("--json", action="store_true", help="print each command's result as one JSON document")
+    zk.add_argument(
+        "--timeout", type=_positive_float, default=10.0, help="seconds to wait for a connection (default 10)"
+    )
+    zk.add_argument("zk_command", nargs=argparse.REMAINDER, metavar="CMD ARGS", help="zkCli command; none: a shell")
+    zk.set_defaults(handler=_zk)
     return parser
 
 
