@@ -28,6 +28,7 @@ from quorum import errors
 from quorum.lmdb_log_store import LmdbLogStore
 from quorum.raft import (
     SENDABLE_BEFORE_PERSIST,
+    Entry,
     InvariantViolation,
     Message,
     Raft,
@@ -217,15 +218,24 @@ class QuorumNode:
         late = [m for m in rd.messages if m.type not in SENDABLE_BEFORE_PERSIST]
         if early:
             self._transport.send(early)
-        if rd.entries or rd.hard_state is not None or rd.snapshot is not None:
+        # Committed entries that earlier Readies already made durable are
+        # applied while this Ready's entries are being fsynced: the leader's
+        # next batch does not delay the answers to the previous one.
+        first_new = rd.entries[0].index if rd.entries else None
+        committed = rd.committed_entries
+        durable = committed if first_new is None else [e for e in committed if e.index < first_new]
+        self._apply(durable)
+        if rd.entries or rd.snapshot is not None or rd.must_sync:
             await self._in_writer(self._store.save, rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
+        # A change of the commit index alone is not written: Raft keeps it
+        # volatile, and a restarted node learns it again from the leader (its
+        # state machine's applied index is a floor). It is stored with the next entries.
         if late:
             self._transport.send(late)
         if rd.snapshot is not None:
             await self._install_snapshot(rd.snapshot)
-        if rd.committed_entries:
-            results = self.state_machine.apply(rd.committed_entries)
-            self._complete_proposals(rd.committed_entries, results)
+        if len(durable) < len(committed):
+            self._apply(committed[len(durable):])
         for rs in rd.read_states:
             fut = self._reads_in_flight.pop(rs.context, None)
             if fut is not None and not fut.done():
@@ -234,6 +244,11 @@ class QuorumNode:
         self._release_applied_waiters()
         if self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries:
             await self._take_snapshot()
+
+    def _apply(self, entries: Sequence[Entry]) -> None:
+        if entries:
+            results = self.state_machine.apply(entries)
+            self._complete_proposals(entries, results)
 
     async def _in_writer(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
