@@ -133,14 +133,15 @@ def zk(tmp_path: Path) -> Iterator[Zk]:
 
 
 # ---------------------------------------------------------------- built-in nodes
-def test_fresh_tree_has_the_builtin_nodes_with_zero_stats(zk: Zk) -> None:
+def test_fresh_tree_has_the_builtin_nodes_with_zookeepers_initial_stats(zk: Zk) -> None:
     assert zk.tree.get_children("/")[0] == ["zookeeper"]
     assert zk.tree.get_children("/zookeeper")[0] == ["config", "quota"]
     # stat / on a new ZooKeeper: stored cversion 0, one child -> cversion -1 (research §1.1).
     assert zk.stat("/") == Stat(cversion=-1, num_children=1)
     assert zk.stat("/zookeeper") == Stat(cversion=-2, num_children=2)
     assert zk.stat("/zookeeper/quota") == Stat()
-    assert zk.stat("/zookeeper/config") == Stat()
+    # ZooKeeper sets a read-only ACL on /zookeeper/config at start-up: aversion reads -1.
+    assert zk.stat("/zookeeper/config") == Stat(aversion=-1)
     assert zk.tree.all_children_number("/") == 3
     assert zk.tree.all_children_number("/zookeeper") == 2
     assert zk.tree.applied_index() == 0
@@ -868,3 +869,11 @@ def test_restore_refuses_a_damaged_snapshot_and_keeps_the_state(tmp_path: Path, 
         b.tree.restore(snap, index)
     assert b.tree.digest() == digest
     assert b.tree.applied_index() == 1
+
+
+def test_zookeeper_config_is_read_only(zk: Zk) -> None:
+    """world:anyone READ on /zookeeper/config: writes under or to it fail with NOAUTH (checked like ZooKeeper's ACL)."""
+    assert zk.create("/zookeeper/config/x").err == Code.NOAUTH
+    assert zk.set_data("/zookeeper/config", b"x").err == Code.NOAUTH
+    assert zk.delete("/zookeeper/config/x").err == Code.NOAUTH
+    assert zk.stat("/zookeeper/config") == Stat(aversion=-1)

@@ -338,9 +338,10 @@ class SessionConnection:
     def _reply(self, req: zk_pb2.Request, **fields: Any) -> zk_pb2.Response:
         return zk_pb2.Response(xid=req.xid, zxid=self.node.core.applied_index, **fields)
 
+    # Reads do not validate their path: ZooKeeper answers NONODE for a path that
+    # cannot exist (only writes run PathUtils.validatePath on the server).
     def _get_data(self, req: zk_pb2.Request) -> zk_pb2.Response:
         r = req.get_data
-        validate_path(r.path)
         data, stat = self.service.tree.get_data(r.path)
         if r.watch:
             self.service.watches.add_data_watch(self, r.path)
@@ -348,7 +349,6 @@ class SessionConnection:
 
     def _exists(self, req: zk_pb2.Request) -> zk_pb2.Response:
         r = req.exists
-        validate_path(r.path)
         stat = self.service.tree.stat(r.path)
         if r.watch:
             # Registered whether or not the node exists: a later create fires NodeCreated.
@@ -359,7 +359,6 @@ class SessionConnection:
 
     def _get_children(self, req: zk_pb2.Request) -> zk_pb2.Response:
         r = req.get_children
-        validate_path(r.path)
         children, stat = self.service.tree.get_children(r.path)
         if r.watch:
             self.service.watches.add_child_watch(self, r.path)
@@ -378,7 +377,6 @@ class SessionConnection:
 
     def _get_all_children_number(self, req: zk_pb2.Request) -> zk_pb2.Response:
         path = req.get_all_children_number.path
-        validate_path(path)
         return self._reply(req, number=self.service.tree.all_children_number(path))
 
     def _add_watch(self, req: zk_pb2.Request) -> zk_pb2.Response:

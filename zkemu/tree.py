@@ -41,6 +41,7 @@ from zkemu.errors import (
     BadArgumentsError,
     BadVersionError,
     Code,
+    NoAuthError,
     NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
@@ -182,6 +183,13 @@ def _path_key(path: str) -> bytes:
     return key
 
 
+def _check_writable(acl_node: str, path: str) -> None:
+    """/zookeeper/config is world-readable only (READ_ACL_UNSAFE): creating or deleting its
+    children and setting its data fail with NOAUTH, checked where ZooKeeper checks the ACL."""
+    if acl_node == CONFIG_PATH:
+        raise NoAuthError(message_for(Code.NOAUTH, path))
+
+
 def _check_version(expected: int, current: int, path: str) -> None:
     if expected != -1 and expected != current:
         raise BadVersionError(message_for(Code.BADVERSION, path))
@@ -247,7 +255,10 @@ class ZnodeTree:
         children = {ROOT: 1, ZOOKEEPER_PATH: 2, QUOTA_PATH: 0, CONFIG_PATH: 0}
         for p, n in children.items():
             key = p.encode()
-            txn.put(key, _NODE.pack(0, 0, 0, 0, 0, 0, 0, 0, 0, n), db=self._nodes)
+            # ZooKeeper gives /zookeeper/config a read-only ACL at start-up, which
+            # leaves its stored ACL version at -1 (ZOOKEEPER-2014).
+            aversion = -1 if p == CONFIG_PATH else 0
+            txn.put(key, _NODE.pack(0, 0, 0, 0, 0, 0, aversion, 0, 0, n), db=self._nodes)
             if p != ROOT:
                 txn.put(_child_key(key), b"", db=self._children)
         txn.put(_META_FORMAT, _U32.pack(FORMAT_VERSION), db=self._meta)
@@ -347,6 +358,7 @@ class ZnodeTree:
             if not op.make_parents:
                 raise NoNodeError(message_for(Code.NONODE, path))
             return self._create_with_parents(w, path, parent, data, ephemeral, sequential)
+        _check_writable(parent, path)
         phdr = _NODE.unpack_from(praw)
         if sequential:
             path = f"{path}{phdr[_CVERSION]:010d}"
@@ -422,6 +434,7 @@ class ZnodeTree:
         praw = self._node(txn, parent.encode())
         if praw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
+        _check_writable(parent, path)
         raw = self._node(txn, key)
         if raw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
@@ -465,6 +478,7 @@ class ZnodeTree:
         raw = self._node(txn, key)
         if raw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
+        _check_writable(path, path)
         h = _NODE.unpack_from(raw)
         _check_version(op.version, h[_VERSION], path)
         version = _i32(h[_VERSION] + 1)
