@@ -75,6 +75,7 @@ class TxnSubmitter:
                     zxid, raw = await asyncio.wait_for(fut, remaining)
                     break
                 except _RetryElsewhere:
+                    await asyncio.sleep(NO_LEADER_POLL_S)  # let an election or a new leader's first append land
                     continue
                 except TimeoutError:
                     raise ConnectionLossError("the leader did not answer in time; the write may be applied") from None
@@ -134,8 +135,10 @@ class TxnSubmitter:
         except grpc.aio.AioRpcError as exc:
             md = dict(exc.trailing_metadata() or ())
             code = md.get("error-code", "")
-            if code in ("NOT_LEADER", "PROPOSAL_DROPPED", "PROPOSAL_LOST", "SHUTTING_DOWN"):
-                # The leader says these were not proposed: safe to retry.
+            never_sent = exc.code() is grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or "")
+            if never_sent or code in ("NOT_LEADER", "PROPOSAL_DROPPED", "PROPOSAL_LOST", "SHUTTING_DOWN"):
+                # Not proposed (the leader said so, or we never reached it, as
+                # while a dead leader's successor is being elected): safe to retry.
                 _fail_all(batch, _RetryElsewhere())
             else:
                 _fail_all(batch, ConnectionLossError(f"forwarding to the leader failed: {exc.details()}"))
