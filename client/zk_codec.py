@@ -87,6 +87,19 @@ def request_message(xid: int, request: WireRequest) -> ClientMessage:
     return zk_pb2.ClientMessage(request=request)
 
 
+def requests_message(requests: Sequence[WireRequest]) -> ClientMessage:
+    """One request as itself; several as one batch message."""
+    if len(requests) == 1:
+        return zk_pb2.ClientMessage(request=requests[0])
+    return zk_pb2.ClientMessage(batch=zk_pb2.RequestBatch(requests=requests))
+
+
+def unbatch(msg: ServerMessage) -> Sequence[ServerMessage]:
+    if msg.WhichOneof("kind") == "batch":
+        return msg.batch.messages
+    return (msg,)
+
+
 def parse_server_message(msg: ServerMessage) -> ConnectReply | Reply | WireEvent:
     kind = msg.WhichOneof("kind")
     if kind == "response":

@@ -73,6 +73,8 @@ GRPC_OPTIONS = [
 ]
 # Requests submitted and not yet answered, per session; beyond it a call fails at once (ThrottledError).
 OUTSTANDING_REQUESTS_MAX = 100_000
+# Requests sent in one stream message at most (a burst is split rather than one huge message).
+REQUESTS_PER_MESSAGE_MAX = 1024
 # One connect attempt waits at least this long, however short timeout/len(hosts) is.
 CONNECT_ATTEMPT_MIN_S = 0.2
 # Pause after a full round of the servers failed: doubles from BASE up to MAX, jittered.
@@ -399,17 +401,18 @@ class ZkSession:
             if msg is grpc.aio.EOF:
                 raise _ConnectionBroken(f"{host} ended the stream: {await _end_status_text(call)}")
             self._last_heard_s = loop.time()
-            try:
-                parsed = codec.parse_server_message(msg)
-            except codec.ProtocolError as exc:
-                raise _ConnectionBroken(f"{host}: {exc}") from None
-            match parsed:
-                case Reply():
-                    self._on_reply(parsed, host)
-                case WireEvent():
-                    self._on_event(parsed)
-                case ConnectReply():
-                    raise _ConnectionBroken(f"{host}: protocol error: a second connect response")
+            for one in codec.unbatch(msg):
+                try:
+                    parsed = codec.parse_server_message(one)
+                except codec.ProtocolError as exc:
+                    raise _ConnectionBroken(f"{host}: {exc}") from None
+                match parsed:
+                    case Reply():
+                        self._on_reply(parsed, host)
+                    case WireEvent():
+                        self._on_event(parsed)
+                    case ConnectReply():
+                        raise _ConnectionBroken(f"{host}: protocol error: a second connect response")
 
     def _on_reply(self, reply: Reply, host: str) -> None:
         if not self._inflight:
@@ -440,14 +443,20 @@ class ZkSession:
         loop = asyncio.get_running_loop()
         while True:
             while self._outbox:
-                outstanding = self._outbox.popleft()
-                if outstanding.future is not None and outstanding.future.done():
-                    continue  # the caller gave up before it was sent
-                self._xid += 1
-                self._inflight.append((self._xid, outstanding))
+                # Everything queued since the last write goes in one stream message.
+                requests = []
+                while self._outbox and len(requests) < REQUESTS_PER_MESSAGE_MAX:
+                    outstanding = self._outbox.popleft()
+                    if outstanding.future is not None and outstanding.future.done():
+                        continue  # the caller gave up before it was sent
+                    self._xid += 1
+                    self._inflight.append((self._xid, outstanding))
+                    requests.append(codec.request_message(self._xid, outstanding.request).request)
+                if not requests:
+                    continue
                 self._last_sent_s = loop.time()
                 try:
-                    await call.write(codec.request_message(self._xid, outstanding.request))
+                    await call.write(codec.requests_message(requests))
                 except (grpc.RpcError, asyncio.InvalidStateError) as exc:
                     raise _ConnectionBroken(f"{host}: {_rpc_error_text(exc)}") from None
             self._wake.clear()

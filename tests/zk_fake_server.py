@@ -311,13 +311,14 @@ class FakeServer(zk_pb2_grpc.ZooKeeperServicer):
         async for msg in requests:
             while self.silent:
                 await asyncio.sleep(0.01)
-            request = msg.request
-            self.requests.append(request)
-            response = self._handle(conn, request)
-            conn.out.put_nowait(zk_pb2.ServerMessage(response=response))
-            if request.WhichOneof("op") == "close":
-                conn.end(None)
-                return
+            batch = msg.batch.requests if msg.WhichOneof("kind") == "batch" else [msg.request]
+            for request in batch:
+                self.requests.append(request)
+                response = self._handle(conn, request)
+                conn.out.put_nowait(zk_pb2.ServerMessage(response=response))
+                if request.WhichOneof("op") == "close":
+                    conn.end(None)
+                    return
 
     def _handle(self, conn: Connection, request: zk_pb2.Request) -> zk_pb2.Response:
         op = request.WhichOneof("op")

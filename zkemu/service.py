@@ -93,11 +93,23 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         conn = SessionConnection(self, context)
         reader = asyncio.get_running_loop().create_task(conn.read_loop(request_iterator))
         try:
-            while True:
+            ended = False
+            while not ended:
                 msg = await conn.outbound.get()
                 if msg is None:
                     break
-                yield msg
+                # Everything queued meanwhile leaves in one stream message.
+                batch = [msg]
+                while not conn.outbound.empty():
+                    more = conn.outbound.get_nowait()
+                    if more is None:
+                        ended = True
+                        break
+                    batch.append(more)
+                if len(batch) == 1:
+                    yield msg
+                else:
+                    yield zk_pb2.ServerMessage(batch=zk_pb2.ServerBatch(messages=batch))
             if conn.abort_status is not None:
                 await context.abort(*conn.abort_status)
         finally:
@@ -201,10 +213,17 @@ class SessionConnection:
             responder = asyncio.get_running_loop().create_task(self._respond_in_order())
             self._tasks.append(responder)
             async for msg in requests:
-                if msg.WhichOneof("kind") != "request":
+                kind = msg.WhichOneof("kind")
+                if kind == "request":
+                    self._dispatch(msg.request)
+                elif kind == "batch":
+                    for req in msg.batch.requests:
+                        self._dispatch(req)
+                        if self._closed:
+                            return
+                else:
                     self.end(grpc.StatusCode.INVALID_ARGUMENT, "connect may only be sent once per stream")
                     return
-                self._dispatch(msg.request)
                 if self._closed:
                     return
         except asyncio.CancelledError:

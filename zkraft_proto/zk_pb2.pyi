@@ -338,23 +338,39 @@ class WatchEvent(_message.Message):
     zxid: int
     def __init__(self, type: _Optional[int] = ..., state: _Optional[int] = ..., path: _Optional[str] = ..., zxid: _Optional[int] = ...) -> None: ...
 
+class RequestBatch(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[Request]
+    def __init__(self, requests: _Optional[_Iterable[_Union[Request, _Mapping]]] = ...) -> None: ...
+
 class ClientMessage(_message.Message):
-    __slots__ = ("connect", "request")
+    __slots__ = ("connect", "request", "batch")
     CONNECT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     connect: ConnectRequest
     request: Request
-    def __init__(self, connect: _Optional[_Union[ConnectRequest, _Mapping]] = ..., request: _Optional[_Union[Request, _Mapping]] = ...) -> None: ...
+    batch: RequestBatch
+    def __init__(self, connect: _Optional[_Union[ConnectRequest, _Mapping]] = ..., request: _Optional[_Union[Request, _Mapping]] = ..., batch: _Optional[_Union[RequestBatch, _Mapping]] = ...) -> None: ...
+
+class ServerBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[ServerMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[ServerMessage, _Mapping]]] = ...) -> None: ...
 
 class ServerMessage(_message.Message):
-    __slots__ = ("connect", "response", "event")
+    __slots__ = ("connect", "response", "event", "batch")
     CONNECT_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     connect: ConnectResponse
     response: Response
     event: WatchEvent
-    def __init__(self, connect: _Optional[_Union[ConnectResponse, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., event: _Optional[_Union[WatchEvent, _Mapping]] = ...) -> None: ...
+    batch: ServerBatch
+    def __init__(self, connect: _Optional[_Union[ConnectResponse, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., event: _Optional[_Union[WatchEvent, _Mapping]] = ..., batch: _Optional[_Union[ServerBatch, _Mapping]] = ...) -> None: ...
 
 class ForwardRequest(_message.Message):
     __slots__ = ("txns",)
