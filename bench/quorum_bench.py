@@ -48,13 +48,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import math
 import os
 import platform
 import shutil
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -69,6 +66,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import lmdb  # noqa: E402
 
+from bench.figures import emit, median_or_none, percentile_ms  # noqa: E402
 from client.quorum_client import QuorumClient, QuorumClientError  # noqa: E402
 from quorum.settings import NodeSettings  # noqa: E402
 from tests.quorum_harness import QuorumProcesses, StatusPoller, wait_for_leader  # noqa: E402
@@ -84,23 +82,6 @@ STEADY_WRITES_BEFORE_KILL = 50
 STEADY_TIMEOUT_S = 20.0
 CLIENT_REQUEST_TIMEOUT_S = 10.0
 BASELINE_MAP_SIZE_BYTES = 1 << 30
-
-
-def emit(record: dict[str, Any]) -> None:
-    print(json.dumps(record), flush=True)
-
-
-def percentile_ms(sorted_ns: Sequence[int], q: float) -> float | None:
-    """Nearest-rank percentile of sorted nanosecond samples, in milliseconds."""
-    if not sorted_ns:
-        return None
-    rank = max(1, math.ceil(q * len(sorted_ns)))
-    return round(sorted_ns[rank - 1] / 1e6, 3)
-
-
-def median_or_none(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return round(statistics.median(present), 3) if present else None
 
 
 # ---------------------------------------------------------------- status

@@ -55,12 +55,10 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,6 +73,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.figures import emit, median_or_none, percentile_ms  # noqa: E402
 from client.aio import AsyncZkClient  # noqa: E402
 from client.exceptions import ZkException  # noqa: E402
 from client.quorum_client import QuorumClient, QuorumClientError  # noqa: E402
@@ -114,26 +113,9 @@ TARGETS: dict[str, tuple[str, float]] = {
 }
 
 
-def emit(record: dict[str, Any]) -> None:
-    print(json.dumps(record), flush=True)
-
-
 def now_ns() -> int:
     # CLOCK_MONOTONIC is system-wide on Linux: worker processes share the parent's window instants.
     return time.monotonic_ns()
-
-
-def percentile_ms(sorted_ns: Sequence[int], q: float) -> float | None:
-    """Nearest-rank percentile of sorted nanosecond samples, in milliseconds."""
-    if not sorted_ns:
-        return None
-    rank = max(1, math.ceil(q * len(sorted_ns)))
-    return round(sorted_ns[rank - 1] / 1e6, 3)
-
-
-def median_or_none(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return round(statistics.median(present), 3) if present else None
 
 
 def latency_figures(samples_ns: list[int]) -> dict[str, Any]:

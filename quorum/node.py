@@ -170,8 +170,12 @@ class QuorumNode:
         self._tasks.append(loop.create_task(self._ready_loop(), name="raft-ready"))
         self._tasks.append(loop.create_task(self._ticker(), name="raft-ticker"))
         self.log.info(
-            "node_started", term=self.core.term, last_index=self.core.last_index,
-            commit=self.core.commit_index, applied=self.core.applied_index, peers=self.settings.peers_string,
+            "node_started",
+            term=self.core.term,
+            last_index=self.core.last_index,
+            commit=self.core.commit_index,
+            applied=self.core.applied_index,
+            peers=self.settings.peers_string,
         )
 
     @property
@@ -235,7 +239,7 @@ class QuorumNode:
         if rd.snapshot is not None:
             await self._install_snapshot(rd.snapshot)
         if len(durable) < len(committed):
-            self._apply(committed[len(durable):])
+            self._apply(committed[len(durable) :])
         for rs in rd.read_states:
             fut = self._reads_in_flight.pop(rs.context, None)
             if fut is not None and not fut.done():
@@ -277,7 +281,10 @@ class QuorumNode:
         self._soft = soft
         if soft.role != old.role or soft.leader != old.leader:
             self.log.info(
-                "role_changed", old_role=old.role.value, role=soft.role.value, leader=soft.leader,
+                "role_changed",
+                old_role=old.role.value,
+                role=soft.role.value,
+                leader=soft.leader,
                 term=self.core.term,
             )
         if soft.leader != old.leader and self._reads_in_flight:

@@ -54,12 +54,12 @@ async def check_peers_agree(settings: NodeSettings, digest: str) -> None:
         if reply.node_id != peer:
             return f"peer {peer} at {address} says it is node {reply.node_id}"
         if reply.peers_digest != digest:
-            return f"peer {peer} at {address} was started with peers {reply.peers}, this node with {settings.peers_string}"
+            return (
+                f"peer {peer} at {address} was started with peers {reply.peers}, this node with {settings.peers_string}"
+            )
         return None
 
-    problems = await asyncio.gather(
-        *(hello(p, a) for p, a in settings.peers.items() if p != settings.node_id)
-    )
+    problems = await asyncio.gather(*(hello(p, a) for p, a in settings.peers.items() if p != settings.node_id))
     for problem in problems:
         if problem:
             raise errors.StartupError(f"refusing to start: {problem}")

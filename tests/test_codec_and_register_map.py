@@ -16,8 +16,16 @@ from zkraft_proto import quorum_pb2 as pb
 @pytest.mark.parametrize(
     "message",
     [
-        Message(MessageType.APPEND, 2, 1, 7, log_term=6, index=41,
-                entries=(Entry(42, 7, b"x"), Entry(43, 7, b"", EntryKind.NOOP)), commit=40),
+        Message(
+            MessageType.APPEND,
+            2,
+            1,
+            7,
+            log_term=6,
+            index=41,
+            entries=(Entry(42, 7, b"x"), Entry(43, 7, b"", EntryKind.NOOP)),
+            commit=40,
+        ),
         Message(MessageType.APPEND_RESP, 1, 3, 7, index=10, reject=True, reject_hint=8, log_term=5),
         Message(MessageType.SNAPSHOT, 3, 1, 9, snapshot=SnapshotMeta(100, 8, (1, 2, 3))),
         Message(MessageType.HEARTBEAT, 2, 1, 4, commit=3, context=b"1:77"),
@@ -36,7 +44,9 @@ def test_unknown_message_type_is_refused() -> None:
 
 def test_register_map_applies_snapshots_and_restores(tmp_path: Path) -> None:
     sm = RegisterMap(tmp_path / "a")
-    entries = [Entry(1, 1, b"", EntryKind.NOOP)] + [Entry(i, 1, encode_set(b"k%d" % i, b"v%d" % i)) for i in range(2, 6)]
+    entries = [Entry(1, 1, b"", EntryKind.NOOP)] + [
+        Entry(i, 1, encode_set(b"k%d" % i, b"v%d" % i)) for i in range(2, 6)
+    ]
     assert sm.apply(entries) == [b""] * 5
     assert sm.applied_index() == 5
     assert sm.read(b"k3") == b"v3"

@@ -278,8 +278,6 @@ def test_follower_far_behind_catches_up_from_a_snapshot(tmp_path: Path) -> None:
 # ------------------------------------------------------------ d. graceful shutdown
 
 
-
-
 def test_sigterm_leader_hands_over_without_an_election_timeout(cluster: QuorumProcesses) -> None:
     async def body() -> None:
         cluster.start_all()

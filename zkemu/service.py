@@ -241,7 +241,9 @@ class SessionConnection:
         if req.session_id == 0:
             assert svc.ids is not None and svc.submitter is not None
             sid = svc.ids.next()
-            txn = zk_pb2.Txn(session_id=sid, create_session=zk_pb2.CreateSessionTxn(session_id=sid, timeout_ms=timeout_ms))
+            txn = zk_pb2.Txn(
+                session_id=sid, create_session=zk_pb2.CreateSessionTxn(session_id=sid, timeout_ms=timeout_ms)
+            )
             try:
                 await svc.submitter.submit(txn, svc.settings.proposal_timeout_ms / 1000)
             except ConnectionLossError as exc:
@@ -251,13 +253,23 @@ class SessionConnection:
             sid = req.session_id
             if applied < req.last_zxid_seen:
                 # The client has seen newer state than this server has: it must go elsewhere (ZooKeeper rule).
-                self.end(grpc.StatusCode.UNAVAILABLE,
-                         f"server is behind the client (zxid {applied} < {req.last_zxid_seen}); try another server")
+                self.end(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"server is behind the client (zxid {applied} < {req.last_zxid_seen}); try another server",
+                )
                 return False
             if req.password != session_password(svc.settings.cluster_id, sid) or not svc.tree.has_session(sid):
-                self.outbound.put_nowait(zk_pb2.ServerMessage(connect=zk_pb2.ConnectResponse(
-                    session_id=0, timeout_ms=0, password=bytes(16), server_id=svc.settings.node_id,
-                    last_zxid=applied)))
+                self.outbound.put_nowait(
+                    zk_pb2.ServerMessage(
+                        connect=zk_pb2.ConnectResponse(
+                            session_id=0,
+                            timeout_ms=0,
+                            password=bytes(16),
+                            server_id=svc.settings.node_id,
+                            last_zxid=applied,
+                        )
+                    )
+                )
                 self.end()
                 return False
             timeout_ms = svc.tree.sessions().get(sid, timeout_ms)
@@ -265,9 +277,17 @@ class SessionConnection:
         svc.attach(self)
         assert svc.tracker is not None
         svc.tracker.touch(sid)
-        self.outbound.put_nowait(zk_pb2.ServerMessage(connect=zk_pb2.ConnectResponse(
-            session_id=sid, password=session_password(svc.settings.cluster_id, sid), timeout_ms=timeout_ms,
-            server_id=svc.settings.node_id, last_zxid=self.node.core.applied_index)))
+        self.outbound.put_nowait(
+            zk_pb2.ServerMessage(
+                connect=zk_pb2.ConnectResponse(
+                    session_id=sid,
+                    password=session_password(svc.settings.cluster_id, sid),
+                    timeout_ms=timeout_ms,
+                    server_id=svc.settings.node_id,
+                    last_zxid=self.node.core.applied_index,
+                )
+            )
+        )
         return True
 
     # ---- ordering
@@ -325,8 +345,9 @@ class SessionConnection:
             return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
         if op == "multi":
             failed = next((r.err for r in result.results if r.err not in (0, Code.RUNTIMEINCONSISTENCY)), 0)
-            return self._reply(req, err=0, results=result.results,
-                               error_message=message_for(failed, "multi") if failed else "")
+            return self._reply(
+                req, err=0, results=result.results, error_message=message_for(failed, "multi") if failed else ""
+            )
         path = getattr(body, "path", "")
         if result.err:
             return self._reply(req, err=result.err, error_message=message_for(result.err, path))
@@ -341,8 +362,10 @@ class SessionConnection:
             await asyncio.wait([after])  # type: ignore[list-item]
         timeout_s = self.service.settings.proposal_timeout_ms / 1000
         try:
-            if op == "sync" or (self.linearizable and op in ("get_data", "exists", "get_children",
-                                                              "get_all_children_number", "get_ephemerals")):
+            if op == "sync" or (
+                self.linearizable
+                and op in ("get_data", "exists", "get_children", "get_all_children_number", "get_ephemerals")
+            ):
                 index = await self.node.read_index(timeout_s)
                 await self.node.wait_applied(index, timeout_s)
             handler = _READ_HANDLERS.get(op or "")
@@ -428,8 +451,14 @@ class SessionConnection:
             return None if st is None else (st.mzxid, st.pzxid)
 
         self.service.watches.set_watches(
-            self, r.relative_zxid, r.data_watches, r.exist_watches, r.child_watches, r.persistent_watches,
-            r.persistent_recursive_watches, stat_of,
+            self,
+            r.relative_zxid,
+            r.data_watches,
+            r.exist_watches,
+            r.child_watches,
+            r.persistent_watches,
+            r.persistent_recursive_watches,
+            stat_of,
         )
         return self._reply(req)
 
@@ -440,8 +469,7 @@ class SessionConnection:
         """An explicit close deletes the session's ephemerals at once (one log entry)."""
         if after is not None:
             await asyncio.wait([after])  # type: ignore[list-item]
-        txn = zk_pb2.Txn(session_id=self.session_id,
-                         close_session=zk_pb2.CloseSessionTxn(session_id=self.session_id))
+        txn = zk_pb2.Txn(session_id=self.session_id, close_session=zk_pb2.CloseSessionTxn(session_id=self.session_id))
         return await self._submit(req, txn, "close_session", req.close)
 
 

@@ -136,7 +136,9 @@ class SessionTracker:
 
     async def _expire(self, session_id: int) -> None:
         self.log.info("session_expired", session_id=hex(session_id & (2**64 - 1)))
-        txn = zk_pb2.Txn(session_id=session_id, close_session=zk_pb2.CloseSessionTxn(session_id=session_id, expired=True))
+        txn = zk_pb2.Txn(
+            session_id=session_id, close_session=zk_pb2.CloseSessionTxn(session_id=session_id, expired=True)
+        )
         try:
             await self._submitter.submit(txn, self._node.settings.proposal_timeout_ms / 1000)
         except ConnectionLossError as exc:

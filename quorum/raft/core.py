@@ -223,7 +223,12 @@ class Raft:
         for p in self._peers:
             self._send(
                 Message(
-                    vote_type, p, self.node_id, term, log_term=self.log.last_term, index=self.log.last_index,
+                    vote_type,
+                    p,
+                    self.node_id,
+                    term,
+                    log_term=self.log.last_term,
+                    index=self.log.last_index,
                     context=context,
                 )
             )
@@ -413,7 +418,13 @@ class Raft:
         hint_term = self.log.term(hint) or 0
         self._send(
             Message(
-                MT.APPEND_RESP, m.frm, self.node_id, self.term, index=m.index, reject=True, reject_hint=hint,
+                MT.APPEND_RESP,
+                m.frm,
+                self.node_id,
+                self.term,
+                index=m.index,
+                reject=True,
+                reject_hint=hint,
                 log_term=hint_term,
             )
         )
@@ -571,13 +582,22 @@ class Raft:
         prev_term = self.log.term(prev)
         if prev_term is None or pr.next < self.log.first_index:
             return self._send_snapshot(to, pr)
-        entries = self.log.slice(pr.next, self.log.last_index + 1, self.config.append_entries_max,
-                                 self.config.append_bytes_max)
+        entries = self.log.slice(
+            pr.next, self.log.last_index + 1, self.config.append_entries_max, self.config.append_bytes_max
+        )
         if not entries and not send_if_empty:
             return False
         self._send(
-            Message(MT.APPEND, to, self.node_id, self.term, log_term=prev_term, index=prev, entries=tuple(entries),
-                    commit=self.log.committed)
+            Message(
+                MT.APPEND,
+                to,
+                self.node_id,
+                self.term,
+                log_term=prev_term,
+                index=prev,
+                entries=tuple(entries),
+                commit=self.log.committed,
+            )
         )
         if entries:
             pr.sent_entries(entries[-1].index)
@@ -602,8 +622,11 @@ class Raft:
         for p in self._peers:
             pr = self._progress[p]
             # Never let a heartbeat commit beyond what the follower is known to hold.
-            self._send(Message(MT.HEARTBEAT, p, self.node_id, self.term, commit=min(pr.match, self.log.committed),
-                               context=context))
+            self._send(
+                Message(
+                    MT.HEARTBEAT, p, self.node_id, self.term, commit=min(pr.match, self.log.committed), context=context
+                )
+            )
 
     # ------------------------------------------------------------------ Ready
     def _hard_state(self) -> HardState:
