@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from quorum.codec import message_to_pb, snapshot_meta_to_pb
+from quorum.codec import message_to_pb
 from quorum.raft.types import Message, MessageType
 from quorum.snapshot_store import SnapshotStore
 from zkraft_proto import quorum_pb2 as pb
@@ -225,7 +225,3 @@ class PeerTransport:
     async def close(self) -> None:
         await asyncio.gather(*(s.close() for s in self._senders.values()))
 
-
-def snapshot_header(meta_msg: Message) -> pb.SnapshotMeta:
-    assert meta_msg.snapshot is not None
-    return snapshot_meta_to_pb(meta_msg.snapshot)

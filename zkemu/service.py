@@ -78,7 +78,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
             self.watches.trigger(EventType(trigger.type), trigger.path, applied.zxid)
         if applied.created_session and self.tracker is not None:
             sid = applied.created_session
-            self.tracker.session_created(sid, self.tree.sessions().get(sid, self.settings.tick_time_ms * 2))
+            timeout_ms = self.tree.session_timeout_ms(sid) or self.settings.session_timeout_bounds_ms[0]
+            self.tracker.session_created(sid, timeout_ms)
         if applied.closed_session:
             if self.tracker is not None:
                 self.tracker.session_closed(applied.closed_session)
@@ -272,7 +273,7 @@ class SessionConnection:
                 )
                 self.end()
                 return False
-            timeout_ms = svc.tree.sessions().get(sid, timeout_ms)
+            timeout_ms = svc.tree.session_timeout_ms(sid) or timeout_ms
         self.session_id = sid
         svc.attach(self)
         assert svc.tracker is not None

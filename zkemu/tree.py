@@ -651,6 +651,12 @@ class ZnodeTree:
         with self._env.begin(db=self._sessions) as txn:
             return {_SID.unpack(k)[0]: _TIMEOUT.unpack(v)[0] for k, v in txn.cursor()}
 
+    def session_timeout_ms(self, session_id: int) -> int | None:
+        """The negotiated timeout of a live session, None if it is not live."""
+        with self._env.begin(db=self._sessions) as txn:
+            raw = txn.get(_SID.pack(session_id))
+        return None if raw is None else _TIMEOUT.unpack(raw)[0]
+
     def has_session(self, session_id: int) -> bool:
         with self._env.begin() as txn:
             return self._live(txn, session_id)
