@@ -224,4 +224,3 @@ class PeerTransport:
 
     async def close(self) -> None:
         await asyncio.gather(*(s.close() for s in self._senders.values()))
-
