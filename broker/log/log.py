@@ -1,0 +1,499 @@
+"""The log of one partition: a directory `<topic>-<partition>` of segments (research/kafka.md §4).
+
+`PartitionLog` owns the segments (sorted by base offset, the last one
+active), the log start and end offsets, the recovery point (everything below
+it is fsynced) and the leader-epoch cache.
+
+* Produce path (`append`): `validate_batches` (framing, magic, CRC-32C, counts:
+  header-only work), `assign_offsets` (rewrites baseOffset and
+  partitionLeaderEpoch in place, outside the CRC), roll if needed, one write.
+* Fetch path (`read_slice` / `read`): bisect of segment base offsets, bisect of
+  the segment's sparse index, a short header scan; the answer is a byte range
+  of a segment file made of whole batches, starting with the one holding the
+  requested offset.
+* Start-up (`__init__`): segments are loaded in base-offset order; missing or
+  insane indexes are rebuilt; after an unclean shutdown every segment that may
+  hold offsets at or past the recovery point is re-validated and a torn or
+  corrupt tail is cut (logged as `log_truncated`), and every later segment is
+  deleted, as in K28 `Log.recoverLog` l.874-919.
+
+Threading: one writer thread calls every mutating method; `read_slice` /
+`read` may run concurrently (segments are replaced copy-on-write, never
+mutated in place).
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, TopicPartition, fsync_dir
+from broker.log.epoch_cache import LeaderEpochCache
+from broker.log.errors import (
+    CheckpointFileError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    invariant,
+)
+from broker.log.segment import (
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    IndexProblem,
+    LogSegment,
+    filename_prefix,
+)
+from client.records import BATCH_HEADER_SIZE, assign_offsets, read_batch_header, validate_batches
+
+GIB = 1024**3
+DAY_MS = 24 * 3600 * 1000
+# Files a crash may leave behind in a partition directory; removed at load.
+_LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Per-log settings, named after Kafka's topic configs (K28 LogConfig / KafkaConfig l.105-133)."""
+
+    segment_bytes: int = GIB  # segment.bytes
+    segment_ms: int = 7 * DAY_MS  # segment.ms
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    max_message_bytes: int = 1048588  # max.message.bytes: the largest batch
+    flush_interval_messages: int | None = None  # flush.messages; None: never by count (Kafka's Long.MAX)
+    flush_interval_ms: int | None = None  # flush.ms; None: never by time
+
+    def __post_init__(self) -> None:
+        if not BATCH_HEADER_SIZE <= self.segment_bytes <= INT32_MAX:
+            raise ValueError(f"segment.bytes {self.segment_bytes} outside {BATCH_HEADER_SIZE}..{INT32_MAX}")
+        if self.segment_ms < 1:
+            raise ValueError(f"segment.ms {self.segment_ms} must be >= 1")
+        if self.index_interval_bytes < 0:
+            raise ValueError(f"index.interval.bytes {self.index_interval_bytes} must be >= 0")
+        if self.max_message_bytes < BATCH_HEADER_SIZE:
+            raise ValueError(f"max.message.bytes {self.max_message_bytes} must be >= {BATCH_HEADER_SIZE}")
+        if self.flush_interval_messages is not None and self.flush_interval_messages < 1:
+            raise ValueError(f"flush.messages {self.flush_interval_messages} must be >= 1")
+        if self.flush_interval_ms is not None and self.flush_interval_ms < 0:
+            raise ValueError(f"flush.ms {self.flush_interval_ms} must be >= 0")
+
+
+class FetchSlice(NamedTuple):
+    """A byte range of one segment's `.log` holding whole batches: pread or sendfile it."""
+
+    segment: LogSegment
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        return self.segment.pread(self.position, self.length)
+
+
+def parse_topic_partition(directory: Path) -> TopicPartition:
+    """`<topic>-<partition>` -> TopicPartition (topics may contain '-', the partition is after the last one)."""
+    topic, sep, partition = directory.name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"log directory name {directory.name!r} is not <topic>-<partition>")
+    return TopicPartition(topic, int(partition))
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class PartitionLog:
+    """Storage of one partition (Kafka's `Log`)."""
+
+    def __init__(
+        self,
+        directory: Path | str,
+        config: LogConfig,
+        logger: Any,
+        *,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = False,
+        log_start_offset: int = 0,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self.dir = Path(directory)
+        self.topic_partition = parse_topic_partition(self.dir)
+        self.config = config
+        self._log = logger
+        self._clock_ms = clock_ms
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._recovery_point = recovery_point
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock_ms()
+        self._closed = False
+        started = time.monotonic()
+        try:
+            self._epochs = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, logger)
+        except CheckpointFileError as exc:
+            # Rebuilt from the batches' partitionLeaderEpoch by recovering every segment.
+            self._log.warning("leader_epoch_checkpoint_corrupt", dir=str(self.dir), error=str(exc))
+            (self.dir / LEADER_EPOCH_CHECKPOINT).unlink()
+            self._epochs = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, logger)
+            recovery_point, had_clean_shutdown = 0, False
+        recovered = self._load_segments(recovery_point, had_clean_shutdown, log_start_offset)
+        self._leo = self._segments[-1].next_offset
+        self._log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), self._leo)
+        self._epochs.truncate_from_end(self._leo)
+        if recovery_point > self._leo:
+            self._log.warning(
+                "recovery_point_beyond_log_end",
+                dir=str(self.dir),
+                recovery_point=recovery_point,
+                log_end_offset=self._leo,
+            )
+        for segment in recovered:
+            segment.flush()  # what recovery validated is now durable: the recovery point may move to the end
+        self._recovery_point = self._leo
+        self._log.info(
+            "log_loaded",
+            dir=str(self.dir),
+            segments=len(self._segments),
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._leo,
+            recovered_segments=len(recovered),
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+        )
+
+    # ------------------------------------------------------------------ loading
+
+    def _load_segments(self, recovery_point: int, clean: bool, log_start_offset: int) -> list[LogSegment]:
+        """Opens every segment; returns the ones that were recovered (rebuilt or re-validated)."""
+        bases = self._scan_directory()
+        recovered: list[LogSegment] = []
+        for i, base in enumerate(bases):
+            segment = LogSegment(
+                self.dir, base, index_interval_bytes=self.config.index_interval_bytes, created_ms=self._clock_ms()
+            )
+            is_last = i == len(bases) - 1
+            needs_recovery = not clean and (is_last or bases[i + 1] > recovery_point)
+            if not needs_recovery:
+                try:
+                    segment.load()
+                except IndexProblem as exc:
+                    self._log.warning(
+                        "log_index_rebuilt", dir=str(self.dir), segment=segment.log_path.name, problem=str(exc)
+                    )
+                    needs_recovery = True
+            if needs_recovery:
+                recovered.append(segment)
+                if self._recover_segment(segment):
+                    self._segments.append(segment)
+                    self._delete_segments_after(bases[i + 1 :])
+                    break
+            self._segments.append(segment)
+        if not self._segments:
+            self._segments.append(
+                LogSegment(
+                    self.dir,
+                    log_start_offset,
+                    created_ms=self._clock_ms(),
+                    index_interval_bytes=self.config.index_interval_bytes,
+                )
+            )
+        self._bases = [s.base_offset for s in self._segments]
+        return recovered
+
+    def _scan_directory(self) -> list[int]:
+        """Base offsets of the `.log` files; removes leftovers and index files without a `.log`."""
+        bases: set[int] = set()
+        orphans: list[Path] = []
+        for path in self.dir.iterdir():
+            name = path.name
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                path.unlink()
+                continue
+            stem, dot, suffix = name.partition(".")
+            if not (len(stem) == 20 and stem.isdigit()):
+                continue
+            if "." + suffix == LOG_SUFFIX:
+                bases.add(int(stem))
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                orphans.append(path)
+        for path in orphans:
+            if int(path.name[:20]) not in bases:
+                self._log.warning("log_orphan_index_deleted", dir=str(self.dir), file=path.name)
+                path.unlink()
+        return sorted(bases)
+
+    def _recover_segment(self, segment: LogSegment) -> bool:
+        """Re-validates `segment`; True if its tail was cut (later segments must then go)."""
+
+        def on_batch(epoch: int, base_offset: int) -> None:
+            if epoch > self._epochs.latest_epoch:
+                self._epochs.assign(epoch, base_offset)
+
+        size_before = segment.size
+        # Bound a batch by the segment size, not max.message.bytes: lowering that config later must
+        # not make recovery cut batches accepted earlier (a garbage length is caught by framing and CRC).
+        bound = max(self.config.max_message_bytes, self.config.segment_bytes)
+        result = segment.recover(bound, on_batch)
+        if not result.truncated_bytes:
+            return False
+        self._log.warning(
+            "log_truncated",
+            dir=str(self.dir),
+            segment=segment.log_path.name,
+            reason=result.reason,
+            cut_from_position=result.valid_bytes,
+            cut_to_position=size_before,
+            bytes_cut=result.truncated_bytes,
+            log_end_offset=segment.next_offset,
+        )
+        return True
+
+    def _delete_segments_after(self, bases: list[int]) -> None:
+        for base in bases:
+            prefix = filename_prefix(base)
+            self._log.warning("log_segment_deleted_after_truncation", dir=str(self.dir), segment=prefix + LOG_SUFFIX)
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (self.dir / (prefix + suffix)).unlink(missing_ok=True)
+        if bases:
+            fsync_dir(self.dir)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """LEO: the offset the next appended record gets."""
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below it is fsynced (recovery-point-offset-checkpoint)."""
+        return self._recovery_point
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self._epochs
+
+    # ------------------------------------------------------------------ append
+
+    def append(self, batches: bytearray, leader_epoch: int) -> tuple[int, int]:
+        """Appends a produce request's batches as leader; returns (first offset, last offset).
+
+        Raises client.records.CorruptRecordError, RecordTooLargeError,
+        RecordBatchTooLargeError. `batches` is rewritten in place (offsets,
+        leader epoch). An empty buffer appends nothing and returns (LEO, LEO - 1).
+        """
+        invariant(not self._closed, f"append to closed log {self.dir}")
+        info = validate_batches(batches)
+        first = self._leo
+        if info.batch_count == 0:
+            return first, first - 1
+        self._check_sizes(info.byte_size, max(b.length for b in info.batches))
+        next_offset = assign_offsets(batches, first, leader_epoch, info)
+        segment = self._maybe_roll(info.byte_size, info.max_timestamp, next_offset - 1)
+        segment.append(first, next_offset - 1, info.max_timestamp, batches)
+        self._epochs.assign(leader_epoch, first)
+        self._after_append(next_offset, info.record_count)
+        return first, next_offset - 1
+
+    def append_as_follower(self, batches: bytes | bytearray) -> tuple[int, int]:
+        """Appends batches fetched from the leader, offsets and epochs as they are; returns (first, last)."""
+        invariant(not self._closed, f"append to closed log {self.dir}")
+        info = validate_batches(batches, from_client=False)
+        if info.batch_count == 0:
+            return self._leo, self._leo - 1
+        self._check_sizes(info.byte_size, max(b.length for b in info.batches))
+        headers = [read_batch_header(batches, b.position) for b in info.batches]
+        expected = self._leo
+        for header in headers:
+            if header.base_offset < expected:
+                raise ValueError(
+                    f"{self.topic_partition}: follower append at offset {header.base_offset} < expected {expected}"
+                )
+            expected = header.base_offset + header.last_offset_delta + 1
+        first, last = headers[0].base_offset, headers[-1].base_offset + headers[-1].last_offset_delta
+        segment = self._maybe_roll(info.byte_size, info.max_timestamp, last)
+        segment.append(first, last, info.max_timestamp, batches)
+        for header in headers:
+            if header.partition_leader_epoch > self._epochs.latest_epoch:
+                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+        self._after_append(last + 1, info.record_count)
+        return first, last
+
+    def _check_sizes(self, byte_size: int, largest_batch: int) -> None:
+        if largest_batch > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"{self.topic_partition}: a batch of {largest_batch} bytes exceeds max.message.bytes "
+                f"{self.config.max_message_bytes}"
+            )
+        if byte_size > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.topic_partition}: {byte_size} bytes in one request exceed segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
+
+    def _after_append(self, next_offset: int, records: int) -> None:
+        self._leo = next_offset
+        self._unflushed_messages += records
+        limit = self.config.flush_interval_messages
+        if limit is not None and self._unflushed_messages >= limit:
+            self.flush()
+
+    def _maybe_roll(self, size: int, max_timestamp: int, max_offset: int) -> LogSegment:
+        active = self._segments[-1]
+        config = self.config
+        if active.should_roll(
+            size, self._clock_ms(), config.segment_bytes, config.segment_ms, max_timestamp, max_offset
+        ):
+            return self.roll()
+        return active
+
+    def roll(self) -> LogSegment:
+        """Starts a new active segment at the LEO (no-op if the active segment is empty)."""
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        active.seal()
+        base = self._leo
+        existing = self.dir / (filename_prefix(base) + LOG_SUFFIX)
+        invariant(not existing.exists() or existing.stat().st_size == 0, f"rolling onto non-empty {existing}")
+        segment = LogSegment(
+            self.dir, base, index_interval_bytes=self.config.index_interval_bytes, created_ms=self._clock_ms()
+        )
+        self._segments = [*self._segments, segment]
+        self._bases = [*self._bases, base]
+        self._log.info("log_segment_rolled", dir=str(self.dir), base_offset=base, previous_size=active.size)
+        return segment
+
+    # ------------------------------------------------------------------ read
+
+    def read_slice(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FetchSlice | None:
+        """Whole batches from the one holding `offset`, within one segment; None at the LEO.
+
+        Raises OffsetOutOfRangeError below the log start offset or beyond the LEO.
+        """
+        segments, bases, leo, start = self._segments, self._bases, self._leo, self._log_start_offset
+        if offset < start or offset > leo:
+            raise OffsetOutOfRangeError(str(self.topic_partition), offset, start, leo)
+        i = bisect_right(bases, offset) - 1
+        while 0 <= i < len(segments):
+            found = segments[i].read_range(offset, max_bytes, min_one_batch)
+            if found is not None:
+                return FetchSlice(segments[i], *found)
+            i += 1  # `offset` is the next offset of segment i: the batch is at the start of a later one
+        return None
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> bytes:
+        """The bytes of `read_slice` (b"" at the LEO)."""
+        found = self.read_slice(offset, max_bytes, min_one_batch)
+        return b"" if found is None else found.read()
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """ListOffsets by time: (offset, timestamp) of the first record with timestamp >= `timestamp_ms`, or None.
+
+        Segments are skipped by their largest timestamp (Kafka `Log.fetchOffsetByTimestamp`).
+        """
+        for segment in self._segments:
+            if segment.largest_timestamp >= timestamp_ms:
+                found = segment.find_offset_by_timestamp(timestamp_ms)
+                if found is not None and found[0] >= self._log_start_offset:
+                    return found
+        return None
+
+    # ------------------------------------------------------------------ truncate, flush, close
+
+    def truncate_to(self, offset: int) -> None:
+        """Removes every offset >= `offset` (a follower diverged; KIP-101). The batch holding it goes whole."""
+        if offset >= self._leo:
+            return
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        old_leo = self._leo
+        doomed = [s for s in self._segments if s.base_offset > offset]
+        keep = self._segments[: len(self._segments) - len(doomed)]
+        self._segments, self._bases = keep, [s.base_offset for s in keep]
+        for segment in doomed:
+            segment.delete()
+        keep[-1].truncate_to(offset)
+        self._leo = keep[-1].next_offset
+        self._log_start_offset = min(self._log_start_offset, self._leo)
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self._epochs.truncate_from_end(self._leo)
+        if doomed:
+            fsync_dir(self.dir)
+        self._log.info(
+            "log_truncated_to",
+            dir=str(self.dir),
+            target_offset=offset,
+            old_log_end_offset=old_leo,
+            log_end_offset=self._leo,
+            segments_deleted=len(doomed),
+        )
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Deletes every segment and starts empty at `offset` (a follower whose fetch offset is out of range)."""
+        old = self._segments
+        for segment in old:
+            segment.delete()
+        segment = LogSegment(
+            self.dir, offset, index_interval_bytes=self.config.index_interval_bytes, created_ms=self._clock_ms()
+        )
+        self._segments, self._bases = [segment], [offset]
+        self._leo = self._log_start_offset = self._recovery_point = offset
+        self._epochs.clear()
+        fsync_dir(self.dir)
+        self._log.info("log_truncated_fully", dir=str(self.dir), log_start_offset=offset, segments_deleted=len(old))
+
+    def flush(self) -> None:
+        """fsyncs every segment holding offsets at or past the recovery point; the recovery point becomes the LEO."""
+        leo = self._leo
+        first = max(0, bisect_right(self._bases, self._recovery_point) - 1)
+        for segment in self._segments[first:]:
+            segment.flush()
+        if len(self._segments) - first > 1:
+            fsync_dir(self.dir)  # new segment files must survive too
+        self._recovery_point = leo
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock_ms()
+
+    def maybe_flush(self) -> bool:
+        """Flushes if `flush.ms` has passed since the last flush with data pending; for the broker's scheduler."""
+        interval = self.config.flush_interval_ms
+        if interval is None or self._recovery_point == self._leo:
+            return False
+        if self._clock_ms() - self._last_flush_ms < interval:
+            return False
+        self.flush()
+        return True
+
+    def close(self) -> None:
+        """Flushes and closes every file. The broker then writes its checkpoints and the clean-shutdown marker."""
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        for segment in self._segments:
+            segment.close()
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.dir.name}, start={self._log_start_offset}, leo={self._leo})"
