@@ -4,6 +4,8 @@
     zkraft quorum status --server H:P[,H:P...] [--json]
     zkraft up --data-dir DIR
     zkraft zk --server H:P[,H:P...] [--json] [--timeout S] [CMD ARGS...]
+    zkraft dump-log-segments --files F[,F...] [--print-data-log] [--deep-iteration]
+        [--verify-index-only] [--index-sanity-check] [--max-message-size N]
 
 A user's mistake prints one line `zkraft: error: ...` on stderr and exits
 non-zero (2 for a usage error); it never prints a traceback. An unexpected
@@ -103,6 +105,22 @@ def _zk(options: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
 
 
+def _dump_log_segments(options: argparse.Namespace) -> int:
+    from client.tools import dump_log_segments
+
+    dump_options = dump_log_segments.DumpOptions(
+        print_data_log=options.print_data_log,
+        deep_iteration=options.deep_iteration,
+        verify_index_only=options.verify_index_only,
+        index_sanity_check=options.index_sanity_check,
+        max_message_size_bytes=options.max_message_size,
+    )
+    try:
+        return dump_log_segments.run(options.files, dump_options)
+    except dump_log_segments.DumpError as error:
+        raise CommandError(str(error)) from None
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -133,7 +151,7 @@ def _missing_command(prog: str, choices: str) -> Callable[[argparse.Namespace], 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="ZooKeeper-era Kafka on a Raft quorum.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    parser.set_defaults(handler=_missing_command("zkraft", "quorum, up or zk"))
+    parser.set_defaults(handler=_missing_command("zkraft", "quorum, up, zk or dump-log-segments"))
 
     quorum = commands.add_parser("quorum", help="run or inspect a quorum node")
     quorum_commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND", parser_class=_Parser)
@@ -191,6 +209,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     zk.add_argument("zk_command", nargs=argparse.REMAINDER, metavar="CMD ARGS", help="zkCli command; none: a shell")
     zk.set_defaults(handler=_zk)
+
+    dump = commands.add_parser(
+        "dump-log-segments",
+        help="print the batches, records and index entries of partition log files",
+        description="Kafka's DumpLogSegments: dump .log, .index and .timeindex files of a partition directory.",
+    )
+    dump.add_argument("--files", required=True, help="comma-separated .log, .index and .timeindex files")
+    dump.add_argument("--print-data-log", action="store_true", help="print each record's key and value")
+    dump.add_argument("--deep-iteration", action="store_true", help="print one line per record, not only per batch")
+    dump.add_argument("--verify-index-only", action="store_true", help="check index entries without printing them")
+    dump.add_argument("--index-sanity-check", action="store_true", help="run the start-up sanity check of indexes")
+    dump.add_argument(
+        "--max-message-size",
+        type=_non_negative_int,
+        default=5 * 1024 * 1024,
+        help="largest batch in bytes; a larger size is reported as corrupt (default 5242880)",
+    )
+    dump.set_defaults(handler=_dump_log_segments)
     return parser
 
 
