@@ -24,9 +24,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from client.kafka_errors import InvalidTopicError
+from client.structs import TopicPartition
 
 # --- paths (ZkData.scala) -------------------------------------------------------------
 
@@ -87,11 +88,6 @@ TOPIC_NAME_MAX_LENGTH = 249
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 def broker_path(broker_id: int) -> str:

@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 import lmdb
 from google.protobuf.message import DecodeError
@@ -310,17 +310,9 @@ class ZnodeTree:
 
     def _execute(self, w: _Write, t: zk_pb2.Txn, body: str | None) -> zk_pb2.TxnResult:
         match body:
-            case "create":
-                path, stat = self._create(w, t.create)
+            case "create" | "delete" | "set_data" | "check":
+                path, stat = self._write_op(w, body, getattr(t, body))
                 return zk_pb2.TxnResult(path=path, stat=stat)
-            case "delete":
-                self._delete(w, t.delete)
-                return zk_pb2.TxnResult()
-            case "set_data":
-                return zk_pb2.TxnResult(stat=self._set_data(w, t.set_data))
-            case "check":
-                self._check(w, t.check)
-                return zk_pb2.TxnResult()
             case "multi":
                 return self._multi(w, t.multi)
             case "create_session":
@@ -527,20 +519,27 @@ class ZnodeTree:
         return zk_pb2.TxnResult(results=results)
 
     def _multi_op(self, w: _Write, op: zk_pb2.Op) -> zk_pb2.OpResult:
-        match op.WhichOneof("op"):
+        kind = op.WhichOneof("op")
+        if kind is None:
+            raise UnimplementedError("empty op in multi")
+        path, stat = self._write_op(w, kind, getattr(op, kind))
+        return zk_pb2.OpResult(path=path, stat=stat)
+
+    def _write_op(self, w: _Write, kind: str, op: Any) -> tuple[str, zk_pb2.Stat | None]:
+        """One write, alone or inside a multi: (created path, new Stat) where the op has them."""
+        match kind:
             case "create":
-                path, stat = self._create(w, op.create)
-                return zk_pb2.OpResult(path=path, stat=stat)
+                return self._create(w, op)
             case "delete":
-                self._delete(w, op.delete)
-                return zk_pb2.OpResult()
+                self._delete(w, op)
+                return "", None
             case "set_data":
-                return zk_pb2.OpResult(stat=self._set_data(w, op.set_data))
+                return "", self._set_data(w, op)
             case "check":
-                self._check(w, op.check)
-                return zk_pb2.OpResult()
-            case kind:
-                raise UnimplementedError(f"unknown op {kind!r} in multi")
+                self._check(w, op)
+                return "", None
+            case _:
+                raise UnimplementedError(f"unknown op {kind!r}")
 
     def _create_session(self, w: _Write, body: zk_pb2.CreateSessionTxn) -> None:
         """Recorded on every replica (ZooKeeper createSession); re-creating a live session updates its timeout."""

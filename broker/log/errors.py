@@ -1,11 +1,13 @@
 """Errors of partition log storage.
 
-The ones a client can cause carry the Kafka error code they map to
-(research/kafka.md §3.7), so the broker service can turn them into a
-response code without a second table.
+The ones a client can cause carry the Kafka error code they map to, taken
+from client.kafka_errors (the one table of Kafka codes), so the broker
+service can turn them into a response code.
 """
 
 from __future__ import annotations
+
+from client import kafka_errors
 
 
 class LogError(Exception):
@@ -18,7 +20,7 @@ class LogError(Exception):
 class OffsetOutOfRangeError(LogError):
     """A read asked for an offset below the log start offset or beyond the log end offset."""
 
-    error_code = 1  # OFFSET_OUT_OF_RANGE
+    error_code = kafka_errors.OffsetOutOfRangeError.code
 
     def __init__(self, partition: str, offset: int, log_start_offset: int, log_end_offset: int) -> None:
         super().__init__(
@@ -33,13 +35,13 @@ class OffsetOutOfRangeError(LogError):
 class RecordTooLargeError(LogError):
     """One batch is larger than `max.message.bytes`."""
 
-    error_code = 10  # MESSAGE_TOO_LARGE
+    error_code = kafka_errors.MessageSizeTooLargeError.code
 
 
 class RecordBatchTooLargeError(LogError):
     """A produce request's batches together exceed `segment.bytes` (they could never fit one segment)."""
 
-    error_code = 18  # RECORD_LIST_TOO_LARGE
+    error_code = kafka_errors.RecordListTooLargeError.code
 
 
 class CheckpointFileError(LogError):
