@@ -24,6 +24,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from client import properties
+
 # Raft needs a majority of a fixed voter set; membership is static (no joint
 # consensus), so the sizes worth running are the odd ones.
 ALLOWED_CLUSTER_SIZES = (1, 3, 5, 7)
@@ -271,104 +273,23 @@ def check_property_key(key: str, where: str = "") -> None:
     raise SettingsError(f"{where}unknown property {key!r}{hint}")
 
 
-# ---- Java .properties syntax ----
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+# ---- Java .properties syntax (client/properties.py) ----
 
 
 def parse_properties(text: str, source: str = "properties") -> list[tuple[str, str, int]]:
-    """Parse Java `.properties` text into (key, value, line number) in file order.
-
-    Supports `key=value`, `key:value` and `key value`, `#`/`!` comment lines,
-    blank lines, a trailing backslash continuing the logical line, and the
-    `\\t \\n \\r \\f \\uXXXX` escapes. Later duplicates are kept; the caller decides.
-    """
-    result: list[tuple[str, str, int]] = []
-    lines = text.splitlines()
-    index = 0
-    while index < len(lines):
-        start_line = index + 1
-        line = lines[index].lstrip(" \t\f")
-        index += 1
-        if not line or line[0] in "#!":
-            continue
-        while _ends_with_continuation(line) and index < len(lines):
-            line = line[:-1] + lines[index].lstrip(" \t\f")
-            index += 1
-        if _ends_with_continuation(line):
-            line = line[:-1]
-        key, value = _split_logical_line(line, f"{source}:{start_line}")
-        result.append((key, value, start_line))
-    return result
-
-
-def _ends_with_continuation(line: str) -> bool:
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def _split_logical_line(line: str, where: str) -> tuple[str, str]:
-    position = 0
-    while position < len(line):
-        char = line[position]
-        if char == "\\":
-            position += 2
-            continue
-        if char in "=: \t\f":
-            break
-        position += 1
-    key_raw = line[:position]
-    rest = line[position:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return _unescape(key_raw, where), _unescape(rest, where).rstrip()
-
-
-def _unescape(text: str, where: str) -> str:
-    out: list[str] = []
-    position = 0
-    while position < len(text):
-        char = text[position]
-        if char != "\\" or position + 1 >= len(text):
-            out.append(char)
-            position += 1
-            continue
-        code = text[position + 1]
-        if code == "u":
-            digits = text[position + 2 : position + 6]
-            if not re.fullmatch(r"[0-9A-Fa-f]{4}", digits):
-                raise SettingsError(f"{where}: malformed \\uXXXX escape")
-            out.append(chr(int(digits, 16)))
-            position += 6
-            continue
-        out.append(_ESCAPES.get(code, code))
-        position += 2
-    return "".join(out)
+    """client.properties.parse_properties, raising SettingsError."""
+    try:
+        return properties.parse_properties(text, source)
+    except properties.PropertiesError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def read_properties_file(path: Path) -> dict[str, str]:
-    """Read a properties file into {key: value}; a key given twice is an error (it is always a mistake here)."""
+    """Read a node's properties file; unknown keys and duplicates are refused with SettingsError."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SettingsError(f"config file {path}: not found") from None
-    except IsADirectoryError:
-        raise SettingsError(f"config file {path}: is a directory") from None
-    except UnicodeDecodeError as exc:
-        raise SettingsError(f"config file {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise SettingsError(f"config file {path}: {exc.strerror or exc}") from None
-    properties: dict[str, str] = {}
-    first_line: dict[str, int] = {}
-    for key, value, line in parse_properties(text, str(path)):
-        if not key:
-            raise SettingsError(f"{path}:{line}: a line has a value but no key")
-        check_property_key(key, f"{path}:{line}: ")
-        if key in properties:
-            raise SettingsError(f"{path}:{line}: {key!r} is already set on line {first_line[key]}")
-        properties[key] = value
-        first_line[key] = line
-    return properties
+        return properties.read_properties_file(path, check_property_key)
+    except properties.PropertiesError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 # ---- merging file and command line ----

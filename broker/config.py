@@ -1,0 +1,223 @@
+"""A broker's settings: Kafka's property names and defaults (2.x `KafkaConfig`), from server.properties.
+
+    zkraft broker start --config server.properties --override broker.id=2 --override port=9093
+
+Only properties the broker acts on are accepted; an unknown key is refused
+with a one-line error that suggests the nearest known name. Values are typed
+and range-checked here so that nothing later has to.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from client.properties import PropertiesError, read_properties_file
+
+
+class BrokerConfigError(ValueError):
+    """A bad broker property: one line naming it."""
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError(f"{text!r} is not true or false")
+
+
+def _int(text: str) -> int:
+    return int(text.strip())
+
+
+def _str(text: str) -> str:
+    return text.strip()
+
+
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str  # Kafka's property name
+    field: str  # BrokerConfig attribute
+    parse: Callable[[str], Any]
+    minimum: int | None = None
+
+
+# (property, attribute, parser, minimum). Defaults are the dataclass defaults below.
+PROPERTIES: tuple[Property, ...] = (
+    Property("broker.id", "broker_id", _int, 0),
+    Property("host.name", "host", _str),
+    Property("port", "port", _int, 0),
+    Property("broker.rack", "rack", _str),
+    Property("log.dirs", "log_dirs", _list),
+    Property("log.dir", "log_dir", _str),
+    Property("zookeeper.connect", "zookeeper_connect", _str),
+    Property("zookeeper.session.timeout.ms", "zookeeper_session_timeout_ms", _int, 1),
+    Property("zookeeper.connection.timeout.ms", "zookeeper_connection_timeout_ms", _int, 1),
+    Property("num.partitions", "num_partitions", _int, 1),
+    Property("default.replication.factor", "default_replication_factor", _int, 1),
+    Property("min.insync.replicas", "min_insync_replicas", _int, 1),
+    Property("unclean.leader.election.enable", "unclean_leader_election_enable", _bool),
+    Property("auto.create.topics.enable", "auto_create_topics_enable", _bool),
+    Property("delete.topic.enable", "delete_topic_enable", _bool),
+    Property("auto.leader.rebalance.enable", "auto_leader_rebalance_enable", _bool),
+    Property("leader.imbalance.check.interval.seconds", "leader_imbalance_check_interval_seconds", _int, 1),
+    Property("leader.imbalance.per.broker.percentage", "leader_imbalance_per_broker_percentage", _int, 0),
+    Property("controlled.shutdown.enable", "controlled_shutdown_enable", _bool),
+    Property("controlled.shutdown.max.retries", "controlled_shutdown_max_retries", _int, 0),
+    Property("controlled.shutdown.retry.backoff.ms", "controlled_shutdown_retry_backoff_ms", _int, 0),
+    Property("replica.lag.time.max.ms", "replica_lag_time_max_ms", _int, 1),
+    Property("replica.fetch.wait.max.ms", "replica_fetch_wait_max_ms", _int, 0),
+    Property("replica.fetch.min.bytes", "replica_fetch_min_bytes", _int, 1),
+    Property("replica.fetch.max.bytes", "replica_fetch_max_bytes", _int, 0),
+    Property("replica.fetch.response.max.bytes", "replica_fetch_response_max_bytes", _int, 0),
+    Property("replica.fetch.backoff.ms", "replica_fetch_backoff_ms", _int, 0),
+    Property("replica.high.watermark.checkpoint.interval.ms", "replica_high_watermark_checkpoint_interval_ms", _int, 1),
+    Property("num.replica.fetchers", "num_replica_fetchers", _int, 1),
+    Property("log.segment.bytes", "log_segment_bytes", _int, 14),
+    Property("log.roll.ms", "log_roll_ms", _int, 1),
+    Property("log.roll.hours", "log_roll_hours", _int, 1),
+    Property("log.index.interval.bytes", "log_index_interval_bytes", _int, 0),
+    Property("log.flush.interval.messages", "log_flush_interval_messages", _int, 1),
+    Property("log.flush.interval.ms", "log_flush_interval_ms", _int, 0),
+    Property("log.flush.offset.checkpoint.interval.ms", "log_flush_offset_checkpoint_interval_ms", _int, 0),
+    Property("log.retention.hours", "log_retention_hours", _int, -1),
+    Property("log.retention.ms", "log_retention_ms", _int, -1),
+    Property("log.retention.bytes", "log_retention_bytes", _int, -1),
+    Property("log.retention.check.interval.ms", "log_retention_check_interval_ms", _int, 1),
+    Property("message.max.bytes", "message_max_bytes", _int, 0),
+    Property("request.timeout.ms", "request_timeout_ms", _int, 1),
+    Property("controller.socket.timeout.ms", "controller_socket_timeout_ms", _int, 1),
+    Property("isr.change.propagation.interval.ms", "isr_change_propagation_interval_ms", _int, 1),
+)
+_BY_NAME = {p.name: p for p in PROPERTIES}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    broker_id: int = 0
+    host: str = "127.0.0.1"
+    port: int = 9092
+    rack: str = ""
+    log_dirs: tuple[str, ...] = ()
+    log_dir: str = "/tmp/kafka-logs"
+    zookeeper_connect: str = "127.0.0.1:2181"
+    zookeeper_session_timeout_ms: int = 6000
+    zookeeper_connection_timeout_ms: int = 18000
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5000
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_response_max_bytes: int = 10485760
+    replica_fetch_backoff_ms: int = 1000
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
+    num_replica_fetchers: int = 1
+    log_segment_bytes: int = 1024**3
+    log_roll_ms: int | None = None
+    log_roll_hours: int = 168
+    log_index_interval_bytes: int = 4096
+    log_flush_interval_messages: int | None = None
+    log_flush_interval_ms: int | None = None
+    log_flush_offset_checkpoint_interval_ms: int = 60000
+    log_retention_hours: int = 168
+    log_retention_ms: int | None = None
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 300000
+    message_max_bytes: int = 1048588
+    request_timeout_ms: int = 30000
+    controller_socket_timeout_ms: int = 30000
+    isr_change_propagation_interval_ms: int = 2500
+    # Properties as given (after overrides), for the record in the start-up log.
+    given: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def directories(self) -> tuple[Path, ...]:
+        """`log.dirs`, else `log.dir` (Kafka's precedence)."""
+        return tuple(Path(d) for d in (self.log_dirs or (self.log_dir,)))
+
+    @property
+    def segment_ms(self) -> int:
+        return self.log_roll_ms if self.log_roll_ms is not None else self.log_roll_hours * 3600 * 1000
+
+    @property
+    def retention_ms(self) -> int:
+        return self.log_retention_ms if self.log_retention_ms is not None else self.log_retention_hours * 3600 * 1000
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def check_key(key: str, where: str = "") -> None:
+    if key in _BY_NAME:
+        return
+    close = difflib.get_close_matches(key, list(_BY_NAME), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise BrokerConfigError(f"{where}unknown broker property {key!r}{hint}")
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """`key=value` from `--override`."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise BrokerConfigError(f"--override {text!r}: expected key=value")
+    return key.strip(), value.strip()
+
+
+def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
+    """Typed, checked BrokerConfig from property strings."""
+    values: dict[str, Any] = {}
+    for key, raw in properties.items():
+        check_key(key)
+        prop = _BY_NAME[key]
+        try:
+            value = prop.parse(raw)
+        except ValueError:
+            raise BrokerConfigError(f"broker property {key}={raw!r}: not a valid {_kind(prop)}") from None
+        if prop.minimum is not None and value < prop.minimum:
+            raise BrokerConfigError(f"broker property {key}={raw!r}: must be at least {prop.minimum}")
+        values[prop.field] = value
+    config = BrokerConfig(**values, given=dict(properties))
+    if config.min_insync_replicas < 1:
+        raise BrokerConfigError("min.insync.replicas must be at least 1")
+    return config
+
+
+def _kind(prop: Property) -> str:
+    return {_int: "integer", _bool: "boolean (true or false)"}.get(prop.parse, "value")
+
+
+def load_broker_config(config_file: Path | None, overrides: Sequence[str] = ()) -> BrokerConfig:
+    """server.properties (optional) with `--override key=value` applied on top."""
+    properties: dict[str, str] = {}
+    if config_file is not None:
+        try:
+            properties = read_properties_file(Path(config_file), check_key)
+        except PropertiesError as exc:
+            raise BrokerConfigError(str(exc)) from None
+    for text in overrides:
+        key, value = parse_override(text)
+        check_key(key, "--override: ")
+        properties[key] = value
+    return from_properties(properties)
+
+
+CONFIG_FIELDS = frozenset(f.name for f in fields(BrokerConfig))
