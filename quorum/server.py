@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
-import sys
 from typing import Protocol
 
 import grpc
-import structlog
 
+from client.json_logging import configure_logging
 from quorum import errors
 from quorum.node import QuorumNode
 from quorum.service import QuorumService, RaftPeerService
@@ -21,20 +19,6 @@ from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
 HELLO_TIMEOUT_S = 1.0
-
-
-def configure_logging() -> None:
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.dict_tracebacks,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
 
 
 async def check_peers_agree(settings: NodeSettings, digest: str) -> None:

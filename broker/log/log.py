@@ -386,19 +386,34 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ read
 
-    def read_slice(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FetchSlice | None:
-        """Whole batches from the one holding `offset`, within one segment; None at the LEO.
+    def read_slice(
+        self, offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None
+    ) -> FetchSlice | None:
+        """Whole batches from the one holding `offset`, within one segment; None at the LEO (or `max_offset`).
 
-        Raises OffsetOutOfRangeError below the log start offset or beyond the LEO.
+        `max_offset` (exclusive) caps the slice for a consumer at the high
+        watermark, which always falls on a batch boundary (replicas copy whole
+        batches). Raises OffsetOutOfRangeError below the log start offset or
+        beyond the LEO.
         """
         segments, bases, leo, start = self._segments, self._bases, self._leo, self._log_start_offset
         if offset < start or offset > leo:
             raise OffsetOutOfRangeError(str(self.topic_partition), offset, start, leo)
+        if max_offset is not None and offset >= max_offset:
+            return None
         i = bisect_right(bases, offset) - 1
         while 0 <= i < len(segments):
-            found = segments[i].read_range(offset, max_bytes, min_one_batch)
+            segment = segments[i]
+            found = segment.read_range(offset, max_bytes, min_one_batch)
             if found is not None:
-                return FetchSlice(segments[i], *found)
+                position, length = found
+                if max_offset is not None and max_offset < segment.next_offset:
+                    cap = segment.find_position(max_offset)
+                    if cap is not None and cap.position < position + length:
+                        length = cap.position - position
+                        if length <= 0:
+                            return None
+                return FetchSlice(segment, position, length)
             i += 1  # `offset` is the next offset of segment i: the batch is at the start of a later one
         return None
 

@@ -1,0 +1,151 @@
+"""One partition as this broker sees it: leader or follower, ISR, LEO and high watermark (Kafka's `Partition`).
+
+The leader keeps, per follower, the LEO it last fetched from and the last time
+it was caught up (research/kafka.md §2.16, K24 Replica.updateFetchState):
+`last_caught_up_ms` becomes the fetch time when the fetch offset reached the
+leader's LEO at that fetch, or the previous fetch's time when it reached the
+LEO the leader had at the previous fetch. From those:
+
+* HW = min LEO over the ISR members (the leader's own LEO included); it only
+  moves forward (K24 maybeIncrementLeaderHW).
+* A follower is out of sync when its LEO is behind the leader's and it has not
+  been caught up for `replica.lag.time.max.ms`.
+* A follower rejoins when its LEO reaches the HW and the start offset of the
+  current leader epoch.
+
+Pure bookkeeping: no I/O besides the log, no ZooKeeper. The replica manager
+writes ISR changes to ZooKeeper and wakes waiting requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.log import PartitionLog
+from client.structs import TopicPartition
+
+
+@dataclass(slots=True)
+class FollowerState:
+    leo: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
+
+    def update(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_leo:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.leo = fetch_offset
+        self.last_fetch_leader_leo = leader_leo
+        self.last_fetch_ms = now_ms
+
+
+@dataclass(slots=True)
+class Partition:
+    tp: TopicPartition
+    local_id: int
+    log: PartitionLog
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    replicas: tuple[int, ...] = ()
+    zk_version: int = 0
+    controller_epoch: int = -1
+    high_watermark: int = 0
+    leader_epoch_start_offset: int = 0
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    # An ISR write is in flight: a second one would race on the zk version.
+    isr_update_pending: bool = False
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.local_id
+
+    @property
+    def leo(self) -> int:
+        return self.log.log_end_offset
+
+    # ---------------------------------------------------------------- role changes
+
+    def make_leader(
+        self, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...], zk_version: int, now_ms: int
+    ) -> None:
+        """Become leader at `leader_epoch`; followers start as not caught up, except the ISR keeps its grace."""
+        was_leader_same_epoch = self.is_leader and self.leader_epoch == leader_epoch
+        self.leader = self.local_id
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.replicas = replicas
+        self.zk_version = zk_version
+        if was_leader_same_epoch:
+            return
+        self.leader_epoch_start_offset = self.leo
+        self.log.leader_epoch_cache.assign(leader_epoch, self.leo)
+        # ISR members get the full lag time to fetch from the new leader (Kafka resets
+        # lastCaughtUpTime to now for them in makeLeader).
+        self.followers = {
+            r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0) for r in replicas if r != self.local_id
+        }
+        self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.leo)
+        self.isr_update_pending = False
+
+    def make_follower(
+        self, leader: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...], zk_version: int
+    ) -> bool:
+        """Follow `leader`; True when the leader or its epoch changed (the fetcher must restart)."""
+        changed = leader != self.leader or leader_epoch != self.leader_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.replicas = replicas
+        self.zk_version = zk_version
+        self.followers = {}
+        self.isr_update_pending = False
+        return changed
+
+    # ---------------------------------------------------------------- leader bookkeeping
+
+    def update_follower(self, replica: int, fetch_offset: int, now_ms: int) -> bool:
+        """Record a follower's fetch; True when the HW moved."""
+        state = self.followers.get(replica)
+        if state is None:
+            return False
+        state.update(fetch_offset, self.leo, now_ms)
+        return self.maybe_increment_hw()
+
+    def maybe_increment_hw(self) -> bool:
+        leo = self.leo
+        new_hw = leo
+        followers = self.followers
+        for replica in self.isr:
+            if replica != self.local_id:
+                state = followers.get(replica)
+                follower_leo = state.leo if state is not None else -1
+                if follower_leo < new_hw:
+                    new_hw = follower_leo
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False
+
+    def caught_up_followers_to_add(self) -> list[int]:
+        """Replicas outside the ISR whose LEO reached the HW and the current epoch's start."""
+        hw, start = self.high_watermark, self.leader_epoch_start_offset
+        return [
+            r
+            for r, state in self.followers.items()
+            if r not in self.isr and r in self.replicas and state.leo >= hw and state.leo >= start
+        ]
+
+    def out_of_sync_followers(self, now_ms: int, lag_max_ms: int) -> list[int]:
+        leo = self.leo
+        result = []
+        for replica in self.isr:
+            if replica == self.local_id:
+                continue
+            state = self.followers.get(replica)
+            if state is None or (state.leo != leo and now_ms - state.last_caught_up_ms > lag_max_ms):
+                result.append(replica)
+        return result

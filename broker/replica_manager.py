@@ -1,0 +1,653 @@
+"""The partitions this broker hosts, as leader or follower (Kafka's `ReplicaManager`).
+
+* LeaderAndIsr (`become_leader_or_follower`): fenced by controller epoch and
+  leader epoch (research/kafka.md §2.9); makes partitions leaders or followers
+  and hands followers to the fetcher manager.
+* Produce (`produce`): append as leader; acks=1 answers after the local write,
+  acks=-1 waits (delayed produce) until the HW passes the last offset, failing
+  with NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas
+  before the append and NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank after.
+* Fetch (`fetch`): consumers read up to the HW, followers up to the LEO; a
+  follower's fetch offset is its LEO on the leader. Delayed fetch: the request
+  waits, woken by appends and HW moves, until `min_bytes` are there or
+  `max_wait_ms` has passed.
+* ISR maintenance: a task shrinks the ISR of followers that fell behind
+  `replica.lag.time.max.ms`; a follower that caught up is added back. Each
+  change is a conditional write of the partition's state znode (expected zk
+  version) followed by an ISR change notification for the controller.
+
+Everything runs on the broker's one event loop; appends and reads are plain
+page-cache file I/O, done inline (Kafka does not fsync on append either).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.log import LogConfig, LogError
+from broker.log_manager import LogManager
+from broker.partition import Partition
+from client import kafka_errors as errors
+from client.aio import AsyncZkClient
+from client.exceptions import BadVersionError, NoNodeError
+from client.kafka_znodes import (
+    ISR_CHANGE_NOTIFICATION_PATH,
+    PartitionState,
+    decode_config,
+    decode_partition_state,
+    encode_isr_change,
+    encode_partition_state,
+    partition_state_path,
+    topic_config_path,
+)
+from client.records import CorruptRecordError, RecordsError
+from client.structs import TopicPartition
+from zkraft_proto import broker_pb2 as pb
+
+NONE = errors.NONE
+CONSUMER_REPLICA_ID = -1
+DEBUG_REPLICA_ID = -2
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+# Fetch responses are capped so that one gRPC message stays well under its limit.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
+def now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def log_config_for(config: BrokerConfig, overrides: dict[str, str]) -> LogConfig:
+    """Broker defaults with a topic's `/config/topics/<t>` overrides (Kafka's topic-level names)."""
+
+    def pick(name: str, default: Any) -> Any:
+        raw = overrides.get(name)
+        return default if raw is None else int(raw)
+
+    return LogConfig(
+        segment_bytes=pick("segment.bytes", config.log_segment_bytes),
+        segment_ms=pick("segment.ms", config.segment_ms),
+        index_interval_bytes=pick("index.interval.bytes", config.log_index_interval_bytes),
+        max_message_bytes=pick("max.message.bytes", config.message_max_bytes),
+        flush_interval_messages=pick("flush.messages", config.log_flush_interval_messages),
+        flush_interval_ms=pick("flush.ms", config.log_flush_interval_ms),
+    )
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        logs: LogManager,
+        zk: AsyncZkClient,
+        logger: Any,
+        state_change: Callable[[str], None] = lambda message: None,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.logs = logs
+        self.zk = zk
+        self._log = logger
+        self._state_change = state_change
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.controller_epoch = -1
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        # Delayed produce: tp -> [(required offset, future)], resolved as the HW passes.
+        self._produce_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[int]]]] = {}
+        # Delayed fetch: futures woken by any append or HW move of one of their partitions.
+        self._fetch_waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
+        self._isr_changes: set[TopicPartition] = set()
+        self._last_isr_change_ms = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self.fetchers: Any = None  # ReplicaFetcherManager, set by the server (it needs this object too)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._every(self.config.replica_lag_time_max_ms / 2000, self.shrink_isrs)),
+            asyncio.create_task(
+                self._every(self.config.replica_high_watermark_checkpoint_interval_ms / 1000, self.checkpoint_hw)
+            ),
+            asyncio.create_task(
+                self._every(self.config.isr_change_propagation_interval_ms / 1000, self.propagate_isr_changes)
+            ),
+            asyncio.create_task(self._every(1.0, self._maybe_flush_logs)),
+        ]
+
+    async def _every(self, interval_s: float, action: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                result = action()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception as exc:  # a periodic duty must survive one failure; it is logged
+                self._log.exception(
+                    "periodic_task_failed", task=getattr(action, "__name__", str(action)), error=str(exc)
+                )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._tasks = []
+        for waiters in self._produce_waiters.values():
+            for _, future in waiters:
+                if not future.done():
+                    future.set_exception(errors.NotLeaderForPartitionError("the broker is shutting down"))
+        self._produce_waiters.clear()
+        self.checkpoint_hw()
+
+    def checkpoint_hw(self) -> None:
+        self.logs.write_high_watermarks({tp: p.high_watermark for tp, p in self.partitions.items()})
+        self.logs.flush_checkpoints()
+
+    def _maybe_flush_logs(self) -> None:
+        for _, log in self.logs:
+            log.maybe_flush()
+
+    # ---------------------------------------------------------------- wake-ups
+
+    def _wake_fetchers(self, tp: TopicPartition) -> None:
+        waiters = self._fetch_waiters.pop(tp, None)
+        if waiters:
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+    def _complete_produces(self, partition: Partition) -> None:
+        waiters = self._produce_waiters.get(partition.tp)
+        if not waiters:
+            return
+        hw = partition.high_watermark
+        remaining = []
+        for required, future in waiters:
+            if future.done():
+                continue
+            if not partition.is_leader:
+                future.set_exception(errors.NotLeaderForPartitionError(f"{partition.tp}: leadership moved"))
+            elif hw >= required:
+                if len(partition.isr) < self._min_isr(partition.tp.topic):
+                    future.set_exception(
+                        errors.NotEnoughReplicasAfterAppendError(
+                            f"{partition.tp}: ISR {list(partition.isr)} shrank below min.insync.replicas "
+                            f"{self._min_isr(partition.tp.topic)} after the append"
+                        )
+                    )
+                else:
+                    future.set_result(hw)
+            else:
+                remaining.append((required, future))
+        if remaining:
+            self._produce_waiters[partition.tp] = remaining
+        else:
+            del self._produce_waiters[partition.tp]
+
+    def _hw_moved(self, partition: Partition) -> None:
+        self._complete_produces(partition)
+        self._wake_fetchers(partition.tp)
+
+    def _min_isr(self, topic: str) -> int:
+        raw = self.topic_configs.get(topic, {}).get("min.insync.replicas")
+        return int(raw) if raw is not None else self.config.min_insync_replicas
+
+    # ---------------------------------------------------------------- LeaderAndIsr / StopReplica
+
+    async def _topic_config(self, topic: str) -> dict[str, str]:
+        cached = self.topic_configs.get(topic)
+        if cached is not None:
+            return cached
+        try:
+            data, _ = await self.zk.get(topic_config_path(topic))
+            overrides = decode_config(data)
+        except NoNodeError:
+            overrides = {}
+        self.topic_configs[topic] = overrides
+        return overrides
+
+    async def become_leader_or_follower(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
+        if request.controller_epoch < self.controller_epoch:
+            self._log.warning(
+                "stale_controller_epoch",
+                request="LeaderAndIsr",
+                controller_id=request.controller_id,
+                epoch=request.controller_epoch,
+                known=self.controller_epoch,
+            )
+            return pb.LeaderAndIsrResponse(error_code=errors.StaleControllerEpochError.code)
+        self.controller_epoch = request.controller_epoch
+        response = pb.LeaderAndIsrResponse()
+        new_followers: dict[TopicPartition, int] = {}
+        stopped_following: list[TopicPartition] = []
+        clock = now_ms()
+        for state in request.partition_states:
+            tp = TopicPartition(state.topic_name, state.partition_index)
+            error = await self._apply_partition_state(tp, state, request, clock, new_followers, stopped_following)
+            response.partition_errors.append(
+                pb.PartitionError(topic_name=tp.topic, partition_index=tp.partition, error_code=error)
+            )
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions(stopped_following)
+            addresses = {leader.broker_id: f"{leader.host_name}:{leader.port}" for leader in request.live_leaders}
+            self.fetchers.add_partitions(new_followers, addresses)
+        return response
+
+    async def _apply_partition_state(
+        self,
+        tp: TopicPartition,
+        state: pb.LeaderAndIsrPartitionState,
+        request: pb.LeaderAndIsrRequest,
+        clock: int,
+        new_followers: dict[TopicPartition, int],
+        stopped_following: list[TopicPartition],
+    ) -> int:
+        if self.broker_id not in state.replicas:
+            return errors.UnknownTopicOrPartitionError.code
+        partition = self.partitions.get(tp)
+        if partition is not None and state.leader_epoch <= partition.leader_epoch:
+            self._state_change(
+                f"Ignoring LeaderAndIsr request from controller {request.controller_id} with correlation id 0 "
+                f"epoch {request.controller_epoch} for partition {tp} since its associated leader epoch "
+                f"{state.leader_epoch} is not higher than the current leader epoch {partition.leader_epoch}"
+            )
+            return errors.StaleControllerEpochError.code
+        if partition is None:
+            overrides = await self._topic_config(tp.topic)
+            log = self.logs.get_or_create(tp, log_config_for(self.config, overrides))
+            hw = min(self.logs.high_watermarks.get(tp, 0), log.log_end_offset)
+            partition = Partition(tp, self.broker_id, log, high_watermark=hw)
+            self.partitions[tp] = partition
+        isr, replicas = tuple(state.isr), tuple(state.replicas)
+        partition.controller_epoch = state.controller_epoch
+        if state.leader == self.broker_id:
+            partition.make_leader(state.leader_epoch, isr, replicas, state.zk_version, clock)
+            stopped_following.append(tp)
+            if partition.maybe_increment_hw():
+                self._hw_moved(partition)
+            self._state_change(
+                f"Leader {tp} starts at leader epoch {state.leader_epoch} from offset {partition.leo} "
+                f"with high watermark {partition.high_watermark}. Previous leader epoch was {state.leader_epoch - 1}."
+            )
+        else:
+            if partition.make_follower(state.leader, state.leader_epoch, isr, replicas, state.zk_version):
+                new_followers[tp] = state.leader
+            # A demoted leader's waiting produces can no longer succeed here.
+            self._complete_produces(partition)
+            self._wake_fetchers(tp)
+            self._state_change(
+                f"Follower {tp} starts at leader epoch {state.leader_epoch} from offset {partition.leo} "
+                f"with high watermark {partition.high_watermark}. Current leader is {state.leader}."
+            )
+        return NONE
+
+    async def stop_replicas(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
+        if request.controller_epoch < self.controller_epoch:
+            return pb.StopReplicaResponse(error_code=errors.StaleControllerEpochError.code)
+        self.controller_epoch = request.controller_epoch
+        response = pb.StopReplicaResponse()
+        stopped = []
+        for item in request.partitions:
+            tp = TopicPartition(item.topic_name, item.partition_index)
+            partition = self.partitions.get(tp)
+            error = NONE
+            if partition is not None and item.leader_epoch >= 0 and item.leader_epoch < partition.leader_epoch:
+                error = errors.FencedLeaderEpochError.code
+            else:
+                stopped.append(tp)
+                if partition is not None:
+                    partition.leader = -1
+                    self._complete_produces(partition)
+                    self._wake_fetchers(tp)
+                if item.delete_partition:
+                    self.partitions.pop(tp, None)
+                    self.logs.delete(tp)
+                    self.topic_configs.pop(tp.topic, None)
+            response.partition_errors.append(
+                pb.PartitionError(topic_name=tp.topic, partition_index=tp.partition, error_code=error)
+            )
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions(stopped)
+        return response
+
+    # ---------------------------------------------------------------- produce
+
+    async def produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+        acks = request.acks
+        response = pb.ProduceResponse()
+        waits: list[tuple[pb.PartitionProduceResponse, asyncio.Future[int], TopicPartition]] = []
+        for topic_data in request.topics:
+            topic_response = response.responses.add(name=topic_data.name)
+            for data in topic_data.partitions:
+                result = topic_response.partitions.add(index=data.index, base_offset=-1, log_append_time_ms=-1)
+                if acks not in (0, 1, -1):
+                    result.error_code = errors.InvalidRequiredAcksError.code
+                    continue
+                tp = TopicPartition(topic_data.name, data.index)
+                future = self._append_as_leader(tp, data.records, acks, result)
+                if future is not None:
+                    waits.append((result, future, tp))
+        if waits:
+            await self._await_produces(waits, request.timeout_ms)
+        return response
+
+    def _append_as_leader(
+        self, tp: TopicPartition, records: bytes, acks: int, result: pb.PartitionProduceResponse
+    ) -> asyncio.Future[int] | None:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            result.error_code = errors.UnknownTopicOrPartitionError.code
+            result.error_message = f"This server does not host {tp}."
+            return None
+        if not partition.is_leader:
+            result.error_code = errors.NotLeaderForPartitionError.code
+            result.error_message = f"This server is not the leader for {tp}."
+            return None
+        if acks == -1 and len(partition.isr) < self._min_isr(tp.topic):
+            result.error_code = errors.NotEnoughReplicasError.code
+            result.error_message = (
+                f"The size of the current ISR {list(partition.isr)} is insufficient to satisfy the min.isr "
+                f"requirement of {self._min_isr(tp.topic)} for partition {tp}"
+            )
+            return None
+        log = partition.log
+        try:
+            first, last = log.append(bytearray(records), partition.leader_epoch)
+        except CorruptRecordError as exc:
+            result.error_code = errors.CorruptRecordError.code
+            result.error_message = f"{tp}: {exc}"
+            return None
+        except RecordsError as exc:
+            result.error_code = errors.InvalidRecordError.code
+            result.error_message = f"{tp}: {exc}"
+            return None
+        except LogError as exc:
+            result.error_code = exc.error_code
+            result.error_message = str(exc)
+            return None
+        result.base_offset = first
+        result.log_start_offset = log.log_start_offset
+        if partition.maybe_increment_hw():
+            self._complete_produces(partition)
+        self._wake_fetchers(tp)
+        if acks != -1 or partition.high_watermark > last:
+            return None
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._produce_waiters.setdefault(tp, []).append((last + 1, future))
+        return future
+
+    async def _await_produces(
+        self,
+        waits: list[tuple[pb.PartitionProduceResponse, asyncio.Future[int], TopicPartition]],
+        timeout_ms: int,
+    ) -> None:
+        futures = [future for _, future, _ in waits]
+        timeout = timeout_ms / 1000 if timeout_ms > 0 else self.config.request_timeout_ms / 1000
+        await asyncio.wait(futures, timeout=timeout)
+        for result, future, tp in waits:
+            if not future.done():
+                future.cancel()
+                result.error_code = errors.RequestTimedOutError.code
+                result.error_message = f"{tp}: the ISR did not acknowledge offset {result.base_offset} in time"
+            elif future.exception() is not None:
+                exc = future.exception()
+                assert isinstance(exc, errors.KafkaError)
+                result.error_code = exc.code
+                result.error_message = str(exc)
+
+    # ---------------------------------------------------------------- fetch
+
+    async def fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
+        replica_id = request.replica_id
+        is_follower = replica_id >= 0
+        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+        max_bytes = request.max_bytes if request.max_bytes > 0 else MAX_RESPONSE_BYTES
+        max_bytes = min(max_bytes, MAX_RESPONSE_BYTES)
+        while True:
+            response, total, errored = self._read(request, replica_id, is_follower, max_bytes)
+            remaining = deadline - time.monotonic()
+            if total >= max(request.min_bytes, 1) or errored or remaining <= 0:
+                return response
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            for topic in request.topics:
+                for item in topic.partitions:
+                    self._fetch_waiters.setdefault(TopicPartition(topic.topic, item.partition), []).append(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                self._drop_waiter(request, waiter)
+
+    def _drop_waiter(self, request: pb.FetchRequest, waiter: asyncio.Future[None]) -> None:
+        for topic in request.topics:
+            for item in topic.partitions:
+                tp = TopicPartition(topic.topic, item.partition)
+                waiters = self._fetch_waiters.get(tp)
+                if waiters and waiter in waiters:
+                    waiters.remove(waiter)
+                    if not waiters:
+                        del self._fetch_waiters[tp]
+
+    def _read(
+        self, request: pb.FetchRequest, replica_id: int, is_follower: bool, max_bytes: int
+    ) -> tuple[pb.FetchResponse, int, bool]:
+        response = pb.FetchResponse()
+        total = 0
+        errored = False
+        clock = now_ms()
+        for topic in request.topics:
+            topic_response = response.responses.add(topic=topic.topic)
+            for item in topic.partitions:
+                out = topic_response.partitions.add(partition=item.partition, high_watermark=-1, log_start_offset=-1)
+                tp = TopicPartition(topic.topic, item.partition)
+                partition = self.partitions.get(tp)
+                error = self._check_fetchable(partition, item, replica_id)
+                if error != NONE:
+                    out.error_code = error
+                    errored = True
+                    continue
+                assert partition is not None
+                log = partition.log
+                if is_follower and partition.update_follower(replica_id, item.fetch_offset, clock):
+                    self._hw_moved(partition)
+                if is_follower:
+                    self._maybe_expand_isr(partition)
+                limit = min(item.partition_max_bytes or max_bytes, max_bytes - total)
+                try:
+                    found = log.read_slice(
+                        item.fetch_offset,
+                        max(limit, 0),
+                        min_one_batch=total == 0,
+                        max_offset=None if is_follower or replica_id == DEBUG_REPLICA_ID else partition.high_watermark,
+                    )
+                except LogError as exc:
+                    out.error_code = exc.error_code
+                    errored = True
+                    out.high_watermark = partition.high_watermark
+                    out.log_start_offset = log.log_start_offset
+                    out.log_end_offset = log.log_end_offset
+                    continue
+                out.high_watermark = partition.high_watermark
+                out.last_stable_offset = partition.high_watermark
+                out.log_start_offset = log.log_start_offset
+                out.log_end_offset = log.log_end_offset
+                if found is not None and found.length > 0:
+                    out.records = found.read()
+                    total += found.length
+        return response, total, errored
+
+    def _check_fetchable(self, partition: Partition | None, item: pb.FetchPartition, replica_id: int) -> int:
+        if partition is None:
+            return errors.UnknownTopicOrPartitionError.code
+        if not partition.is_leader and replica_id != DEBUG_REPLICA_ID:
+            return errors.NotLeaderForPartitionError.code
+        if item.current_leader_epoch >= 0:
+            if item.current_leader_epoch < partition.leader_epoch:
+                return errors.FencedLeaderEpochError.code
+            if item.current_leader_epoch > partition.leader_epoch:
+                return errors.UnknownLeaderEpochError.code
+        if replica_id >= 0 and replica_id not in partition.replicas:
+            return errors.NotLeaderForPartitionError.code  # Kafka: the replica is not assigned here
+        return NONE
+
+    # ---------------------------------------------------------------- offsets
+
+    def list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
+        response = pb.ListOffsetsResponse()
+        for topic in request.topics:
+            topic_response = response.topics.add(name=topic.name)
+            for item in topic.partitions:
+                out = topic_response.partitions.add(partition_index=item.partition_index, timestamp=-1, offset=-1)
+                partition = self.partitions.get(TopicPartition(topic.name, item.partition_index))
+                if partition is None:
+                    out.error_code = errors.UnknownTopicOrPartitionError.code
+                    continue
+                if not partition.is_leader and request.replica_id != DEBUG_REPLICA_ID:
+                    out.error_code = errors.NotLeaderForPartitionError.code
+                    continue
+                log = partition.log
+                out.leader_epoch = partition.leader_epoch
+                if item.timestamp == EARLIEST_TIMESTAMP:
+                    out.offset = log.log_start_offset
+                elif item.timestamp == LATEST_TIMESTAMP:
+                    out.offset = (
+                        log.log_end_offset if request.replica_id != CONSUMER_REPLICA_ID else partition.high_watermark
+                    )
+                else:
+                    found = log.offset_for_timestamp(item.timestamp)
+                    if found is not None and found[0] < partition.high_watermark:
+                        out.offset, out.timestamp = found
+        return response
+
+    def offset_for_leader_epoch(self, request: pb.OffsetForLeaderEpochRequest) -> pb.OffsetForLeaderEpochResponse:
+        response = pb.OffsetForLeaderEpochResponse()
+        for topic in request.topics:
+            topic_response = response.topics.add(topic=topic.topic)
+            for item in topic.partitions:
+                out = topic_response.partitions.add(partition=item.partition, leader_epoch=-1, end_offset=-1)
+                partition = self.partitions.get(TopicPartition(topic.topic, item.partition))
+                if partition is None:
+                    out.error_code = errors.UnknownTopicOrPartitionError.code
+                elif not partition.is_leader:
+                    out.error_code = errors.NotLeaderForPartitionError.code
+                elif item.current_leader_epoch >= 0 and item.current_leader_epoch < partition.leader_epoch:
+                    out.error_code = errors.FencedLeaderEpochError.code
+                else:
+                    found = partition.log.leader_epoch_cache.end_offset_for(item.leader_epoch, partition.leo)
+                    out.leader_epoch, out.end_offset = found.leader_epoch, found.end_offset
+        return response
+
+    # ---------------------------------------------------------------- follower side
+
+    def append_as_follower(self, tp: TopicPartition, records: bytes, leader_hw: int) -> None:
+        partition = self.partitions.get(tp)
+        if partition is None or partition.is_leader:
+            return
+        if records:
+            partition.log.append_as_follower(records)
+        new_hw = min(leader_hw, partition.leo)
+        if new_hw > partition.high_watermark:
+            partition.high_watermark = new_hw
+
+    # ---------------------------------------------------------------- ISR changes
+
+    def _maybe_expand_isr(self, partition: Partition) -> None:
+        if partition.isr_update_pending:
+            return
+        joining = partition.caught_up_followers_to_add()
+        if joining:
+            new_isr = tuple(sorted({*partition.isr, *joining}, key=partition.replicas.index))
+            self._start_isr_update(partition, new_isr, f"expanding ISR to add {joining}")
+
+    def shrink_isrs(self) -> None:
+        clock = now_ms()
+        lag = self.config.replica_lag_time_max_ms
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader or partition.isr_update_pending:
+                continue
+            lagging = partition.out_of_sync_followers(clock, lag)
+            if lagging:
+                new_isr = tuple(r for r in partition.isr if r not in lagging)
+                self._start_isr_update(partition, new_isr, f"shrinking ISR, out of sync replicas {lagging}")
+
+    def _start_isr_update(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        partition.isr_update_pending = True
+        task = asyncio.create_task(self._write_isr(partition, new_isr, why))
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    async def _write_isr(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        """Conditional write of the state znode; on success the local ISR changes (Kafka's updateIsr)."""
+        tp, epoch = partition.tp, partition.leader_epoch
+        state = PartitionState(
+            leader=self.broker_id, leader_epoch=epoch, isr=new_isr, controller_epoch=partition.controller_epoch
+        )
+        path = partition_state_path(tp.topic, tp.partition)
+        try:
+            stat = await self.zk.set(path, encode_partition_state(state), version=partition.zk_version)
+        except BadVersionError:
+            await self._reconcile_isr(partition, path)
+            return
+        except Exception as exc:
+            self._log.warning("isr_update_failed", topic=tp.topic, partition=tp.partition, error=str(exc))
+            partition.isr_update_pending = False
+            return
+        partition.isr_update_pending = False
+        if not partition.is_leader or partition.leader_epoch != epoch:
+            return  # leadership moved while writing; the controller's state wins
+        old = partition.isr
+        partition.isr = new_isr
+        partition.zk_version = stat.version
+        self._log.info(
+            "isr_changed", topic=tp.topic, partition=tp.partition, old_isr=list(old), new_isr=list(new_isr), why=why
+        )
+        self._isr_changes.add(tp)
+        self._last_isr_change_ms = now_ms()
+        if partition.maybe_increment_hw():
+            self._hw_moved(partition)
+        else:
+            self._complete_produces(partition)  # a shrink may make waiting acks=all fail or succeed
+
+    async def _reconcile_isr(self, partition: Partition, path: str) -> None:
+        """The znode moved under us: adopt it if it is our own epoch's state, else wait for the controller."""
+        try:
+            data, stat = await self.zk.get(path)
+            current = decode_partition_state(partition.tp.topic, partition.tp.partition, data)
+        except Exception as exc:
+            self._log.warning("isr_reconcile_failed", topic=partition.tp.topic, error=str(exc))
+            partition.isr_update_pending = False
+            return
+        if current.leader == self.broker_id and current.leader_epoch == partition.leader_epoch:
+            partition.isr = tuple(current.isr)
+            partition.zk_version = stat.version
+        self._log.info(
+            "isr_update_skipped_zk_version_moved",
+            topic=partition.tp.topic,
+            partition=partition.tp.partition,
+            zk_leader_epoch=current.leader_epoch,
+        )
+        partition.isr_update_pending = False
+
+    async def propagate_isr_changes(self) -> None:
+        """One `/isr_change_notification/isr_change_N` listing the partitions whose ISR changed."""
+        if not self._isr_changes:
+            return
+        changed, self._isr_changes = self._isr_changes, set()
+        try:
+            await self.zk.create(
+                ISR_CHANGE_NOTIFICATION_PATH + "/isr_change_", encode_isr_change(sorted(changed)), sequence=True
+            )
+        except NoNodeError:
+            await self.zk.ensure_path(ISR_CHANGE_NOTIFICATION_PATH)
+            self._isr_changes |= changed
+        except Exception:
+            self._isr_changes |= changed
+            raise

@@ -1,0 +1,239 @@
+"""`zkraft broker start`: one broker process (Kafka's `KafkaServer.startup` / `shutdown` order).
+
+Start-up: open the logs (recovering after a crash), connect to the quorum as
+a ZooKeeper client, read or create the cluster id, start the gRPC service,
+register `/brokers/ids/<id>` (ephemeral, Kafka's JSON; its czxid is the
+broker epoch), start the controller elector. A previous registration of the
+same id that is still held by a dead session is waited out (bounded by the
+session timeout), so a broker restarted at once after SIGKILL rejoins.
+
+Shutdown (SIGTERM/SIGINT): stop the controller, stop fetchers and the
+service, close the ZooKeeper session (its ephemeral registration goes with
+it), close the logs cleanly (checkpoints and the clean-shutdown marker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import grpc
+import structlog
+
+from broker.admin_manager import AdminManager
+from broker.config import BrokerConfig
+from broker.log import LogConfig
+from broker.log_manager import LogManager
+from broker.metadata_cache import MetadataCache
+from broker.replica_fetcher import ReplicaFetcherManager
+from broker.replica_manager import ReplicaManager
+from broker.service import BrokerService
+from client.aio import AsyncZkClient
+from client.exceptions import NodeExistsError, NoNodeError
+from client.json_logging import configure_logging
+from client.kafka_znodes import (
+    BROKER_IDS_PATH,
+    CLUSTER_ID_PATH,
+    BrokerRegistration,
+    EndPoint,
+    broker_path,
+    decode_cluster_id,
+    encode_broker,
+    encode_cluster_id,
+)
+from zkraft_proto import broker_pb2_grpc
+
+# gRPC messages carry whole fetch responses and produce requests.
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 128 * 1024 * 1024),
+    ("grpc.max_send_message_length", 128 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+]
+
+
+class BrokerStartupError(Exception):
+    """The broker cannot start: one line for the operator."""
+
+
+def default_log_config(config: BrokerConfig) -> LogConfig:
+    return LogConfig(
+        segment_bytes=config.log_segment_bytes,
+        segment_ms=config.segment_ms,
+        index_interval_bytes=config.log_index_interval_bytes,
+        max_message_bytes=config.message_max_bytes,
+        flush_interval_messages=config.log_flush_interval_messages,
+        flush_interval_ms=config.log_flush_interval_ms,
+    )
+
+
+async def ensure_cluster_id(zk: AsyncZkClient) -> str:
+    """The cluster id from `/cluster/id`, created (a random base64 UUID, as Kafka's) by the first broker."""
+    try:
+        data, _ = await zk.get(CLUSTER_ID_PATH)
+        return decode_cluster_id(data)
+    except NoNodeError:
+        pass
+    candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    try:
+        await zk.create(CLUSTER_ID_PATH, encode_cluster_id(candidate), makepath=True)
+        return candidate
+    except NodeExistsError:
+        data, _ = await zk.get(CLUSTER_ID_PATH)
+        return decode_cluster_id(data)
+
+
+async def register_broker(zk: AsyncZkClient, config: BrokerConfig, log: Any) -> int:
+    """Creates the ephemeral `/brokers/ids/<id>`; returns its czxid (the broker epoch)."""
+    registration = BrokerRegistration(
+        broker_id=config.broker_id,
+        endpoints=(EndPoint(config.host, config.port, "PLAINTEXT", "PLAINTEXT"),),
+        rack=config.rack or None,
+        timestamp_ms=time.time_ns() // 1_000_000,
+    )
+    data = encode_broker(registration)
+    path = broker_path(config.broker_id)
+    await zk.ensure_path(BROKER_IDS_PATH)
+    deadline = time.monotonic() + config.zookeeper_session_timeout_ms / 1000 * 2 + 5
+    announced = False
+    while True:
+        try:
+            await zk.create(path, data, ephemeral=True)
+            break
+        except NodeExistsError:
+            stat = await zk.exists(path)
+            if stat is not None and stat.ephemeralOwner == zk.client_id[0]:
+                break
+            if time.monotonic() > deadline:
+                raise BrokerStartupError(
+                    f"broker id {config.broker_id} is registered at {path} by another live broker"
+                ) from None
+            if not announced:
+                log.info("waiting_for_previous_registration_to_expire", path=path)
+                announced = True
+            await _wait_deleted(zk, path, deadline)
+    stat = await zk.exists(path)
+    assert stat is not None
+    log.info("broker_registered", path=path, broker_epoch=stat.czxid, address=config.address)
+    return stat.czxid
+
+
+async def _wait_deleted(zk: AsyncZkClient, path: str, deadline: float) -> None:
+    gone = asyncio.Event()
+
+    def on_event(event: Any) -> None:
+        gone.set()
+
+    if await zk.exists(path, watch=on_event) is None:
+        return
+    try:
+        await asyncio.wait_for(gone.wait(), max(0.1, deadline - time.monotonic()))
+    except TimeoutError:
+        pass
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.log = structlog.get_logger("zkraft.broker").bind(broker=config.broker_id)
+        self.zk: AsyncZkClient | None = None
+        self.server: grpc.aio.Server | None = None
+        self.controller: Any = None
+        self.replicas: ReplicaManager | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.logs: LogManager | None = None
+
+    async def start(self) -> None:
+        config = self.config
+        self.logs = LogManager(config.directories, default_log_config(config), self.log)
+        self.zk = zk = AsyncZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms)
+        try:
+            await zk.start(timeout=config.zookeeper_connection_timeout_ms / 1000)
+        except Exception as exc:
+            raise BrokerStartupError(f"cannot reach the quorum at {config.zookeeper_connect}: {exc}") from None
+        cluster_id = await ensure_cluster_id(zk)
+        state_change = _state_change_logger(config)
+        self.replicas = replicas = ReplicaManager(
+            config, self.logs, zk, self.log, state_change=lambda m: state_change.broker(m) if state_change else None
+        )
+        self.fetchers = replicas.fetchers = ReplicaFetcherManager(config, replicas, self.log)
+        metadata = MetadataCache(config.broker_id, cluster_id)
+        admin = AdminManager(config, zk, metadata, self.log)
+        service = BrokerService(replicas, metadata, admin, self.log)
+        self.server = grpc.aio.server(options=GRPC_OPTIONS)
+        broker_pb2_grpc.add_BrokerServicer_to_server(service, self.server)
+        try:
+            port = self.server.add_insecure_port(config.address)
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            raise BrokerStartupError(f"cannot listen on {config.address} (port in use?)")
+        await self.server.start()
+        replicas.start()
+        broker_epoch = await register_broker(zk, config, self.log)
+        self.controller = _make_controller(config, zk, broker_epoch, state_change, self.log)
+        service.controller = self.controller
+        if self.controller is not None:
+            await self.controller.startup()
+        self.log.info(
+            "broker_started",
+            address=config.address,
+            cluster_id=cluster_id,
+            log_dirs=[str(d) for d in config.directories],
+        )
+
+    async def stop(self) -> None:
+        self.log.info("broker_stopping")
+        if self.controller is not None:
+            await self.controller.shutdown()
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        if self.zk is not None:
+            await self.zk.stop()  # the registration (ephemeral) goes with the session
+        if self.server is not None:
+            await self.server.stop(grace=1.0)
+        if self.replicas is not None:
+            await self.replicas.stop()
+        if self.logs is not None:
+            self.logs.close()
+        self.log.info("broker_stopped")
+
+
+def _state_change_logger(config: BrokerConfig) -> Any:
+    try:
+        from broker.state_change_log import StateChangeLogger
+    except ImportError:
+        return None
+    return StateChangeLogger(Path(config.directories[0]) / "state-change.log", config.broker_id)
+
+
+def _make_controller(config: BrokerConfig, zk: AsyncZkClient, broker_epoch: int, state_change: Any, log: Any) -> Any:
+    try:
+        from broker.controller.controller import KafkaController
+    except ImportError:
+        log.warning("controller_not_available")
+        return None
+    return KafkaController(config, zk, broker_epoch, state_change, log)
+
+
+async def run(config: BrokerConfig, stop: asyncio.Event | None = None) -> int:
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    broker = Broker(config)
+    try:
+        await broker.start()
+        await stop.wait()
+    finally:
+        await broker.stop()
+    return 0
+
+
+def serve(config: BrokerConfig) -> int:
+    configure_logging()
+    return asyncio.run(run(config))

@@ -1,0 +1,95 @@
+"""The broker's gRPC service: each RPC hands its request to the part that owns it.
+
+Data requests go to the replica manager, Metadata to the metadata cache,
+admin requests to the admin manager, controller requests are fenced by
+controller epoch there. A request that fails unexpectedly answers
+UNKNOWN_SERVER_ERROR through gRPC's INTERNAL status with one line, and the
+broker logs the traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from client import kafka_errors as errors
+from zkraft_proto import broker_pb2 as pb
+from zkraft_proto import broker_pb2_grpc
+
+
+class BrokerService(broker_pb2_grpc.BrokerServicer):
+    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, admin: Any, logger: Any) -> None:
+        self._replicas = replicas
+        self._metadata = metadata
+        self._admin = admin
+        self._log = logger
+        self.controller: Any = None  # the KafkaController, for ControlledShutdown (set by the server)
+
+    async def Produce(self, request: pb.ProduceRequest, context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
+        return await self._replicas.produce(request)
+
+    async def Fetch(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext) -> pb.FetchResponse:
+        return await self._replicas.fetch(request)
+
+    async def ListOffsets(
+        self, request: pb.ListOffsetsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListOffsetsResponse:
+        return self._replicas.list_offsets(request)
+
+    async def Metadata(self, request: pb.MetadataRequest, context: grpc.aio.ServicerContext) -> pb.MetadataResponse:
+        topics = None if request.all_topics else list(request.topics)
+        if topics and request.allow_auto_topic_creation and self._admin is not None:
+            missing = [t for t in topics if not self._metadata.contains(t)]
+            if missing:
+                await self._admin.auto_create(missing)
+        return self._metadata.metadata(topics)
+
+    async def OffsetForLeaderEpoch(
+        self, request: pb.OffsetForLeaderEpochRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OffsetForLeaderEpochResponse:
+        return self._replicas.offset_for_leader_epoch(request)
+
+    async def CreateTopics(
+        self, request: pb.CreateTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateTopicsResponse:
+        return await self._admin.create_topics(request)
+
+    async def CreatePartitions(
+        self, request: pb.CreatePartitionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreatePartitionsResponse:
+        return await self._admin.create_partitions(request)
+
+    async def DeleteTopics(
+        self, request: pb.DeleteTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteTopicsResponse:
+        return await self._admin.delete_topics(request)
+
+    async def LeaderAndIsr(
+        self, request: pb.LeaderAndIsrRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LeaderAndIsrResponse:
+        return await self._replicas.become_leader_or_follower(request)
+
+    async def UpdateMetadata(
+        self, request: pb.UpdateMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpdateMetadataResponse:
+        if request.controller_epoch < self._metadata.controller_epoch:
+            return pb.UpdateMetadataResponse(error_code=errors.StaleControllerEpochError.code)
+        self._metadata.update(request)
+        self._replicas.controller_epoch = max(self._replicas.controller_epoch, request.controller_epoch)
+        return pb.UpdateMetadataResponse()
+
+    async def StopReplica(
+        self, request: pb.StopReplicaRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StopReplicaResponse:
+        return await self._replicas.stop_replicas(request)
+
+    async def ControlledShutdown(
+        self, request: pb.ControlledShutdownRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ControlledShutdownResponse:
+        handler = getattr(self.controller, "controlled_shutdown", None)
+        if handler is None or not getattr(self.controller, "is_active", False):
+            return pb.ControlledShutdownResponse(error_code=errors.NotControllerError.code)
+        return await handler(request)
