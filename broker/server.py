@@ -39,14 +39,17 @@ from client.json_logging import configure_logging
 from client.kafka_znodes import (
     BROKER_IDS_PATH,
     CLUSTER_ID_PATH,
+    CONTROLLER_PATH,
     BrokerRegistration,
     EndPoint,
     broker_path,
+    decode_broker,
     decode_cluster_id,
+    decode_controller,
     encode_broker,
     encode_cluster_id,
 )
-from zkraft_proto import broker_pb2_grpc
+from zkraft_proto import broker_pb2, broker_pb2_grpc
 
 # gRPC messages carry whole fetch responses and produce requests.
 GRPC_OPTIONS = [
@@ -146,6 +149,7 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.logs: LogManager | None = None
+        self.broker_epoch = -1
 
     async def start(self) -> None:
         config = self.config
@@ -174,7 +178,7 @@ class Broker:
             raise BrokerStartupError(f"cannot listen on {config.address} (port in use?)")
         await self.server.start()
         replicas.start()
-        broker_epoch = await register_broker(zk, config, self.log)
+        self.broker_epoch = broker_epoch = await register_broker(zk, config, self.log)
         self.controller = _make_controller(config, zk, broker_epoch, state_change, self.log)
         service.controller = self.controller
         if self.controller is not None:
@@ -186,8 +190,49 @@ class Broker:
             log_dirs=[str(d) for d in config.directories],
         )
 
+    async def controlled_shutdown(self) -> bool:
+        """Asks the controller to move this broker's leaderships away first (Kafka's controlledShutdown).
+
+        Retried `controlled.shutdown.max.retries` times; True when the controller
+        reported nothing left. Shutdown goes on either way, as in Kafka.
+        """
+        config, zk = self.config, self.zk
+        if not config.controlled_shutdown_enable or zk is None or not zk.connected:
+            return False
+        request = broker_pb2.ControlledShutdownRequest(broker_id=config.broker_id, broker_epoch=self.broker_epoch)
+        for attempt in range(config.controlled_shutdown_max_retries + 1):
+            if attempt:
+                await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+            address = await _controller_address(zk)
+            if address is None:
+                continue
+            try:
+                async with grpc.aio.insecure_channel(address) as channel:
+                    response = await broker_pb2_grpc.BrokerStub(channel).ControlledShutdown(
+                        request, timeout=config.controller_socket_timeout_ms / 1000
+                    )
+            except grpc.aio.AioRpcError as exc:
+                self.log.info("controlled_shutdown_attempt_failed", attempt=attempt + 1, code=exc.code().name)
+                continue
+            remaining = [f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions]
+            if response.error_code == 0 and not remaining:
+                self.log.info("controlled_shutdown_succeeded", attempts=attempt + 1)
+                return True
+            self.log.info(
+                "controlled_shutdown_incomplete",
+                attempt=attempt + 1,
+                error_code=response.error_code,
+                remaining=remaining,
+            )
+        self.log.warning("controlled_shutdown_failed", retries=config.controlled_shutdown_max_retries)
+        return False
+
     async def stop(self) -> None:
         self.log.info("broker_stopping")
+        try:
+            await self.controlled_shutdown()
+        except Exception as exc:  # shutdown must go on
+            self.log.warning("controlled_shutdown_error", error=str(exc))
         if self.controller is not None:
             await self.controller.shutdown()
         if self.fetchers is not None:
@@ -201,6 +246,21 @@ class Broker:
         if self.logs is not None:
             self.logs.close()
         self.log.info("broker_stopped")
+
+
+async def _controller_address(zk: AsyncZkClient) -> str | None:
+    """host:port of the broker named in /controller, or None while there is none."""
+    try:
+        data, _ = await zk.get(CONTROLLER_PATH)
+        controller = decode_controller(data).broker_id
+        data, _ = await zk.get(broker_path(controller))
+    except NoNodeError:
+        return None
+    registration = decode_broker(controller, data)
+    endpoint = registration.plaintext_endpoint()
+    if endpoint is None or endpoint.host is None:
+        return None
+    return f"{endpoint.host}:{endpoint.port}"
 
 
 def _state_change_logger(config: BrokerConfig) -> Any:

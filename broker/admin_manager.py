@@ -1,0 +1,199 @@
+"""CreateTopics, CreatePartitions and DeleteTopics on any broker (Kafka's `AdminManager`, ZooKeeper mode).
+
+The broker writes the same znodes `zkraft topics --zookeeper` writes (the
+planners of client.topic_admin decide them); the controller, watching
+`/brokers/topics` and `/admin/delete_topics`, does the rest. With a
+`timeout_ms` the answer waits until this broker's metadata shows a leader for
+every new partition, so a client may produce right after.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.metadata_cache import MetadataCache
+from client import kafka_errors as errors
+from client.aio import AsyncZkClient
+from client.assignment import AdminOperationError, BrokerMetadata, RackAwareMode, broker_metadatas
+from client.exceptions import NodeExistsError, NoNodeError
+from client.kafka_znodes import (
+    BROKER_IDS_PATH,
+    TOPICS_PATH,
+    decode_broker,
+    decode_topic,
+    delete_topic_path,
+    topic_path,
+)
+from client.topic_admin import plan_partition_addition, plan_topic_creation
+from zkraft_proto import broker_pb2 as pb
+
+
+def _error_of(exc: Exception) -> tuple[int, str]:
+    if isinstance(exc, errors.KafkaError):
+        return exc.code, str(exc)
+    if isinstance(exc, AdminOperationError):
+        return errors.InvalidReplicaAssignmentError.code, str(exc)
+    return errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+
+
+class AdminManager:
+    def __init__(self, config: BrokerConfig, zk: AsyncZkClient, metadata: MetadataCache, logger: Any) -> None:
+        self.config = config
+        self.zk = zk
+        self.metadata = metadata
+        self._log = logger
+
+    async def _live_brokers(self) -> list[BrokerMetadata]:
+        racks: dict[int, str | None] = {}
+        for child in await self.zk.get_children(BROKER_IDS_PATH):
+            if not child.isdigit():
+                continue
+            try:
+                data, _ = await self.zk.get(f"{BROKER_IDS_PATH}/{child}")
+            except NoNodeError:
+                continue
+            racks[int(child)] = decode_broker(int(child), data).rack
+        return broker_metadatas(racks, RackAwareMode.SAFE)
+
+    async def _existing_topics(self) -> list[str]:
+        try:
+            return sorted(await self.zk.get_children(TOPICS_PATH))
+        except NoNodeError:
+            return []
+
+    async def _write(self, znodes: list[tuple[str, bytes]], topic: str) -> None:
+        (config_path, config_data), (assignment_path, assignment_data) = znodes
+        try:
+            await self.zk.set(config_path, config_data)
+        except NoNodeError:
+            try:
+                await self.zk.create(config_path, config_data, makepath=True)
+            except NodeExistsError:
+                await self.zk.set(config_path, config_data)
+        try:
+            await self.zk.create(assignment_path, assignment_data, makepath=True)
+        except NodeExistsError:
+            raise errors.TopicAlreadyExistsError(f"Topic '{topic}' already exists.") from None
+
+    async def create_topics(self, request: pb.CreateTopicsRequest) -> pb.CreateTopicsResponse:
+        response = pb.CreateTopicsResponse()
+        created: dict[str, int] = {}
+        brokers = await self._live_brokers()
+        existing = await self._existing_topics()
+        for topic in request.topics:
+            result = response.topics.add(name=topic.name)
+            try:
+                assignment = (
+                    {a.partition_index: list(a.broker_ids) for a in topic.assignments} if topic.assignments else None
+                )
+                if assignment is None:
+                    partitions = topic.num_partitions if topic.num_partitions != -1 else self.config.num_partitions
+                    factor = (
+                        topic.replication_factor
+                        if topic.replication_factor != -1
+                        else self.config.default_replication_factor
+                    )
+                else:
+                    partitions = factor = None
+                plan = plan_topic_creation(
+                    topic.name,
+                    partitions=partitions,
+                    replication_factor=factor,
+                    replica_assignment=assignment,
+                    configs=dict(topic.configs),
+                    brokers=brokers,
+                    existing_topics=existing,
+                )
+                if not request.validate_only:
+                    await self._write(plan.znodes, topic.name)
+                    created[topic.name] = len(plan.assignment)
+                    existing.append(topic.name)
+                    self._log.info("topic_created", topic=topic.name, assignment=plan.assignment)
+            except Exception as exc:
+                result.error_code, result.error_message = _error_of(exc)
+        if created and request.timeout_ms > 0:
+            await self._wait_for_leaders(created, request.timeout_ms)
+        return response
+
+    async def auto_create(self, topics: list[str]) -> None:
+        """Metadata for unknown topics with auto.create.topics.enable: create them with the defaults."""
+        if not self.config.auto_create_topics_enable:
+            return
+        request = pb.CreateTopicsRequest(
+            topics=[pb.CreatableTopic(name=t, num_partitions=-1, replication_factor=-1) for t in topics],
+            timeout_ms=min(self.config.request_timeout_ms, 5000),
+        )
+        response = await self.create_topics(request)
+        for result in response.topics:
+            if result.error_code not in (errors.NONE, errors.TopicAlreadyExistsError.code):
+                self._log.info("auto_create_failed", topic=result.name, error=result.error_message)
+
+    async def _wait_for_leaders(self, topics: dict[str, int], timeout_ms: int) -> None:
+        """Bounded wait until every new partition has a live leader in this broker's metadata."""
+
+        def ready() -> bool:
+            for name, count in topics.items():
+                for p in range(count):
+                    state = self.metadata.partition_state(name, p)
+                    if state is None or state.leader < 0 or state.leader not in self.metadata.brokers:
+                        return False
+            return True
+
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not ready() and time.monotonic() < deadline:
+            await self.metadata.wait_for_update(deadline - time.monotonic())
+
+    async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
+        response = pb.CreatePartitionsResponse()
+        brokers = await self._live_brokers()
+        grown: dict[str, int] = {}
+        for topic in request.topics:
+            result = response.results.add(name=topic.name)
+            try:
+                try:
+                    data, stat = await self.zk.get(topic_path(topic.name))
+                except NoNodeError:
+                    raise errors.UnknownTopicOrPartitionError(f"The topic '{topic.name}' does not exist.") from None
+                current = decode_topic(topic.name, data)
+                first_new = len(current.partitions)
+                new_assignment = (
+                    {first_new + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
+                    if topic.assignments
+                    else None
+                )
+                full, znode = plan_partition_addition(topic.name, current, topic.count, new_assignment, brokers)
+                if not request.validate_only:
+                    await self.zk.set(topic_path(topic.name), znode, version=stat.version)
+                    grown[topic.name] = len(full)
+            except Exception as exc:
+                result.error_code, result.error_message = _error_of(exc)
+                if isinstance(exc, AdminOperationError) and "increased" in str(exc):
+                    result.error_code = errors.InvalidPartitionsError.code
+        if grown and request.timeout_ms > 0:
+            await self._wait_for_leaders(grown, request.timeout_ms)
+        return response
+
+    async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
+        response = pb.DeleteTopicsResponse()
+        for name in request.topic_names:
+            result = response.responses.add(name=name)
+            if await self.zk.exists(topic_path(name)) is None:
+                result.error_code = errors.UnknownTopicOrPartitionError.code
+                result.error_message = f"Topic '{name}' does not exist."
+                continue
+            if not self.config.delete_topic_enable:
+                result.error_code = errors.TopicDeletionDisabledError.code
+                result.error_message = "Topic deletion is disabled."
+                continue
+            try:
+                await self.zk.create(delete_topic_path(name), b"", makepath=True)
+            except NodeExistsError:
+                pass  # already marked for deletion
+        deadline = time.monotonic() + request.timeout_ms / 1000
+        while request.timeout_ms > 0 and time.monotonic() < deadline:
+            if not any(self.metadata.contains(name) for name in request.topic_names):
+                break
+            await self.metadata.wait_for_update(deadline - time.monotonic())
+        return response

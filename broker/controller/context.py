@@ -1,0 +1,169 @@
+"""What the active controller knows (Kafka's `ControllerContext`, research/kafka.md §2.3).
+
+Touched only by the controller's event task. Built from the znodes at
+failover, then kept current by the events; reset when the controller
+resigns. Values are plain caches of ZooKeeper: the znodes stay the truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from broker.controller.election import LeaderAndIsr
+from broker.controller.states import INITIAL_PARTITION_STATE, INITIAL_REPLICA_STATE, PartitionState, ReplicaState
+from client.kafka_znodes import BrokerRegistration, EndPoint
+from client.structs import TopicPartition
+
+
+class PartitionReplica(NamedTuple):
+    """One replica of one partition (Kafka's `PartitionAndReplica`)."""
+
+    partition: TopicPartition
+    replica: int
+
+    def __str__(self) -> str:
+        # Kafka's PartitionAndReplica.toString, as the state-change log prints it.
+        return f"[Topic={self.partition.topic},Partition={self.partition.partition},Replica={self.replica}]"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBroker:
+    """A registered broker and its epoch: the czxid of its `/brokers/ids/<id>` znode (KIP-380)."""
+
+    registration: BrokerRegistration
+    epoch: int
+
+    @property
+    def broker_id(self) -> int:
+        return self.registration.broker_id
+
+    @property
+    def endpoint(self) -> EndPoint:
+        """The endpoint the controller and the other brokers use: the first PLAINTEXT one, else the first."""
+        plain = self.registration.plaintext_endpoint()
+        if plain is not None:
+            return plain
+        if not self.registration.endpoints:
+            raise ValueError(f"broker {self.broker_id} registered no endpoint")
+        return self.registration.endpoints[0]
+
+    @property
+    def host(self) -> str:
+        return self.endpoint.host or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return self.endpoint.port
+
+
+def tp_text(tp: TopicPartition) -> str:
+    """`t-0`: Kafka's TopicPartition.toString."""
+    return f"{tp.topic}-{tp.partition}"
+
+
+class ControllerContext:
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.epoch_zk_version = 0
+        self.live_brokers: dict[int, LiveBroker] = {}
+        # Brokers in controlled shutdown: still sent requests, no longer candidates (Kafka's shuttingDownBrokerIds).
+        self.shutting_down: set[int] = set()
+        # topic -> partition -> replicas in assignment order (the first is the preferred leader)
+        self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.leadership: dict[TopicPartition, LeaderAndIsr] = {}
+        self.partition_states: dict[TopicPartition, PartitionState] = {}
+        self.replica_states: dict[PartitionReplica, ReplicaState] = {}
+
+    # ---- brokers
+
+    @property
+    def live_broker_ids(self) -> frozenset[int]:
+        """Registered brokers, shutting down or not: who receives requests (Kafka's liveOrShuttingDownBrokerIds)."""
+        return frozenset(self.live_brokers)
+
+    @property
+    def online_broker_ids(self) -> frozenset[int]:
+        """Brokers that may lead or join an ISR: registered and not shutting down (Kafka's isReplicaOnline)."""
+        return frozenset(self.live_brokers) - self.shutting_down
+
+    def is_live(self, broker_id: int) -> bool:
+        return broker_id in self.live_brokers
+
+    def is_online(self, broker_id: int) -> bool:
+        return broker_id in self.live_brokers and broker_id not in self.shutting_down
+
+    def broker_epoch(self, broker_id: int) -> int:
+        broker = self.live_brokers.get(broker_id)
+        return broker.epoch if broker is not None else -1
+
+    def add_live_brokers(self, brokers: Iterable[LiveBroker]) -> None:
+        for broker in brokers:
+            self.live_brokers[broker.broker_id] = broker
+
+    def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
+        for broker_id in broker_ids:
+            self.live_brokers.pop(broker_id, None)
+            self.shutting_down.discard(broker_id)
+
+    # ---- topics and assignments
+
+    @property
+    def topics(self) -> frozenset[str]:
+        return frozenset(self.assignments)
+
+    def set_assignment(self, topic: str, partitions: Mapping[int, tuple[int, ...]]) -> None:
+        self.assignments.setdefault(topic, {}).update(partitions)
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return self.assignments.get(tp.topic, {}).get(tp.partition, ())
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t in sorted(self.assignments) for p in sorted(self.assignments[t])]
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in sorted(self.assignments.get(topic, {}))]
+
+    def remove_topic(self, topic: str) -> None:
+        for tp in self.partitions_of(topic):
+            self.leadership.pop(tp, None)
+            self.partition_states.pop(tp, None)
+            for replica in self.replicas(tp):
+                self.replica_states.pop(PartitionReplica(tp, replica), None)
+        self.assignments.pop(topic, None)
+
+    def replicas_of(self, partitions: Iterable[TopicPartition]) -> list[PartitionReplica]:
+        return [PartitionReplica(tp, r) for tp in partitions for r in self.replicas(tp)]
+
+    def replicas_on_brokers(self, broker_ids: Iterable[int]) -> list[PartitionReplica]:
+        wanted = set(broker_ids)
+        return [pr for pr in self.replicas_of(self.all_partitions()) if pr.replica in wanted]
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
+
+    def offline_replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas(tp) if r not in self.live_brokers)
+
+    # ---- partition and replica states
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState:
+        return self.partition_states.get(tp, INITIAL_PARTITION_STATE)
+
+    def replica_state(self, pr: PartitionReplica) -> ReplicaState:
+        return self.replica_states.get(pr, INITIAL_REPLICA_STATE)
+
+    def partitions_in(self, *states: PartitionState) -> list[TopicPartition]:
+        return [tp for tp in self.all_partitions() if self.partition_state(tp) in states]
+
+    def partitions_led_by(self, broker_ids: Iterable[int]) -> list[TopicPartition]:
+        wanted = set(broker_ids)
+        return [tp for tp in self.all_partitions() if (s := self.leadership.get(tp)) and s.leader in wanted]
+
+    def partitions_with_leaders(self) -> list[TopicPartition]:
+        return [tp for tp in self.all_partitions() if tp in self.leadership]
+
+    def reset(self) -> None:
+        """Forget everything (Kafka's `resetContext` on resignation)."""
+        self.__init__()  # type: ignore[misc]

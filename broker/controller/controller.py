@@ -1,0 +1,510 @@
+"""The Kafka controller: runs inside whichever broker wins `/controller` (research/kafka.md §2).
+
+One asyncio task consumes one queue of typed events (Kafka's
+ControllerEventManager, §2.1); all controller state is touched only there.
+ZooKeeper watch callbacks and the session listener only queue events; a
+one-shot watch is re-armed by the read the event's processing does.
+
+    controller = KafkaController(config, zk, broker_epoch, state_change_log, logger)
+    await controller.startup()
+    ...
+    await controller.shutdown()
+
+What is here: election and failover (§2.2, §2.3), broker start-up, failure
+and bounce (§2.4), topic creation and partition addition (§2.11), ISR change
+notifications (§2.16). Not yet: topic deletion, reassignment, preferred and
+auto leader election, controlled shutdown, log-dir events, BrokerModifications.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, assert_never
+
+import grpc
+
+from broker.config import BrokerConfig
+from broker.controller.channel import (
+    ControllerChannelManager,
+    RequestBatch,
+    controlled_shutdown_fields,
+    controlled_shutdown_response,
+)
+from broker.controller.context import ControllerContext, PartitionReplica
+from broker.controller.events import (
+    BrokerChange,
+    ControlledShutdown,
+    ControllerChange,
+    ControllerEvent,
+    Expire,
+    IsrChangeNotification,
+    PartitionModifications,
+    Reelect,
+    Startup,
+    TopicChange,
+)
+from broker.controller.state_machines import ElectionStrategy, PartitionStateMachine, ReplicaStateMachine
+from broker.controller.states import PartitionState, ReplicaState
+from broker.controller.zk_store import ControllerZkStore
+from broker.state_change_log import StateChangeLogger
+from client import kafka_znodes as kz
+from client.aio import AsyncZkClient
+from client.exceptions import SessionExpiredError
+from client.kafka_errors import (
+    BrokerNotAvailableError,
+    ControllerMovedError,
+    NotControllerError,
+    StaleBrokerEpochError,
+)
+from client.structs import TopicPartition
+from client.zk_states import EventType, WatchedEvent, ZkState
+
+# Bounded (STYLE 10). Identical queued events coalesce, so the queue holds at most a few events per topic.
+EVENT_QUEUE_MAX = 100_000
+
+
+class KafkaController:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        zk: AsyncZkClient,
+        broker_epoch: int,
+        state_change_log: StateChangeLogger,
+        logger: Any,
+        *,
+        clock: Callable[[], float] = time.time,
+        channel_factory: Callable[[str], grpc.aio.Channel] = grpc.aio.insecure_channel,
+    ) -> None:
+        self._config = config
+        self._id = config.broker_id
+        self._zk = zk
+        self.broker_epoch = broker_epoch
+        self._state_log = state_change_log
+        self._base_log = logger.bind(controller=config.broker_id)
+        self._log = self._base_log
+        self._clock = clock
+        self._channel_factory = channel_factory
+        self._store = ControllerZkStore(zk)
+        self._ctx = ControllerContext()
+        self._queue: asyncio.Queue[ControllerEvent] = asyncio.Queue(EVENT_QUEUE_MAX)
+        self._pending: set[ControllerEvent] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._channel: ControllerChannelManager | None = None
+        self._batch = RequestBatch()
+        self._active = False
+        self._active_controller_id = -1
+        self._session_lost = False
+        self._stopping = False
+        self._partitions = PartitionStateMachine(
+            self._id, self._ctx, self._store, lambda: self._batch, state_change_log,
+            config.unclean_leader_election_enable, self._base_log,
+        )  # fmt: skip
+        self._replicas = ReplicaStateMachine(
+            self._id, self._ctx, self._store, lambda: self._batch, state_change_log, self._base_log
+        )
+
+    # ---- public surface
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def epoch(self) -> int:
+        """The controller epoch this broker won with, 0 while it is not the controller."""
+        return self._ctx.epoch
+
+    @property
+    def active_controller_id(self) -> int:
+        return self._active_controller_id
+
+    async def startup(self) -> None:
+        """Arm the `/controller` watch and queue Startup, which elects (§2.2 step 1)."""
+        self._zk.add_listener(self._on_zk_state)
+        self._active_controller_id = await self._store.read_controller_id(watch=self._on_controller_znode)
+        self._task = asyncio.create_task(self._run(), name=f"controller-{self._id}")
+        self._enqueue(Startup())
+
+    async def session_reestablished(self, broker_epoch: int) -> None:
+        """After a lost session: the broker has a new session and registration; run for controller again."""
+        self.broker_epoch = broker_epoch
+        self._session_lost = False
+        self._enqueue(Reelect())
+
+    async def controlled_shutdown(self, request: Any) -> Any:
+        """The broker service's ControlledShutdown RPC (§2.15): queued as an event, answered when processed."""
+        broker_id, broker_epoch = controlled_shutdown_fields(request)
+        reply: asyncio.Future[tuple[int, tuple[TopicPartition, ...]]] = asyncio.get_running_loop().create_future()
+        if not self._enqueue(ControlledShutdown(broker_id, broker_epoch, reply)):
+            return controlled_shutdown_response(NotControllerError.code, ())
+        error_code, remaining = await reply
+        return controlled_shutdown_response(error_code, remaining)
+
+    async def shutdown(self) -> None:
+        """Stop the event task; if active, give up `/controller` (fenced) and stop the senders."""
+        self._stopping = True
+        self._zk.remove_listener(self._on_zk_state)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task])  # propagates our own cancellation, not the task's
+            self._task = None
+        if self._active and not self._session_lost:
+            try:
+                await self._store.delete_controller(self._ctx.epoch_zk_version)
+            except Exception as e:  # shutting down anyway; another broker wins when our session ends
+                self._log.warning("controller_delete_failed", error=str(e))
+        self._drain_queue()
+        await self._on_controller_resignation()
+
+    # ---- callbacks: they only queue events
+
+    def _enqueue(self, event: ControllerEvent) -> bool:
+        """Queue `event` unless an identical one already waits; False if it was refused."""
+        if self._stopping:
+            return False
+        if event in self._pending:
+            return True
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self._log.error("controller_event_queue_full", controller_event=type(event).__name__, limit=EVENT_QUEUE_MAX)
+            return False
+        self._pending.add(event)
+        return True
+
+    def _drain_queue(self) -> None:
+        """Drop every queued event; those that carry a future are answered NOT_CONTROLLER (Kafka's preempt)."""
+        while not self._queue.empty():
+            _refuse(self._queue.get_nowait())
+        self._pending.clear()
+
+    def _on_zk_state(self, state: ZkState) -> None:
+        if state is not ZkState.LOST:
+            return
+        # Fence before anything else can run: no request may leave with the epoch of a lost session.
+        self._session_lost = True
+        if self._channel is not None:
+            self._channel.fence()
+        self._drain_queue()  # Kafka's clearAndPut(Expire)
+        self._enqueue(Expire())
+
+    def _on_controller_znode(self, event: WatchedEvent) -> None:
+        if event.type is EventType.DELETED:
+            self._enqueue(Reelect())
+        elif event.type in (EventType.CREATED, EventType.CHANGED):
+            self._enqueue(ControllerChange())
+
+    def _on_broker_ids(self, event: WatchedEvent) -> None:
+        if event.type is EventType.CHILD:
+            self._enqueue(BrokerChange())
+
+    def _on_topics(self, event: WatchedEvent) -> None:
+        if event.type is EventType.CHILD:
+            self._enqueue(TopicChange())
+
+    def _on_topic_data(self, event: WatchedEvent) -> None:
+        if event.type is EventType.CHANGED and event.path:
+            self._enqueue(PartitionModifications(event.path.rsplit("/", 1)[-1]))
+
+    def _on_isr_change(self, event: WatchedEvent) -> None:
+        if event.type is EventType.CHILD:
+            self._enqueue(IsrChangeNotification())
+
+    # ---- the event task
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._queue.get()
+            self._pending.discard(event)
+            await self._process(event)
+
+    async def _process(self, event: ControllerEvent) -> None:
+        try:
+            match event:
+                case Startup():
+                    await self._elect()
+                case ControllerChange():
+                    await self._maybe_resign()
+                case Reelect():
+                    await self._maybe_resign()
+                    await self._elect()
+                case Expire():
+                    await self._process_expire()
+                case BrokerChange():
+                    await self._if_active(self._process_broker_change)
+                case TopicChange():
+                    await self._if_active(self._process_topic_change)
+                case PartitionModifications(topic=topic):
+                    await self._if_active(lambda: self._process_partition_modifications(topic))
+                case IsrChangeNotification():
+                    await self._if_active(self._process_isr_change_notification)
+                case ControlledShutdown():
+                    await self._process_controlled_shutdown(event)
+                case _:
+                    assert_never(event)
+            self._send_batch()
+        except ControllerMovedError as e:
+            self._log.info("controller_moved", controller_event=type(event).__name__, reason=str(e))
+            self._batch = RequestBatch()
+            await self._guarded(self._maybe_resign(), "maybe_resign")
+        except Exception as e:  # loop boundary: one failing event must not stop the controller
+            if self._session_lost or self._stopping or isinstance(e, SessionExpiredError):
+                # Expected: the session went away under this event; Expire (queued) resigns.
+                self._log.info("controller_event_abandoned", controller_event=type(event).__name__, error=str(e))
+            else:
+                self._log.exception("controller_event_failed", controller_event=type(event).__name__, error=str(e))
+            # Znodes already written must still reach the brokers.
+            self._send_batch()
+        finally:
+            _refuse(event)  # no-op once answered; otherwise the asker must not wait forever
+
+    async def _guarded(self, work: Awaitable[None], what: str) -> None:
+        try:
+            await work
+        except Exception as e:  # loop boundary
+            self._log.error("controller_step_failed", step=what, error=str(e))
+
+    async def _if_active(self, work: Callable[[], Awaitable[None]]) -> None:
+        if self._active and not self._session_lost:
+            await work()
+
+    def _send_batch(self) -> None:
+        """Hand the event's requests to the senders: LeaderAndIsr, then UpdateMetadata, then StopReplica."""
+        batch, self._batch = self._batch, RequestBatch()
+        if batch.empty or not self._active or self._session_lost or self._channel is None:
+            return
+        for broker_id, request in batch.build(self._id, self._ctx):
+            self._channel.send(broker_id, request)
+
+    # ---- election and resignation (§2.2)
+
+    async def _elect(self) -> None:
+        self._active_controller_id = await self._store.read_controller_id(watch=self._on_controller_znode)
+        if self._active_controller_id != -1:
+            self._log.info("controller_exists", active_controller=self._active_controller_id)
+            return
+        try:
+            epoch, epoch_zk_version = await self._store.register_controller_and_increment_epoch(
+                self._id, int(self._clock() * 1000)
+            )
+        except ControllerMovedError:
+            await self._maybe_resign()
+            return
+        self._ctx.epoch, self._ctx.epoch_zk_version = epoch, epoch_zk_version
+        self._active_controller_id = self._id
+        self._active = True
+        self._log = self._base_log.bind(controller_epoch=epoch)
+        self._log.info("controller_elected", epoch=epoch, epoch_zk_version=epoch_zk_version)
+        try:
+            await self._on_controller_failover()
+        except ControllerMovedError:
+            raise
+        except Exception as e:
+            # K28 triggerControllerMove: resign and free /controller so another broker can take over.
+            self._log.exception("controller_failover_failed", error=str(e))
+            await self._guarded(self._store.delete_controller(self._ctx.epoch_zk_version), "delete_controller")
+            await self._on_controller_resignation()
+
+    async def _maybe_resign(self) -> None:
+        was_active = self._active
+        self._active_controller_id = await self._store.read_controller_id(watch=self._on_controller_znode)
+        if was_active and self._active_controller_id != self._id:
+            await self._on_controller_resignation()
+
+    async def _process_expire(self) -> None:
+        self._active_controller_id = -1
+        await self._on_controller_resignation()
+
+    async def _on_controller_resignation(self) -> None:
+        if self._channel is not None:
+            channel, self._channel = self._channel, None
+            await channel.shutdown()
+        if self._active:
+            self._log.info("controller_resigned")
+        self._active = False
+        self._batch = RequestBatch()
+        self._ctx.reset()
+        self._log = self._base_log
+
+    # ---- failover (§2.3)
+
+    async def _on_controller_failover(self) -> None:
+        for path in (kz.BROKER_IDS_PATH, kz.TOPICS_PATH, kz.ISR_CHANGE_NOTIFICATION_PATH):
+            await self._zk.ensure_path(path)
+        stale = await self._store.read_isr_change_notifications(watch=self._on_isr_change)
+        await self._store.delete_isr_change_notifications(sorted(stale), self._ctx.epoch_zk_version)
+        await self._initialize_context()
+        self._channel = ControllerChannelManager(self._log, channel_factory=self._channel_factory)
+        for broker in self._ctx.live_brokers.values():
+            self._channel.add_broker(broker)
+        # Brokers learn who is alive before any LeaderAndIsr names them (§2.3 step 6).
+        self._batch.add_update_metadata(self._ctx.live_broker_ids, [])
+        self._send_batch()
+        online = self._replicas.initialize_states()
+        offline = [pr for pr in self._ctx.replicas_of(self._ctx.all_partitions()) if not self._ctx.is_live(pr.replica)]
+        self._partitions.initialize_states()
+        await self._replicas.handle_state_changes(online, ReplicaState.ONLINE_REPLICA)
+        await self._replicas.handle_state_changes(offline, ReplicaState.OFFLINE_REPLICA)
+        await self._partitions.trigger_online_partition_state_change()
+        self._batch.add_update_metadata(self._ctx.live_broker_ids, self._ctx.all_partitions())
+        self._log.info(
+            "controller_failover_done",
+            live_brokers=sorted(self._ctx.live_broker_ids),
+            topics=len(self._ctx.topics),
+            partitions=len(self._ctx.all_partitions()),
+        )
+
+    async def _initialize_context(self) -> None:
+        self._ctx.add_live_brokers((await self._store.read_live_brokers(watch=self._on_broker_ids)).values())
+        topics = await self._store.read_topics(watch=self._on_topics)
+        await self._read_assignments(topics)
+        self._ctx.leadership.update(await self._store.read_partition_states(self._ctx.all_partitions()))
+
+    async def _read_assignments(self, topics: Sequence[str]) -> list[str]:
+        """Read (and watch) each topic's assignment into the context; the topics that still exist."""
+        reads = await asyncio.gather(*(self._store.read_assignment(t, watch=self._on_topic_data) for t in topics))
+        found = []
+        for topic, assignment in zip(topics, reads, strict=True):
+            if assignment is not None:
+                self._ctx.set_assignment(topic, dict(assignment.partitions))
+                found.append(topic)
+        return found
+
+    # ---- brokers (§2.4)
+
+    async def _process_broker_change(self) -> None:
+        assert self._channel is not None
+        current = await self._store.read_live_brokers(watch=self._on_broker_ids)
+        cached = dict(self._ctx.live_brokers)
+        new = sorted(set(current) - set(cached))
+        dead = sorted(set(cached) - set(current))
+        bounced = sorted(b for b in set(current) & set(cached) if current[b].epoch > cached[b].epoch)
+        self._log.info("broker_change", new=new, dead=dead, bounced=bounced, live=sorted(current))
+        for broker_id in bounced + dead:
+            await self._channel.remove_broker(broker_id)
+        for broker_id in new + bounced:
+            self._channel.add_broker(current[broker_id])
+        if new:
+            self._ctx.add_live_brokers(current[b] for b in new)
+            await self._on_broker_startup(new)
+        if bounced:
+            self._ctx.remove_live_brokers(bounced)
+            await self._on_broker_failure(bounced)
+            # Its StopReplica must reach the bounced broker before its new LeaderAndIsr.
+            self._send_batch()
+            self._ctx.add_live_brokers(current[b] for b in bounced)
+            await self._on_broker_startup(bounced)
+        if dead:
+            self._ctx.remove_live_brokers(dead)
+            await self._on_broker_failure(dead)
+
+    async def _on_broker_startup(self, new: Sequence[int]) -> None:
+        existing = self._ctx.live_broker_ids - set(new)
+        self._batch.add_update_metadata(existing, [])
+        self._send_batch()
+        self._batch.add_update_metadata(set(new), self._ctx.partitions_with_leaders())
+        self._send_batch()
+        await self._replicas.handle_state_changes(self._ctx.replicas_on_brokers(new), ReplicaState.ONLINE_REPLICA)
+        await self._partitions.trigger_online_partition_state_change()
+
+    async def _on_broker_failure(self, dead: Sequence[int]) -> None:
+        await self._on_replicas_become_offline(self._ctx.replicas_on_brokers(dead))
+
+    async def _on_replicas_become_offline(self, replicas: Sequence[PartitionReplica]) -> None:
+        """K28 onReplicasBecomeOffline: elect for leaderless partitions, then drop the replicas from ISRs."""
+        leaderless = [
+            tp
+            for tp in self._ctx.partitions_with_leaders()
+            if not self._ctx.is_online(self._ctx.leadership[tp].leader)
+            and self._ctx.partition_state(tp) is not PartitionState.NEW_PARTITION
+        ]
+        await self._partitions.handle_state_changes(leaderless, PartitionState.OFFLINE_PARTITION)
+        await self._partitions.trigger_online_partition_state_change()
+        await self._replicas.handle_state_changes(replicas, ReplicaState.OFFLINE_REPLICA)
+        if not leaderless:
+            self._batch.add_update_metadata(self._ctx.live_broker_ids, [])
+
+    # ---- topics (§2.11)
+
+    async def _process_topic_change(self) -> None:
+        topics = set(await self._store.read_topics(watch=self._on_topics))
+        for topic in sorted(self._ctx.topics - topics):
+            self._ctx.remove_topic(topic)
+        new_topics = await self._read_assignments(sorted(topics - self._ctx.topics))
+        if not new_topics:
+            return
+        self._log.info("new_topics", topics=new_topics)
+        await self._on_new_partition_creation([tp for t in new_topics for tp in self._ctx.partitions_of(t)])
+
+    async def _process_partition_modifications(self, topic: str) -> None:
+        assignment = await self._store.read_assignment(topic, watch=self._on_topic_data)
+        if assignment is None or topic not in self._ctx.topics:
+            return  # deleted, or new: TopicChange handles it
+        known = self._ctx.assignments[topic]
+        added = {p: r for p, r in assignment.partitions.items() if p not in known}
+        if not added:
+            return
+        self._log.info("partitions_added", topic=topic, partitions=sorted(added))
+        self._ctx.set_assignment(topic, added)
+        await self._on_new_partition_creation([TopicPartition(topic, p) for p in sorted(added)])
+
+    async def _on_new_partition_creation(self, partitions: Sequence[TopicPartition]) -> None:
+        replicas = self._ctx.replicas_of(partitions)
+        await self._partitions.handle_state_changes(partitions, PartitionState.NEW_PARTITION)
+        await self._replicas.handle_state_changes(replicas, ReplicaState.NEW_REPLICA)
+        await self._partitions.handle_state_changes(partitions, PartitionState.ONLINE_PARTITION)
+        await self._replicas.handle_state_changes(replicas, ReplicaState.ONLINE_REPLICA)
+
+    # ---- ISR change notifications (§2.16, before AlterIsr)
+
+    async def _process_isr_change_notification(self) -> None:
+        notifications = await self._store.read_isr_change_notifications(watch=self._on_isr_change)
+        if not notifications:
+            return
+        known = set(self._ctx.all_partitions())
+        changed = sorted(set().union(*notifications.values()) & known)
+        self._ctx.leadership.update(await self._store.read_partition_states(changed))
+        self._batch.add_update_metadata(self._ctx.live_broker_ids, changed)
+        self._log.info("isr_change_notifications", notifications=len(notifications), partitions=len(changed))
+        await self._store.delete_isr_change_notifications(sorted(notifications), self._ctx.epoch_zk_version)
+
+    # ---- controlled shutdown (§2.15)
+
+    async def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
+        if not self._active or self._session_lost:
+            _answer(event, NotControllerError.code)
+            return
+        broker_id = event.broker_id
+        if not self._ctx.is_live(broker_id):
+            _answer(event, BrokerNotAvailableError.code)
+            return
+        if event.broker_epoch != -1 and event.broker_epoch < self._ctx.broker_epoch(broker_id):
+            _answer(event, StaleBrokerEpochError.code)
+            return
+        self._ctx.shutting_down.add(broker_id)
+        self._log.info("controlled_shutdown", target=broker_id, shutting_down=sorted(self._ctx.shutting_down))
+        movable = [
+            tp
+            for tp in self._ctx.partitions_on_broker(broker_id)
+            if tp in self._ctx.leadership and len(self._ctx.replicas(tp)) > 1
+        ]
+        led = [tp for tp in movable if self._ctx.leadership[tp].leader == broker_id]
+        followed = [PartitionReplica(tp, broker_id) for tp in movable if tp not in led]
+        await self._partitions.handle_state_changes(
+            led, PartitionState.ONLINE_PARTITION, ElectionStrategy.CONTROLLED_SHUTDOWN
+        )
+        await self._replicas.handle_state_changes(followed, ReplicaState.OFFLINE_REPLICA)
+        remaining = tuple(tp for tp in movable if self._ctx.leadership[tp].leader == broker_id)
+        _answer(event, 0, remaining)
+
+
+def _answer(event: ControlledShutdown, error_code: int, remaining: tuple[TopicPartition, ...] = ()) -> None:
+    if not event.reply.done():
+        event.reply.set_result((error_code, remaining))
+
+
+def _refuse(event: ControllerEvent) -> None:
+    if isinstance(event, ControlledShutdown):
+        _answer(event, NotControllerError.code)

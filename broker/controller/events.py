@@ -1,0 +1,84 @@
+"""The controller's events (Kafka's `ControllerEvent` case objects, research/kafka.md §2.1).
+
+Watch callbacks and the session listener only build one of these and queue
+it; the controller task consumes them one at a time. Events are frozen and
+hashable so that a second identical event, queued while the first still
+waits, is dropped: each one re-reads ZooKeeper when it runs, so one is enough.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from client.structs import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class Startup:
+    """Elect at start-up (`processStartup`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerChange:
+    """`/controller` was created or changed: learn who leads, resign if it is no longer us."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reelect:
+    """`/controller` was deleted (or our session came back): resign if needed, then elect."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """The ZooKeeper session is lost: resign at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange:
+    """The children of `/brokers/ids` changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange:
+    """The children of `/brokers/topics` changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionModifications:
+    """The assignment znode `/brokers/topics/<topic>` changed (partitions added)."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChangeNotification:
+    """New children under `/isr_change_notification`."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ControlledShutdown:
+    """A broker asks to shut down cleanly (§2.15); answered through `reply`, never coalesced.
+
+    `reply` gets the partitions the broker still leads, or the Kafka error
+    code when the request is refused; a controller that resigns first
+    answers NOT_CONTROLLER.
+    """
+
+    broker_id: int
+    broker_epoch: int
+    reply: asyncio.Future[tuple[int, tuple[TopicPartition, ...]]] = field(repr=False)
+
+
+ControllerEvent: TypeAlias = (
+    Startup
+    | ControllerChange
+    | Reelect
+    | Expire
+    | BrokerChange
+    | TopicChange
+    | PartitionModifications
+    | IsrChangeNotification
+    | ControlledShutdown
+)

@@ -1,0 +1,368 @@
+"""The partition and replica state machines (research/kafka.md §2.5, §2.6, §2.8).
+
+Kafka's `PartitionStateMachine` / `ReplicaStateMachine`, driven by the
+controller on its event task. The legal transitions come from `states`, the
+leader choices from `election`; this module does the I/O around them:
+conditional, fenced writes of the partition state znodes (retried from a
+fresh read on BadVersion), the state-change log lines, and the requests added
+to the event's `RequestBatch`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from broker.controller.channel import RequestBatch
+from broker.controller.context import ControllerContext, PartitionReplica, tp_text
+from broker.controller.election import (
+    ElectionResult,
+    LeaderAndIsr,
+    aborted_election_message,
+    apply_election,
+    controlled_shutdown_election,
+    is_stale_controller_epoch,
+    new_partition_election,
+    offline_election,
+    remove_replica_from_isr,
+)
+from broker.controller.states import IllegalStateTransition, PartitionState, ReplicaState, check_transition
+from broker.controller.zk_store import ControllerZkStore
+from broker.state_change_log import StateChangeLogger, leader_and_isr_text
+from client.exceptions import BadVersionError, NodeExistsError
+from client.structs import TopicPartition
+
+# How many times a conditional partition-state write is retried from a fresh read (Kafka loops without a limit).
+ZK_WRITE_RETRIES_MAX = 10
+
+P = PartitionState
+R = ReplicaState
+
+
+class ElectionStrategy(enum.Enum):
+    """Which leader election an Online transition runs (Kafka's PartitionLeaderElectionStrategy)."""
+
+    OFFLINE = "OfflinePartitionLeaderElectionStrategy"
+    CONTROLLED_SHUTDOWN = "ControlledShutdownPartitionLeaderElectionStrategy"
+
+
+def _csv(values: Iterable[int]) -> str:
+    return ",".join(map(str, values))
+
+
+class PartitionStateMachine:
+    def __init__(
+        self,
+        controller_id: int,
+        ctx: ControllerContext,
+        store: ControllerZkStore,
+        batch: Callable[[], RequestBatch],
+        state_log: StateChangeLogger,
+        unclean_default: bool,
+        logger: Any,
+    ) -> None:
+        self._id = controller_id
+        self._ctx = ctx
+        self._store = store
+        self._batch = batch
+        self._state_log = state_log
+        self._unclean_default = unclean_default
+        self._log = logger
+
+    def initialize_states(self) -> None:
+        """Failover: Online if the cached leader is live, Offline if not, New without a state znode."""
+        for tp in self._ctx.all_partitions():
+            state = self._ctx.leadership.get(tp)
+            if state is None:
+                self._ctx.partition_states[tp] = P.NEW_PARTITION
+            elif self._ctx.is_online(state.leader):
+                self._ctx.partition_states[tp] = P.ONLINE_PARTITION
+            else:
+                self._ctx.partition_states[tp] = P.OFFLINE_PARTITION
+
+    async def trigger_online_partition_state_change(self) -> None:
+        """Elect leaders for every New and Offline partition (K28 `triggerOnlinePartitionStateChange`)."""
+        await self.handle_state_changes(
+            self._ctx.partitions_in(P.NEW_PARTITION, P.OFFLINE_PARTITION), P.ONLINE_PARTITION
+        )
+
+    async def handle_state_changes(
+        self,
+        partitions: Sequence[TopicPartition],
+        target: PartitionState,
+        strategy: ElectionStrategy = ElectionStrategy.OFFLINE,
+    ) -> None:
+        valid = [tp for tp in partitions if self._transition_ok(tp, target)]
+        if target is P.ONLINE_PARTITION:
+            # Split before acting: initializing moves New partitions to Online.
+            new = [tp for tp in valid if self._ctx.partition_state(tp) is P.NEW_PARTITION]
+            others = [tp for tp in valid if self._ctx.partition_state(tp) is not P.NEW_PARTITION]
+            await self._initialize(new)
+            await self._elect(others, strategy)
+            return
+        for tp in valid:
+            current = self._ctx.partition_state(tp)
+            if target is P.NEW_PARTITION:
+                replicas = ",".join(map(str, self._ctx.replicas(tp)))
+                self._info(
+                    f"Changed partition {tp_text(tp)} state from {current} to {target} "
+                    f"with assigned replicas {replicas}"
+                )
+            else:
+                self._info(f"Changed partition {tp_text(tp)} state from {current} to {target}")
+            self._ctx.partition_states[tp] = target
+
+    def _transition_ok(self, tp: TopicPartition, target: PartitionState) -> bool:
+        try:
+            check_transition(self._ctx.partition_state(tp), target, tp_text(tp))
+        except IllegalStateTransition as e:
+            self._error(
+                f"Controller {self._id} epoch {self._ctx.epoch} failed to change state for partition {tp_text(tp)} "
+                f"from {e.current} to {target}: {e}"
+            )
+            return False
+        return True
+
+    # ---- New -> Online: the first leader (§2.5)
+
+    async def _initialize(self, partitions: Sequence[TopicPartition]) -> None:
+        for tp in partitions:
+            replicas = self._ctx.replicas(tp)
+            election = new_partition_election(replicas, self._ctx.online_broker_ids)
+            if election is None:
+                self._fail(
+                    tp,
+                    P.ONLINE_PARTITION,
+                    f"Controller {self._id} epoch {self._ctx.epoch} encountered error during state change of partition "
+                    f"{tp_text(tp)} from New to Online, assigned replicas are [{_csv(replicas)}], "
+                    f"live brokers are [{_csv(sorted(self._ctx.live_broker_ids))}]. No assigned replica is alive.",
+                )
+                continue
+            state = LeaderAndIsr.initial(election.leader, election.new_isr, self._ctx.epoch)
+            try:
+                await self._store.create_partition_state(tp, state, self._ctx.epoch_zk_version)
+            except NodeExistsError:
+                await self._adopt_existing_state(tp)
+                continue
+            self._became_online(tp, state, election.recipients, is_new=True)
+
+    async def _adopt_existing_state(self, tp: TopicPartition) -> None:
+        """The state znode already exists (written before a failover): take it instead of overwriting."""
+        existing = await self._store.read_partition_state(tp)
+        self._fail(
+            tp,
+            P.ONLINE_PARTITION,
+            f"Failed to initialize partition state for {tp_text(tp)}: the state znode already exists ({existing})",
+        )
+        if existing is None:
+            return
+        self._ctx.leadership[tp] = existing
+        self._ctx.partition_states[tp] = (
+            P.ONLINE_PARTITION if self._ctx.is_live(existing.leader) else P.OFFLINE_PARTITION
+        )
+
+    # ---- Offline/Online -> Online: offline election (§2.8)
+
+    async def _elect(self, partitions: Sequence[TopicPartition], strategy: ElectionStrategy) -> None:
+        for tp in partitions:
+            for _ in range(ZK_WRITE_RETRIES_MAX):
+                try:
+                    await self._elect_one(tp, strategy)
+                    break
+                except BadVersionError:
+                    self._log.info("partition_state_write_conflict", topic=tp.topic, partition=tp.partition)
+            else:
+                self._fail(tp, P.ONLINE_PARTITION, f"gave up after {ZK_WRITE_RETRIES_MAX} conflicting writes")
+
+    async def _elect_one(self, tp: TopicPartition, strategy: ElectionStrategy) -> None:
+        current = await self._store.read_partition_state(tp)  # fresh, as doElectLeaderForPartitions
+        if current is None:
+            self._fail(tp, P.ONLINE_PARTITION, f"partition state of {tp_text(tp)} does not exist in ZooKeeper")
+            return
+        if is_stale_controller_epoch(self._ctx.epoch, current.controller_epoch):
+            self._fail(
+                tp, P.ONLINE_PARTITION, aborted_election_message(tp_text(tp), self._id, current.controller_epoch)
+            )
+            return
+        election, strategy_text = await self._run_election(tp, current, strategy)
+        if election is None:
+            self._ctx.leadership[tp] = current
+            self._fail(
+                tp,
+                P.ONLINE_PARTITION,
+                f"Failed to elect leader for partition {tp_text(tp)} under strategy {strategy_text}",
+            )
+            return
+        if election.unclean:
+            self._log.warning("unclean_leader_election", topic=tp.topic, partition=tp.partition, leader=election.leader)
+        new_state = apply_election(current, election, self._ctx.epoch)
+        version = await self._store.update_partition_state(tp, new_state, self._ctx.epoch_zk_version)
+        self._became_online(tp, new_state.with_zk_version(version), election.recipients, is_new=False)
+
+    async def _run_election(
+        self, tp: TopicPartition, current: LeaderAndIsr, strategy: ElectionStrategy
+    ) -> tuple[ElectionResult | None, str]:
+        """The election result and the strategy as Kafka prints it."""
+        replicas = self._ctx.replicas(tp)
+        if strategy is ElectionStrategy.CONTROLLED_SHUTDOWN:
+            result = controlled_shutdown_election(
+                replicas, current.isr, self._ctx.live_broker_ids, self._ctx.shutting_down
+            )
+            return result, strategy.value
+        online = self._ctx.online_broker_ids
+        unclean = False
+        if not any(r in online for r in current.isr):  # Kafka reads the topic config only for these
+            unclean = await self._unclean_allowed(tp.topic)
+        return offline_election(replicas, current.isr, online, unclean), f"{strategy.value}({str(unclean).lower()})"
+
+    async def _unclean_allowed(self, topic: str) -> bool:
+        override = await self._store.topic_unclean_override(topic)
+        return self._unclean_default if override is None else override
+
+    def _became_online(self, tp: TopicPartition, state: LeaderAndIsr, recipients: Iterable[int], is_new: bool) -> None:
+        previous = self._ctx.partition_state(tp)
+        self._ctx.leadership[tp] = state
+        self._ctx.partition_states[tp] = P.ONLINE_PARTITION
+        self._info(
+            f"Changed partition {tp_text(tp)} from {previous} to {P.ONLINE_PARTITION} "
+            f"with state {leader_and_isr_text(state)}"
+        )
+        self._batch().add_leader_and_isr(
+            tuple(recipients), tp, state, self._ctx.replicas(tp), is_new, self._ctx.live_broker_ids
+        )
+
+    # ---- logging
+
+    def _fail(self, tp: TopicPartition, target: PartitionState, reason: str) -> None:
+        self._error(
+            f"Controller {self._id} epoch {self._ctx.epoch} failed to change state for partition {tp_text(tp)} "
+            f"from {self._ctx.partition_state(tp)} to {target}: {reason}"
+        )
+        self._log.warning("partition_state_change_failed", topic=tp.topic, partition=tp.partition, reason=reason)
+
+    def _info(self, message: str) -> None:
+        self._state_log.controller(self._ctx.epoch, message)
+
+    def _error(self, message: str) -> None:
+        self._state_log.controller(self._ctx.epoch, message, level="ERROR")
+
+
+class ReplicaStateMachine:
+    def __init__(
+        self,
+        controller_id: int,
+        ctx: ControllerContext,
+        store: ControllerZkStore,
+        batch: Callable[[], RequestBatch],
+        state_log: StateChangeLogger,
+        logger: Any,
+    ) -> None:
+        self._id = controller_id
+        self._ctx = ctx
+        self._store = store
+        self._batch = batch
+        self._state_log = state_log
+        self._log = logger
+
+    def initialize_states(self) -> list[PartitionReplica]:
+        """Failover: replicas on live brokers are Online, the others DeletionIneligible; returns the online ones."""
+        online = []
+        for pr in self._ctx.replicas_of(self._ctx.all_partitions()):
+            if self._ctx.is_online(pr.replica):
+                self._ctx.replica_states[pr] = R.ONLINE_REPLICA
+                online.append(pr)
+            else:
+                self._ctx.replica_states[pr] = R.REPLICA_DELETION_INELIGIBLE
+        return online
+
+    async def handle_state_changes(self, replicas: Sequence[PartitionReplica], target: ReplicaState) -> None:
+        valid = [pr for pr in replicas if self._transition_ok(pr, target)]
+        if target is R.OFFLINE_REPLICA:
+            await self._go_offline(valid)
+            return
+        for pr in valid:
+            current = self._ctx.replica_state(pr)
+            state = self._ctx.leadership.get(pr.partition)
+            if target is R.NEW_REPLICA and state is not None and state.leader == pr.replica:
+                self._error(
+                    f"Replica {pr.replica} for partition {tp_text(pr.partition)} cannot be moved to NewReplica state "
+                    "as it is being requested to become leader"
+                )
+                continue
+            if target in (R.NEW_REPLICA, R.ONLINE_REPLICA) and state is not None and current is not R.NEW_REPLICA:
+                self._batch().add_leader_and_isr(
+                    (pr.replica,),
+                    pr.partition,
+                    state,
+                    self._ctx.replicas(pr.partition),
+                    target is R.NEW_REPLICA,
+                    self._ctx.live_broker_ids,
+                )
+            self._changed(pr, current, target)
+
+    def _transition_ok(self, pr: PartitionReplica, target: ReplicaState) -> bool:
+        try:
+            check_transition(self._ctx.replica_state(pr), target, str(pr))
+        except IllegalStateTransition as e:
+            self._error(
+                f"Controller {self._id} epoch {self._ctx.epoch} initiated state change of replica {pr.replica} "
+                f"for partition {tp_text(pr.partition)} from {e.current} to {target} failed: {e}"
+            )
+            return False
+        return True
+
+    # ---- -> OfflineReplica: StopReplica, then out of the ISR (§2.6, doRemoveReplicasFromIsr)
+
+    async def _go_offline(self, replicas: Sequence[PartitionReplica]) -> None:
+        for pr in replicas:
+            self._batch().add_stop_replica(pr.replica, pr.partition, delete=False)
+            state = await self._remove_from_isr(pr)
+            if state is not None:
+                recipients = tuple(r for r in self._ctx.replicas(pr.partition) if r != pr.replica)
+                self._batch().add_leader_and_isr(
+                    recipients, pr.partition, state, self._ctx.replicas(pr.partition), False, self._ctx.live_broker_ids
+                )
+            self._changed(pr, self._ctx.replica_state(pr), R.OFFLINE_REPLICA)
+
+    async def _remove_from_isr(self, pr: PartitionReplica) -> LeaderAndIsr | None:
+        """The partition's state after the write, or None when there was nothing to write."""
+        tp = pr.partition
+        for _ in range(ZK_WRITE_RETRIES_MAX):
+            current = await self._store.read_partition_state(tp)
+            if current is None:
+                return None
+            if is_stale_controller_epoch(self._ctx.epoch, current.controller_epoch):
+                self._error(aborted_election_message(tp_text(tp), self._id, current.controller_epoch))
+                return None
+            new_state = remove_replica_from_isr(current, pr.replica, self._ctx.epoch)
+            if new_state is None:
+                self._ctx.leadership[tp] = current
+                return None
+            try:
+                version = await self._store.update_partition_state(tp, new_state, self._ctx.epoch_zk_version)
+            except BadVersionError:
+                self._log.info("partition_state_write_conflict", topic=tp.topic, partition=tp.partition)
+                continue
+            written = new_state.with_zk_version(version)
+            self._ctx.leadership[tp] = written
+            return written
+        self._error(
+            f"Failed to remove replica {pr.replica} from the ISR of {tp_text(tp)} "
+            f"after {ZK_WRITE_RETRIES_MAX} conflicting writes"
+        )
+        return None
+
+    # ---- logging
+
+    def _changed(self, pr: PartitionReplica, current: ReplicaState, target: ReplicaState) -> None:
+        self._ctx.replica_states[pr] = target
+        # Kafka logs replica transitions at TRACE (ReplicaStateMachine.logSuccessfulTransition).
+        self._state_log.controller(
+            self._ctx.epoch,
+            f"Changed state of replica {pr.replica} for partition {tp_text(pr.partition)} from {current} to {target}",
+            level="TRACE",
+        )
+
+    def _error(self, message: str) -> None:
+        self._state_log.controller(self._ctx.epoch, message, level="ERROR")

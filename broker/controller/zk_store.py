@@ -1,0 +1,229 @@
+"""The controller's ZooKeeper reads and writes (Kafka's `KafkaZkClient`, the parts the controller uses).
+
+Every write the controller makes after winning is a multi that starts with
+`check /controller_epoch @ epoch_zk_version` (research/kafka.md §1.3, KAFKA-6082):
+once another controller has bumped the epoch, a deposed controller's write
+fails as a whole with `ControllerMovedError` instead of landing.
+Watches passed in are one-shot callables; the caller re-arms them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from broker.controller.context import LiveBroker
+from broker.controller.election import LeaderAndIsr
+from client import kafka_znodes as kz
+from client.aio import AsyncZkClient
+from client.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+    ZookeeperError,
+)
+from client.kafka_errors import ControllerMovedError
+from client.structs import TopicPartition
+from client.zk_transaction import AsyncTransaction
+from client.zk_watches import Watcher
+
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+# Kafka's InitialControllerEpoch / InitialControllerEpochZkVersion (2.x).
+INITIAL_CONTROLLER_EPOCH = 0
+
+
+class ControllerZkStore:
+    def __init__(self, zk: AsyncZkClient) -> None:
+        self.zk = zk
+
+    # ---- /controller and /controller_epoch (§2.2)
+
+    async def read_controller_id(self, watch: Watcher | None = None) -> int:
+        """The broker named by `/controller`, -1 if none; `watch` is an exists watch (fires on creation too)."""
+        stat = await self.zk.exists(kz.CONTROLLER_PATH, watch=watch)
+        if stat is None:
+            return -1
+        try:
+            data, _ = await self.zk.get(kz.CONTROLLER_PATH)
+        except NoNodeError:
+            return -1
+        return kz.decode_controller(data).broker_id
+
+    async def read_controller_epoch(self) -> tuple[int, int] | None:
+        """(epoch, znode version) of `/controller_epoch`, None if absent."""
+        try:
+            data, stat = await self.zk.get(kz.CONTROLLER_EPOCH_PATH)
+        except NoNodeError:
+            return None
+        return kz.decode_controller_epoch(data), stat.version
+
+    async def register_controller_and_increment_epoch(self, broker_id: int, timestamp_ms: int) -> tuple[int, int]:
+        """Create `/controller` and bump `/controller_epoch` in one multi; (new epoch, its znode version).
+
+        Raises ControllerMovedError when another broker won (K28 `registerControllerAndIncrementControllerEpoch`).
+        """
+        current = await self._controller_epoch_or_create()
+        epoch, version = current
+        t = self.zk.transaction()
+        t.create(kz.CONTROLLER_PATH, kz.encode_controller(broker_id, timestamp_ms), ephemeral=True)
+        t.set_data(kz.CONTROLLER_EPOCH_PATH, kz.encode_controller_epoch(epoch + 1), version)
+        results = await t.commit()
+        failure = _first_failure(results)
+        if failure is None:
+            return epoch + 1, results[1].version
+        if not isinstance(failure, NodeExistsError | BadVersionError):
+            raise failure
+        # A retried multi may have succeeded the first time: the winner is us iff both znodes say so.
+        if await self.read_controller_id() == broker_id:
+            after = await self.read_controller_epoch()
+            if after is not None and after[0] == epoch + 1:
+                return after
+        raise ControllerMovedError(f"broker {broker_id} lost the controller election at epoch {epoch + 1}")
+
+    async def _controller_epoch_or_create(self) -> tuple[int, int]:
+        current = await self.read_controller_epoch()
+        if current is not None:
+            return current
+        try:
+            await self.zk.create(kz.CONTROLLER_EPOCH_PATH, kz.encode_controller_epoch(INITIAL_CONTROLLER_EPOCH))
+            return INITIAL_CONTROLLER_EPOCH, 0
+        except NodeExistsError:
+            current = await self.read_controller_epoch()
+            if current is None:
+                raise ControllerMovedError("/controller_epoch vanished while electing") from None
+            return current
+
+    async def delete_controller(self, epoch_zk_version: int) -> None:
+        """Resign by deleting `/controller`, only while still the epoch's owner."""
+        await self.fenced(lambda t: t.delete(kz.CONTROLLER_PATH), epoch_zk_version)
+
+    # ---- fencing
+
+    async def fenced(self, build: Callable[[AsyncTransaction], None], epoch_zk_version: int) -> list[Any]:
+        """Run `build`'s ops after `check /controller_epoch`; their results, or raise the failing op's error."""
+        t = self.zk.transaction()
+        t.check(kz.CONTROLLER_EPOCH_PATH, epoch_zk_version)
+        build(t)
+        results = await t.commit()
+        check = results[0]
+        if isinstance(check, BadVersionError | NoNodeError):
+            raise ControllerMovedError(
+                f"controller epoch znode version moved past {epoch_zk_version}: another controller was elected"
+            )
+        failure = _first_failure(results[1:])
+        if failure is not None:
+            raise failure
+        return results[1:]
+
+    # ---- brokers
+
+    async def read_live_brokers(self, watch: Watcher | None = None) -> dict[int, LiveBroker]:
+        """Every registered broker with its epoch (czxid); a broker that vanishes meanwhile is left out."""
+        children = await self.zk.get_children(kz.BROKER_IDS_PATH, watch=watch)
+        assert isinstance(children, list)
+        ids = sorted(int(c) for c in children if c.isdigit())
+        reads = await asyncio.gather(*(self.zk.get(kz.broker_path(i)) for i in ids), return_exceptions=True)
+        brokers: dict[int, LiveBroker] = {}
+        for broker_id, read in zip(ids, reads, strict=True):
+            if isinstance(read, NoNodeError):
+                continue
+            if isinstance(read, BaseException):
+                raise read
+            data, stat = read
+            brokers[broker_id] = LiveBroker(kz.decode_broker(broker_id, data), stat.czxid)
+        return brokers
+
+    # ---- topics
+
+    async def read_topics(self, watch: Watcher | None = None) -> list[str]:
+        children = await self.zk.get_children(kz.TOPICS_PATH, watch=watch)
+        assert isinstance(children, list)
+        return sorted(children)
+
+    async def read_assignment(self, topic: str, watch: Watcher | None = None) -> kz.TopicAssignment | None:
+        try:
+            data, _ = await self.zk.get(kz.topic_path(topic), watch=watch)
+        except NoNodeError:
+            return None
+        return kz.decode_topic(topic, data)
+
+    async def topic_unclean_override(self, topic: str) -> bool | None:
+        """The topic's `unclean.leader.election.enable` from `/config/topics/<t>`, None if not set."""
+        path = kz.topic_config_path(topic)
+        try:
+            data, _ = await self.zk.get(path)
+        except NoNodeError:
+            return None
+        value = kz.decode_config(data, path).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        return None if value is None else value.strip().lower() == "true"
+
+    # ---- partition state znodes
+
+    async def read_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        try:
+            data, stat = await self.zk.get(kz.partition_state_path(tp.topic, tp.partition))
+        except NoNodeError:
+            return None
+        state = kz.decode_partition_state(tp.topic, tp.partition, data)
+        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version)
+
+    async def read_partition_states(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:
+        reads = await asyncio.gather(*(self.read_partition_state(tp) for tp in partitions))
+        return {tp: s for tp, s in zip(partitions, reads, strict=True) if s is not None}
+
+    async def create_partition_state(self, tp: TopicPartition, state: LeaderAndIsr, epoch_zk_version: int) -> None:
+        """Create `…/partitions/<p>/state` and its parents (NodeExistsError if it is already there)."""
+        path = kz.partition_state_path(tp.topic, tp.partition)
+        data = _encode_state(state)
+        await self.fenced(lambda t: t.create(path, data, makepath=True), epoch_zk_version)
+
+    async def update_partition_state(self, tp: TopicPartition, state: LeaderAndIsr, epoch_zk_version: int) -> int:
+        """Conditional set at `state.zk_version`; the new znode version. BadVersionError if someone wrote first."""
+        path = kz.partition_state_path(tp.topic, tp.partition)
+        data = _encode_state(state)
+        results = await self.fenced(lambda t: t.set_data(path, data, state.zk_version), epoch_zk_version)
+        return int(results[0].version)
+
+    # ---- /isr_change_notification (§2.16)
+
+    async def read_isr_change_notifications(self, watch: Watcher | None = None) -> dict[str, frozenset[TopicPartition]]:
+        """Child name -> partitions it lists; a notification deleted meanwhile is left out."""
+        children = await self.zk.get_children(kz.ISR_CHANGE_NOTIFICATION_PATH, watch=watch)
+        assert isinstance(children, list)
+        names = sorted(c for c in children if c.startswith(kz.ISR_CHANGE_PREFIX))
+        paths = [f"{kz.ISR_CHANGE_NOTIFICATION_PATH}/{n}" for n in names]
+        reads = await asyncio.gather(*(self.zk.get(p) for p in paths), return_exceptions=True)
+        out: dict[str, frozenset[TopicPartition]] = {}
+        for name, path, read in zip(names, paths, reads, strict=True):
+            if isinstance(read, NoNodeError):
+                continue
+            if isinstance(read, BaseException):
+                raise read
+            out[name] = kz.decode_isr_change(read[0], path)
+        return out
+
+    async def delete_isr_change_notifications(self, names: Sequence[str], epoch_zk_version: int) -> None:
+        """Fenced deletes, one multi each so that one already gone does not keep the others."""
+        for name in names:
+            path = f"{kz.ISR_CHANGE_NOTIFICATION_PATH}/{name}"
+            try:
+                await self.fenced(lambda t, p=path: t.delete(p), epoch_zk_version)  # type: ignore[misc]
+            except NoNodeError:
+                pass
+
+
+def _encode_state(state: LeaderAndIsr) -> bytes:
+    return kz.encode_partition_state(
+        kz.PartitionState(state.leader, state.leader_epoch, state.isr, state.controller_epoch)
+    )
+
+
+def _first_failure(results: Sequence[Any]) -> ZookeeperError | None:
+    """The error of the op that failed a transaction (others report rolled back / not run)."""
+    for result in results:
+        if isinstance(result, ZookeeperError) and not isinstance(result, RolledBackError | RuntimeInconsistency):
+            return result
+    return None
