@@ -1,4 +1,4 @@
-"""`zkraft up` and `zkraft quorum status` against real quorum node processes on loopback ports."""
+"""`zkraft up` and `zkraft quorum status` against real quorum node and broker processes on loopback ports."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from client import ZkClient
 from tests.helpers import wait_until
+from zkraft import up as up_module
 
 pytestmark = [
     pytest.mark.integration,
@@ -27,8 +29,10 @@ pytestmark = [
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 90.0  # above zkraft up's own broker and quorum stop timeouts together
 STATUS_RUN_TIMEOUT_S = 30.0
+ERROR_RUN_TIMEOUT_S = 60.0
+ZK_TIMEOUT_S = 10.0
 PORT_SEARCH_ATTEMPTS = 50
 
 
@@ -72,6 +76,23 @@ class UpProcess:
     def addresses(self) -> list[str]:
         return [node["address"] for node in self.cluster()["quorum"]]
 
+    def pids(self) -> list[int]:
+        cluster = self.cluster()
+        return [child["pid"] for child in [*cluster["quorum"], *cluster["brokers"]] if child["pid"] is not None]
+
+    def stop(self) -> str:
+        """SIGTERM `zkraft up`, expect exit 0 and every child gone; its whole output."""
+        pids = self.pids()
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(timeout=STOP_TIMEOUT_S) == 0, self.output()
+        wait_until(
+            lambda: not any(pid_alive(pid) for pid in pids),
+            STOP_TIMEOUT_S,
+            interval_s=0.1,
+            message="a child process outlived zkraft up",
+        )
+        return self.output()
+
 
 def _pump(up: UpProcess) -> None:
     assert up.process.stdout is not None
@@ -94,21 +115,22 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _kill_recorded_nodes(data_dir: Path) -> None:
-    """Last-resort cleanup of the node processes this test's `up` recorded (by pid)."""
+def _kill_recorded_children(data_dir: Path) -> None:
+    """Last-resort cleanup of the node and broker processes this test's `up` recorded (by pid)."""
     with contextlib.suppress(OSError, ValueError, KeyError):
-        for node in json.loads((data_dir / "cluster.json").read_text(encoding="utf-8"))["quorum"]:
-            pid = node.get("pid")
+        document = json.loads((data_dir / "cluster.json").read_text(encoding="utf-8"))
+        for child in [*document["quorum"], *document.get("brokers", [])]:
+            pid = child.get("pid")
             if isinstance(pid, int) and pid_alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
 
-@pytest.fixture
-def up_cluster(tmp_path: Path) -> Iterator[UpProcess]:
-    data_dir = tmp_path / "cluster"
+@contextlib.contextmanager
+def running_up(data_dir: Path, *args: str, ready_line: str) -> Iterator[UpProcess]:
+    """`zkraft up --data-dir data_dir ARGS` until it prints `ready_line`; stopped and cleaned up on exit."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "zkraft", "up", "--data-dir", str(data_dir), "--base-port", str(free_base_port())],
+        [sys.executable, "-m", "zkraft", "up", "--data-dir", str(data_dir), *args],
         cwd=REPO_ROOT,
         env=_env(),
         stdin=subprocess.DEVNULL,
@@ -121,12 +143,12 @@ def up_cluster(tmp_path: Path) -> Iterator[UpProcess]:
     pump.start()
     try:
         wait_until(
-            lambda: "quorum ready: leader is" in up.output() or process.poll() is not None,
+            lambda: ready_line in up.output() or process.poll() is not None,
             READY_TIMEOUT_S,
             interval_s=0.1,
-            message="zkraft up never printed 'quorum ready'",
+            message=f"zkraft up never printed {ready_line!r}",
         )
-        assert "quorum ready: leader is" in up.output(), up.output()
+        assert ready_line in up.output(), up.output()
         yield up
     finally:
         if process.poll() is None:
@@ -136,8 +158,16 @@ def up_cluster(tmp_path: Path) -> Iterator[UpProcess]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=STOP_TIMEOUT_S)
-        _kill_recorded_nodes(data_dir)
+        _kill_recorded_children(data_dir)
         pump.join(timeout=STOP_TIMEOUT_S)
+
+
+@pytest.fixture
+def up_cluster(tmp_path: Path) -> Iterator[UpProcess]:
+    """The quorum alone (--brokers 0)."""
+    args = ("--brokers", "0", "--base-port", str(free_base_port()))
+    with running_up(tmp_path / "cluster", *args, ready_line="quorum ready: leader is") as up:
+        yield up
 
 
 def status_json(addresses: list[str]) -> list[dict]:
@@ -246,3 +276,166 @@ def test_a_killed_node_is_reported_once_and_restarts_by_hand(up_cluster: UpProce
         except subprocess.TimeoutExpired:
             restarted.kill()
             restarted.wait(timeout=STOP_TIMEOUT_S)
+
+
+# ---- brokers ----
+
+
+def broker_ports(brokers: int) -> tuple[int, int]:
+    """(quorum base port, broker base port): 3 + `brokers` consecutive free ports, so the two never overlap."""
+    base = free_base_port(3 + brokers)
+    return base, base + 3
+
+
+def zk_children(hosts: str, path: str) -> list[str]:
+    zk = ZkClient(hosts, timeout=ZK_TIMEOUT_S)
+    zk.start(timeout=ZK_TIMEOUT_S)
+    try:
+        return sorted(zk.get_children(path))
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_up_starts_registered_brokers_stops_them_first_and_restarts_them_from_cluster_json(tmp_path: Path) -> None:
+    quorum_base, broker_base = broker_ports(brokers=2)
+    data_dir = tmp_path / "cluster"
+    first = f"127.0.0.1:{broker_base}"
+    ports = ("--base-port", str(quorum_base), "--broker-base-port", str(broker_base))
+    # A broker property for every broker; a short controlled-shutdown backoff also keeps the stops quick.
+    fast_stop = ("--override", "controlled.shutdown.retry.backoff.ms=100")
+    with running_up(data_dir, "--brokers", "1", *ports, *fast_stop, ready_line="zkraft up: running") as up:
+        output = up.output()
+        assert f"broker 1: {first} (pid " in output
+        assert "brokers ready: 1 registered, controller is broker 1" in output
+        assert f"zkraft up: running; bootstrap servers {first}; Ctrl-C stops the cluster" in output
+        assert output.index("quorum ready: leader is") < output.index("broker 1:")
+        [broker] = up.cluster()["brokers"]
+        assert (broker["id"], broker["address"]) == (1, first)
+        assert pid_alive(broker["pid"])
+        assert broker["data_dir"] == str(data_dir / "broker-1")
+        assert broker["log"] == str(data_dir / "logs" / "broker-1.log")
+        properties = Path(broker["config"]).read_text(encoding="utf-8").splitlines()
+        hosts = ",".join(up.addresses())
+        for line in ("broker.id=1", f"port={broker_base}", f"log.dirs={data_dir / 'broker-1'}"):
+            assert line in properties
+        assert f"zookeeper.connect={hosts}" in properties
+        assert "controlled.shutdown.retry.backoff.ms=100" in properties
+        assert zk_children(hosts, "/brokers/ids") == ["1"]
+        output = up.stop()
+    assert output.index("brokers stopped") < output.index("stopping 3 quorum node(s)")
+    # The broker closed its session itself (a clean shutdown), so the quorum was still up when it stopped.
+    assert '"broker_stopped"' in Path(broker["log"]).read_text(encoding="utf-8")
+
+    # Again on the same directory, with one broker more: broker 1 keeps its port, broker 2 takes the next.
+    with running_up(data_dir, "--brokers", "2", *fast_stop, ready_line="zkraft up: running") as up:
+        brokers = up.cluster()["brokers"]
+        assert [(b["id"], b["address"]) for b in brokers] == [(1, first), (2, f"127.0.0.1:{broker_base + 1}")]
+        assert zk_children(",".join(up.addresses()), "/brokers/ids") == ["1", "2"]
+        victim = brokers[1]
+        os.kill(victim["pid"], signal.SIGKILL)
+        wait_until(
+            lambda: f"broker 2 (pid {victim['pid']}) exited unexpectedly (killed by SIGKILL)" in up.output(),
+            STOP_TIMEOUT_S,
+            interval_s=0.1,
+            message="zkraft up did not report the killed broker",
+        )
+        assert up.process.poll() is None
+        output = up.stop()
+    assert output.count("exited unexpectedly") == 1
+    assert "stopping 1 broker(s)" in output
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("num.partiton=2", "unknown property 'num.partiton' (did you mean 'num.partitions'?)"),
+        ("raft.tik.ms=5", "unknown property 'raft.tik.ms' (did you mean 'raft.tick.ms'?)"),
+        ("broker.id=7", "'broker.id' is set by zkraft up for each broker"),
+        ("zookeeper.connect=127.0.0.1:1", "'zookeeper.connect' is set by zkraft up for each broker"),
+        ("port=1", "'port' is set by zkraft up for each broker"),
+        ("num.partitions=many", "num.partitions='many': not a valid integer"),
+        ("quorum.state.machine=register", "cannot serve brokers"),
+    ],
+)
+def test_bad_override_is_one_line_exit_2_and_starts_nothing(tmp_path: Path, override: str, expected: str) -> None:
+    data_dir = tmp_path / "cluster"
+    result = run_up_expecting_error(data_dir, "--override", override)
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert not data_dir.exists()
+
+
+def test_a_broker_port_in_use_is_named_in_one_line(tmp_path: Path) -> None:
+    quorum_base, broker_base = broker_ports(brokers=1)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", broker_base))
+        holder.listen()
+        args = ("--brokers", "1", "--base-port", str(quorum_base), "--broker-base-port", str(broker_base))
+        result = run_up_expecting_error(tmp_path / "cluster", *args)
+    assert result.returncode == 1, result.stderr
+    assert f"port {broker_base} for broker 1 is already in use" in result.stderr
+
+
+def run_up_expecting_error(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`zkraft up` that must refuse to start: one `zkraft: error:` line on stderr, nothing on stdout."""
+    result = subprocess.run(
+        [sys.executable, "-m", "zkraft", "up", "--data-dir", str(data_dir), *args],
+        cwd=REPO_ROOT,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=ERROR_RUN_TIMEOUT_S,
+    )
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("zkraft: error: ")
+    return result
+
+
+def test_plan_keeps_recorded_brokers_adds_new_ones_and_rests_the_rest(tmp_path: Path) -> None:
+    recorded = up_module.plan(tmp_path, brokers=2, base_port=17001, broker_base_port=19092)
+    up_module.write_cluster_file(recorded, {})
+
+    grown = up_module.plan(tmp_path, brokers=3, base_port=None, broker_base_port=None)
+    assert [(b.child_id, b.address) for b in grown.brokers] == [
+        (1, "127.0.0.1:19092"),
+        (2, "127.0.0.1:19093"),
+        (3, "127.0.0.1:19094"),
+    ]
+    assert grown.quorum[0].address == "127.0.0.1:17001"
+    assert grown.resting_brokers == []
+
+    shrunk = up_module.plan(tmp_path, brokers=1, base_port=None, broker_base_port=None)
+    assert [b.child_id for b in shrunk.brokers] == [1]
+    assert [b.child_id for b in shrunk.resting_brokers] == [2]
+    up_module.write_cluster_file(shrunk, {"broker 1": 4242})
+    document = json.loads((tmp_path / "cluster.json").read_text(encoding="utf-8"))
+    assert [(b["id"], b["pid"]) for b in document["brokers"]] == [(1, 4242), (2, None)]
+
+    with pytest.raises(up_module.UpUsageError, match="--broker-base-port 9092: .* ports from 19092"):
+        up_module.plan(tmp_path, brokers=1, base_port=None, broker_base_port=9092)
+
+
+def test_overrides_split_between_quorum_nodes_and_brokers() -> None:
+    overrides = up_module.parse_overrides(["raft.tick.ms=20", "num.partitions=3", "min.insync.replicas = 2"])
+    assert overrides.quorum == {"raft.tick.ms": "20"}
+    assert overrides.broker == {"num.partitions": "3", "min.insync.replicas": "2"}
+    with pytest.raises(up_module.UpUsageError, match="given twice"):
+        up_module.parse_overrides(["num.partitions=3", "num.partitions=4"])
+
+
+def test_a_broker_that_exits_before_registering_is_named_with_its_log(tmp_path: Path) -> None:
+    cluster_plan = up_module.plan(tmp_path, brokers=1, base_port=None, broker_base_port=None)
+    cluster = up_module.LocalCluster(cluster_plan)
+    [broker] = cluster_plan.brokers
+    exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], stdin=subprocess.DEVNULL)
+    exited.wait(timeout=STOP_TIMEOUT_S)
+    cluster.processes[broker.name] = exited
+    with pytest.raises(up_module.UpError) as raised:
+        cluster.wait_for_brokers(READY_TIMEOUT_S)
+    message = str(raised.value)
+    assert f"broker 1 (pid {exited.pid}) exited before registering (exit code 3)" in message
+    assert str(broker.log_path) in message

@@ -6,6 +6,11 @@
     zkraft zk --server H:P[,H:P...] [--json] [--timeout S] [CMD ARGS...]
     zkraft dump-log-segments --files F[,F...] [--print-data-log] [--deep-iteration]
         [--verify-index-only] [--index-sanity-check] [--max-message-size N]
+    zkraft topics (--zookeeper H:P | --bootstrap-server H:P) --create|--list|--describe|--alter|--delete ...
+    zkraft console-producer --bootstrap-server H:P --topic T [--property K=V ...]
+    zkraft console-consumer --bootstrap-server H:P --topic T [--from-beginning] [--max-messages N] ...
+    zkraft producer-perf-test --topic T --num-records N --record-size S --throughput T --producer-props K=V ...
+    zkraft consumer-perf-test --bootstrap-server H:P --topic T --messages N [--timeout MS]
 
 A user's mistake prints one line `zkraft: error: ...` on stderr and exits
 non-zero (2 for a usage error); it never prints a traceback. An unexpected
@@ -78,6 +83,21 @@ def _quorum_status(options: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
 
 
+def _broker_start(options: argparse.Namespace) -> int:
+    from broker.config import BrokerConfigError, load_broker_config
+
+    try:
+        config = load_broker_config(options.config, options.override)
+    except BrokerConfigError as error:
+        raise UsageError(str(error)) from None
+    from broker.server import BrokerStartupError, serve
+
+    try:
+        return serve(config)
+    except BrokerStartupError as error:
+        raise CommandError(str(error)) from None
+
+
 def _up(options: argparse.Namespace) -> int:
     from zkraft import up
 
@@ -87,6 +107,7 @@ def _up(options: argparse.Namespace) -> int:
             brokers=options.brokers,
             overrides=options.override,
             base_port=options.base_port,
+            broker_base_port=options.broker_base_port,
         )
     except up.UpUsageError as error:
         raise UsageError(str(error)) from None
@@ -121,6 +142,58 @@ def _dump_log_segments(options: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
 
 
+def _topics(options: argparse.Namespace) -> int:
+    from client.tools import topics
+
+    try:
+        return topics.run(topics.options_from_namespace(options))
+    except topics.TopicsUsageError as error:
+        raise UsageError(str(error)) from None
+    except topics.TopicsError as error:
+        raise CommandError(str(error)) from None
+
+
+def _add_kafka_tools(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from client.tools import console_consumer, console_producer, perf_test, topics
+
+    topics_parser = commands.add_parser(
+        "topics",
+        help="create, list, describe, alter or delete topics (kafka-topics.sh)",
+        description="Kafka's kafka-topics.sh: --zookeeper writes the znodes, --bootstrap-server asks a broker.",
+    )
+    topics.configure_parser(topics_parser)
+    topics_parser.set_defaults(handler=_topics)
+    tools = (
+        ("console-producer", console_producer, "console_producer", "send stdin lines as records"),
+        ("console-consumer", console_consumer, "console_consumer", "print records of a topic"),
+        ("producer-perf-test", perf_test, "perf_test", "measure producer throughput and latency"),
+        ("consumer-perf-test", perf_test, "perf_test", "measure consumer throughput"),
+    )
+    for name, module, module_name, summary in tools:
+        tool_parser = commands.add_parser(name, help=summary, description=f"Kafka's kafka-{name}.sh: {summary}.")
+        configurer = module.configure_consumer_parser if name == "consumer-perf-test" else module.configure_parser
+        configurer(tool_parser)
+        handler = "run_consumer" if name == "consumer-perf-test" else "run"
+        tool_parser.set_defaults(handler=_kafka_tool_entry(module_name, handler))
+
+
+def _kafka_tool_entry(module_name: str, function: str) -> Callable[[argparse.Namespace], int]:
+    def handler(options: argparse.Namespace) -> int:
+        import importlib
+
+        from client.tools.topics import ToolError, ToolUsageError
+
+        module = importlib.import_module(f"client.tools.{module_name}")
+        try:
+            return int(getattr(module, function)(options))
+        except ToolUsageError as error:
+            raise UsageError(str(error)) from None
+        except ToolError as error:
+            raise CommandError(str(error)) from None
+
+    return handler
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -151,7 +224,13 @@ def _missing_command(prog: str, choices: str) -> Callable[[argparse.Namespace], 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="ZooKeeper-era Kafka on a Raft quorum.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    parser.set_defaults(handler=_missing_command("zkraft", "quorum, up, zk or dump-log-segments"))
+    parser.set_defaults(
+        handler=_missing_command(
+            "zkraft",
+            "quorum, up, zk, dump-log-segments, topics, console-producer, console-consumer, "
+            "producer-perf-test or consumer-perf-test",
+        )
+    )
 
     quorum = commands.add_parser("quorum", help="run or inspect a quorum node")
     quorum_commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND", parser_class=_Parser)
@@ -178,21 +257,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.set_defaults(handler=_quorum_status)
 
+    broker = commands.add_parser("broker", help="run a Kafka broker")
+    broker_commands = broker.add_subparsers(dest="broker_command", metavar="COMMAND", parser_class=_Parser)
+    broker.set_defaults(handler=_missing_command("zkraft broker", "start"))
+    broker_start = broker_commands.add_parser(
+        "start",
+        help="run one broker in the foreground",
+        description="Run one broker. Properties use Kafka's names (broker.id, log.dirs, zookeeper.connect, ...).",
+    )
+    broker_start.add_argument("--config", type=Path, help="server.properties file")
+    broker_start.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="a property, over the file (repeatable)"
+    )
+    broker_start.set_defaults(handler=_broker_start)
+
     up = commands.add_parser(
         "up",
         help="run a local cluster in the foreground",
-        description="Start a local 3-node quorum with all data under one directory; Ctrl-C stops it.",
+        description="Start a local 3-node quorum and N brokers with all data under one directory; Ctrl-C stops it.",
     )
     up.add_argument("--data-dir", type=Path, required=True, help="directory holding the whole cluster")
-    up.add_argument("--brokers", type=_non_negative_int, default=0, help="number of brokers (default 0)")
+    up.add_argument("--brokers", type=_non_negative_int, default=3, help="brokers to run, 0: none (default 3)")
     up.add_argument(
         "--override",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="quorum node property for every node, e.g. raft.tick.ms=20 (repeatable)",
+        help="quorum node or broker property for every node or broker, e.g. raft.tick.ms=20 (repeatable)",
     )
     up.add_argument("--base-port", type=int, default=None, help="first of 3 consecutive quorum ports (default 7001)")
+    up.add_argument(
+        "--broker-base-port", type=int, default=None, help="first of N consecutive broker ports (default 9092)"
+    )
     up.set_defaults(handler=_up)
 
     zk = commands.add_parser(
@@ -227,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest batch in bytes; a larger size is reported as corrupt (default 5242880)",
     )
     dump.set_defaults(handler=_dump_log_segments)
+    _add_kafka_tools(commands)
     return parser
 
 

@@ -1,20 +1,27 @@
 """`zkraft up`: a whole local cluster in the foreground, all data under one directory.
 
-    zkraft up --data-dir ./zkraft-data
+    zkraft up --data-dir ./zkraft-data [--brokers 3]
 
 starts quorum nodes 1..3 on 127.0.0.1:7001..7003 as child processes (data in
-DIR/quorum-N, output in DIR/logs/quorum-N.log), records them in
-DIR/cluster.json, waits until they elect a leader and stays in the foreground
-until SIGINT or SIGTERM, which it passes on to the nodes as SIGTERM.
+DIR/quorum-N, output in DIR/logs/quorum-N.log), waits until they elect a
+leader, then starts brokers 1..N on 127.0.0.1:9092.. (properties in
+DIR/broker-N.properties, data in DIR/broker-N, output in
+DIR/logs/broker-N.log) and waits until each has registered `/brokers/ids/<id>`
+and a controller holds `/controller`. Every process is recorded in
+DIR/cluster.json. It stays in the foreground until SIGINT or SIGTERM, then
+stops the brokers first (while the quorum still serves their sessions) and
+the quorum nodes last, each with SIGTERM and SIGKILL after a timeout.
 
-A node that dies is reported once and left dead: a test restarts it by hand
-with the `cmd` recorded in cluster.json, and the other nodes carry on. Running
-`zkraft up` again on the same directory restarts the same cluster (ids, ports,
-data) from cluster.json.
+A process that dies is reported once and left dead: a test restarts it by
+hand with the `cmd` recorded in cluster.json, and the others carry on.
+Running `zkraft up` again on the same directory restarts the same cluster
+(ids, ports, data) from cluster.json; more brokers than recorded adds new ones.
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import json
 import os
 import signal
@@ -29,11 +36,16 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from broker import config as broker_config
+from client import ZkClient
+from client.exceptions import NoNodeError, ZkException
+from client.kafka_znodes import BROKER_IDS_PATH, CONTROLLER_PATH, ZnodeDataError, decode_controller
 from client.tools.quorum_status import collect_status
+from quorum.settings import _FIELD_OF_PROPERTY as QUORUM_PROPERTY_NAMES  # for "did you mean" only
 from quorum.settings import (
     NODE_IDENTITY_PROPERTIES,
     SettingsError,
-    check_property_key,
+    known_property,
     load_node_settings,
     parse_host_port,
     peers_string,
@@ -44,12 +56,26 @@ LOCAL_CLUSTER_ID = "zkraft-local"
 QUORUM_SIZE = 3
 LISTEN_HOST = "127.0.0.1"
 BASE_PORT_DEFAULT = 7001
+BROKER_BASE_PORT_DEFAULT = 9092
+BROKERS_DEFAULT = 3
 CLUSTER_FILE = "cluster.json"
 READY_TIMEOUT_S = 30.0
+# A broker opens its logs, connects to the quorum and registers; the first one also elects a controller.
+BROKERS_READY_TIMEOUT_S = 60.0
 # A node stopping on SIGTERM first hands leadership over; give it that long before SIGKILL.
 STOP_TIMEOUT_S = 20.0
+# A broker stopping on SIGTERM first asks the controller to move its leaderships away (controlled
+# shutdown: by default 3 retries 5 s apart, each bounded by controller.socket.timeout.ms).
+BROKER_STOP_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.2
 STATUS_TIMEOUT_S = 1.0
+ZK_REQUEST_TIMEOUT_S = 5.0
+PORT_MAX = 65535
+
+QUORUM_NODE = "quorum node"
+BROKER = "broker"
+# Broker properties `zkraft up` writes for each broker; `log.dir` too, as `log.dirs` would silently win over it.
+BROKER_IDENTITY_PROPERTIES = frozenset({"broker.id", "host.name", "port", "log.dirs", "log.dir", "zookeeper.connect"})
 
 
 class UpError(Exception):
@@ -61,103 +87,219 @@ class UpUsageError(UpError):
 
 
 @dataclass(frozen=True, slots=True)
-class QuorumNodeSpec:
-    node_id: int
+class ChildSpec:
+    """One child process of `zkraft up`, a quorum node or a broker: what it is, where it lives, how it starts."""
+
+    role: str  # QUORUM_NODE or BROKER, as printed
+    child_id: int
     address: str
     data_dir: Path
     config_path: Path
     log_path: Path
+    cmd: tuple[str, ...]
 
-    def cmd(self, peers: str) -> list[str]:
-        """The argument list that starts this node by itself (recorded in cluster.json)."""
-        return [
-            sys.executable, "-m", "zkraft", "quorum", "start",
-            "--id", str(self.node_id),
-            "--data-dir", str(self.data_dir),
-            "--listen", self.address,
-            "--peers", peers,
-            "--cluster-id", LOCAL_CLUSTER_ID,
-            "--config", str(self.config_path),
-        ]  # fmt: skip
+    @property
+    def name(self) -> str:
+        return f"{self.role} {self.child_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """`--override` properties, split by the process kind they belong to."""
+
+    quorum: dict[str, str]
+    broker: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCluster:
+    """The (id, address) of each quorum node and broker in an existing cluster.json."""
+
+    quorum: list[tuple[int, str]]
+    brokers: list[tuple[int, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    root: Path
+    quorum: list[ChildSpec]
+    brokers: list[ChildSpec]  # started by this run
+    resting_brokers: list[ChildSpec]  # recorded in cluster.json but not asked for (--brokers below the record)
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return ",".join(spec.address for spec in self.quorum)
 
 
 # ---- planning: arguments, cluster.json, ports ----
 
 
-def parse_overrides(overrides: Sequence[str]) -> dict[str, str]:
-    """`key=value` items into properties; node identity is `zkraft up`'s to set, not the user's."""
-    properties: dict[str, str] = {}
+def parse_overrides(overrides: Sequence[str]) -> Overrides:
+    """`key=value` items into quorum and broker properties; identities are `zkraft up`'s to set."""
+    quorum: dict[str, str] = {}
+    broker: dict[str, str] = {}
     for item in overrides:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
             raise UpUsageError(f"--override: {item!r} is not key=value")
-        try:
-            check_property_key(key, "--override: ")
-        except SettingsError as error:
-            raise UpUsageError(str(error)) from None
-        if key in NODE_IDENTITY_PROPERTIES or key.startswith("server."):
-            raise UpUsageError(f"--override: {key!r} is set by zkraft up for each node and cannot be overridden")
-        if key in properties:
+        target = broker if _is_broker_key(key) else quorum
+        if key in target:
             raise UpUsageError(f"--override: {key!r} is given twice")
-        properties[key] = value.strip()
-    return properties
+        target[key] = value.strip()
+    return Overrides(quorum=quorum, broker=broker)
 
 
-def _read_cluster_file(path: Path) -> list[tuple[int, str]]:
-    """The (id, address) of each recorded quorum node."""
+def _is_broker_key(key: str) -> bool:
+    """True for a broker property, False for a quorum node property; UpUsageError for the rest."""
+    if key in BROKER_IDENTITY_PROPERTIES:
+        raise UpUsageError(f"--override: {key!r} is set by zkraft up for each broker and cannot be overridden")
+    if key in NODE_IDENTITY_PROPERTIES or key.startswith("server."):
+        raise UpUsageError(f"--override: {key!r} is set by zkraft up for each node and cannot be overridden")
+    if known_property(key):
+        return False
+    try:
+        broker_config.check_key(key)
+    except broker_config.BrokerConfigError:
+        raise UpUsageError(f"--override: unknown property {key!r}{_nearest_property_hint(key)}") from None
+    return True
+
+
+def _nearest_property_hint(key: str) -> str:
+    """The nearest quorum node or broker property name, as both settings modules suggest their own."""
+    names = [*QUORUM_PROPERTY_NAMES, *(prop.name for prop in broker_config.PROPERTIES)]
+    close = difflib.get_close_matches(key, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _read_records(children: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    return sorted((int(child["id"]), str(child["address"])) for child in children)
+
+
+def _read_cluster_file(path: Path) -> RecordedCluster:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-        nodes = [(int(node["id"]), str(node["address"])) for node in document["quorum"]]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        # A cluster.json of a quorum-only `zkraft up` may lack "brokers".
+        recorded = RecordedCluster(_read_records(document["quorum"]), _read_records(document.get("brokers") or []))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise UpError(f"{path}: not a zkraft cluster file ({error}); move it away to start a new cluster") from None
-    if sorted(node_id for node_id, _ in nodes) != list(range(1, QUORUM_SIZE + 1)):
-        raise UpError(f"{path}: expected quorum nodes 1..{QUORUM_SIZE}; move it away to start a new cluster")
-    for node_id, address in nodes:
-        try:
-            parse_host_port(address, f"{path}: node {node_id}")
-        except SettingsError as error:
-            raise UpError(str(error)) from None
-    return sorted(nodes)
+    for what, children, expected in (
+        ("quorum nodes", recorded.quorum, QUORUM_SIZE),
+        ("brokers", recorded.brokers, len(recorded.brokers)),
+    ):
+        if [child_id for child_id, _ in children] != list(range(1, expected + 1)):
+            raise UpError(f"{path}: expected {what} 1..{expected}; move it away to start a new cluster")
+        for child_id, address in children:
+            try:
+                parse_host_port(address, f"{path}: {what} {child_id}")
+            except SettingsError as error:
+                raise UpError(str(error)) from None
+    return recorded
 
 
-def plan_quorum(root: Path, base_port: int | None) -> list[QuorumNodeSpec]:
-    cluster_file = root / CLUSTER_FILE
-    if cluster_file.exists():
-        nodes = _read_cluster_file(cluster_file)
-        recorded_base = parse_host_port(nodes[0][1], "address")[1]
-        if base_port is not None and base_port != recorded_base:
-            raise UpUsageError(
-                f"--base-port {base_port}: {cluster_file} records this cluster on ports from {recorded_base}; "
-                "drop --base-port or use another --data-dir"
-            )
+def _consecutive_addresses(count: int, first_port: int, option: str) -> list[tuple[int, str]]:
+    if not 1 <= first_port <= PORT_MAX - max(count - 1, 0):
+        raise UpUsageError(f"{option}: {first_port} is out of range 1-{PORT_MAX - max(count - 1, 0)}")
+    return [(index + 1, f"{LISTEN_HOST}:{first_port + index}") for index in range(count)]
+
+
+def _check_recorded_base(option: str, given: int | None, recorded: list[tuple[int, str]], cluster_file: Path) -> int:
+    """The first recorded port; a different `given` one is refused (the recorded cluster keeps its ports)."""
+    if given is not None:
+        _consecutive_addresses(len(recorded), given, option)  # out of range is the first thing to say
+    recorded_base = parse_host_port(recorded[0][1], "address")[1]
+    if given is not None and given != recorded_base:
+        raise UpUsageError(
+            f"{option} {given}: {cluster_file} records these on ports from {recorded_base}; "
+            f"drop {option} or use another --data-dir"
+        )
+    return recorded_base
+
+
+def plan_quorum(root: Path, recorded: RecordedCluster | None, base_port: int | None) -> list[ChildSpec]:
+    if recorded is not None:
+        _check_recorded_base("--base-port", base_port, recorded.quorum, root / CLUSTER_FILE)
+        nodes = recorded.quorum
     else:
         first = BASE_PORT_DEFAULT if base_port is None else base_port
-        if not 1 <= first <= 65535 - (QUORUM_SIZE - 1):
-            raise UpUsageError(f"--base-port: {first} is out of range 1-{65535 - (QUORUM_SIZE - 1)}")
-        nodes = [(index + 1, f"{LISTEN_HOST}:{first + index}") for index in range(QUORUM_SIZE)]
-    return [
-        QuorumNodeSpec(
-            node_id=node_id,
-            address=address,
-            data_dir=root / f"quorum-{node_id}",
-            config_path=root / f"quorum-{node_id}.properties",
-            log_path=root / "logs" / f"quorum-{node_id}.log",
-        )
-        for node_id, address in nodes
-    ]
+        nodes = _consecutive_addresses(QUORUM_SIZE, first, "--base-port")
+    peers = peers_string(dict(nodes))
+    specs = []
+    for node_id, address in nodes:
+        data_dir = root / f"quorum-{node_id}"
+        config_path = root / f"quorum-{node_id}.properties"
+        cmd = (
+            sys.executable, "-m", "zkraft", "quorum", "start",
+            "--id", str(node_id),
+            "--data-dir", str(data_dir),
+            "--listen", address,
+            "--peers", peers,
+            "--cluster-id", LOCAL_CLUSTER_ID,
+            "--config", str(config_path),
+        )  # fmt: skip
+        log_path = root / "logs" / f"quorum-{node_id}.log"
+        specs.append(ChildSpec(QUORUM_NODE, node_id, address, data_dir, config_path, log_path, cmd))
+    return specs
 
 
-def validate_node_settings(specs: Sequence[QuorumNodeSpec], properties: dict[str, str]) -> None:
+def _broker_addresses(
+    recorded: list[tuple[int, str]], count: int, base_port: int | None, root: Path
+) -> list[tuple[int, str]]:
+    """Recorded brokers keep their addresses; brokers beyond the record take the ports after the last one."""
+    if recorded:
+        first = _check_recorded_base("--broker-base-port", base_port, recorded, root / CLUSTER_FILE)
+    else:
+        first = BROKER_BASE_PORT_DEFAULT if base_port is None else base_port
+    wanted = _consecutive_addresses(max(count, len(recorded)), first, "--broker-base-port")
+    return [*recorded, *wanted[len(recorded) :]]
+
+
+def plan_brokers(
+    root: Path, recorded: RecordedCluster | None, count: int, base_port: int | None
+) -> tuple[list[ChildSpec], list[ChildSpec]]:
+    """(brokers to start, recorded brokers left stopped)."""
+    specs = []
+    for broker_id, address in _broker_addresses(recorded.brokers if recorded else [], count, base_port, root):
+        config_path = root / f"broker-{broker_id}.properties"
+        cmd = (sys.executable, "-m", "zkraft", "broker", "start", "--config", str(config_path))
+        log_path = root / "logs" / f"broker-{broker_id}.log"
+        specs.append(ChildSpec(BROKER, broker_id, address, root / f"broker-{broker_id}", config_path, log_path, cmd))
+    return specs[:count], specs[count:]
+
+
+def plan(root: Path, brokers: int, base_port: int | None, broker_base_port: int | None) -> Plan:
+    cluster_file = root / CLUSTER_FILE
+    recorded = _read_cluster_file(cluster_file) if cluster_file.exists() else None
+    if brokers > 0 and "," in str(root):
+        raise UpUsageError(f"--data-dir: {root} contains a comma, which log.dirs cannot hold")
+    quorum = plan_quorum(root, recorded, base_port)
+    started, resting = plan_brokers(root, recorded, brokers, broker_base_port)
+    return Plan(root, quorum, started, resting)
+
+
+def broker_properties(spec: ChildSpec, zookeeper_connect: str, overrides: dict[str, str]) -> dict[str, str]:
+    host, port = parse_host_port(spec.address, "address")
+    return {
+        "broker.id": str(spec.child_id),
+        "host.name": host,
+        "port": str(port),
+        "log.dirs": str(spec.data_dir),
+        "zookeeper.connect": zookeeper_connect,
+        **overrides,
+    }
+
+
+def validate_node_settings(specs: Sequence[ChildSpec], properties: dict[str, str], brokers: int) -> None:
     """Build each node's settings here, so a bad override fails before any process starts."""
-    peers = {spec.node_id: spec.address for spec in specs}
+    peers = {spec.child_id: spec.address for spec in specs}
+    state_machines: set[str] = set()
     try:
         values = properties_to_values(properties, "--override ")
         for spec in specs:
-            load_node_settings(
+            settings = load_node_settings(
                 {
                     **values,
-                    "node_id": spec.node_id,
+                    "node_id": spec.child_id,
                     "data_dir": spec.data_dir,
                     "listen": spec.address,
                     "peers": peers,
@@ -165,11 +307,37 @@ def validate_node_settings(specs: Sequence[QuorumNodeSpec], properties: dict[str
                 },
                 None,
             )
+            state_machines.add(settings.state_machine)
     except SettingsError as error:
         raise UpUsageError(str(error)) from None
+    if brokers > 0 and state_machines != {"zookeeper"}:
+        raise UpUsageError(
+            f"--override: quorum.state.machine={','.join(sorted(state_machines))} cannot serve brokers; "
+            "drop it or run with --brokers 0"
+        )
 
 
-def check_ports_free(specs: Sequence[QuorumNodeSpec], cluster_file: Path) -> None:
+def validate_broker_settings(plan: Plan, properties: dict[str, str]) -> None:
+    for spec in plan.brokers:
+        try:
+            broker_config.from_properties(broker_properties(spec, plan.zookeeper_connect, properties))
+        except broker_config.BrokerConfigError as error:
+            raise UpUsageError(f"--override: {error}") from None
+
+
+def check_ports_distinct(specs: Sequence[ChildSpec]) -> None:
+    owners: dict[int, ChildSpec] = {}
+    for spec in specs:
+        port = parse_host_port(spec.address, "address")[1]
+        if port in owners:
+            raise UpUsageError(
+                f"port {port} is both {owners[port].name}'s and {spec.name}'s; "
+                "choose --base-port and --broker-base-port so that they do not overlap"
+            )
+        owners[port] = spec
+
+
+def check_ports_free(specs: Sequence[ChildSpec], cluster_file: Path) -> None:
     for spec in specs:
         host, port = parse_host_port(spec.address, "address")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -182,7 +350,7 @@ def check_ports_free(specs: Sequence[QuorumNodeSpec], cluster_file: Path) -> Non
             except OSError as error:
                 hint = f" (is this cluster already running? see {cluster_file})" if cluster_file.exists() else ""
                 raise UpError(
-                    f"port {port} for quorum node {spec.node_id} is already in use ({error.strerror or error}){hint}"
+                    f"port {port} for {spec.name} is already in use ({error.strerror or error}){hint}"
                 ) from None
 
 
@@ -194,13 +362,23 @@ def _escape_property_value(value: str) -> str:
     return "\\" + escaped if escaped.startswith((" ", "\f")) else escaped
 
 
-def write_node_config(spec: QuorumNodeSpec, properties: dict[str, str]) -> None:
-    lines = [
+def _properties_text(header: Sequence[str], properties: dict[str, str]) -> str:
+    lines = [*header, *(f"{key}={_escape_property_value(value)}" for key, value in properties.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_node_config(spec: ChildSpec, properties: dict[str, str]) -> None:
+    header = (
         "# Written by `zkraft up` on every start from its --override options.",
         "# The node's id, dataDir, listen, peers and cluster.id are on its command line (cluster.json `cmd`).",
-        *(f"{key}={_escape_property_value(value)}" for key, value in sorted(properties.items())),
-    ]
-    write_atomically(spec.config_path, "\n".join(lines) + "\n")
+    )
+    write_atomically(spec.config_path, _properties_text(header, dict(sorted(properties.items()))))
+
+
+def write_broker_config(spec: ChildSpec, zookeeper_connect: str, overrides: dict[str, str]) -> None:
+    header = ("# Written by `zkraft up` on every start: this broker's identity, then its --override options.",)
+    properties = broker_properties(spec, zookeeper_connect, dict(sorted(overrides.items())))
+    write_atomically(spec.config_path, _properties_text(header, properties))
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -218,25 +396,44 @@ def write_atomically(path: Path, text: str) -> None:
         os.close(directory)
 
 
-def write_cluster_file(root: Path, specs: Sequence[QuorumNodeSpec], pids: dict[int, int]) -> None:
-    peers = peers_string({spec.node_id: spec.address for spec in specs})
+def _child_record(spec: ChildSpec, pids: dict[str, int]) -> dict[str, Any]:
+    return {
+        "id": spec.child_id,
+        "address": spec.address,
+        "pid": pids.get(spec.name),
+        "cmd": list(spec.cmd),
+        "data_dir": str(spec.data_dir),
+        "log": str(spec.log_path),
+        "config": str(spec.config_path),
+    }
+
+
+def write_cluster_file(plan: Plan, pids: dict[str, int]) -> None:
+    """cluster.json; `pids` by ChildSpec.name, null for a process not running."""
+    brokers = sorted([*plan.brokers, *plan.resting_brokers], key=lambda spec: spec.child_id)
     document: dict[str, Any] = {
         "cluster_id": LOCAL_CLUSTER_ID,
-        "data_dir": str(root),
-        "quorum": [
-            {
-                "id": spec.node_id,
-                "address": spec.address,
-                "pid": pids.get(spec.node_id),
-                "cmd": spec.cmd(peers),
-                "data_dir": str(spec.data_dir),
-                "log": str(spec.log_path),
-            }
-            for spec in specs
-        ],
-        "brokers": [],
+        "data_dir": str(plan.root),
+        "quorum": [_child_record(spec, pids) for spec in plan.quorum],
+        "brokers": [_child_record(spec, pids) for spec in brokers],
     }
-    write_atomically(root / CLUSTER_FILE, json.dumps(document, indent=2) + "\n")
+    write_atomically(plan.root / CLUSTER_FILE, json.dumps(document, indent=2) + "\n")
+
+
+def prepare_files(plan: Plan, overrides: Overrides) -> None:
+    try:
+        (plan.root / "logs").mkdir(parents=True, exist_ok=True)
+        for spec in plan.quorum:
+            spec.data_dir.mkdir(exist_ok=True)
+            write_node_config(spec, overrides.quorum)
+        for spec in plan.brokers:
+            spec.data_dir.mkdir(exist_ok=True)
+            write_broker_config(spec, plan.zookeeper_connect, overrides.broker)
+        write_cluster_file(plan, {})
+    except OSError as error:
+        raise UpError(
+            f"cannot prepare {plan.root}: {error.strerror or error} ({error.filename or plan.root})"
+        ) from None
 
 
 # ---- the running cluster ----
@@ -262,18 +459,23 @@ def _describe_exit(code: int) -> str:
 
 
 def _say(line: str) -> None:
-    print(line, flush=True)
+    # A closed stdout (`zkraft up | head`) must not stop `zkraft up` from stopping its children.
+    with contextlib.suppress(OSError, ValueError):
+        print(line, flush=True)
+
+
+def _plural(count: int, role: str) -> str:
+    return f"{count} {role}(s)"
 
 
 class LocalCluster:
     """The child processes of one `zkraft up`, their supervision and their shutdown."""
 
-    def __init__(self, root: Path, specs: Sequence[QuorumNodeSpec]) -> None:
-        self.root = root
-        self.specs = list(specs)
-        self.peers = peers_string({spec.node_id: spec.address for spec in specs})
-        self.processes: dict[int, subprocess.Popen[bytes]] = {}
-        self.reported_exits: set[int] = set()
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.root = plan.root
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}  # by ChildSpec.name
+        self.reported_exits: set[str] = set()
         self.stop_requested = threading.Event()
         self.signals_received = 0
 
@@ -281,55 +483,58 @@ class LocalCluster:
         self.signals_received += 1
         self.stop_requested.set()
 
-    def start(self) -> None:
+    def pids(self) -> dict[str, int]:
+        return {name: process.pid for name, process in self.processes.items()}
+
+    def start(self, specs: Sequence[ChildSpec]) -> None:
         env = _child_env()
-        for spec in self.specs:
+        for spec in specs:
             if self.stop_requested.is_set():
                 return
             try:
-                self.processes[spec.node_id] = self._spawn(spec, env)
+                self.processes[spec.name] = self._spawn(spec, env)
             except OSError as error:
-                raise UpError(f"cannot start quorum node {spec.node_id}: {error.strerror or error}") from None
+                raise UpError(f"cannot start {spec.name}: {error.strerror or error}") from None
 
-    def _spawn(self, spec: QuorumNodeSpec, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, spec: ChildSpec, env: dict[str, str]) -> subprocess.Popen[bytes]:
         with open(spec.log_path, "ab") as log:
             return subprocess.Popen(
-                spec.cmd(self.peers),
+                spec.cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 close_fds=True,
                 # Own process group: a terminal's Ctrl-C reaches only `zkraft up`,
-                # which stops the nodes itself.
+                # which stops the children itself.
                 process_group=0,
             )
 
-    def report_exits(self) -> int:
-        """Report each child that exited since the last call, once; return how many are still running."""
+    def report_exits(self, specs: Sequence[ChildSpec]) -> int:
+        """Report each of `specs` that exited since the last call, once; return how many are still running."""
         running = 0
-        for spec in self.specs:
-            process = self.processes.get(spec.node_id)
+        for spec in specs:
+            process = self.processes.get(spec.name)
             if process is None:
                 continue
             code = process.poll()
             if code is None:
                 running += 1
-            elif spec.node_id not in self.reported_exits:
-                self.reported_exits.add(spec.node_id)
+            elif spec.name not in self.reported_exits:
+                self.reported_exits.add(spec.name)
                 _say(
-                    f"quorum node {spec.node_id} (pid {process.pid}) exited unexpectedly ({_describe_exit(code)}); "
+                    f"{spec.name} (pid {process.pid}) exited unexpectedly ({_describe_exit(code)}); "
                     f"log: {spec.log_path}"
                 )
         return running
 
     def wait_for_leader(self, timeout_s: float) -> int | None:
         """Poll Status until a node of this cluster leads; None if stopped first. Raises UpError on failure."""
-        addresses = [spec.address for spec in self.specs]
-        ids = {spec.node_id for spec in self.specs}
+        addresses = [spec.address for spec in self.plan.quorum]
+        ids = {spec.child_id for spec in self.plan.quorum}
         deadline = time.monotonic() + timeout_s
         while not self.stop_requested.is_set():
-            if self.report_exits() == 0:
+            if self.report_exits(self.plan.quorum) == 0:
                 logs = self.root / "logs"
                 raise UpError(f"every quorum node exited before electing a leader; see the logs in {logs}")
             rows = collect_status(addresses, STATUS_TIMEOUT_S)
@@ -344,34 +549,100 @@ class LocalCluster:
             self.stop_requested.wait(POLL_INTERVAL_S)
         return None
 
-    def supervise(self) -> None:
-        """Stay in the foreground until a signal; report (do not restart) nodes that die."""
-        while not self.stop_requested.wait(POLL_INTERVAL_S):
-            self.report_exits()
+    def wait_for_brokers(self, timeout_s: float) -> int | None:
+        """Poll the quorum until every started broker is registered and a controller is elected.
 
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM every running child, wait up to timeout_s (a second signal cuts it short), then SIGKILL."""
-        self.report_exits()
-        running = [p for p in self.processes.values() if p.poll() is None]
+        Returns the controller's broker id; None if stopped first. Raises UpError on failure.
+        """
+        zk = ZkClient(self.plan.zookeeper_connect, timeout=ZK_REQUEST_TIMEOUT_S)
+        try:
+            return self._poll_brokers(zk, time.monotonic() + timeout_s, timeout_s)
+        finally:
+            with contextlib.suppress(Exception):  # the quorum may be gone; nothing left to close then
+                zk.close()
+
+    def _poll_brokers(self, zk: ZkClient, deadline: float, timeout_s: float) -> int | None:
+        expected = {spec.child_id for spec in self.plan.brokers}
+        while not self.stop_requested.is_set():
+            self.report_exits(self.plan.quorum)
+            self._fail_on_early_broker_exit()
+            registered, controller = _broker_readiness(zk)
+            if expected <= registered and controller is not None:
+                return controller
+            if time.monotonic() >= deadline:
+                missing = ", ".join(str(b) for b in sorted(expected - registered)) or "none"
+                raise UpError(
+                    f"brokers not ready within {timeout_s:g} s (unregistered: {missing}; "
+                    f"controller: {controller if controller is not None else 'none'}); "
+                    f"see the logs in {self.root / 'logs'}"
+                )
+            self.stop_requested.wait(POLL_INTERVAL_S)
+        return None
+
+    def _fail_on_early_broker_exit(self) -> None:
+        for spec in self.plan.brokers:
+            process = self.processes.get(spec.name)
+            if process is None or (code := process.poll()) is None:
+                continue
+            self.reported_exits.add(spec.name)
+            raise UpError(
+                f"{spec.name} (pid {process.pid}) exited before registering ({_describe_exit(code)}); "
+                f"log: {spec.log_path}"
+            )
+
+    def supervise(self) -> None:
+        """Stay in the foreground until a signal; report (do not restart) children that die."""
+        children = [*self.plan.brokers, *self.plan.quorum]
+        while not self.stop_requested.wait(POLL_INTERVAL_S):
+            self.report_exits(children)
+
+    def stop(self) -> None:
+        """Brokers first, so that they shut down and close their sessions on a live quorum; then the quorum nodes."""
+        self._stop_group(self.plan.brokers, BROKER, "brokers stopped", BROKER_STOP_TIMEOUT_S)
+        self._stop_group(self.plan.quorum, QUORUM_NODE, "quorum stopped", STOP_TIMEOUT_S)
+
+    def _stop_group(self, specs: Sequence[ChildSpec], role: str, done: str, timeout_s: float) -> None:
+        """SIGTERM each running child of `specs`, wait up to timeout_s (a further signal cuts it short), SIGKILL."""
+        self.report_exits(specs)
+        running = [
+            (spec, process)
+            for spec in specs
+            if (process := self.processes.get(spec.name)) is not None and process.poll() is None
+        ]
         if not running:
             return
-        _say(f"stopping {len(running)} quorum node(s)")
+        _say(f"stopping {_plural(len(running), role)}")
         signals_before = self.signals_received
-        for process in running:
+        for _, process in running:
             _send(process, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        for process in running:
+        for _, process in running:
             while process.poll() is None and time.monotonic() < deadline and self.signals_received == signals_before:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=POLL_INTERVAL_S)
-                except subprocess.TimeoutExpired:
-                    pass
-        for process in running:
+        for spec, process in running:
             if process.poll() is None:
-                _say(f"quorum node pid {process.pid} did not stop; sending SIGKILL")
+                _say(f"{spec.name} (pid {process.pid}) did not stop; sending SIGKILL")
                 _send(process, signal.SIGKILL)
                 process.wait()
-        _say("quorum stopped")
+        _say(done)
+
+
+def _broker_readiness(zk: ZkClient) -> tuple[set[int], int | None]:
+    """(registered broker ids, controller id or None); both empty while the quorum does not answer."""
+    try:
+        zk.start(timeout=ZK_REQUEST_TIMEOUT_S)  # no-op once connected
+        try:
+            registered = {int(child) for child in zk.get_children(BROKER_IDS_PATH) if child.isdigit()}
+        except NoNodeError:
+            registered = set()
+        try:
+            data, _ = zk.get(CONTROLLER_PATH)
+        except NoNodeError:
+            return registered, None
+        return registered, decode_controller(data).broker_id
+    except (ZkException, ZnodeDataError):
+        return set(), None
 
 
 def _send(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
@@ -381,42 +652,31 @@ def _send(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
         pass
 
 
-def run(data_dir: Path, brokers: int = 0, overrides: Sequence[str] = (), base_port: int | None = None) -> int:
-    if brokers > 0:
-        raise UpUsageError("--brokers: brokers are not available yet; run with --brokers 0 (the default)")
-    properties = parse_overrides(overrides)
+def run(
+    data_dir: Path,
+    brokers: int = BROKERS_DEFAULT,
+    overrides: Sequence[str] = (),
+    base_port: int | None = None,
+    broker_base_port: int | None = None,
+) -> int:
+    parsed = parse_overrides(overrides)
     root = Path(data_dir).expanduser().resolve()
     if root.exists() and not root.is_dir():
         raise UpUsageError(f"--data-dir: {root} exists and is not a directory")
-    specs = plan_quorum(root, base_port)
-    validate_node_settings(specs, properties)
-    check_ports_free(specs, root / CLUSTER_FILE)
-    try:
-        (root / "logs").mkdir(parents=True, exist_ok=True)
-        for spec in specs:
-            spec.data_dir.mkdir(exist_ok=True)
-            write_node_config(spec, properties)
-        write_cluster_file(root, specs, {})
-    except OSError as error:
-        raise UpError(f"cannot prepare {root}: {error.strerror or error} ({error.filename or root})") from None
-    return _run_cluster(LocalCluster(root, specs))
+    cluster_plan = plan(root, brokers, base_port, broker_base_port)
+    validate_node_settings(cluster_plan.quorum, parsed.quorum, len(cluster_plan.brokers))
+    validate_broker_settings(cluster_plan, parsed.broker)
+    check_ports_distinct([*cluster_plan.quorum, *cluster_plan.brokers])
+    check_ports_free([*cluster_plan.quorum, *cluster_plan.brokers], root / CLUSTER_FILE)
+    prepare_files(cluster_plan, parsed)
+    return _run_cluster(LocalCluster(cluster_plan))
 
 
 def _run_cluster(cluster: LocalCluster) -> int:
     previous = {signum: signal.signal(signum, cluster.on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        cluster.start()
-        pids = {node_id: process.pid for node_id, process in cluster.processes.items()}
-        write_cluster_file(cluster.root, cluster.specs, pids)
-        _say(f"zkraft up: data dir {cluster.root}")
-        for spec in cluster.specs:
-            pid = pids.get(spec.node_id, "-")
-            _say(f"quorum node {spec.node_id}: {spec.address} (pid {pid}, log {spec.log_path})")
-        _say(f"waiting for a quorum leader (up to {READY_TIMEOUT_S:g} s)")
-        leader = cluster.wait_for_leader(READY_TIMEOUT_S)
-        if leader is not None:
-            _say(f"quorum ready: leader is {leader}")
-            _say("zkraft up: running; Ctrl-C stops the cluster")
+        if _start_quorum(cluster) and _start_brokers(cluster):
+            _say(_running_line(cluster.plan))
             cluster.supervise()
         return 0
     finally:
@@ -424,3 +684,44 @@ def _run_cluster(cluster: LocalCluster) -> int:
         for signum, handler in previous.items():
             if handler is not None:  # None: installed outside Python, cannot be restored
                 signal.signal(signum, handler)
+
+
+def _start_quorum(cluster: LocalCluster) -> bool:
+    """Start the quorum nodes and wait for a leader; False if a signal came first."""
+    cluster.start(cluster.plan.quorum)
+    pids = cluster.pids()
+    write_cluster_file(cluster.plan, pids)
+    _say(f"zkraft up: data dir {cluster.root}")
+    for spec in cluster.plan.quorum:
+        _say(f"{spec.name}: {spec.address} (pid {pids.get(spec.name, '-')}, log {spec.log_path})")
+    _say(f"waiting for a quorum leader (up to {READY_TIMEOUT_S:g} s)")
+    leader = cluster.wait_for_leader(READY_TIMEOUT_S)
+    if leader is None:
+        return False
+    _say(f"quorum ready: leader is {leader}")
+    return True
+
+
+def _start_brokers(cluster: LocalCluster) -> bool:
+    """Start the brokers and wait until they are registered and one is controller; False if a signal came first."""
+    specs = cluster.plan.brokers
+    if not specs:
+        return True
+    cluster.start(specs)
+    pids = cluster.pids()
+    write_cluster_file(cluster.plan, pids)
+    _say(f"waiting for {_plural(len(specs), BROKER)} to register (up to {BROKERS_READY_TIMEOUT_S:g} s)")
+    controller = cluster.wait_for_brokers(BROKERS_READY_TIMEOUT_S)
+    if controller is None:
+        return False
+    for spec in specs:
+        _say(f"{spec.name}: {spec.address} (pid {pids.get(spec.name, '-')}, log {spec.log_path})")
+    _say(f"brokers ready: {len(specs)} registered, controller is broker {controller}")
+    return True
+
+
+def _running_line(plan: Plan) -> str:
+    if not plan.brokers:
+        return "zkraft up: running; Ctrl-C stops the cluster"
+    bootstrap = ",".join(spec.address for spec in plan.brokers)
+    return f"zkraft up: running; bootstrap servers {bootstrap}; Ctrl-C stops the cluster"
