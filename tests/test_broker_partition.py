@@ -1,4 +1,4 @@
-"""The leader's bookkeeping of one partition: follower LEOs, the high watermark, ISR shrink and expand (K24 Partition)."""
+"""The leader's bookkeeping of a partition: follower LEOs, the high watermark, ISR shrink and expand (K24)."""
 
 from __future__ import annotations
 

@@ -64,7 +64,10 @@ def assert_one_error_line(result: subprocess.CompletedProcess[str], exit_code: i
         (("quorum", "status", "--server", "nohostport"), "--server: 'nohostport' is not host:port"),
         (("quorum", "status", "--server", "127.0.0.1:1", "--timeout", "0"), "must be > 0 seconds"),
         (("up",), "the following arguments are required: --data-dir"),
-        (("up", "--data-dir", "/tmp/zkraft-cli-test-up", "--override", "broker.id=5"), "set by zkraft up for each broker"),
+        (
+            ("up", "--data-dir", "/tmp/zkraft-cli-test-up", "--override", "broker.id=5"),
+            "set by zkraft up for each broker",
+        ),
         (("up", "--data-dir", "/tmp/zkraft-cli-test-up", "--override", "nokey"), "is not key=value"),
         (("up", "--data-dir", "/tmp/zkraft-cli-test-up", "--override", "raft.tik.ms=5"), "unknown property"),
         (("up", "--data-dir", "/tmp/zkraft-cli-test-up", "--override", "listen=1.2.3.4:5"), "set by zkraft up"),
