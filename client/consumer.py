@@ -401,22 +401,30 @@ class Consumer:
     def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records fetched for the assigned partitions, waiting up to `timeout_ms` for some to arrive."""
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        for record in self._poll_records(timeout_ms, max_records or self.max_poll_records):
-            tp = TopicPartition(record.topic, record.partition)
+        for tp, chunk in self._poll_chunks(timeout_ms, max_records or self.max_poll_records):
             bucket = out.get(tp)
             if bucket is None:
-                out[tp] = [record]
+                out[tp] = chunk
             else:
-                bucket.append(record)
+                bucket.extend(chunk)
         return out
 
     def _poll_records(self, timeout_ms: float, max_records: int) -> list[ConsumerRecord]:
+        """The records of `_poll_chunks`, in one list (iteration hands them out one by one)."""
+        chunks = self._poll_chunks(timeout_ms, max_records)
+        if len(chunks) == 1:
+            return chunks[0][1]
+        return [record for _, chunk in chunks for record in chunk]
+
+    def _poll_chunks(self, timeout_ms: float, max_records: int) -> list[tuple[TopicPartition, list[ConsumerRecord]]]:
+        """Up to `max_records` records as (partition, its records in offset order) runs, one per completed fetch."""
         self._check_open()
         if max_records < 1:
             raise KafkaConfigurationError(f"max_records must be >= 1, got {max_records}")
         if self._iter_buffer:  # records an iteration fetched but did not hand out yet
             n = min(max_records, len(self._iter_buffer))
-            return [self._iter_buffer.popleft() for _ in range(n)]
+            buffered = [self._iter_buffer.popleft() for _ in range(n)]
+            return [(TopicPartition(r.topic, r.partition), [r]) for r in buffered]
         deadline = time.monotonic() + max(0.0, timeout_ms) / 1000.0
         while True:
             self._fetch_done.clear()
@@ -438,9 +446,10 @@ class Consumer:
                 return []
             self._fetch_done.wait(min(remaining, RETRY_BACKOFF_S if not self._in_flight else remaining))
 
-    def _drain(self, max_records: int) -> list[ConsumerRecord]:
-        taken: list[ConsumerRecord] = []
-        while self._completed and len(taken) < max_records:
+    def _drain(self, max_records: int) -> list[tuple[TopicPartition, list[ConsumerRecord]]]:
+        taken: list[tuple[TopicPartition, list[ConsumerRecord]]] = []
+        count = 0
+        while self._completed and count < max_records:
             cf = self._completed[0]
             state = self._assignment.get(cf.tp)
             if state is None or state.epoch != cf.epoch or state.position != cf.position:  # seeked since
@@ -448,11 +457,12 @@ class Consumer:
                 continue
             if cf.records is None:
                 cf.records, cf.next_offset = self._decode(cf)
-            want = max_records - len(taken)
+            want = max_records - count
             chunk = cf.records[cf.index : cf.index + want]
             cf.index += len(chunk)
             if chunk:
-                taken.extend(chunk)
+                taken.append((cf.tp, chunk))
+                count += len(chunk)
                 cf.position = state.position = chunk[-1].offset + 1
             if cf.index >= len(cf.records):
                 state.position = max(state.position, cf.next_offset)
