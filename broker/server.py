@@ -49,6 +49,7 @@ from client.kafka_znodes import (
     encode_broker,
     encode_cluster_id,
 )
+from client.zk_states import ZkState
 from zkraft_proto import broker_pb2, broker_pb2_grpc
 
 # gRPC messages carry whole fetch responses and produce requests.
@@ -57,6 +58,10 @@ GRPC_OPTIONS = [
     ("grpc.max_send_message_length", 128 * 1024 * 1024),
     ("grpc.so_reuseport", 0),
 ]
+
+
+# A lost ZooKeeper session is re-established with this many attempts (backing off to 5 s).
+REREGISTER_ATTEMPTS = 120
 
 
 class BrokerStartupError(Exception):
@@ -150,6 +155,8 @@ class Broker:
         self.fetchers: ReplicaFetcherManager | None = None
         self.logs: LogManager | None = None
         self.broker_epoch = -1
+        self._stopping = False
+        self._reregister_task: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -183,12 +190,40 @@ class Broker:
         service.controller = self.controller
         if self.controller is not None:
             await self.controller.startup()
+        zk.add_listener(self._on_zk_state)
         self.log.info(
             "broker_started",
             address=config.address,
             cluster_id=cluster_id,
             log_dirs=[str(d) for d in config.directories],
         )
+
+    def _on_zk_state(self, state: ZkState) -> None:
+        """A lost session took the registration with it: start a new one (Kafka's afterInitializingSession)."""
+        if state is ZkState.LOST and not self._stopping and self._reregister_task is None:
+            self._reregister_task = asyncio.ensure_future(self._reestablish_session())
+
+    async def _reestablish_session(self) -> None:
+        assert self.zk is not None
+        try:
+            for attempt in range(1, REREGISTER_ATTEMPTS + 1):
+                if self._stopping:
+                    return
+                try:
+                    await self.zk.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
+                    self.broker_epoch = await register_broker(self.zk, self.config, self.log)
+                    break
+                except Exception as exc:  # the quorum may be unreachable for a while: keep trying, bounded
+                    self.log.warning("session_reestablish_failed", attempt=attempt, error=str(exc))
+                    await asyncio.sleep(min(5.0, 0.2 * attempt))
+            else:
+                self.log.error("session_reestablish_gave_up", attempts=REREGISTER_ATTEMPTS)
+                return
+            self.log.info("session_reestablished", broker_epoch=self.broker_epoch)
+            if self.controller is not None:
+                await self.controller.session_reestablished(self.broker_epoch)
+        finally:
+            self._reregister_task = None
 
     async def controlled_shutdown(self) -> bool:
         """Asks the controller to move this broker's leaderships away first (Kafka's controlledShutdown).
@@ -229,12 +264,15 @@ class Broker:
 
     async def stop(self) -> None:
         self.log.info("broker_stopping")
+        self._stopping = True
         try:
             await self.controlled_shutdown()
         except Exception as exc:  # shutdown must go on
             self.log.warning("controlled_shutdown_error", error=str(exc))
         if self.controller is not None:
             await self.controller.shutdown()
+        if self._reregister_task is not None:
+            self._reregister_task.cancel()
         if self.fetchers is not None:
             await self.fetchers.stop()
         if self.zk is not None:

@@ -319,3 +319,26 @@ def test_a_restarted_broker_gets_its_partitions_back_and_rejoins_the_isr(cluster
         message=f"broker {victim} did not rejoin every ISR",
     )
     assert wire.fetch(victim, "back", 0, 0, replica_id=-2).log_end_offset == 7
+
+
+def test_a_broker_whose_session_expired_registers_again_and_rejoins(cluster: KafkaCluster, wire: Wire) -> None:
+    cluster.create_topic("expire", partitions=1, replication_factor=3)
+    wait_until(lambda: len(cluster.partition_state("expire", 0).isr) == 3, 30, message="ISR never filled")
+    state = cluster.partition_state("expire", 0)
+    victim = next(b for b in state.isr if b != state.leader and b != cluster.controller_id())
+    old_epoch = cluster.zk.get(f"/brokers/ids/{victim}")[1].czxid
+    cluster.pause_broker(victim)
+    try:
+        # Frozen past the session timeout: the quorum expires the session and its registration goes.
+        wait_until(
+            lambda: victim not in cluster.registered_brokers(), 30, message="the frozen broker stayed registered"
+        )
+    finally:
+        cluster.resume_broker(victim)
+    wait_until(lambda: victim in cluster.registered_brokers(), 30, message="the broker did not register again")
+    assert cluster.zk.get(f"/brokers/ids/{victim}")[1].czxid > old_epoch, "a new registration is a new broker epoch"
+    assert wire.produce(state.leader, "expire", 0, records([b"after-expiry"]), acks=1).error_code == 0
+    wait_until(
+        lambda: victim in cluster.partition_state("expire", 0).isr, 30, message="the broker did not rejoin the ISR"
+    )
+    assert cluster.log_events(victim, "session_reestablished"), "the broker should log the new session"
