@@ -91,6 +91,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property("log.retention.ms", "log_retention_ms", _int, -1),
     Property("log.retention.bytes", "log_retention_bytes", _int, -1),
     Property("log.retention.check.interval.ms", "log_retention_check_interval_ms", _int, 1),
+    Property("log.cleanup.policy", "log_cleanup_policy", _list),
+    Property("log.cleaner.enable", "log_cleaner_enable", _bool),
+    Property("log.cleaner.backoff.ms", "log_cleaner_backoff_ms", _int, 0),
+    Property("log.cleaner.delete.retention.ms", "log_cleaner_delete_retention_ms", _int, 0),
+    Property("log.cleaner.min.cleanable.ratio", "log_cleaner_min_cleanable_ratio", float, 0),
+    Property("log.cleaner.min.compaction.lag.ms", "log_cleaner_min_compaction_lag_ms", _int, 0),
     Property("message.max.bytes", "message_max_bytes", _int, 0),
     Property("request.timeout.ms", "request_timeout_ms", _int, 1),
     Property("controller.socket.timeout.ms", "controller_socket_timeout_ms", _int, 1),
@@ -141,6 +147,12 @@ class BrokerConfig:
     log_retention_ms: int | None = None
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
+    log_cleanup_policy: tuple[str, ...] = ("delete",)
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
+    log_cleaner_delete_retention_ms: int = 86400000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_min_compaction_lag_ms: int = 0
     message_max_bytes: int = 1048588
     request_timeout_ms: int = 30000
     controller_socket_timeout_ms: int = 30000

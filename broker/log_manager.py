@@ -87,6 +87,14 @@ class LogManager:
     def get(self, tp: TopicPartition) -> PartitionLog | None:
         return self._logs.get(tp)
 
+    def dir_of(self, tp: TopicPartition) -> Path | None:
+        """The log dir holding the partition."""
+        return self._dir_of.get(tp)
+
+    @property
+    def directories(self) -> tuple[Path, ...]:
+        return self._dirs
+
     def __iter__(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
         return iter(list(self._logs.items()))
 
