@@ -29,7 +29,7 @@ from broker.controller.zk_store import ControllerZkStore
 from broker.state_change_log import StateChangeLogger
 from client import kafka_znodes as kz
 from client.aio import AsyncZkClient
-from client.kafka_errors import ControllerMovedError
+from client.kafka_errors import ControllerMovedError, KafkaStorageError
 from client.structs import TopicPartition
 from client.zk_client import _SharedLoop
 from tests.quorum_harness import QuorumProcesses, poll_until, wait_for_leader
@@ -68,6 +68,8 @@ class RecordingBroker(broker_pb2_grpc.BrokerServicer):
 
     def __init__(self) -> None:
         self.received: list[tuple[str, Any]] = []
+        # Error codes for the next StopReplica requests that delete partitions, one per request.
+        self.delete_errors: list[int] = []
 
     async def LeaderAndIsr(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC method name)
         self.received.append(("LeaderAndIsr", request))
@@ -79,7 +81,13 @@ class RecordingBroker(broker_pb2_grpc.BrokerServicer):
 
     async def StopReplica(self, request: Any, context: Any) -> Any:  # noqa: N802
         self.received.append(("StopReplica", request))
-        return broker_pb2.StopReplicaResponse()
+        deleting = any(p.delete_partition for p in request.partitions)
+        code = self.delete_errors.pop(0) if deleting and self.delete_errors else 0
+        errors = [
+            broker_pb2.PartitionError(topic_name=p.topic_name, partition_index=p.partition_index, error_code=code)
+            for p in request.partitions
+        ]
+        return broker_pb2.StopReplicaResponse(partition_errors=errors)
 
     def of(self, kind: str) -> list[Any]:
         return [r for k, r in self.received if k == kind]
@@ -408,6 +416,38 @@ def test_partition_without_live_replica_waits_for_its_broker_and_partitions_can_
     assert states[TopicPartition("late", 2)] == {
         "controller_epoch": 1, "leader": 2, "version": 1, "leader_epoch": 0, "isr": [2, 3]
     }  # fmt: skip
+
+
+def test_topic_deletion_retries_a_replica_whose_broker_answered_with_an_error(
+    cluster: Callable[..., list[Node]], admin: AsyncZkClient
+) -> None:
+    nodes = cluster(2)
+    wait_for_controller(nodes)
+    create_topic(admin, "doomed", {0: (1, 2), 1: (2, 1)})
+    tps = [TopicPartition("doomed", 0), TopicPartition("doomed", 1)]
+    wait_states(admin, tps, lambda s: s["leader"] >= 0)
+    nodes[1].recorder.delete_errors.append(KafkaStorageError.code)  # broker 2 fails its first deletion
+
+    run(admin.create(kz.delete_topic_path("doomed"), b"", makepath=True))
+
+    async def gone() -> bool:
+        paths = (kz.topic_path("doomed"), kz.delete_topic_path("doomed"))
+        return all([await admin.exists(p) is None for p in paths])
+
+    run(until(gone, "topic not deleted after the failed StopReplica was retried"))
+    for node in nodes:
+        deletes = [
+            p
+            for r in node.recorder.of("StopReplica")
+            for p in r.partitions
+            if p.delete_partition and p.topic_name == "doomed"
+        ]
+        assert {p.leader_epoch for p in deletes} == {-2}
+        assert len(deletes) == (4 if node is nodes[1] else 2)  # broker 2: both partitions, twice
+        leaders = {
+            s.leader for r in node.recorder.of("UpdateMetadata") for s in r.partition_states if s.topic_name == "doomed"
+        }
+        assert -2 in leaders  # kz.LEADER_DURING_DELETE: the broker stops serving the topic
 
 
 def test_channel_retries_an_unreachable_broker_until_it_answers() -> None:

@@ -20,6 +20,8 @@ import grpc
 
 from broker.controller.context import ControllerContext, LiveBroker
 from broker.controller.election import LeaderAndIsr
+from client.kafka_errors import UnknownServerError
+from client.kafka_znodes import LEADER_DURING_DELETE
 from client.structs import TopicPartition
 from zkraft_proto import broker_pb2, broker_pb2_grpc
 
@@ -28,9 +30,14 @@ REQUEST_QUEUE_MAX = 10_000
 RETRY_BACKOFF_MIN_S = 0.05
 RETRY_BACKOFF_MAX_S = 1.0
 REQUEST_TIMEOUT_S = 30.0
+EPOCH_DURING_DELETE = -2  # LeaderAndIsr.EpochDuringDelete
+NO_EPOCH = -1
 _RETRIABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 ControllerRequest = broker_pb2.LeaderAndIsrRequest | broker_pb2.UpdateMetadataRequest | broker_pb2.StopReplicaRequest
+# Told what became of a StopReplica that deleted partitions (Kafka's TopicDeletionStopReplicaResponseReceived):
+# (broker id, request-level error code, ((partition, error code), ...) for the deleted partitions only).
+StopReplicaDeleteCallback = Callable[[int, int, tuple[tuple[TopicPartition, int], ...]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,12 +141,14 @@ def _update_metadata_request(
         state = ctx.leadership.get(tp)
         if state is None:  # Kafka sends UpdateMetadata only for partitions with a known leadership
             continue
+        # A topic queued for deletion is announced with leader -2 (LeaderAndIsr.duringDelete): brokers drop it.
+        leader = LEADER_DURING_DELETE if ctx.is_topic_queued_for_deletion(tp.topic) else state.leader
         states.append(
             broker_pb2.UpdateMetadataPartitionState(
                 topic_name=tp.topic,
                 partition_index=tp.partition,
                 controller_epoch=state.controller_epoch,
-                leader=state.leader,
+                leader=leader,
                 leader_epoch=state.leader_epoch,
                 isr=list(state.isr),
                 zk_version=state.zk_version,
@@ -171,7 +180,11 @@ def _stop_replica_request(
         broker_epoch=ctx.broker_epoch(broker_id),
         partitions=[
             broker_pb2.StopReplicaPartition(
-                topic_name=tp.topic, partition_index=tp.partition, leader_epoch=-1, delete_partition=delete
+                topic_name=tp.topic,
+                partition_index=tp.partition,
+                # Kafka's EpochDuringDelete sentinel for a topic being deleted (§2.10); -1 (no epoch) otherwise.
+                leader_epoch=EPOCH_DURING_DELETE if ctx.is_topic_queued_for_deletion(tp.topic) else NO_EPOCH,
+                delete_partition=delete,
             )
             for tp, delete in sorted(entries.items())
         ],
@@ -199,8 +212,10 @@ class ControllerChannelManager:
         *,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         channel_factory: Callable[[str], grpc.aio.Channel] = grpc.aio.insecure_channel,
+        on_stop_replica_delete: StopReplicaDeleteCallback | None = None,
     ) -> None:
         self._log = logger
+        self._on_stop_replica_delete = on_stop_replica_delete
         self._request_timeout_s = request_timeout_s
         self._channel_factory = channel_factory
         self._senders: dict[int, _BrokerSender] = {}
@@ -265,11 +280,13 @@ class ControllerChannelManager:
         while True:
             request = await sender.queue.get()
             try:
-                await self._send_until_done(stub, request, log)
+                await self._send_until_done(stub, request, log, sender.broker_id)
             except Exception as e:  # loop boundary: a broken request must not stall the ones behind it
                 log.exception("controller_request_crashed", request=_kind(request), error=str(e))
 
-    async def _send_until_done(self, stub: broker_pb2_grpc.BrokerStub, request: ControllerRequest, log: Any) -> None:
+    async def _send_until_done(
+        self, stub: broker_pb2_grpc.BrokerStub, request: ControllerRequest, log: Any, broker_id: int
+    ) -> None:
         backoff_s = RETRY_BACKOFF_MIN_S
         kind = _kind(request)
         while not self._fenced:
@@ -278,6 +295,7 @@ class ControllerChannelManager:
             except grpc.aio.AioRpcError as e:
                 if e.code() not in _RETRIABLE:
                     log.error("controller_request_failed", request=kind, code=e.code().name, detail=e.details())
+                    self._report_stop_replica(broker_id, request, None)
                     return
                 log.info("controller_request_retry", request=kind, code=e.code().name, backoff_s=backoff_s)
                 await asyncio.sleep(backoff_s)  # backoff before retrying an unreachable broker, not a sync wait
@@ -294,7 +312,24 @@ class ControllerChannelManager:
                         partition=err.partition_index,
                         error_code=err.error_code,
                     )
+            self._report_stop_replica(broker_id, request, response)
             return
+
+    def _report_stop_replica(self, broker_id: int, request: ControllerRequest, response: Any) -> None:
+        """Hand the outcome of a deleting StopReplica to the controller; None = the RPC itself failed."""
+        callback = self._on_stop_replica_delete
+        if callback is None or self._fenced or not isinstance(request, broker_pb2.StopReplicaRequest):
+            return
+        deleted = [TopicPartition(p.topic_name, p.partition_index) for p in request.partitions if p.delete_partition]
+        if not deleted:
+            return
+        failed = UnknownServerError.code
+        if response is None:
+            callback(broker_id, failed, tuple((tp, failed) for tp in deleted))
+            return
+        errors = {TopicPartition(e.topic_name, e.partition_index): e.error_code for e in response.partition_errors}
+        # A partition the broker did not mention was not deleted.
+        callback(broker_id, response.error_code, tuple((tp, errors.get(tp, failed)) for tp in deleted))
 
 
 async def _stop_sender(sender: _BrokerSender) -> None:

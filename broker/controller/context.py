@@ -75,6 +75,12 @@ class ControllerContext:
         self.leadership: dict[TopicPartition, LeaderAndIsr] = {}
         self.partition_states: dict[TopicPartition, PartitionState] = {}
         self.replica_states: dict[PartitionReplica, ReplicaState] = {}
+        # Partitions whose topic znode lists adding/removing replicas (Kafka's partitionsBeingReassigned).
+        self.partitions_being_reassigned: set[TopicPartition] = set()
+        # Topic deletion (§2.12): queued, past onTopicDeletion's partition transitions, and halted.
+        self.topics_to_be_deleted: set[str] = set()
+        self.topics_with_deletion_started: set[str] = set()
+        self.topics_ineligible_for_deletion: set[str] = set()
 
     # ---- brokers
 
@@ -129,9 +135,13 @@ class ControllerContext:
         for tp in self.partitions_of(topic):
             self.leadership.pop(tp, None)
             self.partition_states.pop(tp, None)
-            for replica in self.replicas(tp):
-                self.replica_states.pop(PartitionReplica(tp, replica), None)
+            self.partitions_being_reassigned.discard(tp)
+        for pr in [pr for pr in self.replica_states if pr.partition.topic == topic]:
+            del self.replica_states[pr]  # also replicas already dropped from the assignment
         self.assignments.pop(topic, None)
+        self.topics_to_be_deleted.discard(topic)
+        self.topics_with_deletion_started.discard(topic)
+        self.topics_ineligible_for_deletion.discard(topic)
 
     def replicas_of(self, partitions: Iterable[TopicPartition]) -> list[PartitionReplica]:
         return [PartitionReplica(tp, r) for tp in partitions for r in self.replicas(tp)]
@@ -163,6 +173,26 @@ class ControllerContext:
 
     def partitions_with_leaders(self) -> list[TopicPartition]:
         return [tp for tp in self.all_partitions() if tp in self.leadership]
+
+    # ---- topic deletion (Kafka's ControllerContext deletion helpers)
+
+    def is_topic_queued_for_deletion(self, topic: str) -> bool:
+        return topic in self.topics_to_be_deleted
+
+    def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
+        return self.replicas_of(self.partitions_of(topic))
+
+    def replicas_in_state(self, topic: str, state: ReplicaState) -> list[PartitionReplica]:
+        return [pr for pr in self.replicas_for_topic(topic) if self.replica_state(pr) is state]
+
+    def are_all_replicas_in_state(self, topic: str, state: ReplicaState) -> bool:
+        return all(self.replica_state(pr) is state for pr in self.replicas_for_topic(topic))
+
+    def is_any_replica_in_state(self, topic: str, state: ReplicaState) -> bool:
+        return any(self.replica_state(pr) is state for pr in self.replicas_for_topic(topic))
+
+    def is_topic_being_reassigned(self, topic: str) -> bool:
+        return any(tp.topic == topic for tp in self.partitions_being_reassigned)
 
     def reset(self) -> None:
         """Forget everything (Kafka's `resetContext` on resignation)."""

@@ -12,8 +12,9 @@ one-shot watch is re-armed by the read the event's processing does.
 
 What is here: election and failover (§2.2, §2.3), broker start-up, failure
 and bounce (§2.4), topic creation and partition addition (§2.11), ISR change
-notifications (§2.16). Not yet: topic deletion, reassignment, preferred and
-auto leader election, controlled shutdown, log-dir events, BrokerModifications.
+notifications (§2.16), controlled shutdown (§2.15), topic deletion (§2.12,
+in `topic_deletion`). Not yet: reassignment, preferred and auto leader
+election, log-dir events, BrokerModifications.
 """
 
 from __future__ import annotations
@@ -44,9 +45,13 @@ from broker.controller.events import (
     Reelect,
     Startup,
     TopicChange,
+    TopicDeletion,
+    TopicDeletionRetry,
+    TopicDeletionStopReplicaResponseReceived,
 )
 from broker.controller.state_machines import ElectionStrategy, PartitionStateMachine, ReplicaStateMachine
 from broker.controller.states import PartitionState, ReplicaState
+from broker.controller.topic_deletion import TopicDeletionManager
 from broker.controller.zk_store import ControllerZkStore
 from broker.state_change_log import StateChangeLogger
 from client import kafka_znodes as kz
@@ -63,6 +68,8 @@ from client.zk_states import EventType, WatchedEvent, ZkState
 
 # Bounded (STYLE 10). Identical queued events coalesce, so the queue holds at most a few events per topic.
 EVENT_QUEUE_MAX = 100_000
+# After a broker answered a deleting StopReplica with an error, retry the halted deletion this much later.
+DELETION_RETRY_BACKOFF_S = 1.0
 
 
 class KafkaController:
@@ -104,6 +111,11 @@ class KafkaController:
         self._replicas = ReplicaStateMachine(
             self._id, self._ctx, self._store, lambda: self._batch, state_change_log, self._base_log
         )
+        self._deletion = TopicDeletionManager(
+            self._ctx, self._store, self._partitions, self._replicas, lambda: self._batch,
+            config.delete_topic_enable, self._schedule_deletion_retry, self._base_log,
+        )  # fmt: skip
+        self._deletion_retry: asyncio.TimerHandle | None = None
 
     # ---- public surface
 
@@ -212,6 +224,27 @@ class KafkaController:
         if event.type is EventType.CHILD:
             self._enqueue(IsrChangeNotification())
 
+    def _on_delete_topics(self, event: WatchedEvent) -> None:
+        if event.type is EventType.CHILD:
+            self._enqueue(TopicDeletion())
+
+    def _on_stop_replica_delete(
+        self, broker_id: int, error_code: int, partition_errors: tuple[tuple[TopicPartition, int], ...]
+    ) -> None:
+        """From a channel sender: a deleting StopReplica was answered (or failed)."""
+        self._enqueue(TopicDeletionStopReplicaResponseReceived(broker_id, error_code, partition_errors))
+
+    def _schedule_deletion_retry(self) -> None:
+        """Queue TopicDeletionRetry after the back-off (one timer at a time, cancelled on resignation)."""
+        if self._deletion_retry is None:
+            self._deletion_retry = asyncio.get_running_loop().call_later(
+                DELETION_RETRY_BACKOFF_S, self._deletion_retry_due
+            )
+
+    def _deletion_retry_due(self) -> None:
+        self._deletion_retry = None
+        self._enqueue(TopicDeletionRetry())
+
     # ---- the event task
 
     async def _run(self) -> None:
@@ -240,6 +273,12 @@ class KafkaController:
                     await self._if_active(lambda: self._process_partition_modifications(topic))
                 case IsrChangeNotification():
                     await self._if_active(self._process_isr_change_notification)
+                case TopicDeletion():
+                    await self._if_active(self._process_topic_deletion)
+                case TopicDeletionStopReplicaResponseReceived():
+                    await self._if_active(lambda: self._process_stop_replica_response(event))
+                case TopicDeletionRetry():
+                    await self._if_active(self._deletion.retry_halted)
                 case ControlledShutdown():
                     await self._process_controlled_shutdown(event)
                 case _:
@@ -318,6 +357,9 @@ class KafkaController:
         await self._on_controller_resignation()
 
     async def _on_controller_resignation(self) -> None:
+        if self._deletion_retry is not None:
+            self._deletion_retry.cancel()
+            self._deletion_retry = None
         if self._channel is not None:
             channel, self._channel = self._channel, None
             await channel.shutdown()
@@ -331,12 +373,16 @@ class KafkaController:
     # ---- failover (§2.3)
 
     async def _on_controller_failover(self) -> None:
-        for path in (kz.BROKER_IDS_PATH, kz.TOPICS_PATH, kz.ISR_CHANGE_NOTIFICATION_PATH):
+        for path in (kz.BROKER_IDS_PATH, kz.TOPICS_PATH, kz.ISR_CHANGE_NOTIFICATION_PATH, kz.DELETE_TOPICS_PATH):
             await self._zk.ensure_path(path)
         stale = await self._store.read_isr_change_notifications(watch=self._on_isr_change)
         await self._store.delete_isr_change_notifications(sorted(stale), self._ctx.epoch_zk_version)
         await self._initialize_context()
-        self._channel = ControllerChannelManager(self._log, channel_factory=self._channel_factory)
+        # §2.3 step 5: deletions in progress are queued before the state machines start.
+        await self._deletion.init(await self._store.read_topic_deletions(watch=self._on_delete_topics))
+        self._channel = ControllerChannelManager(
+            self._log, channel_factory=self._channel_factory, on_stop_replica_delete=self._on_stop_replica_delete
+        )
         for broker in self._ctx.live_brokers.values():
             self._channel.add_broker(broker)
         # Brokers learn who is alive before any LeaderAndIsr names them (§2.3 step 6).
@@ -345,10 +391,12 @@ class KafkaController:
         online = self._replicas.initialize_states()
         offline = [pr for pr in self._ctx.replicas_of(self._ctx.all_partitions()) if not self._ctx.is_live(pr.replica)]
         self._partitions.initialize_states()
-        await self._replicas.handle_state_changes(online, ReplicaState.ONLINE_REPLICA)
+        # Replicas of a topic being deleted are Online already; no LeaderAndIsr, they get StopReplica below.
+        await self._replicas.handle_state_changes(self._not_being_deleted(online), ReplicaState.ONLINE_REPLICA)
         await self._replicas.handle_state_changes(offline, ReplicaState.OFFLINE_REPLICA)
         await self._partitions.trigger_online_partition_state_change()
         self._batch.add_update_metadata(self._ctx.live_broker_ids, self._ctx.all_partitions())
+        await self._deletion.try_topic_deletion()
         self._log.info(
             "controller_failover_done",
             live_brokers=sorted(self._ctx.live_broker_ids),
@@ -369,6 +417,7 @@ class KafkaController:
         for topic, assignment in zip(topics, reads, strict=True):
             if assignment is not None:
                 self._ctx.set_assignment(topic, dict(assignment.partitions))
+                self._ctx.partitions_being_reassigned.update(_reassigning(assignment))
                 found.append(topic)
         return found
 
@@ -406,8 +455,13 @@ class KafkaController:
         self._send_batch()
         self._batch.add_update_metadata(set(new), self._ctx.partitions_with_leaders())
         self._send_batch()
-        await self._replicas.handle_state_changes(self._ctx.replicas_on_brokers(new), ReplicaState.ONLINE_REPLICA)
+        on_new = self._ctx.replicas_on_brokers(new)
+        # Kafka also sends LeaderAndIsr for replicas of topics being deleted; they are only to be stopped.
+        await self._replicas.handle_state_changes(self._not_being_deleted(on_new), ReplicaState.ONLINE_REPLICA)
         await self._partitions.trigger_online_partition_state_change()
+        # §2.4 step 5: a deletion halted for a replica on these brokers can go on.
+        deleting = {pr.partition.topic for pr in on_new if self._ctx.is_topic_queued_for_deletion(pr.partition.topic)}
+        await self._deletion.resume_deletion_for_topics(deleting)
 
     async def _on_broker_failure(self, dead: Sequence[int]) -> None:
         await self._on_replicas_become_offline(self._ctx.replicas_on_brokers(dead))
@@ -419,10 +473,13 @@ class KafkaController:
             for tp in self._ctx.partitions_with_leaders()
             if not self._ctx.is_online(self._ctx.leadership[tp].leader)
             and self._ctx.partition_state(tp) is not PartitionState.NEW_PARTITION
+            and not self._ctx.is_topic_queued_for_deletion(tp.topic)
         ]
         await self._partitions.handle_state_changes(leaderless, PartitionState.OFFLINE_PARTITION)
         await self._partitions.trigger_online_partition_state_change()
-        await self._replicas.handle_state_changes(replicas, ReplicaState.OFFLINE_REPLICA)
+        await self._replicas.handle_state_changes(self._not_being_deleted(replicas), ReplicaState.OFFLINE_REPLICA)
+        deleting = [pr for pr in replicas if self._ctx.is_topic_queued_for_deletion(pr.partition.topic)]
+        await self._deletion.fail_replica_deletion(deleting, "offline replicas")
         if not leaderless:
             self._batch.add_update_metadata(self._ctx.live_broker_ids, [])
 
@@ -446,6 +503,10 @@ class KafkaController:
         added = {p: r for p, r in assignment.partitions.items() if p not in known}
         if not added:
             return
+        if self._ctx.is_topic_queued_for_deletion(topic):
+            # Kafka writes the old assignment back; the whole znode goes with the deletion anyway.
+            self._log.info("partitions_added_to_deleted_topic_ignored", topic=topic, partitions=sorted(added))
+            return
         self._log.info("partitions_added", topic=topic, partitions=sorted(added))
         self._ctx.set_assignment(topic, added)
         await self._on_new_partition_creation([TopicPartition(topic, p) for p in sorted(added)])
@@ -456,6 +517,17 @@ class KafkaController:
         await self._replicas.handle_state_changes(replicas, ReplicaState.NEW_REPLICA)
         await self._partitions.handle_state_changes(partitions, PartitionState.ONLINE_PARTITION)
         await self._replicas.handle_state_changes(replicas, ReplicaState.ONLINE_REPLICA)
+
+    def _not_being_deleted(self, replicas: Sequence[PartitionReplica]) -> list[PartitionReplica]:
+        return [pr for pr in replicas if not self._ctx.is_topic_queued_for_deletion(pr.partition.topic)]
+
+    # ---- topic deletion (§2.12; the algorithm is in topic_deletion)
+
+    async def _process_stop_replica_response(self, event: TopicDeletionStopReplicaResponseReceived) -> None:
+        await self._deletion.process_stop_replica_response(event.replica_id, event.error_code, event.partition_errors)
+
+    async def _process_topic_deletion(self) -> None:
+        await self._deletion.process_markers(await self._store.read_topic_deletions(watch=self._on_delete_topics))
 
     # ---- ISR change notifications (§2.16, before AlterIsr)
 
@@ -498,6 +570,12 @@ class KafkaController:
         await self._replicas.handle_state_changes(followed, ReplicaState.OFFLINE_REPLICA)
         remaining = tuple(tp for tp in movable if self._ctx.leadership[tp].leader == broker_id)
         _answer(event, 0, remaining)
+
+
+def _reassigning(assignment: kz.TopicAssignment) -> list[TopicPartition]:
+    """Partitions whose znode lists adding or removing replicas: a reassignment is in flight."""
+    moving = {p for p, r in assignment.adding.items() if r} | {p for p, r in assignment.removing.items() if r}
+    return [TopicPartition(assignment.topic, p) for p in sorted(moving)]
 
 
 def _answer(event: ControlledShutdown, error_code: int, remaining: tuple[TopicPartition, ...] = ()) -> None:

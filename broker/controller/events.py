@@ -57,6 +57,29 @@ class IsrChangeNotification:
     """New children under `/isr_change_notification`."""
 
 
+@dataclass(frozen=True, slots=True)
+class TopicDeletion:
+    """The children of `/admin/delete_topics` changed (Kafka's `TopicDeletion` event, §2.12)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletionStopReplicaResponseReceived:
+    """A broker answered a StopReplica that deleted partitions (Kafka's event of the same name).
+
+    `error_code` is the request-level error (non-zero fails every partition);
+    `partition_errors` holds only the partitions the request deleted.
+    """
+
+    replica_id: int
+    error_code: int
+    partition_errors: tuple[tuple[TopicPartition, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletionRetry:
+    """The back-off after a failed replica deletion ran out: try the halted topics again."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ControlledShutdown:
     """A broker asks to shut down cleanly (§2.15); answered through `reply`, never coalesced.
@@ -80,5 +103,8 @@ ControllerEvent: TypeAlias = (
     | TopicChange
     | PartitionModifications
     | IsrChangeNotification
+    | TopicDeletion
+    | TopicDeletionStopReplicaResponseReceived
+    | TopicDeletionRetry
     | ControlledShutdown
 )

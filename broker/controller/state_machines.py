@@ -82,9 +82,10 @@ class PartitionStateMachine:
                 self._ctx.partition_states[tp] = P.OFFLINE_PARTITION
 
     async def trigger_online_partition_state_change(self) -> None:
-        """Elect leaders for every New and Offline partition (K28 `triggerOnlinePartitionStateChange`)."""
+        """Elect leaders for every New and Offline partition not queued for deletion (K28 same name)."""
+        partitions = self._ctx.partitions_in(P.NEW_PARTITION, P.OFFLINE_PARTITION)
         await self.handle_state_changes(
-            self._ctx.partitions_in(P.NEW_PARTITION, P.OFFLINE_PARTITION), P.ONLINE_PARTITION
+            [tp for tp in partitions if not self._ctx.is_topic_queued_for_deletion(tp.topic)], P.ONLINE_PARTITION
         )
 
     async def handle_state_changes(
@@ -281,6 +282,9 @@ class ReplicaStateMachine:
         if target is R.OFFLINE_REPLICA:
             await self._go_offline(valid)
             return
+        if target is R.NON_EXISTENT_REPLICA:
+            self._remove(valid)
+            return
         for pr in valid:
             current = self._ctx.replica_state(pr)
             state = self._ctx.leadership.get(pr.partition)
@@ -299,6 +303,8 @@ class ReplicaStateMachine:
                     target is R.NEW_REPLICA,
                     self._ctx.live_broker_ids,
                 )
+            elif target is R.REPLICA_DELETION_STARTED:
+                self._batch().add_stop_replica(pr.replica, pr.partition, delete=True)
             self._changed(pr, current, target)
 
     def _transition_ok(self, pr: PartitionReplica, target: ReplicaState) -> bool:
@@ -318,12 +324,23 @@ class ReplicaStateMachine:
         for pr in replicas:
             self._batch().add_stop_replica(pr.replica, pr.partition, delete=False)
             state = await self._remove_from_isr(pr)
-            if state is not None:
+            # A topic being deleted gets no new LeaderAndIsr: its replicas are about to be stopped.
+            if state is not None and not self._ctx.is_topic_queued_for_deletion(pr.partition.topic):
                 recipients = tuple(r for r in self._ctx.replicas(pr.partition) if r != pr.replica)
                 self._batch().add_leader_and_isr(
                     recipients, pr.partition, state, self._ctx.replicas(pr.partition), False, self._ctx.live_broker_ids
                 )
             self._changed(pr, self._ctx.replica_state(pr), R.OFFLINE_REPLICA)
+
+    def _remove(self, replicas: Sequence[PartitionReplica]) -> None:
+        """-> NonExistentReplica: forget the replica, in the assignment cache and the state map (§2.6)."""
+        for pr in replicas:
+            tp = pr.partition
+            remaining = tuple(r for r in self._ctx.replicas(tp) if r != pr.replica)
+            if tp.topic in self._ctx.assignments:
+                self._ctx.assignments[tp.topic][tp.partition] = remaining
+            self._changed(pr, self._ctx.replica_state(pr), R.NON_EXISTENT_REPLICA)
+            self._ctx.replica_states.pop(pr, None)
 
     async def _remove_from_isr(self, pr: PartitionReplica) -> LeaderAndIsr | None:
         """The partition's state after the write, or None when there was nothing to write."""

@@ -21,6 +21,7 @@ from client.exceptions import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
+    NotEmptyError,
     RolledBackError,
     RuntimeInconsistency,
     ZookeeperError,
@@ -33,6 +34,8 @@ from client.zk_watches import Watcher
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 # Kafka's InitialControllerEpoch / InitialControllerEpochZkVersion (2.x).
 INITIAL_CONTROLLER_EPOCH = 0
+# A topic subtree that changes under its deletion is re-listed this often before giving up (STYLE 10).
+SUBTREE_DELETE_RETRIES_MAX = 5
 
 
 class ControllerZkStore:
@@ -213,6 +216,69 @@ class ControllerZkStore:
                 await self.fenced(lambda t, p=path: t.delete(p), epoch_zk_version)  # type: ignore[misc]
             except NoNodeError:
                 pass
+
+    # ---- topic deletion (§2.12)
+
+    async def read_topic_deletions(self, watch: Watcher | None = None) -> list[str]:
+        """The topics marked under `/admin/delete_topics` (Kafka's getTopicDeletions); `watch` is a child watch."""
+        children = await self.zk.get_children(kz.DELETE_TOPICS_PATH, watch=watch)
+        assert isinstance(children, list)
+        return sorted(children)
+
+    async def delete_topic_deletions(self, topics: Sequence[str], epoch_zk_version: int) -> None:
+        """Fenced deletes of `/admin/delete_topics/<t>`, one multi each; a marker already gone is fine."""
+        for topic in topics:
+            await self._fenced_delete_if_exists(kz.delete_topic_path(topic), epoch_zk_version)
+
+    async def delete_topic(self, topic: str, epoch_zk_version: int) -> None:
+        """K28 `deleteTopic`: the topic znode and its subtree, its config, then its deletion marker.
+
+        The marker goes last, so that a controller failing over half-way
+        finds the marker and finishes the job.
+        """
+        await self.delete_recursive(kz.topic_path(topic), epoch_zk_version)
+        await self._fenced_delete_if_exists(kz.topic_config_path(topic), epoch_zk_version)
+        await self._fenced_delete_if_exists(kz.delete_topic_path(topic), epoch_zk_version)
+
+    async def delete_recursive(self, path: str, epoch_zk_version: int) -> None:
+        """Delete `path` and its subtree in one fenced multi, children first; absent is fine.
+
+        Re-listed and retried when the subtree changed between the listing and
+        the multi (NoNode / NotEmpty), at most SUBTREE_DELETE_RETRIES_MAX times.
+        """
+        for _ in range(SUBTREE_DELETE_RETRIES_MAX):
+            nodes = await self._subtree_children_first(path)
+            if not nodes:
+                return
+
+            def build(t: AsyncTransaction, nodes: list[str] = nodes) -> None:
+                for node in nodes:
+                    t.delete(node)
+
+            try:
+                await self.fenced(build, epoch_zk_version)
+                return
+            except (NoNodeError, NotEmptyError):
+                continue
+        raise NotEmptyError(f"{path} kept changing while being deleted", path)
+
+    async def _subtree_children_first(self, path: str) -> list[str]:
+        try:
+            children = await self.zk.get_children(path)
+        except NoNodeError:
+            return []
+        assert isinstance(children, list)
+        nodes: list[str] = []
+        for child in sorted(children):
+            nodes += await self._subtree_children_first(f"{path}/{child}")
+        nodes.append(path)
+        return nodes
+
+    async def _fenced_delete_if_exists(self, path: str, epoch_zk_version: int) -> None:
+        try:
+            await self.fenced(lambda t: t.delete(path), epoch_zk_version)
+        except NoNodeError:
+            pass
 
 
 def _encode_state(state: LeaderAndIsr) -> bytes:
