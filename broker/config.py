@@ -101,6 +101,14 @@ PROPERTIES: tuple[Property, ...] = (
     Property("request.timeout.ms", "request_timeout_ms", _int, 1),
     Property("controller.socket.timeout.ms", "controller_socket_timeout_ms", _int, 1),
     Property("isr.change.propagation.interval.ms", "isr_change_propagation_interval_ms", _int, 1),
+    Property("offsets.topic.num.partitions", "offsets_topic_num_partitions", _int, 1),
+    Property("offsets.topic.replication.factor", "offsets_topic_replication_factor", _int, 1),
+    Property("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", _int, 1),
+    Property("offsets.retention.minutes", "offsets_retention_minutes", _int, 1),
+    Property("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", _int, 1),
+    Property("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", _int, 0),
+    Property("group.min.session.timeout.ms", "group_min_session_timeout_ms", _int, 0),
+    Property("group.max.session.timeout.ms", "group_max_session_timeout_ms", _int, 0),
 )
 _BY_NAME = {p.name: p for p in PROPERTIES}
 
@@ -157,6 +165,14 @@ class BrokerConfig:
     request_timeout_ms: int = 30000
     controller_socket_timeout_ms: int = 30000
     isr_change_propagation_interval_ms: int = 2500
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104857600
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
     # Properties as given (after overrides), for the record in the start-up log.
     given: Mapping[str, str] = field(default_factory=dict, compare=False)
 

@@ -104,6 +104,8 @@ class ReplicaManager:
         self._last_isr_change_ms = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.fetchers: Any = None  # ReplicaFetcherManager, set by the server (it needs this object too)
+        # Told (tp, is_leader) after each LeaderAndIsr/StopReplica change (the group coordinator).
+        self._leadership_listeners: list[Callable[[TopicPartition, bool], None]] = []
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -239,6 +241,9 @@ class ReplicaManager:
             self.fetchers.remove_partitions(stopped_following)
             addresses = {leader.broker_id: f"{leader.host_name}:{leader.port}" for leader in request.live_leaders}
             self.fetchers.add_partitions(new_followers, addresses)
+        self._notify_leadership(
+            [TopicPartition(e.topic_name, e.partition_index) for e in response.partition_errors if e.error_code == NONE]
+        )
         return response
 
     async def _apply_partition_state(
@@ -316,6 +321,7 @@ class ReplicaManager:
             )
         if self.fetchers is not None:
             self.fetchers.remove_partitions(stopped)
+        self._notify_leadership(stopped)
         return response
 
     # ---------------------------------------------------------------- produce
@@ -402,6 +408,37 @@ class ReplicaManager:
                 assert isinstance(exc, errors.KafkaError)
                 result.error_code = exc.code
                 result.error_message = str(exc)
+
+    # ---------------------------------------------------------------- internal topics (group coordinator)
+
+    async def append_internal(self, tp: TopicPartition, records: bytes, timeout_ms: int) -> int:
+        """Appends `records` as leader with acks=-1 and returns their base offset once the HW passed them.
+
+        Raises the Kafka error otherwise (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, ...).
+        """
+        result = pb.PartitionProduceResponse(index=tp.partition, base_offset=-1, log_append_time_ms=-1)
+        future = self._append_as_leader(tp, records, -1, result)
+        if future is not None:
+            await self._await_produces([(result, future, tp)], timeout_ms)
+        if result.error_code != NONE:
+            raise errors.error_for(result.error_code, result.error_message)
+        return result.base_offset
+
+    def on_leadership_change(self, callback: Callable[[TopicPartition, bool], None]) -> None:
+        """`callback(tp, is_leader)` after every LeaderAndIsr or StopReplica that changed `tp` here."""
+        self._leadership_listeners.append(callback)
+
+    def _notify_leadership(self, changed: list[TopicPartition]) -> None:
+        for tp in changed:
+            partition = self.partitions.get(tp)
+            is_leader = partition is not None and partition.is_leader
+            for callback in self._leadership_listeners:
+                try:
+                    callback(tp, is_leader)
+                except Exception as exc:  # a listener's failure must not fail the controller's request
+                    self._log.exception(
+                        "leadership_listener_failed", topic=tp.topic, partition=tp.partition, error=str(exc)
+                    )
 
     # ---------------------------------------------------------------- fetch
 

@@ -27,9 +27,13 @@ import structlog
 
 from broker.admin_manager import AdminManager
 from broker.config import BrokerConfig
+from broker.group.api import build_group_api
 from broker.log import LogConfig
+from broker.log_housekeeping import LogHousekeeper
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
+from broker.periodic import every
+from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.service import BrokerService
@@ -49,6 +53,7 @@ from client.kafka_znodes import (
     encode_broker,
     encode_cluster_id,
 )
+from client.structs import TopicPartition
 from client.zk_states import ZkState
 from zkraft_proto import broker_pb2, broker_pb2_grpc
 
@@ -156,6 +161,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.broker_epoch = -1
         self._stopping = False
+        self._housekeeping: list[asyncio.Task[None]] = []
         self._reregister_task: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
@@ -175,6 +181,8 @@ class Broker:
         metadata = MetadataCache(config.broker_id, cluster_id)
         admin = AdminManager(config, zk, metadata, self.log)
         service = BrokerService(replicas, metadata, admin, self.log)
+        service.producer_ids = ProducerIdManager(config.broker_id, zk, self.log)
+        service.groups = build_group_api(config, replicas, metadata, admin, self.log)
         self.server = grpc.aio.server(options=GRPC_OPTIONS)
         broker_pb2_grpc.add_BrokerServicer_to_server(service, self.server)
         try:
@@ -185,6 +193,7 @@ class Broker:
             raise BrokerStartupError(f"cannot listen on {config.address} (port in use?)")
         await self.server.start()
         replicas.start()
+        self._start_housekeeping(replicas)
         self.broker_epoch = broker_epoch = await register_broker(zk, config, self.log)
         self.controller = _make_controller(config, zk, broker_epoch, state_change, self.log)
         service.controller = self.controller
@@ -197,6 +206,25 @@ class Broker:
             cluster_id=cluster_id,
             log_dirs=[str(d) for d in config.directories],
         )
+
+    def _start_housekeeping(self, replicas: ReplicaManager) -> None:
+        """Retention and compaction tasks over every log (broker/log_housekeeping.py)."""
+        assert self.logs is not None
+
+        def high_watermark(tp: TopicPartition) -> int | None:
+            partition = replicas.partitions.get(tp)
+            return None if partition is None else partition.high_watermark
+
+        keeper = LogHousekeeper(self.config, self.logs, high_watermark, self.log)
+        self._housekeeping = [
+            asyncio.create_task(
+                every(self.config.log_retention_check_interval_ms / 1000, keeper.enforce_retention, self.log)
+            )
+        ]
+        if self.config.log_cleaner_enable:
+            self._housekeeping.append(
+                asyncio.create_task(every(self.config.log_cleaner_backoff_ms / 1000, keeper.clean_once, self.log))
+            )
 
     def _on_zk_state(self, state: ZkState) -> None:
         """A lost session took the registration with it: start a new one (Kafka's afterInitializingSession)."""
@@ -273,6 +301,9 @@ class Broker:
             await self.controller.shutdown()
         if self._reregister_task is not None:
             self._reregister_task.cancel()
+        for task in self._housekeeping:
+            task.cancel()
+        await asyncio.gather(*self._housekeeping, return_exceptions=True)
         if self.fetchers is not None:
             await self.fetchers.stop()
         if self.zk is not None:

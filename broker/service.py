@@ -27,6 +27,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._admin = admin
         self._log = logger
         self.controller: Any = None  # the KafkaController, for ControlledShutdown (set by the server)
+        self.producer_ids: Any = None  # the ProducerIdManager, for InitProducerId (set by the server)
+        self.groups: Any = None  # the GroupApi (broker/group/api.py), for the group RPCs (set by the server)
 
     async def Produce(self, request: pb.ProduceRequest, context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
         return await self._replicas.produce(request)
@@ -38,6 +40,36 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self, request: pb.ListOffsetsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListOffsetsResponse:
         return self._replicas.list_offsets(request)
+
+    async def InitProducerId(
+        self, request: pb.InitProducerIdRequest, context: grpc.aio.ServicerContext
+    ) -> pb.InitProducerIdResponse:
+        """A fresh producer id, epoch 0 (Kafka's answer to an idempotent producer without a transactional id)."""
+        if request.transactional_id:
+            return pb.InitProducerIdResponse(
+                error_code=errors.UnsupportedVersionError.code,
+                producer_id=-1,
+                producer_epoch=-1,
+                error_message=f"transactional id {request.transactional_id!r}: transactions are not supported",
+            )
+        if self.producer_ids is None:
+            return pb.InitProducerIdResponse(
+                error_code=errors.CoordinatorNotAvailableError.code,
+                producer_id=-1,
+                producer_epoch=-1,
+                error_message="this broker is still starting: no producer ids yet",
+            )
+        try:
+            producer_id = await self.producer_ids.generate_producer_id()
+        except Exception as exc:  # a quorum hiccup: the client retries on a retriable code
+            self._log.warning("init_producer_id_failed", error=str(exc))
+            return pb.InitProducerIdResponse(
+                error_code=errors.CoordinatorNotAvailableError.code,
+                producer_id=-1,
+                producer_epoch=-1,
+                error_message=f"cannot claim a producer id block: {exc}",
+            )
+        return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
 
     async def Metadata(self, request: pb.MetadataRequest, context: grpc.aio.ServicerContext) -> pb.MetadataResponse:
         topics = None if request.all_topics else list(request.topics)
@@ -93,3 +125,49 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if handler is None or not getattr(self.controller, "is_active", False):
             return pb.ControlledShutdownResponse(error_code=errors.NotControllerError.code)
         return await handler(request)
+
+    # ---------------------------------------------------------------- consumer groups (broker/group/)
+
+    async def FindCoordinator(
+        self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FindCoordinatorResponse:
+        return await self.groups.find_coordinator(request)
+
+    async def JoinGroup(self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext) -> pb.JoinGroupResponse:
+        return await self.groups.join_group(request)
+
+    async def SyncGroup(self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext) -> pb.SyncGroupResponse:
+        return await self.groups.sync_group(request)
+
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext) -> pb.HeartbeatResponse:
+        return await self.groups.heartbeat(request)
+
+    async def LeaveGroup(
+        self, request: pb.LeaveGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LeaveGroupResponse:
+        return await self.groups.leave_group(request)
+
+    async def OffsetCommit(
+        self, request: pb.OffsetCommitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OffsetCommitResponse:
+        return await self.groups.offset_commit(request)
+
+    async def OffsetFetch(
+        self, request: pb.OffsetFetchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OffsetFetchResponse:
+        return await self.groups.offset_fetch(request)
+
+    async def DescribeGroups(
+        self, request: pb.DescribeGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeGroupsResponse:
+        return await self.groups.describe_groups(request)
+
+    async def ListGroups(
+        self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListGroupsResponse:
+        return await self.groups.list_groups(request)
+
+    async def DeleteGroups(
+        self, request: pb.DeleteGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteGroupsResponse:
+        return await self.groups.delete_groups(request)

@@ -13,6 +13,22 @@ other errors fail the batch.
 
 With acks=0 a batch's futures complete (offset -1) as soon as its request
 leaves; the broker still answers the RPC, which only frees the in-flight slot.
+
+Idempotence (`enable_idempotence=True`, KIP-98): acks must be all, retries
+> 0 and max_in_flight_requests_per_connection <= 5 (Kafka's ConfigException
+rules, raised here as KafkaConfigurationError, a ValueError). Before its first
+send the sender asks any broker for a producer id (InitProducerId). Each
+partition's batches carry consecutive base sequences, one batch per partition
+per request, and a retry resends the same bytes, so a batch the broker wrote
+but whose answer was lost is not written twice: the broker answers with the
+original offset. A batch that fails for good after it got a sequence
+(OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH,
+retries or delivery timeout exhausted, any non-retriable error) fails to the
+user and the producer takes a NEW producer id, sequences restarting at 0, as
+Kafka 2.0-2.4's idempotent producer does (`TransactionManager.resetProducerId`):
+the failed batch's fate is unknown, so later batches must not depend on it,
+and no batch is ever re-sequenced and resent under a sequence it did not
+first carry (which could write it twice).
 """
 
 from __future__ import annotations
@@ -30,6 +46,7 @@ from client.kafka_cluster import KafkaClusterClient, error_from_rpc
 from client.kafka_errors import (
     NONE,
     CorruptRecordError,
+    DuplicateSequenceNumberError,
     InvalidTopicError,
     KafkaError,
     MessageSizeTooLargeError,
@@ -54,6 +71,8 @@ _NEVER_RETRY = {CorruptRecordError.code}
 _SENDER_IDLE_S = 0.1
 # A closed producer waits this long for the sender thread to exit after failing what is left.
 _FORCE_CLOSE_JOIN_S = 5.0
+# The broker keeps a producer's last 5 batches per partition (KIP-98): Kafka's limit on in-flight requests.
+_IDEMPOTENT_IN_FLIGHT_MAX = 5
 
 
 def _positive(name: str, value: object, minimum: int = 1) -> int:
@@ -69,7 +88,7 @@ class Producer:
         self,
         bootstrap_servers: str | Sequence[str],
         *,
-        acks: int | str = 1,
+        acks: int | str | None = None,
         linger_ms: float = 5,
         batch_size: int = 16384,
         key_serializer: Callable[[object], bytes | None] | None = None,
@@ -83,7 +102,11 @@ class Producer:
         buffer_memory: int = 33554432,
         max_request_size: int = 1048576,
         client_id: str = "zkraft-producer",
+        enable_idempotence: bool = False,
     ) -> None:
+        """`acks` defaults to 1, or to all with `enable_idempotence` (which refuses acks 0 and 1)."""
+        if acks is None:
+            acks = -1 if enable_idempotence else 1
         if acks not in _ACKS or isinstance(acks, bool):
             raise KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
         if compression_type not in _COMPRESSION:
@@ -98,6 +121,9 @@ class Producer:
         self.delivery_timeout_ms = _positive("delivery_timeout_ms", delivery_timeout_ms)
         self.buffer_memory = _positive("buffer_memory", buffer_memory)
         self.max_request_size = _positive("max_request_size", max_request_size)
+        self.enable_idempotence = bool(enable_idempotence)
+        if self.enable_idempotence:
+            _check_idempotence_config(self.acks, self.retries, self.max_in_flight)
         if key_serializer is not None and not callable(key_serializer):
             raise KafkaConfigurationError("key_serializer must be callable")
         if value_serializer is not None and not callable(value_serializer):
@@ -244,6 +270,22 @@ class Producer:
                 self._accumulator.set_available_partitions(name, available or sorted(meta.partitions))
 
 
+def _check_idempotence_config(acks: int, retries: int, max_in_flight: int) -> None:
+    """Kafka's ProducerConfig checks for enable.idempotence (its ConfigException messages)."""
+    if acks != -1:
+        raise KafkaConfigurationError(
+            f"Must set acks to all in order to use the idempotent producer (got acks={acks}). "
+            "Otherwise we cannot guarantee idempotence."
+        )
+    if retries == 0:
+        raise KafkaConfigurationError("Must set retries to non-zero when using the idempotent producer.")
+    if max_in_flight > _IDEMPOTENT_IN_FLIGHT_MAX:
+        raise KafkaConfigurationError(
+            f"Must set max_in_flight_requests_per_connection to at most {_IDEMPOTENT_IN_FLIGHT_MAX} to use the "
+            f"idempotent producer (got {max_in_flight})."
+        )
+
+
 class _Sender(threading.Thread):
     """The producer's one I/O thread (Kafka's `Sender.runOnce`): drain, send, complete, retry, expire."""
 
@@ -262,6 +304,9 @@ class _Sender(threading.Thread):
         self.closing = False
         self.force_close = False
         self.counters: collections.Counter[str] = collections.Counter()
+        # Idempotence: (producer id, epoch) from InitProducerId; None until granted or after a reset.
+        self.producer_id_and_epoch: tuple[int, int] | None = None
+        self._next_init_s = 0.0
 
     def wakeup(self) -> None:
         self._wake.set()
@@ -280,6 +325,10 @@ class _Sender(threading.Thread):
                 if self._metadata_wanted and now >= self._next_metadata_s:
                     self._refresh_metadata(now)
                 self._expire(now)
+                if self._p.enable_idempotence and self.producer_id_and_epoch is None:
+                    if not self._init_producer_id(now):
+                        self._wake.wait(max(0.0, self._next_init_s - time.monotonic()))
+                        continue
                 next_s = self._send_ready(now)
                 if self._completions:
                     continue
@@ -302,6 +351,7 @@ class _Sender(threading.Thread):
             p.max_request_size,
             now,
             self._muted,
+            self.producer_id_and_epoch if p.enable_idempotence else None,
         )
         if unknown_leader:
             self._want_metadata()
@@ -378,6 +428,11 @@ class _Sender(threading.Thread):
                 if group is None:
                     continue
                 answered.add((topic_response.name, pr.index))
+                if pr.error_code == DuplicateSequenceNumberError.code:
+                    # Kafka's broker answered this for a batch it already has: written, offset unknown.
+                    for batch in group:
+                        acc.complete(batch, -1, pr.log_append_time_ms, None)
+                    continue
                 if pr.error_code != NONE:
                     tp = f"{topic_response.name}-{pr.index}"
                     self._handle_failure(group, error_for(pr.error_code, f"produce to {tp}: {pr.error_message}"))
@@ -412,6 +467,7 @@ class _Sender(threading.Thread):
             log.info("produce_retry", extra={"error": str(error), "batches": len(retry)})
         for batch in fail:
             self.counters["failed_batches"] += 1
+            self._maybe_reset_producer_id(batch, error)
             p._accumulator.complete(batch, -1, -1, error)
 
     def _expire(self, now: float) -> None:
@@ -423,7 +479,52 @@ class _Sender(threading.Thread):
                 f"expiring {batch.record_count} record(s) for {tp.topic}-{tp.partition}:"
                 f" {p.delivery_timeout_ms} ms has passed since batch creation"
             )
+            self._maybe_reset_producer_id(batch, error)
             p._accumulator.complete(batch, -1, -1, error)
+
+    # ------------------------------------------------------------------ idempotence
+
+    def _init_producer_id(self, now: float) -> bool:
+        """Asks any broker for a producer id (InitProducerId, no transactional id); False: retry later."""
+        p = self._p
+        if now < self._next_init_s:
+            return False
+        self._next_init_s = now + max(p.retry_backoff_s, 0.01)
+        try:
+            response = p._cluster.call_any("InitProducerId", broker_pb2.InitProducerIdRequest())
+        except KafkaError as exc:
+            log.info("producer_init_producer_id_failed", extra={"error": str(exc)})
+            return False
+        if response.error_code != NONE:
+            error = error_for(response.error_code, f"InitProducerId: {response.error_message}")
+            log.info("producer_init_producer_id_failed", extra={"error": str(error)})
+            return False
+        self.producer_id_and_epoch = (response.producer_id, response.producer_epoch)
+        self.counters["producer_ids"] += 1
+        log.info("producer_id_granted", extra={"producer_id": response.producer_id, "epoch": response.producer_epoch})
+        return True
+
+    def _maybe_reset_producer_id(self, batch: ProducerBatch, error: KafkaError) -> None:
+        """A batch that got a sequence under the current producer id failed for good: take a new producer id.
+
+        Its records may or may not be in the log, so the partition's next
+        sequence is unknown; a new producer id starts every partition at 0
+        (Kafka 2.x resetProducerId). Batches already sealed under the old id
+        keep it and are deduplicated under it.
+        """
+        current = self.producer_id_and_epoch
+        if current is None or not batch.sealed or (batch.producer_id, batch.producer_epoch) != current:
+            return
+        log.warning(
+            "producer_id_reset",
+            extra={
+                "producer_id": current[0],
+                "topic_partition": f"{batch.tp.topic}-{batch.tp.partition}",
+                "error": str(error),
+            },
+        )
+        self.counters["producer_id_resets"] += 1
+        self.producer_id_and_epoch = None
 
     def _fail_all(self, error: KafkaError) -> None:
         acc = self._p._accumulator

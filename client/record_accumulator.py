@@ -8,6 +8,12 @@ record's future holds only the batch's shared result and its offset delta
 drains ready batches (full, older than linger, or flushing/closing) grouped
 by leader broker.
 
+Idempotence (KIP-98): with a producer id, `drain` takes at most one batch per
+partition per request and stamps a batch with the producer id, epoch and the
+partition's next base sequence when it is sealed; a retry resends the sealed
+bytes, so the broker recognises it. Sequences restart at 0 when the producer
+id changes.
+
 Null-key records follow the sticky partitioner (KIP-480, research/kafka.md
 §5.5): a topic's sticky partition changes only when a record would need a new
 batch there, so a partition's batch fills up before the producer moves on.
@@ -25,13 +31,14 @@ from collections.abc import Callable, Collection, Iterable
 from client.kafka_client_errors import KafkaTimeoutError
 from client.kafka_errors import KafkaError
 from client.kafka_types import RecordMetadata
-from client.records import CompressionType, RecordBatchBuilder
+from client.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, CompressionType, RecordBatchBuilder
 from client.structs import TopicPartition
 
 log = logging.getLogger("zkraft.client.producer")
 
 # Bytes a record adds to a batch beyond key and value: length, attributes, deltas, key/value lengths, header count.
 RECORD_OVERHEAD_BYTES_MAX = 21
+SEQUENCE_MODULUS = 1 << 31  # base sequences are int32 >= 0, wrapping to 0 (Kafka's incrementSequence)
 
 
 def record_size_estimate(key: bytes | None, value: bytes | None, headers: Iterable | None) -> int:
@@ -171,6 +178,9 @@ class ProducerBatch:
         "retry_at_s",
         "payload",
         "reserved_bytes",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
         "_count",
     )
 
@@ -184,19 +194,35 @@ class ProducerBatch:
         self.retry_at_s = 0.0
         self.payload: bytes | None = None  # built on first drain, reused by retries
         self.reserved_bytes = 0
+        self.producer_id = NO_PRODUCER_ID  # set when sealed by an idempotent producer
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.base_sequence = NO_SEQUENCE
         self._count = 0
 
     @property
     def record_count(self) -> int:
         return self.builder.record_count if self.builder is not None else self._count
 
-    def close(self) -> bytes:
-        """Seals the batch (no more appends) and returns its bytes."""
+    @property
+    def sealed(self) -> bool:
+        return self.payload is not None
+
+    def close(
+        self,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+    ) -> bytes:
+        """Seals the batch (no more appends) and returns its bytes; a sealed batch keeps its bytes and sequence."""
         if self.payload is None:
             if self.builder is None:
                 raise RuntimeError(f"batch for {self.tp} has neither a builder nor a payload")
             self._count = self.builder.record_count
-            self.payload = self.builder.build()
+            if producer_id >= 0:
+                self.payload = self.builder.build(producer_id, producer_epoch, base_sequence)
+                self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
+            else:
+                self.payload = self.builder.build()
             self.builder = None
         return self.payload
 
@@ -235,6 +261,9 @@ class RecordAccumulator:
         self._used_bytes = 0
         self._flushes = 0
         self.closing = False
+        # Idempotence: the next base sequence per partition, for the producer id and epoch they belong to.
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._sequences_producer: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ metadata
 
@@ -342,13 +371,21 @@ class RecordAccumulator:
         max_request_size: int,
         now_s: float,
         muted: Collection[tuple[str, int]] = (),
+        producer: tuple[int, int] | None = None,
     ) -> tuple[dict[int, list[ProducerBatch]], float, bool]:
         """Ready batches grouped by leader; also the next time something becomes ready and whether a leader is unknown.
 
         Each partition contributes its ready batches in order, as long as the
         request for that leader stays under `max_request_size` (one batch at least).
         Partitions in `muted` (those with a request in flight) are skipped.
+        With `producer` (an idempotent producer's id and epoch) a partition
+        gives one batch, sealed with the partition's next sequence: a request
+        holds one batch per partition, so a retried request is always either
+        wholly a duplicate or wholly new on the broker.
         """
+        if producer is not None and producer != self._sequences_producer:
+            self._sequences = {}
+            self._sequences_producer = producer
         drained: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
         next_s = now_s + 1.0
@@ -384,13 +421,25 @@ class RecordAccumulator:
                     dq.popleft()
                     if self._open.get(tp_key) is batch:
                         del self._open[tp_key]
-                    batch.close()
+                    if producer is None:
+                        batch.close()
+                    else:
+                        self._seal_idempotent(tp_key, batch, producer)
                     out.append(batch)
                     used += size
+                    if producer is not None:
+                        break
                 sizes[leader] = used
                 if not out:
                     del drained[leader]
         return drained, next_s, unknown_leader
+
+    def _seal_idempotent(self, tp_key: tuple[str, int], batch: ProducerBatch, producer: tuple[int, int]) -> None:
+        if batch.sealed:
+            return  # a retry: same bytes, same producer id and sequence as its first attempt
+        sequence = self._sequences.get(tp_key, 0)
+        batch.close(producer[0], producer[1], sequence)
+        self._sequences[tp_key] = (sequence + batch.record_count) % SEQUENCE_MODULUS
 
     def _full_or_lingered(self, batch: ProducerBatch, now_s: float) -> bool:
         if batch.builder is None:  # sealed: a retry

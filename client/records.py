@@ -308,8 +308,17 @@ class RecordBatchBuilder:
         self._size += len(prefix) + len(body)
         return offset_delta
 
-    def build(self) -> bytes:
-        """The batch: base offset 0, no leader epoch, no producer id, CreateTime timestamps."""
+    def build(
+        self,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+    ) -> bytes:
+        """The batch: base offset 0, no leader epoch, CreateTime timestamps.
+
+        Without arguments it carries no producer id; an idempotent producer
+        passes its producer id, epoch and the partition's next sequence.
+        """
         if self._count == 0:
             raise ValueError("a record batch needs at least one record")
         records = b"".join(self._parts)
@@ -323,6 +332,9 @@ class RecordBatchBuilder:
             base_timestamp=self._base_timestamp_ms,
             max_timestamp=self._max_timestamp_ms,
             records_count=self._count,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
         )
 
 

@@ -66,6 +66,28 @@ class PartitionProduceResponse(_message.Message):
     error_message: str
     def __init__(self, index: _Optional[int] = ..., error_code: _Optional[int] = ..., base_offset: _Optional[int] = ..., log_append_time_ms: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
 
+class InitProducerIdRequest(_message.Message):
+    __slots__ = ("transactional_id", "transaction_timeout_ms")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    transaction_timeout_ms: int
+    def __init__(self, transactional_id: _Optional[str] = ..., transaction_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class InitProducerIdResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "error_code", "producer_id", "producer_epoch", "error_message")
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+    error_message: str
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
 class FetchRequest(_message.Message):
     __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "broker_epoch")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
@@ -612,3 +634,361 @@ class ControlledShutdownResponse(_message.Message):
     error_code: int
     remaining_partitions: _containers.RepeatedCompositeFieldContainer[TopicPartitionName]
     def __init__(self, error_code: _Optional[int] = ..., remaining_partitions: _Optional[_Iterable[_Union[TopicPartitionName, _Mapping]]] = ...) -> None: ...
+
+class FindCoordinatorRequest(_message.Message):
+    __slots__ = ("key", "key_type")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    key_type: int
+    def __init__(self, key: _Optional[str] = ..., key_type: _Optional[int] = ...) -> None: ...
+
+class FindCoordinatorResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "node_id", "host", "port")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    node_id: int
+    host: str
+    port: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
+class JoinGroupProtocol(_message.Message):
+    __slots__ = ("name", "metadata")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    metadata: bytes
+    def __init__(self, name: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
+
+class JoinGroupRequest(_message.Message):
+    __slots__ = ("group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "group_instance_id", "protocol_type", "protocols", "client_id", "client_host")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    member_id: str
+    group_instance_id: str
+    protocol_type: str
+    protocols: _containers.RepeatedCompositeFieldContainer[JoinGroupProtocol]
+    client_id: str
+    client_host: str
+    def __init__(self, group_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[JoinGroupProtocol, _Mapping]]] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ...) -> None: ...
+
+class JoinGroupResponseMember(_message.Message):
+    __slots__ = ("member_id", "group_instance_id", "metadata")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    group_instance_id: str
+    metadata: bytes
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
+
+class JoinGroupResponse(_message.Message):
+    __slots__ = ("error_code", "generation_id", "protocol_type", "protocol_name", "leader", "member_id", "members")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    generation_id: int
+    protocol_type: str
+    protocol_name: str
+    leader: str
+    member_id: str
+    members: _containers.RepeatedCompositeFieldContainer[JoinGroupResponseMember]
+    def __init__(self, error_code: _Optional[int] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[JoinGroupResponseMember, _Mapping]]] = ...) -> None: ...
+
+class SyncGroupAssignment(_message.Message):
+    __slots__ = ("member_id", "assignment")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    assignment: bytes
+    def __init__(self, member_id: _Optional[str] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+
+class SyncGroupRequest(_message.Message):
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id", "protocol_type", "protocol_name", "assignments")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str
+    protocol_type: str
+    protocol_name: str
+    assignments: _containers.RepeatedCompositeFieldContainer[SyncGroupAssignment]
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., assignments: _Optional[_Iterable[_Union[SyncGroupAssignment, _Mapping]]] = ...) -> None: ...
+
+class SyncGroupResponse(_message.Message):
+    __slots__ = ("error_code", "protocol_type", "protocol_name", "assignment")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    protocol_type: str
+    protocol_name: str
+    assignment: bytes
+    def __init__(self, error_code: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("error_code",)
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    def __init__(self, error_code: _Optional[int] = ...) -> None: ...
+
+class LeaveGroupMember(_message.Message):
+    __slots__ = ("member_id", "group_instance_id")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    group_instance_id: str
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
+
+class LeaveGroupRequest(_message.Message):
+    __slots__ = ("group_id", "members")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    members: _containers.RepeatedCompositeFieldContainer[LeaveGroupMember]
+    def __init__(self, group_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[LeaveGroupMember, _Mapping]]] = ...) -> None: ...
+
+class LeaveGroupMemberResponse(_message.Message):
+    __slots__ = ("member_id", "group_instance_id", "error_code")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    group_instance_id: str
+    error_code: int
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., error_code: _Optional[int] = ...) -> None: ...
+
+class LeaveGroupResponse(_message.Message):
+    __slots__ = ("error_code", "members")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    members: _containers.RepeatedCompositeFieldContainer[LeaveGroupMemberResponse]
+    def __init__(self, error_code: _Optional[int] = ..., members: _Optional[_Iterable[_Union[LeaveGroupMemberResponse, _Mapping]]] = ...) -> None: ...
+
+class OffsetCommitPartition(_message.Message):
+    __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata")
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_METADATA_FIELD_NUMBER: _ClassVar[int]
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str
+    def __init__(self, partition_index: _Optional[int] = ..., committed_offset: _Optional[int] = ..., committed_leader_epoch: _Optional[int] = ..., committed_metadata: _Optional[str] = ...) -> None: ...
+
+class OffsetCommitTopic(_message.Message):
+    __slots__ = ("name", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: _containers.RepeatedCompositeFieldContainer[OffsetCommitPartition]
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ...) -> None: ...
+
+class OffsetCommitRequest(_message.Message):
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id", "topics")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitTopic]
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitTopic, _Mapping]]] = ...) -> None: ...
+
+class OffsetCommitPartitionResponse(_message.Message):
+    __slots__ = ("partition_index", "error_code")
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    partition_index: int
+    error_code: int
+    def __init__(self, partition_index: _Optional[int] = ..., error_code: _Optional[int] = ...) -> None: ...
+
+class OffsetCommitTopicResponse(_message.Message):
+    __slots__ = ("name", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: _containers.RepeatedCompositeFieldContainer[OffsetCommitPartitionResponse]
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartitionResponse, _Mapping]]] = ...) -> None: ...
+
+class OffsetCommitResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitTopicResponse]
+    def __init__(self, topics: _Optional[_Iterable[_Union[OffsetCommitTopicResponse, _Mapping]]] = ...) -> None: ...
+
+class OffsetFetchTopic(_message.Message):
+    __slots__ = ("name", "partition_indexes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partition_indexes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., partition_indexes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class OffsetFetchRequest(_message.Message):
+    __slots__ = ("group_id", "topics", "all_topics")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ALL_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetFetchTopic]
+    all_topics: bool
+    def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetFetchTopic, _Mapping]]] = ..., all_topics: _Optional[bool] = ...) -> None: ...
+
+class OffsetFetchPartitionResponse(_message.Message):
+    __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "metadata", "error_code")
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str
+    error_code: int
+    def __init__(self, partition_index: _Optional[int] = ..., committed_offset: _Optional[int] = ..., committed_leader_epoch: _Optional[int] = ..., metadata: _Optional[str] = ..., error_code: _Optional[int] = ...) -> None: ...
+
+class OffsetFetchTopicResponse(_message.Message):
+    __slots__ = ("name", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: _containers.RepeatedCompositeFieldContainer[OffsetFetchPartitionResponse]
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetFetchPartitionResponse, _Mapping]]] = ...) -> None: ...
+
+class OffsetFetchResponse(_message.Message):
+    __slots__ = ("error_code", "topics")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetFetchTopicResponse]
+    def __init__(self, error_code: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[OffsetFetchTopicResponse, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupsRequest(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, groups: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribedGroupMember(_message.Message):
+    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "member_metadata", "member_assignment")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_METADATA_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    group_instance_id: str
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., member_metadata: _Optional[bytes] = ..., member_assignment: _Optional[bytes] = ...) -> None: ...
+
+class DescribedGroup(_message.Message):
+    __slots__ = ("error_code", "group_id", "group_state", "protocol_type", "protocol_data", "members")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_STATE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_DATA_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    group_id: str
+    group_state: str
+    protocol_type: str
+    protocol_data: str
+    members: _containers.RepeatedCompositeFieldContainer[DescribedGroupMember]
+    def __init__(self, error_code: _Optional[int] = ..., group_id: _Optional[str] = ..., group_state: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_data: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedGroupMember, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupsResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[DescribedGroup]
+    def __init__(self, groups: _Optional[_Iterable[_Union[DescribedGroup, _Mapping]]] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListedGroup(_message.Message):
+    __slots__ = ("group_id", "protocol_type")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    protocol_type: str
+    def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("error_code", "groups")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    groups: _containers.RepeatedCompositeFieldContainer[ListedGroup]
+    def __init__(self, error_code: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[ListedGroup, _Mapping]]] = ...) -> None: ...
+
+class DeleteGroupsRequest(_message.Message):
+    __slots__ = ("groups_names",)
+    GROUPS_NAMES_FIELD_NUMBER: _ClassVar[int]
+    groups_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, groups_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeletableGroupResult(_message.Message):
+    __slots__ = ("group_id", "error_code")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    error_code: int
+    def __init__(self, group_id: _Optional[str] = ..., error_code: _Optional[int] = ...) -> None: ...
+
+class DeleteGroupsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DeletableGroupResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[DeletableGroupResult, _Mapping]]] = ...) -> None: ...

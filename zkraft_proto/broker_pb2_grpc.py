@@ -59,6 +59,11 @@ class BrokerStub:
                 request_serializer=zkraft__proto_dot_broker__pb2.OffsetForLeaderEpochRequest.SerializeToString,
                 response_deserializer=zkraft__proto_dot_broker__pb2.OffsetForLeaderEpochResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/zkraft.broker.Broker/InitProducerId',
+                request_serializer=zkraft__proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
         self.CreateTopics = channel.unary_unary(
                 '/zkraft.broker.Broker/CreateTopics',
                 request_serializer=zkraft__proto_dot_broker__pb2.CreateTopicsRequest.SerializeToString,
@@ -94,6 +99,56 @@ class BrokerStub:
                 request_serializer=zkraft__proto_dot_broker__pb2.ControlledShutdownRequest.SerializeToString,
                 response_deserializer=zkraft__proto_dot_broker__pb2.ControlledShutdownResponse.FromString,
                 _registered_method=True)
+        self.FindCoordinator = channel.unary_unary(
+                '/zkraft.broker.Broker/FindCoordinator',
+                request_serializer=zkraft__proto_dot_broker__pb2.FindCoordinatorRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.FindCoordinatorResponse.FromString,
+                _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/zkraft.broker.Broker/JoinGroup',
+                request_serializer=zkraft__proto_dot_broker__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.SyncGroup = channel.unary_unary(
+                '/zkraft.broker.Broker/SyncGroup',
+                request_serializer=zkraft__proto_dot_broker__pb2.SyncGroupRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.SyncGroupResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/zkraft.broker.Broker/Heartbeat',
+                request_serializer=zkraft__proto_dot_broker__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/zkraft.broker.Broker/LeaveGroup',
+                request_serializer=zkraft__proto_dot_broker__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
+        self.OffsetCommit = channel.unary_unary(
+                '/zkraft.broker.Broker/OffsetCommit',
+                request_serializer=zkraft__proto_dot_broker__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.OffsetFetch = channel.unary_unary(
+                '/zkraft.broker.Broker/OffsetFetch',
+                request_serializer=zkraft__proto_dot_broker__pb2.OffsetFetchRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.OffsetFetchResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroups = channel.unary_unary(
+                '/zkraft.broker.Broker/DescribeGroups',
+                request_serializer=zkraft__proto_dot_broker__pb2.DescribeGroupsRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.DescribeGroupsResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/zkraft.broker.Broker/ListGroups',
+                request_serializer=zkraft__proto_dot_broker__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DeleteGroups = channel.unary_unary(
+                '/zkraft.broker.Broker/DeleteGroups',
+                request_serializer=zkraft__proto_dot_broker__pb2.DeleteGroupsRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.DeleteGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -126,6 +181,13 @@ class BrokerServicer:
 
     def OffsetForLeaderEpoch(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InitProducerId(self, request, context):
+        """Idempotent producer (KIP-98): any broker hands out a producer id.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -175,6 +237,67 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindCoordinator(self, request, context):
+        """Consumer groups (the group coordinator: leader of the group's __consumer_offsets partition).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def JoinGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetFetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -202,6 +325,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.OffsetForLeaderEpoch,
                     request_deserializer=zkraft__proto_dot_broker__pb2.OffsetForLeaderEpochRequest.FromString,
                     response_serializer=zkraft__proto_dot_broker__pb2.OffsetForLeaderEpochResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.InitProducerIdResponse.SerializeToString,
             ),
             'CreateTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateTopics,
@@ -237,6 +365,56 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ControlledShutdown,
                     request_deserializer=zkraft__proto_dot_broker__pb2.ControlledShutdownRequest.FromString,
                     response_serializer=zkraft__proto_dot_broker__pb2.ControlledShutdownResponse.SerializeToString,
+            ),
+            'FindCoordinator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindCoordinator,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.FindCoordinatorRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.JoinGroupRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'SyncGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncGroup,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.SyncGroupRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.SyncGroupResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.HeartbeatRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.LeaveGroupResponse.SerializeToString,
+            ),
+            'OffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetCommit,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'OffsetFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetFetch,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.OffsetFetchRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'DescribeGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroups,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.DescribeGroupsRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.DescribeGroupsResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.ListGroupsRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DeleteGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroups,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.DeleteGroupsRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.DeleteGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -374,6 +552,33 @@ class Broker:
             '/zkraft.broker.Broker/OffsetForLeaderEpoch',
             zkraft__proto_dot_broker__pb2.OffsetForLeaderEpochRequest.SerializeToString,
             zkraft__proto_dot_broker__pb2.OffsetForLeaderEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/InitProducerId',
+            zkraft__proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.InitProducerIdResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -563,6 +768,276 @@ class Broker:
             '/zkraft.broker.Broker/ControlledShutdown',
             zkraft__proto_dot_broker__pb2.ControlledShutdownRequest.SerializeToString,
             zkraft__proto_dot_broker__pb2.ControlledShutdownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindCoordinator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/FindCoordinator',
+            zkraft__proto_dot_broker__pb2.FindCoordinatorRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/JoinGroup',
+            zkraft__proto_dot_broker__pb2.JoinGroupRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/SyncGroup',
+            zkraft__proto_dot_broker__pb2.SyncGroupRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.SyncGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/Heartbeat',
+            zkraft__proto_dot_broker__pb2.HeartbeatRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/LeaveGroup',
+            zkraft__proto_dot_broker__pb2.LeaveGroupRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.LeaveGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/OffsetCommit',
+            zkraft__proto_dot_broker__pb2.OffsetCommitRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/OffsetFetch',
+            zkraft__proto_dot_broker__pb2.OffsetFetchRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/DescribeGroups',
+            zkraft__proto_dot_broker__pb2.DescribeGroupsRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.DescribeGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/ListGroups',
+            zkraft__proto_dot_broker__pb2.ListGroupsRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/DeleteGroups',
+            zkraft__proto_dot_broker__pb2.DeleteGroupsRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.DeleteGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,6 +11,12 @@ it is fsynced) and the leader-epoch cache.
   the segment's sparse index, a short header scan; the answer is a byte range
   of a segment file made of whole batches, starting with the one holding the
   requested offset.
+* Idempotent producers (`producer_state`): the leader checks each batch
+  carrying a producer id against the partition's producer state before
+  writing (a duplicate of one of a producer's last 5 batches is not written
+  again: its original offsets are returned); every append records what it
+  wrote. The state is built lazily from the segments' batch headers on first
+  use and dropped by a truncation (rebuilt on next use).
 * Start-up (`__init__`): segments are loaded in base-offset order; missing or
   insane indexes are rebuilt; after an unclean shutdown every segment that may
   hold offsets at or past the recovery point is re-validated and a torn or
@@ -40,6 +46,7 @@ from broker.log.errors import (
     RecordTooLargeError,
     invariant,
 )
+from broker.log.producer_state import ProducerStateManager
 from broker.log.segment import (
     INDEX_SUFFIX,
     INT32_MAX,
@@ -67,6 +74,20 @@ class LogConfig:
     max_message_bytes: int = 1048588  # max.message.bytes: the largest batch
     flush_interval_messages: int | None = None  # flush.messages; None: never by count (Kafka's Long.MAX)
     flush_interval_ms: int | None = None  # flush.ms; None: never by time
+    retention_ms: int = 7 * DAY_MS  # retention.ms; -1: no time limit
+    retention_bytes: int = -1  # retention.bytes; -1: no size limit
+    cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy: delete, compact or both
+    delete_retention_ms: int = DAY_MS  # delete.retention.ms: how long tombstones survive compaction
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
 
     def __post_init__(self) -> None:
         if not BATCH_HEADER_SIZE <= self.segment_bytes <= INT32_MAX:
@@ -132,6 +153,8 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock_ms()
         self._closed = False
+        # Built from the batch headers on first use (`producer_state`); None after a truncation.
+        self._producers: ProducerStateManager | None = None
         started = time.monotonic()
         try:
             self._epochs = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, logger)
@@ -293,14 +316,35 @@ class PartitionLog:
     def leader_epoch_cache(self) -> LeaderEpochCache:
         return self._epochs
 
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent producers of this partition, rebuilt from every segment's batch headers if needed."""
+        if self._producers is None:
+            started = time.monotonic()
+            self._producers = ProducerStateManager.rebuild(
+                header for segment in self._segments for header in segment.batch_headers()
+            )
+            self._log.info(
+                "producer_state_rebuilt",
+                dir=str(self.dir),
+                producers=len(self._producers),
+                log_end_offset=self._leo,
+                duration_ms=round((time.monotonic() - started) * 1000, 1),
+            )
+        return self._producers
+
     # ------------------------------------------------------------------ append
 
     def append(self, batches: bytearray, leader_epoch: int) -> tuple[int, int]:
         """Appends a produce request's batches as leader; returns (first offset, last offset).
 
         Raises client.records.CorruptRecordError, RecordTooLargeError,
-        RecordBatchTooLargeError. `batches` is rewritten in place (offsets,
-        leader epoch). An empty buffer appends nothing and returns (LEO, LEO - 1).
+        RecordBatchTooLargeError, and for batches with a producer id the
+        producer-state errors (out of order sequence, old producer epoch,
+        unknown producer id). A request whose batches were all written before
+        (producer id retries) is not written again: the original (first, last)
+        offsets are returned. `batches` is rewritten in place (offsets, leader
+        epoch). An empty buffer appends nothing and returns (LEO, LEO - 1).
         """
         invariant(not self._closed, f"append to closed log {self.dir}")
         info = validate_batches(batches)
@@ -308,10 +352,26 @@ class PartitionLog:
         if info.batch_count == 0:
             return first, first - 1
         self._check_sizes(info.byte_size, max(b.length for b in info.batches))
+        # Header-only, per batch: the producer id decides whether sequences are checked.
+        headers = [read_batch_header(batches, b.position) for b in info.batches]
+        idempotent = any(h.producer_id >= 0 for h in headers)
+        if idempotent:
+            duplicate = self.producer_state.check_append(self.topic_partition, headers)
+            if duplicate is not None:
+                self._log.info(
+                    "producer_batch_duplicate", dir=str(self.dir), first_offset=duplicate[0], last_offset=duplicate[1]
+                )
+                return duplicate
         next_offset = assign_offsets(batches, first, leader_epoch, info)
         segment = self._maybe_roll(info.byte_size, info.max_timestamp, next_offset - 1)
         segment.append(first, next_offset - 1, info.max_timestamp, batches)
         self._epochs.assign(leader_epoch, first)
+        if idempotent:
+            offset = first
+            producers = self.producer_state
+            for header in headers:
+                producers.update(header._replace(base_offset=offset))
+                offset += header.last_offset_delta + 1
         self._after_append(next_offset, info.record_count)
         return first, next_offset - 1
 
@@ -336,6 +396,8 @@ class PartitionLog:
         for header in headers:
             if header.partition_leader_epoch > self._epochs.latest_epoch:
                 self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+        if self._producers is not None:  # else built from the segments, these batches included, on first use
+            self._producers.update_all(headers)
         self._after_append(last + 1, info.record_count)
         return first, last
 
@@ -450,6 +512,7 @@ class PartitionLog:
         for segment in doomed:
             segment.delete()
         keep[-1].truncate_to(offset)
+        self._producers = None  # the cut batches may have moved sequences: rebuild on next use
         self._leo = keep[-1].next_offset
         self._log_start_offset = min(self._log_start_offset, self._leo)
         self._recovery_point = min(self._recovery_point, self._leo)
@@ -476,8 +539,42 @@ class PartitionLog:
         self._segments, self._bases = [segment], [offset]
         self._leo = self._log_start_offset = self._recovery_point = offset
         self._epochs.clear()
+        self._producers = ProducerStateManager()
         fsync_dir(self.dir)
         self._log.info("log_truncated_fully", dir=str(self.dir), log_start_offset=offset, segments_deleted=len(old))
+
+    def delete_oldest_segments(self, count: int, reason: str) -> None:
+        """Deletes the `count` oldest segments (retention); the log start offset moves to the next one.
+
+        Never the active segment. Kafka renames to `.deleted` and removes later;
+        here the files go at once (reads run on the same thread, between calls).
+        """
+        if count <= 0:
+            return
+        invariant(count < len(self._segments), f"{self.dir}: retention may not delete the active segment")
+        doomed, keep = self._segments[:count], self._segments[count:]
+        self._segments, self._bases = keep, [s.base_offset for s in keep]
+        self._log_start_offset = max(self._log_start_offset, keep[0].base_offset)
+        self._epochs.truncate_from_start(self._log_start_offset)
+        for segment in doomed:
+            segment.delete()
+        fsync_dir(self.dir)
+        self._log.info(
+            "log_segments_deleted",
+            dir=str(self.dir),
+            reason=reason,
+            segments=[filename_prefix(s.base_offset) for s in doomed],
+            log_start_offset=self._log_start_offset,
+        )
+
+    def replace_segment(self, old: LogSegment, new: LogSegment) -> bool:
+        """Puts a cleaned copy in place of `old` (same base offset); False if `old` is no longer in the log."""
+        for i, segment in enumerate(self._segments):
+            if segment is old:
+                invariant(i < len(self._segments) - 1, f"{self.dir}: the active segment is never cleaned")
+                self._segments = [*self._segments[:i], new, *self._segments[i + 1 :]]
+                return True
+        return False
 
     def flush(self) -> None:
         """fsyncs every segment holding offsets at or past the recovery point; the recovery point becomes the LEO."""

@@ -35,7 +35,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
@@ -60,6 +60,7 @@ TIME_INDEX_ENTRY_BYTES = 12
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
 RECOVERY_READ_BYTES = 8 * 1024 * 1024  # recovery reads the .log in chunks of this size
+HEADER_SCAN_READ_BYTES = 1024 * 1024  # a header-only scan (producer state rebuild) reads this much at a time
 
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_INDEX_ENTRY = struct.Struct(">qi")
@@ -514,6 +515,22 @@ class LogSegment:
     def fileno(self) -> int:
         """The `.log` descriptor, for `os.sendfile` of a `read_range`."""
         return self._fd
+
+    def batch_headers(self) -> Iterator[BatchHeader]:
+        """Every batch header in file order, read in chunks (header-only: records are never decoded)."""
+        position, size = 0, self._size
+        chunk, chunk_start = b"", 0
+        while size - position >= BATCH_HEADER_SIZE:
+            if position + BATCH_HEADER_SIZE > chunk_start + len(chunk):
+                chunk, chunk_start = os.pread(self._fd, HEADER_SCAN_READ_BYTES, position), position
+                if len(chunk) < BATCH_HEADER_SIZE:
+                    return
+            header = read_batch_header(chunk, position - chunk_start)
+            batch_size = header.batch_length + LOG_OVERHEAD
+            if batch_size < BATCH_HEADER_SIZE:
+                return  # cannot happen in a loaded segment; never loop forever on it
+            yield header
+            position += batch_size
 
     def _header_at(self, position: int) -> BatchHeader | None:
         data = os.pread(self._fd, BATCH_HEADER_SIZE, position)
