@@ -28,9 +28,11 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.config import BrokerConfig
-from broker.log import LogConfig, LogError
+from broker.log import LogError
 from broker.log_manager import LogManager
 from broker.partition import Partition
+from broker.periodic import every
+from broker.topic_config import log_config_for
 from client import kafka_errors as errors
 from client.aio import AsyncZkClient
 from client.exceptions import BadVersionError, NoNodeError
@@ -59,23 +61,6 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 def now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-def log_config_for(config: BrokerConfig, overrides: dict[str, str]) -> LogConfig:
-    """Broker defaults with a topic's `/config/topics/<t>` overrides (Kafka's topic-level names)."""
-
-    def pick(name: str, default: Any) -> Any:
-        raw = overrides.get(name)
-        return default if raw is None else int(raw)
-
-    return LogConfig(
-        segment_bytes=pick("segment.bytes", config.log_segment_bytes),
-        segment_ms=pick("segment.ms", config.segment_ms),
-        index_interval_bytes=pick("index.interval.bytes", config.log_index_interval_bytes),
-        max_message_bytes=pick("max.message.bytes", config.message_max_bytes),
-        flush_interval_messages=pick("flush.messages", config.log_flush_interval_messages),
-        flush_interval_ms=pick("flush.ms", config.log_flush_interval_ms),
-    )
 
 
 class ReplicaManager:
@@ -111,27 +96,15 @@ class ReplicaManager:
 
     def start(self) -> None:
         self._tasks = [
-            asyncio.create_task(self._every(self.config.replica_lag_time_max_ms / 2000, self.shrink_isrs)),
+            asyncio.create_task(every(self.config.replica_lag_time_max_ms / 2000, self.shrink_isrs, self._log)),
             asyncio.create_task(
-                self._every(self.config.replica_high_watermark_checkpoint_interval_ms / 1000, self.checkpoint_hw)
+                every(self.config.replica_high_watermark_checkpoint_interval_ms / 1000, self.checkpoint_hw, self._log)
             ),
             asyncio.create_task(
-                self._every(self.config.isr_change_propagation_interval_ms / 1000, self.propagate_isr_changes)
+                every(self.config.isr_change_propagation_interval_ms / 1000, self.propagate_isr_changes, self._log)
             ),
-            asyncio.create_task(self._every(1.0, self._maybe_flush_logs)),
+            asyncio.create_task(every(1.0, self._maybe_flush_logs, self._log)),
         ]
-
-    async def _every(self, interval_s: float, action: Callable[[], Any]) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                result = action()
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception as exc:  # a periodic duty must survive one failure; it is logged
-                self._log.exception(
-                    "periodic_task_failed", task=getattr(action, "__name__", str(action)), error=str(exc)
-                )
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -216,6 +189,14 @@ class ReplicaManager:
         self.topic_configs[topic] = overrides
         return overrides
 
+    def apply_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+        """A topic's config changed (/config/changes): its logs take the new settings at once."""
+        self.topic_configs[topic] = dict(overrides)
+        log_config = log_config_for(self.config, overrides, self._log)
+        for tp, partition in self.partitions.items():
+            if tp.topic == topic:
+                partition.log.config = log_config
+
     async def become_leader_or_follower(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
         if request.controller_epoch < self.controller_epoch:
             self._log.warning(
@@ -267,7 +248,7 @@ class ReplicaManager:
             return errors.StaleControllerEpochError.code
         if partition is None:
             overrides = await self._topic_config(tp.topic)
-            log = self.logs.get_or_create(tp, log_config_for(self.config, overrides))
+            log = self.logs.get_or_create(tp, log_config_for(self.config, overrides, self._log))
             hw = min(self.logs.high_watermarks.get(tp, 0), log.log_end_offset)
             partition = Partition(tp, self.broker_id, log, high_watermark=hw)
             self.partitions[tp] = partition

@@ -27,6 +27,7 @@ import structlog
 
 from broker.admin_manager import AdminManager
 from broker.config import BrokerConfig
+from broker.config_changes import ConfigChangeListener
 from broker.group.api import build_group_api
 from broker.log import LogConfig
 from broker.log_housekeeping import LogHousekeeper
@@ -37,6 +38,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.service import BrokerService
+from broker.topic_config import log_config_for
 from client.aio import AsyncZkClient
 from client.exceptions import NodeExistsError, NoNodeError
 from client.json_logging import configure_logging
@@ -74,14 +76,7 @@ class BrokerStartupError(Exception):
 
 
 def default_log_config(config: BrokerConfig) -> LogConfig:
-    return LogConfig(
-        segment_bytes=config.log_segment_bytes,
-        segment_ms=config.segment_ms,
-        index_interval_bytes=config.log_index_interval_bytes,
-        max_message_bytes=config.message_max_bytes,
-        flush_interval_messages=config.log_flush_interval_messages,
-        flush_interval_ms=config.log_flush_interval_ms,
-    )
+    return log_config_for(config, {})
 
 
 async def ensure_cluster_id(zk: AsyncZkClient) -> str:
@@ -162,6 +157,7 @@ class Broker:
         self.broker_epoch = -1
         self._stopping = False
         self._housekeeping: list[asyncio.Task[None]] = []
+        self.config_changes: ConfigChangeListener | None = None
         self._reregister_task: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
@@ -200,6 +196,8 @@ class Broker:
         if self.controller is not None:
             await self.controller.startup()
         zk.add_listener(self._on_zk_state)
+        self.config_changes = ConfigChangeListener(zk, replicas.apply_topic_config, self.log)
+        await self.config_changes.start()
         self.log.info(
             "broker_started",
             address=config.address,
@@ -301,6 +299,8 @@ class Broker:
             await self.controller.shutdown()
         if self._reregister_task is not None:
             self._reregister_task.cancel()
+        if self.config_changes is not None:
+            await self.config_changes.stop()
         for task in self._housekeeping:
             task.cancel()
         await asyncio.gather(*self._housekeeping, return_exceptions=True)
