@@ -3,6 +3,7 @@
 from client.admin import Admin
 from client.aio import AsyncZkClient
 from client.consumer import Consumer
+from client.consumer_coordinator import ConsumerRebalanceListener, OffsetAndMetadata
 from client.kafka_types import (
     ClusterDescription,
     ConsumerRecord,
@@ -34,12 +35,14 @@ __all__ = [
     "AsyncZkRetry",
     "ClusterDescription",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "EventType",
     "FutureRecordMetadata",
     "KeeperState",
     "NewPartitions",
     "NewTopic",
+    "OffsetAndMetadata",
     "PartitionDescription",
     "Producer",
     "RecordMetadata",

@@ -1,8 +1,12 @@
-"""The Kafka-style consumer without groups: assign or subscribe-all, positions, prefetching fetches.
+"""The Kafka-style consumer: assign or subscribe (with or without a group), positions, prefetching fetches.
 
-After Kafka's `KafkaConsumer` and `Fetcher` (clients/…/consumer) in the
-kafka-python `group_id=None` flavour: a consumer given topics consumes every
-partition of them (new partitions are picked up on metadata refresh). Fetches
+After Kafka's `KafkaConsumer` and `Fetcher` (clients/…/consumer). Without a
+`group_id` (kafka-python's flavour) a consumer given topics consumes every
+partition of them (new partitions are picked up on metadata refresh). With a
+`group_id`, subscribing makes it a member of that consumer group: the
+partitions come from the group's assignor, positions from the committed
+offsets, and commits go to the group coordinator (client/consumer_coordinator.py,
+research/kafka.md §5). Fetches
 go ONE request per leader broker for all the partitions it leads (replica_id
 -1), at most one in flight per broker; a response is kept as raw bytes and
 decoded only when its records are handed to the user, and the next fetch to
@@ -13,17 +17,31 @@ from ListOffsets (-2 earliest, -1 latest; research/kafka.md §3.4).
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
+from client.assignors import resolve_assignors
+from client.consumer_coordinator import (
+    NO_GENERATION,
+    ConsumerCoordinator,
+    ConsumerRebalanceListener,
+    Generation,
+    GroupSettings,
+    JoinResult,
+    MemberState,
+    OffsetAndMetadata,
+)
 from client.consumer_records import decode_fetched, deserialize, fetched_end_offset
 from client.kafka_client_errors import (
-    GroupFeatureNotImplementedError,
+    CommitFailedError,
     IllegalStateError,
     KafkaConfigurationError,
     KafkaTimeoutError,
@@ -32,9 +50,11 @@ from client.kafka_client_errors import (
 from client.kafka_cluster import KafkaClusterClient, error_from_rpc
 from client.kafka_errors import (
     NONE,
+    InvalidGroupIdError,
     KafkaError,
     MessageSizeTooLargeError,
     OffsetOutOfRangeError,
+    RebalanceInProgressError,
     UnknownTopicOrPartitionError,
     error_for,
 )
@@ -44,7 +64,7 @@ from zkraft_proto import broker_pb2
 
 log = logging.getLogger("zkraft.client.consumer")
 
-__all__ = ["Consumer", "ConsumerRecord", "TopicPartition"]
+__all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "OffsetAndMetadata", "TopicPartition"]
 
 _RESETS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
 # Named limits: how long ListOffsets/metadata lookups retry, how often metadata is refreshed.
@@ -65,6 +85,7 @@ class _PartitionState:
     reset_to: int | None = None  # EARLIEST_TIMESTAMP / LATEST_TIMESTAMP for an explicit seek_to_*
     high_watermark: int = -1
     epoch: int = 0  # bumped by every seek or reset: fetches sent before it are discarded
+    committed_pending: bool = False  # group-assigned: start from the committed offset, if there is one
 
 
 class _CompletedFetch:
@@ -84,7 +105,7 @@ class _CompletedFetch:
 
 
 class Consumer:
-    """kafka-python's KafkaConsumer (no groups yet): poll, iterate, assign, seek, offsets. Not thread-safe."""
+    """kafka-python's KafkaConsumer: poll, iterate, assign, seek, offsets, consumer groups. Not thread-safe."""
 
     def __init__(
         self,
@@ -101,6 +122,13 @@ class Consumer:
         consumer_timeout_ms: float = float("inf"),
         client_id: str = "zkraft-consumer",
         group_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        partition_assignment_strategy: object = ("range",),
+        session_timeout_ms: int = 10000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        metadata_max_age_ms: int = 30000,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise KafkaConfigurationError(
@@ -113,12 +141,25 @@ class Consumer:
             ("max_partition_fetch_bytes", max_partition_fetch_bytes, 1),
             ("max_poll_records", max_poll_records, 1),
             ("consumer_timeout_ms", consumer_timeout_ms, 0),
+            ("auto_commit_interval_ms", auto_commit_interval_ms, 1),
+            ("session_timeout_ms", session_timeout_ms, 1),
+            ("heartbeat_interval_ms", heartbeat_interval_ms, 1),
+            ("max_poll_interval_ms", max_poll_interval_ms, 1),
+            ("metadata_max_age_ms", metadata_max_age_ms, 0),
         ):
             if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
                 raise KafkaConfigurationError(f"{name} must be a number >= {minimum}, got {value!r}")
         for name, fn in (("key_deserializer", key_deserializer), ("value_deserializer", value_deserializer)):
             if fn is not None and not callable(fn):
                 raise KafkaConfigurationError(f"{name} must be callable")
+        if heartbeat_interval_ms >= session_timeout_ms:
+            raise KafkaConfigurationError(
+                f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be lower than session_timeout_ms"
+                f" ({session_timeout_ms})"
+            )
+        if group_id is not None and (not isinstance(group_id, str) or not group_id):
+            raise InvalidGroupIdError(f"group_id must be a non-empty string, got {group_id!r}")
+        assignors = resolve_assignors(partition_assignment_strategy)
         self._reset = _RESETS[auto_offset_reset]
         self._reset_name = auto_offset_reset
         self._key_deserializer = key_deserializer
@@ -144,26 +185,81 @@ class Consumer:
         self._subscription_refreshed_s = float("-inf")
         self._iter_buffer: collections.deque[ConsumerRecord] = collections.deque()
         self._closed = False
+        self._metadata_max_age_s = metadata_max_age_ms / 1000.0
+        self._pattern: re.Pattern[str] | None = None
+        self._pattern_matched_in: object = None  # the metadata snapshot the pattern was last matched against
+        self._listener: Any = None
+        self._auto_commit = bool(enable_auto_commit) and group_id is not None
+        self._auto_commit_interval_s = auto_commit_interval_ms / 1000.0
+        self._next_auto_commit_s = time.monotonic() + self._auto_commit_interval_s
+        self._join_prepared = False
+        self._group_checked: tuple[object, object] | None = None  # (snapshot, subscription) last checked
+        self._group_result: JoinResult | None = None
+        self._async_commits: collections.deque[tuple[concurrent.futures.Future, Any, dict]] = collections.deque()
+        self._coordinator: ConsumerCoordinator | None = None
         if group_id is not None:
-            log.warning("consumer_groups_not_implemented", extra={"group_id": group_id})
+            self._coordinator = ConsumerCoordinator(
+                self._cluster,
+                GroupSettings(
+                    group_id=group_id,
+                    client_id=client_id,
+                    assignors=assignors,
+                    session_timeout_ms=int(session_timeout_ms),
+                    heartbeat_interval_ms=int(heartbeat_interval_ms),
+                    max_poll_interval_ms=int(max_poll_interval_ms),
+                    request_timeout_ms=REQUEST_TIMEOUT_MS,
+                ),
+            )
         if topics:
             self.subscribe(list(topics))
 
     # ------------------------------------------------------------------ assignment
 
-    def subscribe(self, topics: Iterable[str] | None = None, pattern: str | None = None) -> None:
-        """Consumes every partition of `topics` (kafka-python's behaviour without a group)."""
-        if pattern is not None:
-            raise GroupFeatureNotImplementedError("subscribe(pattern=...) is not implemented yet")
+    def subscribe(
+        self, topics: Iterable[str] | None = (), pattern: str | re.Pattern[str] | None = None, listener: Any = None
+    ) -> None:
+        """Subscribes to `topics` or to every topic whose whole name matches `pattern` (a regex).
+
+        With a group the partitions come from the group's assignment, and `listener`
+        (a ConsumerRebalanceListener) hears of every revocation and assignment; without
+        one, every partition of the topics is consumed (kafka-python's behaviour).
+        """
         names = [topics] if isinstance(topics, str) else list(topics or ())
-        if not names:
-            raise KafkaConfigurationError("subscribe needs at least one topic")
-        self._subscription = set(names)
+        if names and pattern is not None:
+            raise IllegalStateError("Subscription to topics and to a pattern are mutually exclusive")
+        if not names and pattern is None:
+            raise KafkaConfigurationError("subscribe needs at least one topic or a pattern")
+        if self._subscription is None and self._assignment:
+            raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive")
+        if listener is not None and not (
+            callable(getattr(listener, "on_partitions_revoked", None))
+            and callable(getattr(listener, "on_partitions_assigned", None))
+        ):
+            raise KafkaConfigurationError("listener must have on_partitions_revoked and on_partitions_assigned")
+        if pattern is not None:
+            try:
+                self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+            except re.error as exc:
+                raise KafkaConfigurationError(f"bad subscription pattern {pattern!r}: {exc}") from None
+            self._subscription = set()
+            self._pattern_matched_in = None
+        else:
+            self._pattern = None
+            self._subscription = set(names)
+        self._listener = listener
+        self._subscription_refreshed_s = float("-inf")
         self._next_metadata_s = 0.0
         self._metadata_wanted = True
+        if self._coordinator is not None and self._coordinator.generation_if_stable() is not None:
+            self._coordinator.request_rejoin("subscription changed")
 
     def unsubscribe(self) -> None:
+        """Stops consuming; a group member gives its partitions up (revoke) and leaves the group at once."""
+        if self._coordinator is not None and self._subscription is not None:
+            self._revoke_all(commit=self._auto_commit)
+            self._coordinator.leave_group("unsubscribe")
         self._subscription = None
+        self._pattern = None
         self._set_assignment(set())
 
     def subscription(self) -> set[str] | None:
@@ -202,6 +298,7 @@ class Consumer:
         state = self._state(partition)
         state.position = offset
         state.reset_to = None
+        state.committed_pending = False
         state.epoch += 1
         self._drop_buffered(partition)
 
@@ -218,6 +315,7 @@ class Consumer:
             state = self._state(tp)
             state.position = None
             state.reset_to = timestamp
+            state.committed_pending = False
             state.epoch += 1
             self._drop_buffered(tp)
 
@@ -245,6 +343,11 @@ class Consumer:
         return None if hw < 0 else hw
 
     def _reset_positions(self, partitions: Sequence[TopicPartition]) -> None:
+        """Positions from the group's committed offsets where pending, else from auto_offset_reset / seek_to_*."""
+        if self._coordinator is not None and any(self._assignment[tp].committed_pending for tp in partitions):
+            partitions = self._positions_from_committed(partitions)
+            if not partitions:
+                return
         wanted: dict[TopicPartition, int] = {}
         for tp in partitions:
             state = self._assignment[tp]
@@ -357,22 +460,34 @@ class Consumer:
             log.info("consumer_metadata_refresh_failed", extra={"error": str(exc)})
 
     def _update_subscription(self, now: float) -> None:
-        """Assigns every partition of the subscribed topics, refreshing metadata when due."""
+        """Refreshes metadata when due; without a group assigns every partition of the subscribed topics."""
         if self._subscription is None:
             return
         snapshot = self._cluster.snapshot
-        stale = now - self._subscription_refreshed_s >= METADATA_MAX_AGE_S
+        stale = now - self._subscription_refreshed_s >= self._metadata_max_age_s
         missing = any(t not in snapshot.topics or not snapshot.topics[t].partitions for t in self._subscription)
         if (stale or missing or self._metadata_wanted) and now >= self._next_metadata_s:
             self._next_metadata_s = now + RETRY_BACKOFF_S
             try:
-                snapshot = self._cluster.refresh(self._subscription)
+                snapshot = self._cluster.refresh(None if self._pattern is not None else self._metadata_topics())
                 self._metadata_wanted = False
                 self._subscription_refreshed_s = now
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
                 log.info("consumer_metadata_refresh_failed", extra={"error": str(exc)})
+        if self._pattern is not None and snapshot is not self._pattern_matched_in:
+            self._pattern_matched_in = snapshot
+            matched = {
+                name
+                for name, meta in snapshot.topics.items()
+                if not meta.is_internal and meta.error_code == NONE and self._pattern.fullmatch(name)
+            }
+            if matched != self._subscription:
+                self._subscription = matched
+        if self._coordinator is not None:
+            self._check_group_metadata(snapshot)
+            return
         partitions = {
             TopicPartition(t, p)
             for t in self._subscription
@@ -431,8 +546,14 @@ class Consumer:
             now = time.monotonic()
             if self._subscription is not None:
                 self._update_subscription(now)
+                if self._coordinator is not None and not self._group_poll(now, deadline):
+                    if time.monotonic() >= deadline:
+                        return []
+                    continue
             elif self._assignment:
                 self._refresh_assigned_metadata()
+                if self._auto_commit and now >= self._next_auto_commit_s:
+                    self._auto_commit_now(now)
             unpositioned = [tp for tp, s in self._assignment.items() if s.position is None]
             if unpositioned:
                 self._reset_positions(unpositioned)
@@ -603,28 +724,300 @@ class Consumer:
                 self._iter_buffer.extend(records)
                 return self._iter_buffer.popleft()
 
-    def commit(self, offsets: object = None) -> None:
-        raise GroupFeatureNotImplementedError("commit(): consumer groups are not implemented yet")
+    # ------------------------------------------------------------------ the group (client/consumer_coordinator.py)
 
-    def commit_async(self, offsets: object = None, callback: object = None) -> None:
-        raise GroupFeatureNotImplementedError("commit_async(): consumer groups are not implemented yet")
+    def _group_poll(self, now: float, deadline: float) -> bool:
+        """Kafka's `ConsumerCoordinator.poll`: (re)join when needed, auto commit when due; False: not joined yet."""
+        coordinator = self._coordinator
+        assert coordinator is not None
+        coordinator.note_poll(now)
+        if self._async_commits:
+            self._complete_async_commits()
+        if coordinator.rejoin_needed():
+            if not self._join_prepared:
+                self._revoke_all(commit=self._auto_commit)
+                self._join_prepared = True
+            result = coordinator.ensure_active_group(sorted(self._subscription or ()), self._partition_counts, deadline)
+            if result is None:
+                return False
+            self._join_prepared = False
+            self._on_join_complete(result)
+        elif coordinator.coordinator_unknown():
+            coordinator.lookup_coordinator()
+        if self._auto_commit and now >= self._next_auto_commit_s:
+            self._auto_commit_now(now)
+        return True
+
+    def _revoke_all(self, commit: bool) -> None:
+        """Kafka's `onJoinPrepare` (eager): commit the consumed positions while the generation is valid, tell the
+        listener, drop every partition. A member thrown out of the group cannot commit: its partitions are lost."""
+        coordinator = self._coordinator
+        assert coordinator is not None
+        generation = coordinator.generation_if_stable()
+        revoked = set(self._assignment)
+        if commit and generation is not None and revoked:
+            try:
+                self._commit_sync(self._consumed_offsets(), generation)
+            except KafkaError as exc:
+                log.warning("consumer_commit_before_rebalance_failed", extra={"error": str(exc)})
+        if self._listener is not None and (revoked or generation is not None):
+            if generation is None and hasattr(self._listener, "on_partitions_lost"):
+                self._listener.on_partitions_lost(revoked)
+            else:
+                self._listener.on_partitions_revoked(revoked)
+        self._set_assignment(set())
+        self._group_result = None
+
+    def _on_join_complete(self, result: JoinResult) -> None:
+        subscribed = self._subscription or set()
+        partitions = {tp for tp in result.assignment.partitions if tp.topic in subscribed}
+        if len(partitions) != len(result.assignment.partitions):
+            log.warning(
+                "consumer_assigned_unsubscribed_partitions",
+                extra={"ignored": [str(tp) for tp in result.assignment.partitions if tp.topic not in subscribed]},
+            )
+        self._set_assignment(partitions)
+        for state in self._assignment.values():
+            state.committed_pending = True
+            state.position = None
+        self._group_result = result
+        self._group_checked = None
+        if self._listener is not None:
+            self._listener.on_partitions_assigned(set(partitions))
+
+    def _metadata_topics(self) -> set[str]:
+        """The topics whose metadata this consumer needs: its own, and as group leader every member's."""
+        topics = set(self._subscription or ())
+        if self._group_result is not None:
+            topics |= self._group_result.leader_topics
+        return topics
+
+    def _partition_counts(self, topics: set[str]) -> dict[str, int]:
+        """The leader's view of the partition counts of every member's topics (fresh metadata)."""
+        snapshot = self._cluster.refresh(topics | set(self._subscription or ()))
+        return {
+            name: len(meta.partitions)
+            for name in topics
+            if (meta := snapshot.topics.get(name)) is not None and meta.error_code == NONE and meta.partitions
+        }
+
+    def _check_group_metadata(self, snapshot: Any) -> None:
+        """Rejoin when the subscription changed (a pattern matched a new topic) or, on the leader, when a
+        member's topic changed its partition count since the assignment (Kafka's assignmentSnapshot)."""
+        coordinator = self._coordinator
+        result = self._group_result
+        if coordinator is None or result is None or coordinator.rejoin_needed():
+            return
+        checked = self._group_checked
+        if checked is not None and checked[0] is snapshot and checked[1] is self._subscription:
+            return
+        self._group_checked = (snapshot, self._subscription)
+        if set(self._subscription or ()) != set(coordinator.joined_topics):
+            coordinator.request_rejoin("subscription changed")
+            return
+        for topic in result.leader_topics:
+            meta = snapshot.topics.get(topic)
+            count = len(meta.partitions) if meta is not None and meta.error_code == NONE and meta.partitions else None
+            if count != result.leader_partition_counts.get(topic):
+                coordinator.request_rejoin(f"partitions of {topic} changed")
+                return
+
+    def _positions_from_committed(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        """Sets positions from committed offsets for partitions waiting for them; returns those still unpositioned."""
+        assert self._coordinator is not None
+        pending = [tp for tp in partitions if self._assignment[tp].committed_pending]
+        committed = self._coordinator.fetch_committed(pending, time.monotonic() + REQUEST_TIMEOUT_MS / 1000.0)
+        for tp in pending:
+            state = self._assignment.get(tp)
+            if state is None or not state.committed_pending:
+                continue
+            state.committed_pending = False
+            if tp in committed:
+                state.position = committed[tp]
+                state.reset_to = None
+        return [tp for tp in partitions if (s := self._assignment.get(tp)) is not None and s.position is None]
+
+    def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What was handed to the user: positions, less records an iteration holds back (at-least-once)."""
+        out = {tp: OffsetAndMetadata(s.position) for tp, s in self._assignment.items() if s.position is not None}
+        held: set[TopicPartition] = set()
+        for record in self._iter_buffer:
+            tp = TopicPartition(record.topic, record.partition)
+            if tp not in held:
+                held.add(tp)
+                out[tp] = OffsetAndMetadata(record.offset)
+        return out
+
+    def _require_group(self) -> ConsumerCoordinator:
+        self._check_open()
+        if self._coordinator is None:
+            raise InvalidGroupIdError(
+                "To use the group management or offset commit APIs, you must provide a valid group_id"
+                " in the consumer configuration."
+            )
+        return self._coordinator
+
+    def _commit_generation(self) -> Generation:
+        """The generation a commit carries: the stable one for a group member, none (-1) for manual assignment."""
+        coordinator = self._require_group()
+        if self._subscription is None:
+            return NO_GENERATION
+        generation = coordinator.generation_if_stable()
+        if generation is None and coordinator.state is MemberState.REBALANCING:
+            raise RebalanceInProgressError(
+                f"group {self.group_id} is rebalancing: commit after the partitions are assigned again"
+            )
+        if generation is None:
+            raise CommitFailedError(
+                "Offset commit cannot be completed since the consumer is not part of an active group for auto"
+                " partition assignment; it is likely that the consumer was kicked out of the group."
+            )
+        return generation
+
+    @staticmethod
+    def _normalize_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMetadata]:
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            if isinstance(value, OffsetAndMetadata):
+                committed = value
+            elif isinstance(value, int) and not isinstance(value, bool):
+                committed = OffsetAndMetadata(value)
+            elif hasattr(value, "offset"):
+                committed = OffsetAndMetadata(int(value.offset), str(getattr(value, "metadata", "") or ""))
+            elif isinstance(value, tuple) and len(value) == 2:
+                committed = OffsetAndMetadata(int(value[0]), str(value[1] or ""))
+            else:
+                raise KafkaConfigurationError(f"commit: offset of {tp} must be an int or OffsetAndMetadata")
+            if committed.offset < 0:
+                raise KafkaConfigurationError(f"commit: offset of {tp} must be >= 0, got {committed.offset}")
+            out[TopicPartition(*tp)] = committed
+        return out
+
+    def _commit_sync(self, offsets: dict[TopicPartition, OffsetAndMetadata], generation: Generation) -> None:
+        assert self._coordinator is not None
+        self._coordinator.commit_offsets(offsets, generation, time.monotonic() + REQUEST_TIMEOUT_MS / 1000.0)
+
+    def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:
+        """Commits `offsets` (the next offset to read, per partition) or, by default, the consumed positions.
+
+        Synchronous; retried until the request timeout. A member whose generation is gone gets
+        CommitFailedError; during a rebalance, RebalanceInProgressError.
+        """
+        self._require_group()
+        committed = self._consumed_offsets() if offsets is None else self._normalize_offsets(offsets)
+        if self._async_commits:
+            self._complete_async_commits()
+        self._commit_sync(committed, self._commit_generation())
+
+    def commit_async(
+        self, offsets: Mapping[TopicPartition, Any] | None = None, callback: Callable[[dict, Any], None] | None = None
+    ) -> concurrent.futures.Future:
+        """Sends an OffsetCommit without waiting; the future resolves when the coordinator answers, and
+        `callback(offsets, exception_or_None)` runs on the thread that next calls poll(), commit() or close()."""
+        coordinator = self._require_group()
+        committed = self._consumed_offsets() if offsets is None else self._normalize_offsets(offsets)
+        result: concurrent.futures.Future = concurrent.futures.Future()
+        result.set_running_or_notify_cancel()
+        try:
+            generation = self._commit_generation()
+            if not committed:
+                result.set_result(committed)
+            else:
+                if not coordinator.lookup_coordinator():
+                    raise error_for(15, f"group {self.group_id}: coordinator not available for commit")
+                future = coordinator.commit_offsets_future(committed, generation)
+                future.add_done_callback(lambda f: self._finish_async_commit(f, result, committed, generation))
+        except KafkaError as exc:
+            result.set_exception(exc)
+        self._async_commits.append((result, callback, committed))
+        return result
+
+    def _finish_async_commit(
+        self, future: Any, result: concurrent.futures.Future, offsets: dict, generation: Generation
+    ) -> None:
+        """On a gRPC thread: resolve the commit's future from the coordinator's answer."""
+        assert self._coordinator is not None
+        try:
+            exc = future.exception()
+            if exc is not None:
+                error = error_from_rpc(exc, "OffsetCommit")
+                if error.retriable:
+                    self._coordinator.mark_coordinator_unknown(str(error))
+                raise error
+            self._coordinator.check_commit_response(future.result(), generation)
+        except KafkaError as error:
+            result.set_exception(error)
+        except Exception as error:  # a cancelled future at close, a malformed answer: still resolve it
+            result.set_exception(error)
+        else:
+            result.set_result(offsets)
+
+    def _complete_async_commits(self, wait_s: float = 0.0) -> None:
+        """Runs the callbacks of finished async commits, in the order the commits were made."""
+        deadline = time.monotonic() + wait_s
+        while self._async_commits:
+            result, callback, offsets = self._async_commits[0]
+            if not result.done():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                concurrent.futures.wait([result], timeout=remaining)
+                continue
+            self._async_commits.popleft()
+            error = result.exception()
+            if error is not None:
+                log.info("consumer_async_commit_failed", extra={"error": str(error)})
+            if callback is not None:
+                callback(offsets, error)
+
+    def _auto_commit_now(self, now: float) -> None:
+        self._next_auto_commit_s = now + self._auto_commit_interval_s
+        try:
+            if self._subscription is not None and self._coordinator is not None:
+                if self._coordinator.generation_if_stable() is None:
+                    return
+            self.commit_async()
+        except KafkaError as exc:
+            log.info("consumer_auto_commit_failed", extra={"error": str(exc)})
 
     def committed(self, partition: TopicPartition) -> int | None:
-        raise GroupFeatureNotImplementedError("committed(): consumer groups are not implemented yet")
+        """The group's committed offset of `partition` (None when nothing is committed)."""
+        coordinator = self._require_group()
+        tp = TopicPartition(*partition)
+        return coordinator.fetch_committed([tp], time.monotonic() + REQUEST_TIMEOUT_MS / 1000.0).get(tp)
 
     def _check_open(self) -> None:
         if self._closed:
             raise IllegalStateError("the consumer is closed")
 
     def close(self, autocommit: bool = True) -> None:
+        """Commits the consumed positions (auto commit on), leaves the group at once, closes the connections."""
         if self._closed:
             return
+        if self._coordinator is not None:
+            try:
+                self._close_group(autocommit)
+            except KafkaError as exc:
+                log.warning("consumer_close_group_failed", extra={"error": str(exc)})
         self._closed = True
         for future, _ in self._in_flight.values():
             future.cancel()
         self._in_flight.clear()
         self._completed.clear()
         self._cluster.close()
+
+    def _close_group(self, autocommit: bool) -> None:
+        coordinator = self._coordinator
+        assert coordinator is not None
+        commit = autocommit and self._auto_commit
+        try:
+            if self._subscription is not None:
+                self._revoke_all(commit=commit)
+            elif commit and self._assignment:
+                self._commit_sync(self._consumed_offsets(), NO_GENERATION)
+            self._complete_async_commits(wait_s=REQUEST_TIMEOUT_MS / 1000.0)
+        finally:
+            coordinator.close()
 
     def __enter__(self) -> Consumer:
         return self

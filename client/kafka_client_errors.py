@@ -48,11 +48,17 @@ class IllegalStateError(KafkaClientError):
     default_message = "The client is not in a state that allows this call."
 
 
-class GroupFeatureNotImplementedError(KafkaClientError):
-    """Consumer groups (commit, committed, group subscription) are not implemented in this client yet."""
+class CommitFailedError(KafkaClientError):
+    """Kafka's CommitFailedException: the group rebalanced (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID) and the
+    partitions may belong to another member now; the cause is the wire error (`__cause__`)."""
 
-    name = "CLIENT_GROUPS_NOT_IMPLEMENTED"
-    default_message = "Consumer groups are not implemented in this client yet."
+    name = "CLIENT_COMMIT_FAILED"
+    default_message = (
+        "Commit cannot be completed since the group has already rebalanced and assigned the partitions to another "
+        "member. This means that the time between subsequent calls to poll() was longer than the configured "
+        "max.poll.interval.ms, which typically implies that the poll loop is spending too much time message "
+        "processing."
+    )
 
 
 class NoOffsetForPartitionError(KafkaClientError):

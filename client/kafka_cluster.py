@@ -152,6 +152,10 @@ class KafkaClusterClient:
             raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
         return self._stub_for_address(f"{broker.host}:{broker.port}")
 
+    def stub_for(self, host: str, port: int) -> broker_pb2_grpc.BrokerStub:
+        """The stub of the broker at `host:port` (a group coordinator found with FindCoordinator)."""
+        return self._stub_for_address(f"{host}:{port}")
+
     def _candidate_addresses(self) -> list[str]:
         known = [f"{b.host}:{b.port}" for b in self._snapshot.brokers.values()]
         random.shuffle(known)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from client.kafka_errors import KafkaError
+from client.structs import TopicPartition
 
 # ListOffsets special timestamps (research/kafka.md §3.4).
 LATEST_TIMESTAMP = -1
@@ -82,3 +83,32 @@ class ClusterDescription:
     cluster_id: str
     controller_id: int  # -1 when unknown
     brokers: list[BrokerMetadata]
+
+
+class ConsumerGroupListing(NamedTuple):
+    """One group of `Admin.list_consumer_groups` (kafka-python returns (group_id, protocol_type) pairs)."""
+
+    group_id: str
+    protocol_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    """A group member as DescribeGroups tells it; `topics` and `assignment` decoded from the consumer protocol."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    topics: tuple[str, ...]
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    group_id: str
+    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    protocol_type: str
+    protocol: str  # the assignor chosen for the current generation ("" when none)
+    members: tuple[MemberDescription, ...]
+    coordinator: BrokerMetadata

@@ -24,6 +24,7 @@ from client.kafka_client_errors import (
 from client.kafka_cluster import ClusterSnapshot, PartitionMetadata, TopicMetadata, parse_bootstrap_servers
 from client.kafka_errors import (
     CorruptRecordError,
+    InvalidGroupIdError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     KafkaError,
@@ -97,17 +98,21 @@ def test_consumer_and_admin_reject_bad_options() -> None:
         Admin("h:1", request_timeout_ms=0)
 
 
-def test_group_features_raise_a_clear_kafka_error() -> None:
-    consumer = Consumer(bootstrap_servers="127.0.0.1:1", group_id="g")
+def test_offset_apis_need_a_group_id() -> None:
+    consumer = Consumer(bootstrap_servers="127.0.0.1:1")
     try:
-        with pytest.raises(KafkaError, match="consumer groups are not implemented"):
+        with pytest.raises(InvalidGroupIdError, match="valid group_id"):
             consumer.commit()
-        with pytest.raises(KafkaError, match="not implemented"):
+        with pytest.raises(InvalidGroupIdError, match="valid group_id"):
             consumer.committed(TopicPartition("t", 0))
     finally:
         consumer.close()
     with pytest.raises(IllegalStateError, match="closed"):
         consumer.poll()
+    with pytest.raises(KafkaConfigurationError, match="heartbeat_interval_ms"):
+        Consumer(bootstrap_servers="h:1", group_id="g", session_timeout_ms=1000, heartbeat_interval_ms=1000)
+    with pytest.raises(KafkaConfigurationError, match="unknown partition assignment strategy"):
+        Consumer(bootstrap_servers="h:1", group_id="g", partition_assignment_strategy=["nope"])
 
 
 # --------------------------------------------------------------------------- accumulator

@@ -11,6 +11,11 @@
     zkraft console-consumer --bootstrap-server H:P --topic T [--from-beginning] [--max-messages N] ...
     zkraft producer-perf-test --topic T --num-records N --record-size S --throughput T --producer-props K=V ...
     zkraft consumer-perf-test --bootstrap-server H:P --topic T --messages N [--timeout MS]
+    zkraft consumer-groups --bootstrap-server H:P --list|--describe|--delete|--reset-offsets [--group G] ...
+    zkraft reassign-partitions --zookeeper H:P --generate|--execute|--verify ...
+    zkraft preferred-replica-election --zookeeper H:P [--path-to-json-file F]
+    zkraft replica-verification --broker-list H:P[,...] [--topic-white-list REGEX] [--time-limit-ms N]
+    zkraft state-change-log-merger --logs F1,F2 | --logs-regex R [--topic T] [--partitions 0,1]
 
 A user's mistake prints one line `zkraft: error: ...` on stderr and exits
 non-zero (2 for a usage error); it never prints a traceback. An unexpected
@@ -154,7 +159,7 @@ def _topics(options: argparse.Namespace) -> int:
 
 
 def _add_kafka_tools(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from client.tools import console_consumer, console_producer, perf_test, topics
+    from client.tools import console_consumer, console_producer, consumer_groups, perf_test, topics
 
     topics_parser = commands.add_parser(
         "topics",
@@ -168,6 +173,7 @@ def _add_kafka_tools(commands: argparse._SubParsersAction) -> None:  # type: ign
         ("console-consumer", console_consumer, "console_consumer", "print records of a topic"),
         ("producer-perf-test", perf_test, "perf_test", "measure producer throughput and latency"),
         ("consumer-perf-test", perf_test, "perf_test", "measure consumer throughput"),
+        ("consumer-groups", consumer_groups, "consumer_groups", "list, describe and delete groups, reset offsets"),
     )
     for name, module, module_name, summary in tools:
         tool_parser = commands.add_parser(name, help=summary, description=f"Kafka's kafka-{name}.sh: {summary}.")
@@ -175,6 +181,27 @@ def _add_kafka_tools(commands: argparse._SubParsersAction) -> None:  # type: ign
         configurer(tool_parser)
         handler = "run_consumer" if name == "consumer-perf-test" else "run"
         tool_parser.set_defaults(handler=_kafka_tool_entry(module_name, handler))
+    _add_replication_tools(commands)
+
+
+def _add_replication_tools(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Reassignment, preferred election and the two replication tools: `configure_parser` + `run(options)` each."""
+    import importlib
+
+    tools = (
+        ("reassign-partitions", "reassign_partitions", "Kafka's kafka-reassign-partitions.sh (ZooKeeper mode)",
+         "generate, execute or verify a partition reassignment"),
+        ("preferred-replica-election", "preferred_replica_election", "Kafka's kafka-preferred-replica-election.sh",
+         "move partition leadership back to preferred replicas"),
+        ("replica-verification", "replica_verification", "Kafka's kafka-replica-verification.sh",
+         "check that all replicas of partitions hold the same records"),
+        ("state-change-log-merger", "state_change_log_merger", "Kafka's kafka.tools.StateChangeLogMerger",
+         "merge brokers' state-change.log files in time order"),
+    )  # fmt: skip
+    for name, module_name, origin, summary in tools:
+        tool_parser = commands.add_parser(name, help=summary, description=f"{origin}: {summary}.")
+        importlib.import_module(f"client.tools.{module_name}").configure_parser(tool_parser)
+        tool_parser.set_defaults(handler=_kafka_tool_entry(module_name, "run"))
 
 
 def _kafka_tool_entry(module_name: str, function: str) -> Callable[[argparse.Namespace], int]:
@@ -228,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
         handler=_missing_command(
             "zkraft",
             "quorum, up, zk, dump-log-segments, topics, console-producer, console-consumer, "
-            "producer-perf-test or consumer-perf-test",
+            "producer-perf-test, consumer-perf-test, consumer-groups, reassign-partitions, preferred-replica-election, "
+            "replica-verification or state-change-log-merger",
         )
     )
 

@@ -12,8 +12,12 @@ Records are printed by Kafka's DefaultMessageFormatter: in the order timestamp
 Ctrl-C and when `--timeout-ms` passes without a record. The option checks and their messages
 are ConsoleConsumer's.
 
-Consumer groups are not implemented by the SDK yet: without `--partition` the tool assigns
-every partition of the topic itself, at the end (or the beginning with `--from-beginning`).
+With `--group G` (or `group.id` in --consumer-property / --consumer.config) the tool is a member of
+that consumer group, as Kafka's: it subscribes to the topic, reads the partitions the group gives it
+from the group's committed offsets (`--from-beginning` only matters when there are none), commits
+automatically (`enable.auto.commit`, every `auto.commit.interval.ms`) and on exit, and leaves the
+group. Without a group and without `--partition` the tool assigns every partition of the topic
+itself, at the end (or the beginning with `--from-beginning`), and commits nothing.
 """
 
 from __future__ import annotations
@@ -127,7 +131,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--property", action="append", default=[], metavar="K=V", help="formatter property")
     parser.add_argument("--consumer-property", action="append", default=[], metavar="K=V", help="consumer config")
     parser.add_argument("--consumer.config", dest="consumer_config", type=Path, help="consumer properties file")
-    parser.add_argument("--group", help="consumer group (not supported yet)")
+    parser.add_argument("--group", help="the consumer group id: join it, start from its committed offsets, commit")
     parser.add_argument("--skip-message-on-error", action="store_true", help="accepted for compatibility")
 
 
@@ -141,6 +145,7 @@ class ConsumerOptions:
     timeout_ms: int | None
     fmt: MessageFormat
     consumer_kwargs: dict[str, Any]
+    group: str | None = None
 
 
 def check_options(ns: argparse.Namespace) -> ConsumerOptions:
@@ -149,8 +154,10 @@ def check_options(ns: argparse.Namespace) -> ConsumerOptions:
         raise ToolUsageError('Missing required argument "[bootstrap-server]"')
     if not ns.topic:
         raise ToolUsageError("Exactly one of whitelist/topic is required.")
-    if ns.group is not None:
-        raise ToolUsageError("--group: consumer groups are not supported yet; use --partition or no group")
+    kwargs = _consumer_kwargs(ns)
+    group = _group_id(ns.group, kwargs.pop("group_id", None))
+    if group is not None and ns.partition is not None:
+        raise ToolUsageError("Options group and partition cannot be specified together.")
     if ns.offset is not None and ns.partition is None:
         raise ToolUsageError("The partition is required when offset is specified.")
     if ns.partition is not None and ns.from_beginning and ns.offset is not None:
@@ -172,8 +179,23 @@ def check_options(ns: argparse.Namespace) -> ConsumerOptions:
         ns.max_messages,
         ns.timeout_ms,
         MessageFormat.from_properties(props),
-        _consumer_kwargs(ns),
+        kwargs,
+        group,
     )
+
+
+def _group_id(flag: str | None, configured: str | None) -> str | None:
+    """ConsoleConsumer: --group and group.id from the properties must agree."""
+    if flag is not None and configured is not None and flag != configured:
+        raise ToolUsageError(
+            "The group ids provided in different places (directly using '--group', via '--consumer-property', "
+            "or via '--consumer.config') do not match. Detected group ids: "
+            + ", ".join(f"'{g}'" for g in sorted({flag, configured}))
+        )
+    group = flag if flag is not None else configured
+    if group is not None and not group.strip():
+        raise ToolUsageError("--group must not be empty")
+    return group
 
 
 def parse_offset(text: str) -> str | int:
@@ -196,12 +218,27 @@ CONSUMER_PROPERTIES: dict[str, tuple[str, bool]] = {
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", True),
     "max.poll.records": ("max_poll_records", True),
     "client.id": ("client_id", False),
+    "group.id": ("group_id", False),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", True),
+    "session.timeout.ms": ("session_timeout_ms", True),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", True),
+    "max.poll.interval.ms": ("max_poll_interval_ms", True),
+    "partition.assignment.strategy": ("partition_assignment_strategy", False),
 }
+BOOLEAN_PROPERTIES = {"enable.auto.commit": "enable_auto_commit"}
 
 
 def consumer_kwargs(properties: Mapping[str, str], warn: TextIO | None = None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     for name, text in properties.items():
+        if name in BOOLEAN_PROPERTIES:
+            flag = text.strip().lower()
+            if flag not in ("true", "false"):
+                raise ToolError(
+                    f"Invalid value {text} for configuration {name}: Expected value to be either true or false"
+                )
+            kwargs[BOOLEAN_PROPERTIES[name]] = flag == "true"
+            continue
         known = CONSUMER_PROPERTIES.get(name)
         if known is None:
             if warn is not None:
@@ -330,12 +367,20 @@ def run(
     err = err if err is not None else sys.stderr
     counter = Counter()
     try:
-        consumer = consumer_factory(options.bootstrap_server, options.consumer_kwargs)
+        kwargs = dict(options.consumer_kwargs)
+        if options.group is not None:
+            kwargs["group_id"] = options.group
+            kwargs["auto_offset_reset"] = EARLIEST if options.start == EARLIEST else LATEST
+        consumer = consumer_factory(options.bootstrap_server, kwargs)
         try:
-            partitions = _partitions(consumer, options)
-            if partitions:
-                position_consumer(consumer, options, partitions)
+            if options.group is not None:
+                consumer.subscribe([options.topic])
                 consume(consumer, options, out, counter)
+            else:
+                partitions = _partitions(consumer, options)
+                if partitions:
+                    position_consumer(consumer, options, partitions)
+                    consume(consumer, options, out, counter)
         except KeyboardInterrupt:
             pass  # Ctrl-C is how a console consumer is stopped: report the count and exit 0, as Kafka does
         except BrokenPipeError:  # `| head`: the reader is gone; keep Python from complaining at exit
