@@ -15,6 +15,7 @@
     zkraft reassign-partitions --zookeeper H:P --generate|--execute|--verify ...
     zkraft preferred-replica-election --zookeeper H:P [--path-to-json-file F]
     zkraft replica-verification --broker-list H:P[,...] [--topic-white-list REGEX] [--time-limit-ms N]
+    zkraft configs --zookeeper H:P --entity-type topics|brokers [--entity-name N] --describe|--alter ...
     zkraft state-change-log-merger --logs F1,F2 | --logs-regex R [--topic T] [--partitions 0,1]
 
 A user's mistake prints one line `zkraft: error: ...` on stderr and exits
@@ -197,6 +198,8 @@ def _add_replication_tools(commands: argparse._SubParsersAction) -> None:  # typ
          "check that all replicas of partitions hold the same records"),
         ("state-change-log-merger", "state_change_log_merger", "Kafka's kafka.tools.StateChangeLogMerger",
          "merge brokers' state-change.log files in time order"),
+        ("configs", "configs", "Kafka's kafka-configs.sh (ZooKeeper mode)",
+         "describe or change topic and broker configs at run time"),
     )  # fmt: skip
     for name, module_name, origin, summary in tools:
         tool_parser = commands.add_parser(name, help=summary, description=f"{origin}: {summary}.")
@@ -256,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
             "zkraft",
             "quorum, up, zk, dump-log-segments, topics, console-producer, console-consumer, "
             "producer-perf-test, consumer-perf-test, consumer-groups, reassign-partitions, preferred-replica-election, "
-            "replica-verification or state-change-log-merger",
+            "replica-verification, state-change-log-merger or configs",
         )
     )
 

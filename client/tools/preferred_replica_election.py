@@ -161,7 +161,7 @@ def start_election(zk: Any, requested: Sequence[TopicPartition] | None, out: Tex
 
 
 def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
-    from client.tools.topics import _zk_session
+    from client.tools.topics import zk_session
 
     if ns.zookeeper is None:
         raise ToolUsageError('Missing required argument "[zookeeper]"')
@@ -179,7 +179,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     logging.getLogger("zkraft.client").addHandler(logging.NullHandler())
     stream = out if out is not None else sys.stdout
     try:
-        with _zk_session(hosts, ns.timeout) as zk:
+        with zk_session(hosts, ns.timeout) as zk:
             start_election(zk, requested, stream)
     except (KafkaError, ZnodeDataError) as error:
         raise ToolError(f"{FAILED_PREFIX}: {error}") from None

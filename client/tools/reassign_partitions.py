@@ -615,7 +615,7 @@ class ZkReassigner:
 
 
 def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
-    from client.tools.topics import _zk_session
+    from client.tools.topics import zk_session
 
     options = options_from_namespace(ns)
     # The files are read and checked before connecting: a bad file fails fast, cluster or not.
@@ -630,7 +630,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     logging.getLogger("zkraft.client").addHandler(logging.NullHandler())
     stream = out if out is not None else sys.stdout
     try:
-        with _zk_session(options.zookeeper, options.timeout_s) as zk:
+        with zk_session(options.zookeeper, options.timeout_s) as zk:
             tool = ZkReassigner(zk, stream)
             match options.action:
                 case "generate":

@@ -607,7 +607,7 @@ def _first_result(result: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _zk_session(hosts: str, timeout_s: float) -> Iterator[Any]:
+def zk_session(hosts: str, timeout_s: float) -> Iterator[Any]:
     from client import ZkClient
     from client.exceptions import ZkException
 
@@ -657,7 +657,7 @@ def run(options: TopicCommandOptions, out: TextIO | None = None) -> int:
     stream = out if out is not None else sys.stdout
     try:
         if options.zookeeper is not None:
-            with _zk_session(check_hosts(options.zookeeper, "--zookeeper"), options.timeout_s) as zk:
+            with zk_session(check_hosts(options.zookeeper, "--zookeeper"), options.timeout_s) as zk:
                 _dispatch(ZkTopicService(zk, stream), options)
         else:
             with _admin(check_hosts(options.bootstrap_server or "", "--bootstrap-server")) as admin:

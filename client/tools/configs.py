@@ -1,0 +1,145 @@
+"""`zkraft configs`: Kafka's kafka-configs.sh in ZooKeeper mode, for topic and broker configs.
+
+    zkraft configs --zookeeper Q --entity-type topics --entity-name T --alter \\
+        --add-config k=v[,k=v] [--delete-config k[,k]]
+    zkraft configs --zookeeper Q --entity-type topics|brokers [--entity-name N] --describe
+
+`--alter` writes `/config/<type>/<name>` and a `/config/changes/config_change_<seq>`
+notification (Kafka's AdminZkClient.changeConfigs), so running brokers apply it
+without a restart. Topic values are checked as Kafka's LogConfig checks them.
+Output lines are Kafka 2.x's: `Completed Updating config for entity: topic 'T'.`
+and `Configs for topic 'T' are k=v,k2=v2`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from client.exceptions import NoNodeError, ZkException
+from client.kafka_errors import KafkaError
+from client.kafka_znodes import (
+    CONFIG_TYPE_BROKER,
+    CONFIG_TYPE_TOPIC,
+    ZnodeDataError,
+    config_change_create_path,
+    config_entity_path,
+    decode_config,
+    encode_config,
+    encode_config_change,
+    topic_path,
+)
+from client.tools.topics import ToolError, ToolUsageError, zk_session
+from client.topic_admin import validate_topic_configs
+
+ENTITY_NAMES = {CONFIG_TYPE_TOPIC: "topic", CONFIG_TYPE_BROKER: "broker"}
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum (required)")
+    parser.add_argument("--entity-type", choices=sorted(ENTITY_NAMES), help="topics or brokers")
+    parser.add_argument("--entity-name", help="the topic name or broker id")
+    actions = parser.add_mutually_exclusive_group()
+    actions.add_argument("--alter", action="store_true", help="add or delete configs of one entity")
+    actions.add_argument("--describe", action="store_true", help="print configs of one or all entities")
+    parser.add_argument("--add-config", metavar="k1=v1,k2=v2", help="configs to set; [a,b] for a list value")
+    parser.add_argument("--delete-config", metavar="k1,k2", help="configs to remove")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the quorum (default 30)")
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """Kafka's `k1=v1,k2=[v1,v2]`: commas inside brackets belong to the value."""
+    configs: dict[str, str] = {}
+    depth, current, parts = 0, "", []
+    for char in text:
+        depth += char == "["
+        depth -= char == "]"
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ToolUsageError(
+                f'Invalid entity config: all configs to be added must be in the format "key=val". {part!r}'
+            )
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        configs[key.strip()] = value
+    return configs
+
+
+def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
+    stream = out if out is not None else sys.stdout
+    if ns.zookeeper is None:
+        raise ToolUsageError('Missing required argument "[zookeeper]"')
+    if ns.entity_type is None:
+        raise ToolUsageError('Missing required argument "[entity-type]"')
+    if not (ns.alter or ns.describe):
+        raise ToolUsageError("Command must include exactly one action: --describe, --alter")
+    if ns.alter and ns.entity_name is None:
+        raise ToolUsageError("an entity name must be specified with --alter")
+    if ns.alter and not (ns.add_config or ns.delete_config):
+        raise ToolUsageError("--alter needs --add-config or --delete-config")
+    added = parse_add_config(ns.add_config) if ns.add_config else {}
+    deleted = [k.strip() for k in (ns.delete_config or "").split(",") if k.strip()]
+    try:
+        with zk_session(ns.zookeeper, ns.timeout) as zk:
+            if ns.alter:
+                alter(zk, ns.entity_type, ns.entity_name, added, deleted, stream)
+            else:
+                describe(zk, ns.entity_type, ns.entity_name, stream)
+    except (KafkaError, ZnodeDataError, ValueError) as error:
+        raise ToolError(" ".join(str(error).split())) from None
+    except ZkException as error:
+        raise ToolError(" ".join(str(error).split()) or type(error).__name__) from None
+    return 0
+
+
+def _read(zk: object, entity_type: str, name: str) -> dict[str, str]:
+    try:
+        data, _ = zk.get(config_entity_path(entity_type, name))  # type: ignore[attr-defined]
+    except NoNodeError:
+        return {}
+    return decode_config(data)
+
+
+def alter(zk: object, entity_type: str, name: str, added: dict[str, str], deleted: list[str], out: TextIO) -> None:
+    if entity_type == CONFIG_TYPE_TOPIC and zk.exists(topic_path(name)) is None:  # type: ignore[attr-defined]
+        raise ToolError(f"Topic {name} does not exist")
+    missing = [k for k in deleted if k not in _read(zk, entity_type, name)]
+    if missing:
+        raise ToolError(f"Invalid config(s): {','.join(missing)}")
+    configs = {**_read(zk, entity_type, name), **added}
+    for key in deleted:
+        configs.pop(key, None)
+    if entity_type == CONFIG_TYPE_TOPIC:
+        configs = validate_topic_configs(configs)
+    path = config_entity_path(entity_type, name)
+    try:
+        zk.set(path, encode_config(configs))  # type: ignore[attr-defined]
+    except NoNodeError:
+        zk.create(path, encode_config(configs), makepath=True)  # type: ignore[attr-defined]
+    zk.create(  # type: ignore[attr-defined]
+        config_change_create_path(), encode_config_change(entity_type, name), sequence=True, makepath=True
+    )
+    print(f"Completed Updating config for entity: {ENTITY_NAMES[entity_type]} '{name}'.", file=out)
+
+
+def describe(zk: object, entity_type: str, name: str | None, out: TextIO) -> None:
+    if name is not None:
+        names = [name]
+    else:
+        try:
+            names = sorted(zk.get_children(f"/config/{entity_type}"))  # type: ignore[attr-defined]
+        except NoNodeError:
+            names = []
+    for entity in names:
+        configs = _read(zk, entity_type, entity)
+        shown = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
+        print(f"Configs for {ENTITY_NAMES[entity_type]} '{entity}' are {shown}", file=out)
