@@ -258,8 +258,8 @@ class Broker:
         reported nothing left. Shutdown goes on either way, as in Kafka.
         """
         config, zk = self.config, self.zk
-        if not config.controlled_shutdown_enable or zk is None or not zk.connected:
-            return False
+        if not config.controlled_shutdown_enable or zk is None or not zk.connected or self.broker_epoch < 0:
+            return False  # a broker that never registered leads nothing
         request = broker_pb2.ControlledShutdownRequest(broker_id=config.broker_id, broker_epoch=self.broker_epoch)
         for attempt in range(config.controlled_shutdown_max_retries + 1):
             if attempt:

@@ -52,8 +52,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_checkpoint(path: Path, lines: Iterable[str]) -> None:
-    """Write version, count and `lines` to `path` atomically (tmp + fsync + rename + dir fsync)."""
+def write_checkpoint(path: Path, lines: Iterable[str], durable: bool = True) -> None:
+    """Write version, count and `lines` to `path` atomically (tmp + fsync + rename + dir fsync).
+
+    `durable=False` skips both fsyncs: the caller makes the file durable later
+    (`fsync_file`) before anything depends on it surviving a crash.
+    """
     body = list(lines)
     text = f"{CHECKPOINT_VERSION}\n{len(body)}\n" + "".join(line + "\n" for line in body)
     tmp = path.with_name(path.name + ".tmp")
@@ -64,10 +68,22 @@ def write_checkpoint(path: Path, lines: Iterable[str]) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def fsync_file(path: Path) -> None:
+    """Make a file written with `durable=False` durable: its data, then its directory entry."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     fsync_dir(path.parent)
 
 
@@ -126,8 +142,8 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
-    def write(self, entries: Iterable[EpochEntry]) -> None:
-        write_checkpoint(self.path, (f"{e.epoch} {e.start_offset}" for e in entries))
+    def write(self, entries: Iterable[EpochEntry], durable: bool = True) -> None:
+        write_checkpoint(self.path, (f"{e.epoch} {e.start_offset}" for e in entries), durable)
 
     def read(self) -> list[EpochEntry]:
         return [

@@ -1,8 +1,12 @@
 """Leader-epoch cache of one partition (KIP-101, K28 `LeaderEpochFileCache.scala`).
 
-A list of (epoch, start offset), both strictly increasing, persisted in the
-partition's `leader-epoch-checkpoint` after every change (the file is small
-and changes only when the leader changes).
+A list of (epoch, start offset), both strictly increasing, written to the
+partition's `leader-epoch-checkpoint` after every change. The write is not
+fsynced at once: `flush` makes it durable, and the log calls it before it
+moves its recovery point, so every batch below the recovery point has its
+epoch on disk (after a crash the batches above it are re-scanned and their
+epochs re-assigned). A leader change on 1,000 partitions thus costs no
+fsync per partition.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from broker.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile
+from broker.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile, fsync_file
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -29,6 +33,7 @@ class LeaderEpochCache:
         self._file = LeaderEpochCheckpointFile(path)
         self._log = logger
         self._entries: list[EpochEntry] = self._file.read()
+        self._dirty = False
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -99,5 +104,12 @@ class LeaderEpochCache:
         self._set([])
 
     def _set(self, entries: list[EpochEntry]) -> None:
-        self._file.write(entries)
+        self._file.write(entries, durable=False)
         self._entries = entries
+        self._dirty = True
+
+    def flush(self) -> None:
+        """fsyncs the checkpoint if it changed since the last flush."""
+        if self._dirty:
+            fsync_file(self._file.path)
+            self._dirty = False

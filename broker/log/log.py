@@ -579,6 +579,7 @@ class PartitionLog:
     def flush(self) -> None:
         """fsyncs every segment holding offsets at or past the recovery point; the recovery point becomes the LEO."""
         leo = self._leo
+        self._epochs.flush()  # every batch below the new recovery point must find its epoch on disk
         first = max(0, bisect_right(self._bases, self._recovery_point) - 1)
         for segment in self._segments[first:]:
             segment.flush()
