@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 
 from broker.config import BrokerConfig
+from broker.replication_throttle import ReplicationThrottle
 from client import kafka_errors as errors
 from client.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
@@ -83,6 +84,8 @@ class ReplicaFetcher:
                     await self._changed.wait()
                     continue
                 try:
+                    await self._manager.throttle.ensure_started()
+                    await self._manager.throttle.ensure_topics({tp.topic for tp in self.partitions})
                     await self._truncate_if_needed(stub)
                     fetched = await self._fetch_once(stub)
                 except grpc.aio.AioRpcError as exc:
@@ -160,10 +163,21 @@ class ReplicaFetcher:
         now = asyncio.get_running_loop().time()
         asked: dict[TopicPartition, int] = {}
         by_topic: dict[str, Any] = {}
+        # Follower replication throttle (broker/replication_throttle.py): while the quota is in debt,
+        # throttled partitions sit out; the others are fetched as usual.
+        throttle = self._manager.throttle
+        throttled_wait = throttle.delay_s() > 0
+        throttled: set[TopicPartition] = set()
         for tp, state in self.partitions.items():
             partition = self._rm.partitions.get(tp)
             if state.needs_truncation or state.delayed_until > now or partition is None or partition.is_leader:
                 continue
+            max_bytes = config.replica_fetch_max_bytes
+            if throttle.is_throttled(tp):
+                if throttled_wait:
+                    continue
+                throttled.add(tp)
+                max_bytes = throttle.fetch_bytes(max_bytes)
             topic = by_topic.get(tp.topic)
             if topic is None:
                 topic = by_topic[tp.topic] = request.topics.add(topic=tp.topic)
@@ -173,7 +187,7 @@ class ReplicaFetcher:
                 current_leader_epoch=partition.leader_epoch,
                 fetch_offset=leo,
                 log_start_offset=partition.log.log_start_offset,
-                partition_max_bytes=config.replica_fetch_max_bytes,
+                partition_max_bytes=max_bytes,
             )
             asked[tp] = leo
         if not asked:
@@ -183,6 +197,8 @@ class ReplicaFetcher:
         for topic in response.responses:
             for data in topic.partitions:
                 tp = TopicPartition(topic.topic, data.partition)
+                if tp in throttled:
+                    throttle.record(len(data.records))
                 if tp in self.partitions and tp in asked:
                     self._handle_partition(tp, data, asked[tp])
         return True  # the fetch itself long-polled: go again at once
@@ -225,6 +241,7 @@ class ReplicaFetcherManager:
         self.log = logger
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._leader_of: dict[TopicPartition, int] = {}
+        self.throttle = ReplicationThrottle(config.broker_id, getattr(replica_manager, "zk", None), logger)
 
     def add_partitions(self, leaders: dict[TopicPartition, int], addresses: dict[int, str]) -> None:
         for tp, leader in leaders.items():
@@ -270,3 +287,4 @@ class ReplicaFetcherManager:
         self._leader_of.clear()
         for fetcher in fetchers:
             await fetcher.stop()
+        await self.throttle.stop()

@@ -58,6 +58,53 @@ class LiveBroker:
         return self.endpoint.port
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaAssignment:
+    """An in-flight reassignment of one partition (Kafka 2.4+'s `ReplicaAssignment`, research/kafka.md §2.13).
+
+    `original` is ORS (OAR), `target` TRS (RAR). The replica set written to
+    the topic znode while it runs is `replicas` = TRS followed by ORS - TRS,
+    with `adding` = TRS - ORS and `removing` = ORS - TRS beside it, so that a
+    controller taking over reads back both ORS and TRS exactly.
+    """
+
+    original: tuple[int, ...]
+    target: tuple[int, ...]
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self.target + tuple(r for r in self.original if r not in self.target)
+
+    @property
+    def adding(self) -> tuple[int, ...]:
+        return tuple(r for r in self.target if r not in self.original)
+
+    @property
+    def removing(self) -> tuple[int, ...]:
+        return tuple(r for r in self.original if r not in self.target)
+
+    @classmethod
+    def from_znode(
+        cls, replicas: tuple[int, ...], adding: tuple[int, ...], removing: tuple[int, ...]
+    ) -> ReplicaAssignment:
+        """Back from the topic znode's replicas, adding_replicas and removing_replicas."""
+        return cls(
+            original=tuple(r for r in replicas if r not in adding),
+            target=tuple(r for r in replicas if r not in removing),
+        )
+
+    def __str__(self) -> str:
+        # K28 ReplicaAssignment.toString
+        return (
+            f"ReplicaAssignment(replicas={_csv(self.replicas)}, addingReplicas={_csv(self.adding)}, "
+            f"removingReplicas={_csv(self.removing)})"
+        )
+
+
+def _csv(values: Iterable[int]) -> str:
+    return ",".join(map(str, values))
+
+
 def tp_text(tp: TopicPartition) -> str:
     """`t-0`: Kafka's TopicPartition.toString."""
     return f"{tp.topic}-{tp.partition}"
@@ -75,8 +122,10 @@ class ControllerContext:
         self.leadership: dict[TopicPartition, LeaderAndIsr] = {}
         self.partition_states: dict[TopicPartition, PartitionState] = {}
         self.replica_states: dict[PartitionReplica, ReplicaState] = {}
-        # Partitions whose topic znode lists adding/removing replicas (Kafka's partitionsBeingReassigned).
+        # Partitions whose topic znode lists adding/removing replicas (Kafka's partitionsBeingReassigned),
+        # and what each one's reassignment is (kept in step with the set by the reassignment manager).
         self.partitions_being_reassigned: set[TopicPartition] = set()
+        self.reassignments: dict[TopicPartition, ReplicaAssignment] = {}
         # Topic deletion (§2.12): queued, past onTopicDeletion's partition transitions, and halted.
         self.topics_to_be_deleted: set[str] = set()
         self.topics_with_deletion_started: set[str] = set()
@@ -136,6 +185,7 @@ class ControllerContext:
             self.leadership.pop(tp, None)
             self.partition_states.pop(tp, None)
             self.partitions_being_reassigned.discard(tp)
+            self.reassignments.pop(tp, None)
         for pr in [pr for pr in self.replica_states if pr.partition.topic == topic]:
             del self.replica_states[pr]  # also replicas already dropped from the assignment
         self.assignments.pop(topic, None)

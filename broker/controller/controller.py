@@ -13,8 +13,9 @@ one-shot watch is re-armed by the read the event's processing does.
 What is here: election and failover (§2.2, §2.3), broker start-up, failure
 and bounce (§2.4), topic creation and partition addition (§2.11), ISR change
 notifications (§2.16), controlled shutdown (§2.15), topic deletion (§2.12,
-in `topic_deletion`). Not yet: reassignment, preferred and auto leader
-election, log-dir events, BrokerModifications.
+in `topic_deletion`), partition reassignment (§2.13, in `reassignment`),
+preferred replica election and the automatic leader rebalance (§2.14, in
+`preferred_election`). Not yet: log-dir events, BrokerModifications.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from broker.controller.channel import (
 )
 from broker.controller.context import ControllerContext, PartitionReplica
 from broker.controller.events import (
+    AutoPreferredReplicaLeaderElection,
     BrokerChange,
     ControlledShutdown,
     ControllerChange,
@@ -42,13 +44,18 @@ from broker.controller.events import (
     Expire,
     IsrChangeNotification,
     PartitionModifications,
+    PartitionReassignmentIsrChange,
+    PreferredReplicaElection,
     Reelect,
     Startup,
     TopicChange,
     TopicDeletion,
     TopicDeletionRetry,
     TopicDeletionStopReplicaResponseReceived,
+    ZkPartitionReassignment,
 )
+from broker.controller.preferred_election import ZK_TRIGGERED, PreferredReplicaElectionManager
+from broker.controller.reassignment import ReassignmentManager
 from broker.controller.state_machines import ElectionStrategy, PartitionStateMachine, ReplicaStateMachine
 from broker.controller.states import PartitionState, ReplicaState
 from broker.controller.topic_deletion import TopicDeletionManager
@@ -70,6 +77,8 @@ from client.zk_states import EventType, WatchedEvent, ZkState
 EVENT_QUEUE_MAX = 100_000
 # After a broker answered a deleting StopReplica with an error, retry the halted deletion this much later.
 DELETION_RETRY_BACKOFF_S = 1.0
+# Kafka schedules the first automatic leader rebalance check 5 s after failover (§2.3 step 10).
+AUTO_REBALANCE_FIRST_DELAY_S = 5.0
 
 
 class KafkaController:
@@ -116,6 +125,12 @@ class KafkaController:
             config.delete_topic_enable, self._schedule_deletion_retry, self._base_log,
         )  # fmt: skip
         self._deletion_retry: asyncio.TimerHandle | None = None
+        self._reassignment = ReassignmentManager(
+            self._id, self._ctx, self._store, self._partitions, self._replicas, self._deletion,
+            lambda: self._batch, state_change_log, self._on_reassigning_partition_state, self._base_log,
+        )  # fmt: skip
+        self._preferred = PreferredReplicaElectionManager(self._ctx, self._partitions, self._base_log)
+        self._auto_rebalance: asyncio.TimerHandle | None = None
 
     # ---- public surface
 
@@ -228,6 +243,29 @@ class KafkaController:
         if event.type is EventType.CHILD:
             self._enqueue(TopicDeletion())
 
+    # Exists watches: processing re-reads and re-arms, also after a deletion (so the next creation is seen).
+    def _on_reassign_partitions(self, event: WatchedEvent) -> None:
+        if event.type in (EventType.CREATED, EventType.CHANGED, EventType.DELETED):
+            self._enqueue(ZkPartitionReassignment())
+
+    def _on_reassigning_partition_state(self, event: WatchedEvent) -> None:
+        # …/topics/<t>/partitions/<p>/state
+        parts = (event.path or "").split("/")
+        if event.type is EventType.CHANGED and len(parts) == 7 and parts[6] == "state" and parts[5].isdigit():
+            self._enqueue(PartitionReassignmentIsrChange(TopicPartition(parts[3], int(parts[5]))))
+
+    def _on_preferred_replica_election(self, event: WatchedEvent) -> None:
+        if event.type in (EventType.CREATED, EventType.CHANGED, EventType.DELETED):
+            self._enqueue(PreferredReplicaElection())
+
+    def _schedule_auto_rebalance(self, delay_s: float) -> None:
+        if self._auto_rebalance is None:
+            self._auto_rebalance = asyncio.get_running_loop().call_later(delay_s, self._auto_rebalance_due)
+
+    def _auto_rebalance_due(self) -> None:
+        self._auto_rebalance = None
+        self._enqueue(AutoPreferredReplicaLeaderElection())
+
     def _on_stop_replica_delete(
         self, broker_id: int, error_code: int, partition_errors: tuple[tuple[TopicPartition, int], ...]
     ) -> None:
@@ -279,6 +317,14 @@ class KafkaController:
                     await self._if_active(lambda: self._process_stop_replica_response(event))
                 case TopicDeletionRetry():
                     await self._if_active(self._deletion.retry_halted)
+                case ZkPartitionReassignment():
+                    await self._if_active(self._process_zk_partition_reassignment)
+                case PartitionReassignmentIsrChange(partition=tp):
+                    await self._if_active(lambda: self._reassignment.process_isr_change(tp))
+                case PreferredReplicaElection():
+                    await self._if_active(self._process_preferred_replica_election)
+                case AutoPreferredReplicaLeaderElection():
+                    await self._if_active(self._process_auto_preferred_replica_leader_election)
                 case ControlledShutdown():
                     await self._process_controlled_shutdown(event)
                 case _:
@@ -360,6 +406,9 @@ class KafkaController:
         if self._deletion_retry is not None:
             self._deletion_retry.cancel()
             self._deletion_retry = None
+        if self._auto_rebalance is not None:
+            self._auto_rebalance.cancel()
+            self._auto_rebalance = None
         if self._channel is not None:
             channel, self._channel = self._channel, None
             await channel.shutdown()
@@ -396,7 +445,13 @@ class KafkaController:
         await self._replicas.handle_state_changes(offline, ReplicaState.OFFLINE_REPLICA)
         await self._partitions.trigger_online_partition_state_change()
         self._batch.add_update_metadata(self._ctx.live_broker_ids, self._ctx.all_partitions())
+        # §2.3 step 9: reassignments, then deletions, then pending preferred elections resume.
+        await self._reassignment.initialize(await self._read_reassignments())
         await self._deletion.try_topic_deletion()
+        await self._process_preferred_replica_election()
+        if self._config.auto_leader_rebalance_enable:
+            interval_s = self._config.leader_imbalance_check_interval_seconds
+            self._schedule_auto_rebalance(min(AUTO_REBALANCE_FIRST_DELAY_S, interval_s))
         self._log.info(
             "controller_failover_done",
             live_brokers=sorted(self._ctx.live_broker_ids),
@@ -417,7 +472,7 @@ class KafkaController:
         for topic, assignment in zip(topics, reads, strict=True):
             if assignment is not None:
                 self._ctx.set_assignment(topic, dict(assignment.partitions))
-                self._ctx.partitions_being_reassigned.update(_reassigning(assignment))
+                self._reassignment.load_from_topic_znode(assignment)
                 found.append(topic)
         return found
 
@@ -459,6 +514,8 @@ class KafkaController:
         # Kafka also sends LeaderAndIsr for replicas of topics being deleted; they are only to be stopped.
         await self._replicas.handle_state_changes(self._not_being_deleted(on_new), ReplicaState.ONLINE_REPLICA)
         await self._partitions.trigger_online_partition_state_change()
+        # §2.4 step 4: reassignments waiting for a target replica on these brokers go on.
+        await self._reassignment.on_broker_startup(new)
         # §2.4 step 5: a deletion halted for a replica on these brokers can go on.
         deleting = {pr.partition.topic for pr in on_new if self._ctx.is_topic_queued_for_deletion(pr.partition.topic)}
         await self._deletion.resume_deletion_for_topics(deleting)
@@ -541,6 +598,42 @@ class KafkaController:
         self._batch.add_update_metadata(self._ctx.live_broker_ids, changed)
         self._log.info("isr_change_notifications", notifications=len(notifications), partitions=len(changed))
         await self._store.delete_isr_change_notifications(sorted(notifications), self._ctx.epoch_zk_version)
+        await self._reassignment.check_partitions(tp for tp in changed if tp in self._ctx.reassignments)
+
+    # ---- reassignment (§2.13, in reassignment) and preferred replica election (§2.14, in preferred_election)
+
+    async def _read_reassignments(self) -> dict[TopicPartition, tuple[int, ...]]:
+        """`/admin/reassign_partitions` (re-arming its exists watch); unreadable JSON is logged and removed."""
+        try:
+            return await self._store.read_reassignments(watch=self._on_reassign_partitions)
+        except kz.ZnodeDataError as e:
+            self._log.error("reassignment_znode_malformed", error=str(e))
+            await self._store.write_reassignments({}, self._ctx.epoch_zk_version)
+            return {}
+
+    async def _process_zk_partition_reassignment(self) -> None:
+        await self._reassignment.process_reassignment_znode(await self._read_reassignments())
+
+    async def _process_preferred_replica_election(self) -> None:
+        """K28 ZK-triggered PREFERRED election: elect, then delete the znode whatever the outcome."""
+        try:
+            requested = await self._store.read_preferred_replica_election(watch=self._on_preferred_replica_election)
+        except kz.ZnodeDataError as e:
+            self._log.error("preferred_replica_election_znode_malformed", error=str(e))
+            requested = ()
+        if requested is None:
+            return
+        try:
+            await self._preferred.elect(requested, ZK_TRIGGERED)
+        finally:
+            await self._store.delete_preferred_replica_election(self._ctx.epoch_zk_version)
+
+    async def _process_auto_preferred_replica_leader_election(self) -> None:
+        try:
+            await self._preferred.check_and_trigger_auto_rebalance(self._config.leader_imbalance_per_broker_percentage)
+        finally:
+            if self._active and not self._session_lost:
+                self._schedule_auto_rebalance(self._config.leader_imbalance_check_interval_seconds)
 
     # ---- controlled shutdown (§2.15)
 
@@ -570,12 +663,6 @@ class KafkaController:
         await self._replicas.handle_state_changes(followed, ReplicaState.OFFLINE_REPLICA)
         remaining = tuple(tp for tp in movable if self._ctx.leadership[tp].leader == broker_id)
         _answer(event, 0, remaining)
-
-
-def _reassigning(assignment: kz.TopicAssignment) -> list[TopicPartition]:
-    """Partitions whose znode lists adding or removing replicas: a reassignment is in flight."""
-    moving = {p for p, r in assignment.adding.items() if r} | {p for p, r in assignment.removing.items() if r}
-    return [TopicPartition(assignment.topic, p) for p in sorted(moving)]
 
 
 def _answer(event: ControlledShutdown, error_code: int, remaining: tuple[TopicPartition, ...] = ()) -> None:

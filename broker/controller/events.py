@@ -80,6 +80,28 @@ class TopicDeletionRetry:
     """The back-off after a failed replica deletion ran out: try the halted topics again."""
 
 
+@dataclass(frozen=True, slots=True)
+class ZkPartitionReassignment:
+    """`/admin/reassign_partitions` was created or changed (Kafka's `ZkPartitionReassignment`, §2.13)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignmentIsrChange:
+    """The state znode of a partition being reassigned changed: maybe its target replicas joined the ISR."""
+
+    partition: TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredReplicaElection:
+    """`/admin/preferred_replica_election` was created (Kafka's `ReplicaLeaderElection(PREFERRED, ZkTriggered)`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AutoPreferredReplicaLeaderElection:
+    """The `leader.imbalance.check.interval.seconds` timer fired (§2.14 `checkAndTriggerAutoLeaderRebalance`)."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ControlledShutdown:
     """A broker asks to shut down cleanly (§2.15); answered through `reply`, never coalesced.
@@ -106,5 +128,9 @@ ControllerEvent: TypeAlias = (
     | TopicDeletion
     | TopicDeletionStopReplicaResponseReceived
     | TopicDeletionRetry
+    | ZkPartitionReassignment
+    | PartitionReassignmentIsrChange
+    | PreferredReplicaElection
+    | AutoPreferredReplicaLeaderElection
     | ControlledShutdown
 )

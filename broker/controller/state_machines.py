@@ -25,6 +25,8 @@ from broker.controller.election import (
     is_stale_controller_epoch,
     new_partition_election,
     offline_election,
+    preferred_replica_election,
+    reassign_election,
     remove_replica_from_isr,
 )
 from broker.controller.states import IllegalStateTransition, PartitionState, ReplicaState, check_transition
@@ -45,6 +47,9 @@ class ElectionStrategy(enum.Enum):
 
     OFFLINE = "OfflinePartitionLeaderElectionStrategy"
     CONTROLLED_SHUTDOWN = "ControlledShutdownPartitionLeaderElectionStrategy"
+    # The candidates are the partition's assignment, which the reassignment has already set to its target (§2.13 B2).
+    REASSIGN = "ReassignPartitionLeaderElectionStrategy"
+    PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
 
 
 def _csv(values: Iterable[int]) -> str:
@@ -197,6 +202,13 @@ class PartitionStateMachine:
             return
         if election.unclean:
             self._log.warning("unclean_leader_election", topic=tp.topic, partition=tp.partition, leader=election.leader)
+            live = ",".join(str(r) for r in self._ctx.replicas(tp) if r in self._ctx.online_broker_ids)
+            self._state_log.controller(
+                self._ctx.epoch,
+                f"Unclean leader election: no broker in ISR is alive for {tp_text(tp)}. Elect leader "
+                f"{election.leader} from live brokers {live}. There's potential data loss.",
+                level="WARN",
+            )
         new_state = apply_election(current, election, self._ctx.epoch)
         version = await self._store.update_partition_state(tp, new_state, self._ctx.epoch_zk_version)
         self._became_online(tp, new_state.with_zk_version(version), election.recipients, is_new=False)
@@ -212,6 +224,10 @@ class PartitionStateMachine:
             )
             return result, strategy.value
         online = self._ctx.online_broker_ids
+        if strategy is ElectionStrategy.REASSIGN:
+            return reassign_election(replicas, current.isr, online), strategy.value
+        if strategy is ElectionStrategy.PREFERRED:
+            return preferred_replica_election(replicas, current.isr, online), strategy.value
         unclean = False
         if not any(r in online for r in current.isr):  # Kafka reads the topic config only for these
             unclean = await self._unclean_allowed(tp.topic)

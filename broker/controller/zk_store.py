@@ -165,9 +165,10 @@ class ControllerZkStore:
 
     # ---- partition state znodes
 
-    async def read_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+    async def read_partition_state(self, tp: TopicPartition, watch: Watcher | None = None) -> LeaderAndIsr | None:
+        """The state znode and its version; `watch` is a data watch (Kafka's PartitionReassignmentIsrChangeHandler)."""
         try:
-            data, stat = await self.zk.get(kz.partition_state_path(tp.topic, tp.partition))
+            data, stat = await self.zk.get(kz.partition_state_path(tp.topic, tp.partition), watch=watch)
         except NoNodeError:
             return None
         state = kz.decode_partition_state(tp.topic, tp.partition, data)
@@ -189,6 +190,48 @@ class ControllerZkStore:
         data = _encode_state(state)
         results = await self.fenced(lambda t: t.set_data(path, data, state.zk_version), epoch_zk_version)
         return int(results[0].version)
+
+    async def write_topic_assignment(self, assignment: kz.TopicAssignment, epoch_zk_version: int) -> None:
+        """Overwrite `/brokers/topics/<t>` (fenced; Kafka's `setTopicAssignment`), with adding/removing replicas."""
+        data = kz.encode_topic(assignment)
+        await self.fenced(lambda t: t.set_data(kz.topic_path(assignment.topic), data), epoch_zk_version)
+
+    # ---- /admin/reassign_partitions (§2.13) and /admin/preferred_replica_election (§2.14)
+
+    async def read_reassignments(self, watch: Watcher | None = None) -> dict[TopicPartition, tuple[int, ...]]:
+        """The partitions listed in `/admin/reassign_partitions` (empty if absent); `watch` is an exists watch."""
+        return await self._read_admin(kz.REASSIGN_PARTITIONS_PATH, kz.decode_reassignment, watch) or {}
+
+    async def write_reassignments(
+        self, remaining: dict[TopicPartition, tuple[int, ...]], epoch_zk_version: int
+    ) -> None:
+        """Rewrite `/admin/reassign_partitions` with what is left, deleting it when nothing is (fenced)."""
+        path = kz.REASSIGN_PARTITIONS_PATH
+        try:
+            if remaining:
+                data = kz.encode_reassignment(remaining)
+                await self.fenced(lambda t: t.set_data(path, data), epoch_zk_version)
+            else:
+                await self.fenced(lambda t: t.delete(path), epoch_zk_version)
+        except NoNodeError:
+            pass  # an admin removed it meanwhile
+
+    async def read_preferred_replica_election(self, watch: Watcher | None = None) -> tuple[TopicPartition, ...] | None:
+        """The partitions listed in `/admin/preferred_replica_election`, None if absent; an exists watch."""
+        return await self._read_admin(kz.PREFERRED_REPLICA_ELECTION_PATH, kz.decode_preferred_replica_election, watch)
+
+    async def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
+        await self._fenced_delete_if_exists(kz.PREFERRED_REPLICA_ELECTION_PATH, epoch_zk_version)
+
+    async def _read_admin(self, path: str, decode: Callable[[bytes], Any], watch: Watcher | None) -> Any:
+        """Arm an exists watch on `path` (it fires on creation, change and deletion) and decode its data."""
+        if await self.zk.exists(path, watch=watch) is None:
+            return None
+        try:
+            data, _ = await self.zk.get(path)
+        except NoNodeError:
+            return None
+        return decode(data)
 
     # ---- /isr_change_notification (§2.16)
 
