@@ -485,6 +485,8 @@ def test_bounced_broker_is_failed_then_started(cluster: Callable[..., list[Node]
     tp = TopicPartition("bounce", 0)
     create_topic(admin, "bounce", {0: (other.broker_id, controller.broker_id)})
     wait_states(admin, [tp], lambda s: s["leader"] == other.broker_id)
+    # The znode is written before the LeaderAndIsr is sent: wait for it, so it is not taken for a later one.
+    run(until(lambda: any(k == "LeaderAndIsr" for k, _ in other.recorder.received) or None, "no first LeaderAndIsr"))
     before = len(other.recorder.received)
 
     # Same id, new registration (greater czxid) in one step: the controller sees a bounce, not a death.

@@ -534,6 +534,8 @@ class KafkaController:
         ]
         await self._partitions.handle_state_changes(leaderless, PartitionState.OFFLINE_PARTITION)
         await self._partitions.trigger_online_partition_state_change()
+        # New leaders go out now (Kafka sends at the end of each handleStateChanges), not after the ISR cleanup.
+        self._send_batch()
         await self._replicas.handle_state_changes(self._not_being_deleted(replicas), ReplicaState.OFFLINE_REPLICA)
         deleting = [pr for pr in replicas if self._ctx.is_topic_queued_for_deletion(pr.partition.topic)]
         await self._deletion.fail_replica_deletion(deleting, "offline replicas")
@@ -660,6 +662,7 @@ class KafkaController:
         await self._partitions.handle_state_changes(
             led, PartitionState.ONLINE_PARTITION, ElectionStrategy.CONTROLLED_SHUTDOWN
         )
+        self._send_batch()  # the new leaders learn at once; the ISR cleanup below follows
         await self._replicas.handle_state_changes(followed, ReplicaState.OFFLINE_REPLICA)
         remaining = tuple(tp for tp in movable if self._ctx.leadership[tp].leader == broker_id)
         _answer(event, 0, remaining)

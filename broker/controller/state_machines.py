@@ -10,9 +10,10 @@ to the event's `RequestBatch`.
 
 from __future__ import annotations
 
+import asyncio
 import enum
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from broker.controller.channel import RequestBatch
 from broker.controller.context import ControllerContext, PartitionReplica, tp_text
@@ -37,6 +38,18 @@ from client.structs import TopicPartition
 
 # How many times a conditional partition-state write is retried from a fresh read (Kafka loops without a limit).
 ZK_WRITE_RETRIES_MAX = 10
+T = TypeVar("T")
+
+# ZooKeeper work for many partitions goes out together: the session pipelines the requests and the
+# quorum commits them in batches, so 1,000 elections cost a few round trips, not 1,000.
+CONCURRENT_PARTITIONS_MAX = 512
+
+
+async def concurrently(work: Callable[[T], Awaitable[None]], items: Sequence[T]) -> None:
+    """Runs `work(item)` for every item, at most CONCURRENT_PARTITIONS_MAX at a time; the first error is raised."""
+    for start in range(0, len(items), CONCURRENT_PARTITIONS_MAX):
+        await asyncio.gather(*(work(item) for item in items[start : start + CONCURRENT_PARTITIONS_MAX]))
+
 
 P = PartitionState
 R = ReplicaState
@@ -133,25 +146,27 @@ class PartitionStateMachine:
     # ---- New -> Online: the first leader (§2.5)
 
     async def _initialize(self, partitions: Sequence[TopicPartition]) -> None:
-        for tp in partitions:
-            replicas = self._ctx.replicas(tp)
-            election = new_partition_election(replicas, self._ctx.online_broker_ids)
-            if election is None:
-                self._fail(
-                    tp,
-                    P.ONLINE_PARTITION,
-                    f"Controller {self._id} epoch {self._ctx.epoch} encountered error during state change of partition "
-                    f"{tp_text(tp)} from New to Online, assigned replicas are [{_csv(replicas)}], "
-                    f"live brokers are [{_csv(sorted(self._ctx.live_broker_ids))}]. No assigned replica is alive.",
-                )
-                continue
-            state = LeaderAndIsr.initial(election.leader, election.new_isr, self._ctx.epoch)
-            try:
-                await self._store.create_partition_state(tp, state, self._ctx.epoch_zk_version)
-            except NodeExistsError:
-                await self._adopt_existing_state(tp)
-                continue
-            self._became_online(tp, state, election.recipients, is_new=True)
+        await concurrently(self._initialize_one, partitions)
+
+    async def _initialize_one(self, tp: TopicPartition) -> None:
+        replicas = self._ctx.replicas(tp)
+        election = new_partition_election(replicas, self._ctx.online_broker_ids)
+        if election is None:
+            self._fail(
+                tp,
+                P.ONLINE_PARTITION,
+                f"Controller {self._id} epoch {self._ctx.epoch} encountered error during state change of partition "
+                f"{tp_text(tp)} from New to Online, assigned replicas are [{_csv(replicas)}], "
+                f"live brokers are [{_csv(sorted(self._ctx.live_broker_ids))}]. No assigned replica is alive.",
+            )
+            return
+        state = LeaderAndIsr.initial(election.leader, election.new_isr, self._ctx.epoch)
+        try:
+            await self._store.create_partition_state(tp, state, self._ctx.epoch_zk_version)
+        except NodeExistsError:
+            await self._adopt_existing_state(tp)
+            return
+        self._became_online(tp, state, election.recipients, is_new=True)
 
     async def _adopt_existing_state(self, tp: TopicPartition) -> None:
         """The state znode already exists (written before a failover): take it instead of overwriting."""
@@ -171,7 +186,7 @@ class PartitionStateMachine:
     # ---- Offline/Online -> Online: offline election (§2.8)
 
     async def _elect(self, partitions: Sequence[TopicPartition], strategy: ElectionStrategy) -> None:
-        for tp in partitions:
+        async def elect(tp: TopicPartition) -> None:
             for _ in range(ZK_WRITE_RETRIES_MAX):
                 try:
                     await self._elect_one(tp, strategy)
@@ -180,6 +195,8 @@ class PartitionStateMachine:
                     self._log.info("partition_state_write_conflict", topic=tp.topic, partition=tp.partition)
             else:
                 self._fail(tp, P.ONLINE_PARTITION, f"gave up after {ZK_WRITE_RETRIES_MAX} conflicting writes")
+
+        await concurrently(elect, partitions)
 
     async def _elect_one(self, tp: TopicPartition, strategy: ElectionStrategy) -> None:
         current = await self._store.read_partition_state(tp)  # fresh, as doElectLeaderForPartitions
@@ -337,16 +354,27 @@ class ReplicaStateMachine:
     # ---- -> OfflineReplica: StopReplica, then out of the ISR (§2.6, doRemoveReplicasFromIsr)
 
     async def _go_offline(self, replicas: Sequence[PartitionReplica]) -> None:
+        # Replicas of one partition go one after the other (they write the same znode); partitions in parallel.
+        by_partition: dict[TopicPartition, list[PartitionReplica]] = {}
         for pr in replicas:
-            self._batch().add_stop_replica(pr.replica, pr.partition, delete=False)
-            state = await self._remove_from_isr(pr)
-            # A topic being deleted gets no new LeaderAndIsr: its replicas are about to be stopped.
-            if state is not None and not self._ctx.is_topic_queued_for_deletion(pr.partition.topic):
-                recipients = tuple(r for r in self._ctx.replicas(pr.partition) if r != pr.replica)
-                self._batch().add_leader_and_isr(
-                    recipients, pr.partition, state, self._ctx.replicas(pr.partition), False, self._ctx.live_broker_ids
-                )
-            self._changed(pr, self._ctx.replica_state(pr), R.OFFLINE_REPLICA)
+            by_partition.setdefault(pr.partition, []).append(pr)
+
+        async def offline(group: list[PartitionReplica]) -> None:
+            for pr in group:
+                await self._go_offline_one(pr)
+
+        await concurrently(offline, list(by_partition.values()))
+
+    async def _go_offline_one(self, pr: PartitionReplica) -> None:
+        self._batch().add_stop_replica(pr.replica, pr.partition, delete=False)
+        state = await self._remove_from_isr(pr)
+        # A topic being deleted gets no new LeaderAndIsr: its replicas are about to be stopped.
+        if state is not None and not self._ctx.is_topic_queued_for_deletion(pr.partition.topic):
+            recipients = tuple(r for r in self._ctx.replicas(pr.partition) if r != pr.replica)
+            self._batch().add_leader_and_isr(
+                recipients, pr.partition, state, self._ctx.replicas(pr.partition), False, self._ctx.live_broker_ids
+            )
+        self._changed(pr, self._ctx.replica_state(pr), R.OFFLINE_REPLICA)
 
     def _remove(self, replicas: Sequence[PartitionReplica]) -> None:
         """-> NonExistentReplica: forget the replica, in the assignment cache and the state map (§2.6)."""
