@@ -32,6 +32,7 @@ from broker.log import LogError
 from broker.log_manager import LogManager
 from broker.partition import Partition
 from broker.periodic import every
+from broker.state_change_log import leader_and_isr_partition_text
 from broker.topic_config import log_config_for
 from client import kafka_errors as errors
 from client.aio import AsyncZkClient
@@ -214,6 +215,10 @@ class ReplicaManager:
         clock = now_ms()
         for state in request.partition_states:
             tp = TopicPartition(state.topic_name, state.partition_index)
+            self._state_change(
+                f"Received LeaderAndIsr request {leader_and_isr_partition_text(state)} correlation id "
+                f"{request.correlation_id} from controller {request.controller_id} epoch {request.controller_epoch}"
+            )
             error = await self._apply_partition_state(tp, state, request, clock, new_followers, stopped_following)
             response.partition_errors.append(
                 pb.PartitionError(topic_name=tp.topic, partition_index=tp.partition, error_code=error)
@@ -241,7 +246,8 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is not None and state.leader_epoch <= partition.leader_epoch:
             self._state_change(
-                f"Ignoring LeaderAndIsr request from controller {request.controller_id} with correlation id 0 "
+                f"Ignoring LeaderAndIsr request from controller {request.controller_id} with correlation id "
+                f"{request.correlation_id} "
                 f"epoch {request.controller_epoch} for partition {tp} since its associated leader epoch "
                 f"{state.leader_epoch} is not higher than the current leader epoch {partition.leader_epoch}"
             )

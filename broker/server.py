@@ -177,6 +177,8 @@ class Broker:
         metadata = MetadataCache(config.broker_id, cluster_id)
         admin = AdminManager(config, zk, metadata, self.log)
         service = BrokerService(replicas, metadata, admin, self.log)
+        if state_change is not None:
+            service.state_change = state_change.broker
         service.producer_ids = ProducerIdManager(config.broker_id, zk, self.log)
         service.groups = build_group_api(config, replicas, metadata, admin, self.log)
         self.server = grpc.aio.server(options=GRPC_OPTIONS)

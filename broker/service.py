@@ -9,15 +9,21 @@ broker logs the traceback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
+from broker.state_change_log import update_metadata_partition_text
 from client import kafka_errors as errors
 from zkraft_proto import broker_pb2 as pb
 from zkraft_proto import broker_pb2_grpc
+
+
+def _no_state_change_log(message: str) -> None:
+    """Without a state-change.log (tests that build a service by hand) the lines go nowhere."""
 
 
 class BrokerService(broker_pb2_grpc.BrokerServicer):
@@ -27,6 +33,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._admin = admin
         self._log = logger
         self.controller: Any = None  # the KafkaController, for ControlledShutdown (set by the server)
+        # Writes a `[Broker id=N]` line to state-change.log (set by the server).
+        self.state_change: Callable[[str], None] = _no_state_change_log
         self.producer_ids: Any = None  # the ProducerIdManager, for InitProducerId (set by the server)
         self.groups: Any = None  # the GroupApi (broker/group/api.py), for the group RPCs (set by the server)
 
@@ -110,6 +118,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if request.controller_epoch < self._metadata.controller_epoch:
             return pb.UpdateMetadataResponse(error_code=errors.StaleControllerEpochError.code)
         self._metadata.update(request)
+        for state in request.partition_states:
+            self.state_change(
+                f"Cached leader info {update_metadata_partition_text(state)} for partition "
+                f"{state.topic_name}-{state.partition_index} in response to UpdateMetadata request sent by "
+                f"controller {request.controller_id} epoch {request.controller_epoch} with correlation id "
+                f"{request.correlation_id}"
+            )
         self._replicas.controller_epoch = max(self._replicas.controller_epoch, request.controller_epoch)
         return pb.UpdateMetadataResponse()
 

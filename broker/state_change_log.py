@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from broker.controller.election import LeaderAndIsr
 
@@ -43,6 +43,61 @@ def leader_isr_and_epoch_text(state: LeaderAndIsr) -> str:
     return (
         f"(Leader:{state.leader},ISR:{isr},LeaderEpoch:{state.leader_epoch},ControllerEpoch:{state.controller_epoch})"
     )
+
+
+def _java_list(values: Iterable[int]) -> str:
+    return f"[{', '.join(str(v) for v in values)}]"
+
+
+def leader_and_isr_partition_text(ps: Any) -> str:
+    """Kafka 2.4+'s generated `LeaderAndIsrPartitionState.toString` for a broker_pb2 partition state."""
+    return (
+        f"LeaderAndIsrPartitionState(topicName='{ps.topic_name}', partitionIndex={ps.partition_index}, "
+        f"controllerEpoch={ps.controller_epoch}, leader={ps.leader}, leaderEpoch={ps.leader_epoch}, "
+        f"isr={_java_list(ps.isr)}, zkVersion={ps.zk_version}, replicas={_java_list(ps.replicas)}, "
+        f"addingReplicas={_java_list(ps.adding_replicas)}, removingReplicas={_java_list(ps.removing_replicas)}, "
+        f"isNew={str(ps.is_new).lower()})"
+    )
+
+
+def update_metadata_partition_text(ps: Any) -> str:
+    """Kafka 2.4+'s generated `UpdateMetadataPartitionState.toString`."""
+    return (
+        f"UpdateMetadataPartitionState(topicName='{ps.topic_name}', partitionIndex={ps.partition_index}, "
+        f"controllerEpoch={ps.controller_epoch}, leader={ps.leader}, leaderEpoch={ps.leader_epoch}, "
+        f"isr={_java_list(ps.isr)}, zkVersion={ps.zk_version}, replicas={_java_list(ps.replicas)}, "
+        f"offlineReplicas={_java_list(ps.offline_replicas)})"
+    )
+
+
+def log_sent_request(log: StateChangeLogger, epoch: int, broker_id: int, request: Any) -> None:
+    """The controller's lines for a request it sends (Kafka's ControllerChannelManager.sendRequestsToBrokers)."""
+    kind = type(request).__name__
+    if kind == "LeaderAndIsrRequest":
+        for ps in request.partition_states:
+            role = "become-leader" if ps.leader == broker_id else "become-follower"
+            log.controller(
+                epoch,
+                f"Sending {role} LeaderAndIsr request {leader_and_isr_partition_text(ps)} to broker {broker_id} "
+                f"for partition {ps.topic_name}-{ps.partition_index}",
+                level="TRACE",
+            )
+    elif kind == "UpdateMetadataRequest":
+        for ps in request.partition_states:
+            log.controller(
+                epoch,
+                f"Sending UpdateMetadata request {update_metadata_partition_text(ps)} to brokers Set({broker_id}) "
+                f"for partition {ps.topic_name}-{ps.partition_index}",
+                level="TRACE",
+            )
+    elif kind == "StopReplicaRequest":
+        for p in request.partitions:
+            log.controller(
+                epoch,
+                f"Sending StopReplica request (delete = {str(p.delete_partition).lower()}) to broker {broker_id} "
+                f"for partition {p.topic_name}-{p.partition_index}",
+                level="TRACE",
+            )
 
 
 def log4j_timestamp(epoch_s: float) -> str:

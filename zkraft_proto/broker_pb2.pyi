@@ -494,18 +494,20 @@ class LeaderAndIsrLiveLeader(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., host_name: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
 
 class LeaderAndIsrRequest(_message.Message):
-    __slots__ = ("controller_id", "controller_epoch", "broker_epoch", "partition_states", "live_leaders")
+    __slots__ = ("controller_id", "controller_epoch", "broker_epoch", "partition_states", "live_leaders", "correlation_id")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_STATES_FIELD_NUMBER: _ClassVar[int]
     LIVE_LEADERS_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     controller_epoch: int
     broker_epoch: int
     partition_states: _containers.RepeatedCompositeFieldContainer[LeaderAndIsrPartitionState]
     live_leaders: _containers.RepeatedCompositeFieldContainer[LeaderAndIsrLiveLeader]
-    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[LeaderAndIsrPartitionState, _Mapping]]] = ..., live_leaders: _Optional[_Iterable[_Union[LeaderAndIsrLiveLeader, _Mapping]]] = ...) -> None: ...
+    correlation_id: int
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[LeaderAndIsrPartitionState, _Mapping]]] = ..., live_leaders: _Optional[_Iterable[_Union[LeaderAndIsrLiveLeader, _Mapping]]] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class PartitionError(_message.Message):
     __slots__ = ("topic_name", "partition_index", "error_code")
@@ -560,18 +562,20 @@ class UpdateMetadataBroker(_message.Message):
     def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ...) -> None: ...
 
 class UpdateMetadataRequest(_message.Message):
-    __slots__ = ("controller_id", "controller_epoch", "broker_epoch", "partition_states", "live_brokers")
+    __slots__ = ("controller_id", "controller_epoch", "broker_epoch", "partition_states", "live_brokers", "correlation_id")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_STATES_FIELD_NUMBER: _ClassVar[int]
     LIVE_BROKERS_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     controller_epoch: int
     broker_epoch: int
     partition_states: _containers.RepeatedCompositeFieldContainer[UpdateMetadataPartitionState]
     live_brokers: _containers.RepeatedCompositeFieldContainer[UpdateMetadataBroker]
-    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[UpdateMetadataPartitionState, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[UpdateMetadataBroker, _Mapping]]] = ...) -> None: ...
+    correlation_id: int
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[UpdateMetadataPartitionState, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[UpdateMetadataBroker, _Mapping]]] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class UpdateMetadataResponse(_message.Message):
     __slots__ = ("error_code",)
@@ -592,16 +596,18 @@ class StopReplicaPartition(_message.Message):
     def __init__(self, topic_name: _Optional[str] = ..., partition_index: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., delete_partition: _Optional[bool] = ...) -> None: ...
 
 class StopReplicaRequest(_message.Message):
-    __slots__ = ("controller_id", "controller_epoch", "broker_epoch", "partitions")
+    __slots__ = ("controller_id", "controller_epoch", "broker_epoch", "partitions", "correlation_id")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     controller_epoch: int
     broker_epoch: int
     partitions: _containers.RepeatedCompositeFieldContainer[StopReplicaPartition]
-    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[StopReplicaPartition, _Mapping]]] = ...) -> None: ...
+    correlation_id: int
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[StopReplicaPartition, _Mapping]]] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class StopReplicaResponse(_message.Message):
     __slots__ = ("error_code", "partition_errors")

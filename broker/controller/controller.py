@@ -60,7 +60,7 @@ from broker.controller.state_machines import ElectionStrategy, PartitionStateMac
 from broker.controller.states import PartitionState, ReplicaState
 from broker.controller.topic_deletion import TopicDeletionManager
 from broker.controller.zk_store import ControllerZkStore
-from broker.state_change_log import StateChangeLogger
+from broker.state_change_log import StateChangeLogger, log_sent_request
 from client import kafka_znodes as kz
 from client.aio import AsyncZkClient
 from client.exceptions import SessionExpiredError
@@ -109,6 +109,7 @@ class KafkaController:
         self._task: asyncio.Task[None] | None = None
         self._channel: ControllerChannelManager | None = None
         self._batch = RequestBatch()
+        self._correlation_id = 0  # numbers the requests this controller sends, as Kafka's request header does
         self._active = False
         self._active_controller_id = -1
         self._session_lost = False
@@ -361,6 +362,9 @@ class KafkaController:
         if batch.empty or not self._active or self._session_lost or self._channel is None:
             return
         for broker_id, request in batch.build(self._id, self._ctx):
+            self._correlation_id += 1
+            request.correlation_id = self._correlation_id
+            log_sent_request(self._state_log, self._ctx.epoch, broker_id, request)
             self._channel.send(broker_id, request)
 
     # ---- election and resignation (§2.2)
