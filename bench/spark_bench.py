@@ -1,0 +1,317 @@
+"""Rows per second into a streaming query (noop sink, `local[2]`): the zkraft source against three baselines.
+
+    python3 bench/spark_bench.py                      # 1M 100-byte records on 4 partitions, 2 runs each
+    python3 bench/spark_bench.py --records 200000 --runs 1
+
+Measured in one run, on one SparkSession (issue 8):
+
+| record | what |
+|---|---|
+| `setup` | Python, CPUs, load average, records, partitions |
+| `zkraft_source` | `readStream.format("zkraft")`, startingOffsets=earliest, `trigger(availableNow=True)` |
+| `zkraft_read_only` | the same ranges read by `read_range` (Fetch + Arrow decode) here, serially, without Spark |
+| `python_source_ceiling` | a trivial Python streaming source yielding prebuilt Arrow batches of the same schema: |
+| | one 250k-row batch per partition (our layout, `4x250000`) and one 1M-row batch (`1x1000000`) |
+| `rate_source` | Spark's built-in `rate-micro-batch` source, one batch of the same row count |
+| `parquet_stream` | a Parquet file stream of the same rows and columns |
+| `summary` | each figure's best run and zkraft as a share of the Python-source ceiling |
+
+Rates: `rows_per_s` = rows / the query's wall time from start() to termination
+(query planning and Python worker start included, as a user sees it);
+`processing_rows_per_s` = rows / the sum of the micro-batches'
+triggerExecution times (Spark's own figure). The brokers (3, on loopback) run
+on the same cores as Spark; compare `loadavg_1m` before comparing figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+
+from figures import emit  # noqa: E402
+
+VALUE_BYTES = 100
+QUERY_TIMEOUT_S = 900.0
+BASE_TS_MS = 1_700_000_000_000
+
+
+# --------------------------------------------------------------------------- the ceiling: prebuilt Arrow batches
+
+
+def ceiling_source_class():
+    """A DataSource whose stream reader yields, per partition, prebuilt batches of the Kafka source schema."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    from spark_connector.schema import spark_schema
+
+    class CeilingPartition(InputPartition):
+        def __init__(self, partition: int, rows: int, batch_rows: int) -> None:
+            self.partition, self.rows, self.batch_rows = partition, rows, batch_rows
+
+    class CeilingReader(DataSourceStreamReader):
+        def __init__(self, options) -> None:
+            self.partitions_count = int(options["partitions"])
+            self.rows = int(options["rows"])
+            self.batch_rows = int(options["batchrows"])
+
+        def initialOffset(self) -> dict:
+            return {"done": 0}
+
+        def latestOffset(self, start: dict, limit) -> dict:
+            return {"done": 1}
+
+        def partitions(self, start: dict, end: dict):
+            if start["done"] == end["done"]:
+                return []
+            per = self.rows // self.partitions_count
+            return [CeilingPartition(p, per, self.batch_rows) for p in range(self.partitions_count)]
+
+        def read(self, partition):
+            import numpy as np
+            import pyarrow as pa
+
+            from spark_connector.schema import arrow_schema
+
+            done = 0
+            while done < partition.rows:
+                n = min(partition.batch_rows, partition.rows - done)
+                value_offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32) * VALUE_BYTES)
+                values = pa.Array.from_buffers(pa.binary(), n, [None, value_offsets, pa.py_buffer(b"v" * (n * 100))])
+                topic_offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32) * 5)
+                offsets = np.arange(done, done + n, dtype=np.int64)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.nulls(n, pa.binary()),
+                        values,
+                        pa.Array.from_buffers(pa.string(), n, [None, topic_offsets, pa.py_buffer(b"bench" * n)]),
+                        pa.array(np.full(n, partition.partition, dtype=np.int32)),
+                        pa.array(offsets),
+                        pa.array((offsets + BASE_TS_MS) * 1000, type=pa.timestamp("us", tz="UTC")),
+                        pa.array(np.zeros(n, dtype=np.int32)),
+                    ],
+                    schema=arrow_schema(False),
+                )
+                done += n
+
+        def commit(self, end: dict) -> None:
+            pass
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "zkraft_bench_ceiling"
+
+        def schema(self):
+            return spark_schema(False)
+
+        def streamReader(self, schema):
+            return CeilingReader(self.options)
+
+    return CeilingSource
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def timed_query(df, name: str) -> dict:
+    started = time.perf_counter()
+    query = df.writeStream.format("noop").queryName(name).trigger(availableNow=True).start()
+    if not query.awaitTermination(QUERY_TIMEOUT_S):
+        query.stop()
+        raise RuntimeError(f"{name}: not finished in {QUERY_TIMEOUT_S} s")
+    wall_s = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"{name}: {query.exception()}")
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress)
+    trigger_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in progress)
+    return {
+        "rows": rows,
+        "micro_batches": len(progress),
+        "wall_s": round(wall_s, 3),
+        "rows_per_s": round(rows / wall_s) if wall_s else None,
+        "processing_rows_per_s": round(rows / (trigger_ms / 1000.0)) if trigger_ms else None,
+    }
+
+
+def read_only(bootstrap: str, topic: str, partitions: int, records: int, fetch_max_bytes: int | None) -> dict:
+    """Fetch + decode cost without Spark: every partition's range read by read_range, serially, in this process."""
+    from client import TopicPartition
+    from spark_connector.brokers import OffsetLookup
+    from spark_connector.fetch_reader import read_range
+    from spark_connector.options import FETCH_MAX_BYTES_DEFAULT, FETCH_TIMEOUT_MS_DEFAULT
+    from spark_connector.planning import OffsetRange, ReadSettings
+
+    settings = ReadSettings(
+        bootstrap, False, True, FETCH_TIMEOUT_MS_DEFAULT, fetch_max_bytes or FETCH_MAX_BYTES_DEFAULT
+    )
+    latest = OffsetLookup(bootstrap).latest([TopicPartition(topic, p) for p in range(partitions)])
+    started = time.perf_counter()
+    rows = batches = 0
+    for tp, until in sorted(latest.items()):
+        for batch in read_range(OffsetRange(tp.topic, tp.partition, 0, until, settings)):
+            rows += batch.num_rows
+            batches += 1
+    elapsed_s = time.perf_counter() - started
+    return {
+        "rows": rows,
+        "arrow_batches": batches,
+        "wall_s": round(elapsed_s, 3),
+        "rows_per_s": round(rows / elapsed_s),
+    }
+
+
+def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
+    from client import Producer
+
+    value = b"x" * VALUE_BYTES
+    started = time.perf_counter()
+    with Producer(bootstrap, acks=1, linger_ms=20, batch_size=1 << 20, max_request_size=8 << 20) as producer:
+        for i in range(records):
+            producer.send(topic, value=value, partition=i % partitions, timestamp_ms=BASE_TS_MS + i)
+        producer.flush(600)
+    return time.perf_counter() - started
+
+
+def write_parquet(spark, path: Path, records: int, partitions: int) -> None:
+    df = spark.range(records).selectExpr(
+        "cast(null as binary) key",
+        f"cast(repeat('x', {VALUE_BYTES}) as binary) value",
+        "'bench' topic",
+        f"cast(id % {partitions} as int) partition",
+        "id offset",
+        f"timestamp_millis({BASE_TS_MS} + id) timestamp",
+        "0 timestampType",
+    )
+    df.repartition(partitions).write.parquet(str(path))
+
+
+def start_spark():
+    from pyspark.sql import SparkSession
+
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName("zkraft-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="zkraft Spark source benchmark")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--fetch-max-bytes", type=int, default=None, help="kafka.max.partition.fetch.bytes")
+    args = parser.parse_args(argv)
+
+    spark = start_spark()  # before any gRPC channel in this process: PySpark forks to launch its JVM
+    import spark_connector
+    from tests.kafka_harness import KafkaCluster
+
+    spark_connector.register(spark)
+    spark.dataSource.register(ceiling_source_class())
+    emit(
+        {
+            "record": "setup",
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "loadavg_1m": os.getloadavg()[0],
+            "records": args.records,
+            "partitions": args.partitions,
+            "value_bytes": VALUE_BYTES,
+        }
+    )
+    results: dict[str, list[dict]] = {}
+
+    def record(name: str, **extra) -> None:
+        def done(figures: dict) -> None:
+            figures = {"record": name, **extra, **figures, "loadavg_1m": round(os.getloadavg()[0], 2)}
+            emit(figures)
+            key = "/".join([name, *(str(v) for k, v in extra.items() if k != "run")])
+            results.setdefault(key, []).append(figures)
+
+        return done
+
+    with tempfile.TemporaryDirectory(prefix="zkraft-spark-bench-") as tmp, KafkaCluster(Path(tmp) / "kafka") as cluster:
+        cluster.start()
+        cluster.create_topic("bench", partitions=args.partitions, replication_factor=1)
+        emit({"record": "produce", "seconds": round(produce(cluster.bootstrap_servers, "bench", args.records,
+                                                                args.partitions), 3)})  # fmt: skip
+        parquet = Path(tmp) / "parquet"
+        write_parquet(spark, parquet, args.records, args.partitions)
+        parquet_schema = spark.read.parquet(str(parquet)).schema
+        # Warm-up (not reported): the first query of a session starts Spark's Python workers.
+        cluster.create_topic("warmup", partitions=args.partitions, replication_factor=1)
+        produce(cluster.bootstrap_servers, "warmup", 1000, args.partitions)
+        warm = spark.readStream.format("zkraft").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        timed_query(warm.option("subscribe", "warmup").option("startingOffsets", "earliest").load(), "warmup")
+        for run in range(args.runs):
+            source = (
+                spark.readStream.format("zkraft")
+                .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+                .option("subscribe", "bench")
+                .option("startingOffsets", "earliest")
+            )
+            if args.fetch_max_bytes:
+                source = source.option("kafka.max.partition.fetch.bytes", str(args.fetch_max_bytes))
+            record("zkraft_source", run=run)(timed_query(source.load(), f"zkraft_{run}"))
+            figures = read_only(cluster.bootstrap_servers, "bench", args.partitions, args.records, args.fetch_max_bytes)
+            record("zkraft_read_only", run=run)(figures)
+            for parts, batch_rows in ((args.partitions, args.records // args.partitions), (1, args.records)):
+                df = (
+                    spark.readStream.format("zkraft_bench_ceiling")
+                    .option("partitions", str(parts))
+                    .option("rows", str(args.records))
+                    .option("batchRows", str(batch_rows))
+                    .load()
+                )
+                label = f"{parts}x{batch_rows}"
+                record("python_source_ceiling", layout=label, run=run)(timed_query(df, f"ceiling_{label}_{run}"))
+            rate = (
+                spark.readStream.format("rate-micro-batch")
+                .option("rowsPerBatch", str(args.records))
+                .option("numPartitions", str(args.partitions))
+                .load()
+            )
+            record("rate_source", run=run)(timed_query(rate, f"rate_{run}"))
+            files = spark.readStream.schema(parquet_schema).parquet(str(parquet))
+            record("parquet_stream", run=run)(timed_query(files, f"parquet_{run}"))
+    spark.stop()
+    emit(summary(results))
+    return 0
+
+
+def summary(results: dict[str, list[dict]]) -> dict:
+    best = {}
+    for label, runs in results.items():
+        rates = [r["rows_per_s"] for r in runs if r.get("rows_per_s")]
+        processing = [r["processing_rows_per_s"] for r in runs if r.get("processing_rows_per_s")]
+        entry = best.setdefault(label, {"rows_per_s": 0, "processing_rows_per_s": 0})
+        entry["rows_per_s"] = max([entry["rows_per_s"], *rates])
+        entry["processing_rows_per_s"] = max([entry["processing_rows_per_s"], *processing])
+    out: dict = {"record": "summary", "best": best}
+    zk = best.get("zkraft_source")
+    for label, figures in best.items():
+        if label.startswith("python_source_ceiling") and zk and figures["rows_per_s"]:
+            out[f"zkraft_share_of/{label}"] = round(zk["rows_per_s"] / figures["rows_per_s"], 3)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,416 @@
+"""Fetched Kafka v2 record batches -> one Arrow RecordBatch in the Kafka source schema, vectorised with numpy.
+
+The v2 record format (research/kafka.md §3.8, `client/records.py`) is a
+chain of varint-framed records, so where each record starts is inherently
+sequential; everything after that is not. Decoding therefore runs in three
+steps:
+
+1. batch headers, in Python (one struct unpack and one C CRC-32C per batch of
+   hundreds of records);
+2. record start positions, per batch: a producer writes runs of records of one
+   length (same-size values; the length changes only when a varint grows), so
+   from a record's length we predict the following starts at a fixed stride
+   and confirm the whole run with one numpy comparison of the length bytes.
+   Where lengths vary record by record we walk the length varints in Python;
+3. every other field at once: the varints at the known positions are decoded
+   by numpy a byte column at a time, keys and values are gathered into Arrow
+   binary buffers with one masked copy each.
+
+Only records with `start_offset <= offset < until_offset` are returned; the
+broker returns whole batches, which may begin before the fetch offset.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+from crc32c import crc32c
+
+from client.records import CorruptRecordError, decode_varint
+from spark_connector.schema import ARROW_HEADER_TYPE, arrow_schema
+
+BATCH_HEADER_SIZE = 61
+LOG_OVERHEAD = 12
+MAGIC = 2
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_MASK = 0x08
+_CONTROL_MASK = 0x20
+_GZIP_WBITS = 31
+# Step 2 tuning: how many predicted starts are checked at once (grows while runs hold), and how many records are
+# walked in Python after a run shorter than _RUN_MIN before predicting again.
+_WINDOW_MIN = 16
+_WINDOW_MAX = 1 << 16
+_RUN_MIN = 4
+_SCALAR_STRETCH = 64
+# Arrow binary arrays use int32 offsets: one column of one fetched batch stays below 2 GiB.
+_BINARY_BYTES_MAX = 2**31 - 1
+_VARINT_BYTES_MAX = 10
+
+
+class Decoded(NamedTuple):
+    """One fetch response's rows (None when none fall in range) and where the next fetch should start."""
+
+    batch: pa.RecordBatch | None
+    next_offset: int
+
+
+class _Batch(NamedTuple):
+    body_start: int
+    body_end: int
+    records: int
+    base_offset: int
+    base_timestamp: int
+    log_append_timestamp: int  # -1: CreateTime, the record's own timestamp counts
+    timestamp_type: int
+
+
+def decode_to_arrow(
+    topic: str,
+    partition: int,
+    buf: bytes,
+    start_offset: int,
+    until_offset: int,
+    include_headers: bool,
+    *,
+    check_crc: bool = True,
+) -> Decoded:
+    """Rows of `buf` (whole v2 batches as fetched) with start_offset <= offset < until_offset."""
+    data, batches, next_offset = _scan_batches(buf, start_offset, until_offset, check_crc)
+    if not batches:
+        return Decoded(None, next_offset)
+    u8 = np.frombuffer(data, dtype=np.uint8)
+    starts: list[np.ndarray] = []
+    for b in batches:
+        _record_starts(data, u8, b, starts)
+    columns = _decode_records(data, u8, np.concatenate(starts), batches, include_headers)
+    offsets = columns["offset"]
+    keep = (offsets >= start_offset) & (offsets < until_offset)
+    if not keep.all():
+        columns = {name: _take(col, keep) for name, col in columns.items()}
+    if len(columns["offset"]) == 0:
+        return Decoded(None, next_offset)
+    return Decoded(_to_record_batch(topic, partition, u8, columns, include_headers), next_offset)
+
+
+# --------------------------------------------------------------------------- step 1: batch headers
+
+
+def _scan_batches(buf: bytes, start_offset: int, until_offset: int, check_crc: bool) -> tuple[bytes, list[_Batch], int]:
+    """(buffer holding every record section, the batches to decode, offset after the last whole batch in range)."""
+    mv = memoryview(buf)
+    total = len(mv)
+    pos = 0
+    next_offset = start_offset
+    batches: list[_Batch] = []
+    bodies: list[bytes | memoryview] = []  # each wanted batch's records, in order
+    compressed = False
+    while total - pos >= BATCH_HEADER_SIZE:
+        (base, length, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count) = _HEADER.unpack_from(
+            mv, pos
+        )
+        size = length + LOG_OVERHEAD
+        if magic != MAGIC:
+            raise CorruptRecordError(f"batch at position {pos}: magic {magic}, expected 2")
+        if size < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(f"batch at position {pos}: batchLength {length} too short")
+        if pos + size > total or base >= until_offset:
+            break  # a truncated tail (the broker slices by bytes), or nothing wanted from here on
+        if base + last_delta >= start_offset:
+            next_offset = max(next_offset, base + last_delta + 1)
+            if check_crc and crc32c(mv[pos + 21 : pos + size]) != crc:
+                raise CorruptRecordError(f"batch at offset {base}: CRC-32C mismatch")
+            if not attributes & _CONTROL_MASK and count > 0:
+                body: bytes | memoryview = mv[pos + BATCH_HEADER_SIZE : pos + size]
+                codec = attributes & _CODEC_MASK
+                if codec:
+                    body = _inflate(codec, body, base)
+                    compressed = True
+                log_append = attributes & _TIMESTAMP_TYPE_MASK
+                start = pos + BATCH_HEADER_SIZE
+                batches.append(
+                    _Batch(
+                        start, start + len(body), count, base, base_ts, max_ts if log_append else -1, log_append >> 3
+                    )
+                )
+                bodies.append(body)
+        pos += size
+    if not compressed:
+        return buf, batches, next_offset
+    # Keys and values are gathered in buffer order, so the inflated records are laid out in batch order.
+    relaid = []
+    at = 0
+    for b, body in zip(batches, bodies, strict=True):
+        relaid.append(b._replace(body_start=at, body_end=at + len(body)))
+        at += len(body)
+    return b"".join(bodies), relaid, next_offset
+
+
+def _inflate(codec: int, body: bytes | memoryview, base_offset: int) -> bytes:
+    if codec == 1:
+        try:
+            return zlib.decompress(body, _GZIP_WBITS)
+        except zlib.error as exc:
+            raise CorruptRecordError(f"batch at offset {base_offset}: gzip: {exc}") from None
+    raise CorruptRecordError(f"batch at offset {base_offset}: compression codec {codec} is not supported (none, gzip)")
+
+
+# --------------------------------------------------------------------------- step 2: record starts
+
+
+def _record_starts(data: bytes, u8: np.ndarray, batch: _Batch, out: list[np.ndarray]) -> None:
+    """Appends the position of each record of `batch` (its length varint) to `out`."""
+    p, end, remaining = batch.body_start, batch.body_end, batch.records
+    window = _WINDOW_MIN
+    while remaining > 0:
+        length, body = _varint(data, p, end, batch)
+        stride = body - p + length
+        k = min(remaining, window, (end - p) // stride)
+        if k > 1:
+            candidates = np.arange(p, p + k * stride, stride, dtype=np.int64)
+            same = u8[candidates] == u8[p]
+            for j in range(1, body - p):
+                same &= u8[candidates + j] == u8[p + j]
+            run = k if same.all() else int(same.argmin())
+            out.append(candidates[:run])
+            window = min(window * 4, _WINDOW_MAX) if run == k else max(_WINDOW_MIN, 2 * run)
+        else:
+            run = 1
+            out.append(np.array([p], dtype=np.int64))
+        p += run * stride
+        remaining -= run
+        if remaining and run < _RUN_MIN:
+            p, remaining = _walk_scalar(data, p, end, min(remaining, _SCALAR_STRETCH), remaining, batch, out)
+    if p != end:
+        raise CorruptRecordError(
+            f"batch at offset {batch.base_offset}: {end - p} bytes after its {batch.records} records"
+        )
+
+
+def _walk_scalar(
+    data: bytes, p: int, end: int, n: int, remaining: int, batch: _Batch, out: list[np.ndarray]
+) -> tuple[int, int]:
+    positions: list[int] = []
+    append = positions.append
+    for _ in range(n):
+        append(p)
+        b = data[p]
+        if b < 0x80 and b & 1 == 0 and b:  # one-byte positive length: the common case, inline
+            p += 1 + (b >> 1)
+            if p > end:
+                raise CorruptRecordError(f"batch at offset {batch.base_offset}: record overruns the batch")
+        else:
+            length, body = _varint(data, p, end, batch)
+            p = body + length
+    out.append(np.array(positions, dtype=np.int64))
+    return p, remaining - n
+
+
+def _varint(data: bytes, p: int, end: int, batch: _Batch) -> tuple[int, int]:
+    """A record's length varint at `p`: (length, position of the record body); checks it fits the batch."""
+    if p >= end:
+        raise CorruptRecordError(f"batch at offset {batch.base_offset}: fewer records than its count {batch.records}")
+    length, body = decode_varint(data, p)
+    if length <= 0 or body + length > end:
+        raise CorruptRecordError(f"batch at offset {batch.base_offset}: record length {length} overruns the batch")
+    return length, body
+
+
+# --------------------------------------------------------------------------- step 3: fields
+
+
+def _vdecode(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
+    """Zig-zag varints at each position: (values, widths in bytes), one byte column per round.
+
+    Most fields of most records are one-byte varints (small deltas, null keys,
+    no headers): then the width is the scalar 1 and the rest is skipped.
+    """
+    try:
+        first = u8[pos]
+        more = np.flatnonzero(first >= 0x80)
+        if len(more) == 0:
+            value = first.astype(np.int64)
+            return (value >> 1) ^ -(value & 1), 1
+        value = first.astype(np.int64) & 0x7F
+        width = np.ones(len(pos), dtype=np.int64)
+        shift = 7
+        while len(more):
+            if shift >= 7 * _VARINT_BYTES_MAX:
+                raise CorruptRecordError("varint longer than 10 bytes")
+            b = u8[pos[more] + width[more]].astype(np.int64)
+            value[more] |= (b & 0x7F) << shift
+            width[more] += 1
+            more = more[b >= 0x80]
+            shift += 7
+    except IndexError:
+        raise CorruptRecordError("varint runs past the end of the fetched records") from None
+    return (value >> 1) ^ -(value & 1), width
+
+
+def _decode_records(
+    data: bytes, u8: np.ndarray, starts: np.ndarray, batches: list[_Batch], include_headers: bool
+) -> dict[str, Any]:
+    length, width = _vdecode(u8, starts)
+    record_end = starts + width + length
+    p = starts + width + 1  # + 1: the record attributes byte, unused
+    ts_delta, width = _vdecode(u8, p)
+    p += width
+    offset_delta, width = _vdecode(u8, p)
+    p += width
+    key_len, width = _vdecode(u8, p)
+    key_pos = p + width
+    p = key_pos + np.maximum(key_len, 0)
+    value_len, width = _vdecode(u8, p)
+    value_pos = p + width
+    p = value_pos + np.maximum(value_len, 0)
+    header_count, width = _vdecode(u8, p)
+    p += width
+    headers: list[Any] | None = None
+    with_headers = np.flatnonzero(header_count != 0)
+    if len(with_headers):
+        if include_headers:
+            headers = [None] * len(starts)
+            for i in with_headers.tolist():
+                headers[i], p[i] = _decode_headers(data, int(p[i]), int(header_count[i]))
+        else:
+            p[with_headers] = record_end[with_headers]  # not asked for: the CRC already vouched for their bytes
+    elif include_headers:
+        headers = [None] * len(starts)
+    if not np.array_equal(p, record_end):
+        bad = int(np.flatnonzero(p != record_end)[0])
+        raise CorruptRecordError(f"record at position {int(starts[bad])}: fields do not add up to its length")
+    counts = np.fromiter((b.records for b in batches), dtype=np.int64, count=len(batches))
+    which = np.repeat(np.arange(len(batches)), counts)
+    base_offset = np.fromiter((b.base_offset for b in batches), dtype=np.int64, count=len(batches))[which]
+    base_ts = np.fromiter((b.base_timestamp for b in batches), dtype=np.int64, count=len(batches))[which]
+    append_ts = np.fromiter((b.log_append_timestamp for b in batches), dtype=np.int64, count=len(batches))[which]
+    ts_type = np.fromiter((b.timestamp_type for b in batches), dtype=np.int32, count=len(batches))[which]
+    return {
+        "offset": base_offset + offset_delta,
+        "timestamp": np.where(ts_type == 1, append_ts, base_ts + ts_delta),
+        "timestampType": ts_type,
+        "key_pos": key_pos,
+        "key_len": key_len,
+        "value_pos": value_pos,
+        "value_len": value_len,
+        "headers": headers,
+    }
+
+
+def _decode_headers(data: bytes, p: int, count: int) -> tuple[list[tuple[str, bytes | None]] | None, int]:
+    if count < 0:
+        raise CorruptRecordError(f"negative header count {count}")
+    out = []
+    for _ in range(count):
+        klen, p = decode_varint(data, p)
+        if klen < 0:
+            raise CorruptRecordError("null header key")
+        key = data[p : p + klen].decode("utf-8", errors="replace")
+        p += klen
+        vlen, p = decode_varint(data, p)
+        if vlen < 0:
+            value = None
+        else:
+            value = data[p : p + vlen]
+            p += vlen
+        out.append((key, value))
+    return out, p
+
+
+def _take(column: Any, keep: np.ndarray) -> Any:
+    if column is None:
+        return None
+    if isinstance(column, list):
+        return [v for v, k in zip(column, keep.tolist(), strict=True) if k]
+    return column[keep]  # type: ignore[index]
+
+
+# --------------------------------------------------------------------------- Arrow
+
+
+def _to_record_batch(
+    topic: str, partition: int, u8: np.ndarray, columns: dict[str, Any], include_headers: bool
+) -> pa.RecordBatch:
+    offsets = columns["offset"]
+    n = len(offsets)  # type: ignore[arg-type]
+    arrays = [
+        binary_from_positions(u8, columns["key_pos"], columns["key_len"]),  # type: ignore[arg-type]
+        binary_from_positions(u8, columns["value_pos"], columns["value_len"]),  # type: ignore[arg-type]
+        _repeated_string(topic, n),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, partition, dtype=np.int32))]),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(np.ascontiguousarray(offsets))]),
+        pa.Array.from_buffers(
+            pa.timestamp("us", tz="UTC"),
+            n,
+            [None, pa.py_buffer(np.ascontiguousarray(columns["timestamp"]) * 1000)],  # type: ignore[operator]
+        ),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.ascontiguousarray(columns["timestampType"]))]),
+    ]
+    if include_headers:
+        arrays.append(pa.array(columns["headers"], type=ARROW_HEADER_TYPE))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
+
+
+def binary_from_positions(u8: np.ndarray, pos: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """An Arrow binary array of u8[pos[i] : pos[i] + lengths[i]] (null where the length is -1)."""
+    n = len(pos)
+    valid = lengths >= 0
+    sizes = np.where(valid, lengths, 0)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    total = int(offsets[-1])
+    if total > _BINARY_BYTES_MAX:
+        raise ValueError(f"{total} bytes of keys or values in one fetched batch: more than an Arrow binary array holds")
+    data = _gather(u8, pos, sizes, total)
+    null_count = n - int(np.count_nonzero(valid))
+    validity = None if null_count == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.binary(), n, [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)], null_count=null_count
+    )
+
+
+def _gather(u8: np.ndarray, pos: np.ndarray, sizes: np.ndarray, total: int) -> np.ndarray | bytes:
+    """The bytes u8[pos[i] : pos[i] + sizes[i]] one after another.
+
+    Records of one run have one size at a fixed stride, so a run is one
+    strided 2-D copy; only where sizes vary record by record (fewer than
+    _RUN_MIN records per run on average) is it one slice per record.
+    """
+    n = len(pos)
+    if total == 0:
+        return b""
+    step = np.diff(pos)
+    breaks = np.empty(n, dtype=np.bool_)
+    breaks[0] = True
+    if n > 1:
+        breaks[1:] = sizes[1:] != sizes[:-1]
+        breaks[2:] |= step[1:] != step[:-1]
+    seg_starts = np.flatnonzero(breaks)
+    if len(seg_starts) * _RUN_MIN > n:
+        mv = u8.data
+        ends = (pos + sizes).tolist()
+        return b"".join([mv[a:b] for a, b in zip(pos.tolist(), ends, strict=True)])
+    out = np.empty(total, dtype=np.uint8)
+    seg_ends = np.append(seg_starts[1:], n).tolist()
+    at = 0
+    for s, e in zip(seg_starts.tolist(), seg_ends, strict=True):
+        size = int(sizes[s])
+        count = e - s
+        if size == 0:
+            continue
+        first = int(pos[s])
+        stride = int(step[s]) if count > 1 else size
+        rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(count, size), strides=(stride, 1))
+        out[at : at + count * size].reshape(count, size)[...] = rows
+        at += count * size
+    return out
+
+
+def _repeated_string(text: str, n: int) -> pa.Array:
+    raw = text.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
