@@ -20,6 +20,7 @@ from client.records import (
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     CorruptRecordError,
+    decode_headers,
     decode_varint,
     iter_batches,
 )
@@ -153,23 +154,7 @@ def decode_fetched(
 
 def _decode_headers(data: bytes, p: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
     count, p = decode_varint(data, p)
-    if count < 0:
-        raise CorruptRecordError(f"negative header count {count}")
-    headers = []
-    for _ in range(count):
-        klen, p = decode_varint(data, p)
-        if klen < 0:
-            raise CorruptRecordError("null header key")
-        hkey = data[p : p + klen].decode("utf-8", errors="replace")
-        p += klen
-        vlen, p = decode_varint(data, p)
-        if vlen < 0:
-            hvalue = None
-        else:
-            hvalue = data[p : p + vlen]
-            p += vlen
-        headers.append((hkey, hvalue))
-    return tuple(headers), p
+    return decode_headers(data, p, count)
 
 
 def deserialize(records: list[ConsumerRecord], key_deserializer, value_deserializer) -> list[ConsumerRecord]:

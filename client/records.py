@@ -562,7 +562,7 @@ def _decode_records(header: BatchHeader, data: bytes) -> list[Record]:
         hcount, p = dv(data, p)
         headers: tuple[tuple[str, bytes | None], ...] = ()
         if hcount:
-            headers, p = _decode_headers(data, p, hcount)
+            headers, p = decode_headers(data, p, hcount)
         if p != record_end:
             raise CorruptRecordError(f"batch at offset {base_offset}: record {offset_delta} length mismatch")
         out.append(
@@ -578,7 +578,7 @@ def _decode_records(header: BatchHeader, data: bytes) -> list[Record]:
     return out
 
 
-def _decode_headers(data: bytes, p: int, count: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+def decode_headers(data: bytes, p: int, count: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
     if count < 0:
         raise CorruptRecordError(f"negative header count {count}")
     headers = []

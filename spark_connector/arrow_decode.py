@@ -30,12 +30,9 @@ import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 
-from client.records import CorruptRecordError, decode_varint
+from client.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC, CorruptRecordError, decode_headers, decode_varint
 from spark_connector.schema import ARROW_HEADER_TYPE, arrow_schema
 
-BATCH_HEADER_SIZE = 61
-LOG_OVERHEAD = 12
-MAGIC = 2
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CODEC_MASK = 0x07
 _TIMESTAMP_TYPE_MASK = 0x08
@@ -302,23 +299,9 @@ def _decode_records(
 
 
 def _decode_headers(data: bytes, p: int, count: int) -> tuple[list[tuple[str, bytes | None]] | None, int]:
-    if count < 0:
-        raise CorruptRecordError(f"negative header count {count}")
-    out = []
-    for _ in range(count):
-        klen, p = decode_varint(data, p)
-        if klen < 0:
-            raise CorruptRecordError("null header key")
-        key = data[p : p + klen].decode("utf-8", errors="replace")
-        p += klen
-        vlen, p = decode_varint(data, p)
-        if vlen < 0:
-            value = None
-        else:
-            value = data[p : p + vlen]
-            p += vlen
-        out.append((key, value))
-    return out, p
+    """client.records.decode_headers as the list the Arrow column wants."""
+    headers, p = decode_headers(data, p, count)
+    return list(headers), p
 
 
 def _take(column: Any, keep: np.ndarray) -> Any:
