@@ -33,6 +33,8 @@ from tests.quorum_harness import LOOPBACK, REPO_ROOT, QuorumProcesses, free_port
 KILL_WAIT_S = 10.0
 START_TIMEOUT_S = 60.0
 LOG_TAIL_LINES = 20
+# A broker whose port was taken between choosing and binding it is restarted on another port this often.
+PORT_RETRIES = 3
 # Quorum settings that make sessions and elections quick on loopback.
 QUORUM_PROPERTIES = {"quorum.state.machine": "zookeeper", "tickTime": "200"}
 BROKER_DEFAULTS = {
@@ -193,11 +195,23 @@ class KafkaCluster:
             return []
 
     def wait_registered(self, broker_ids: list[int], timeout_s: float = START_TIMEOUT_S) -> None:
+        retries = dict.fromkeys(broker_ids, PORT_RETRIES)
+
         def check() -> bool:
+            for broker_id in broker_ids:
+                if not self.alive(broker_id) and retries[broker_id] > 0 and self._lost_its_port(broker_id):
+                    # The port was free when chosen, but another socket (often an outgoing connection's
+                    # ephemeral port) took it before the broker bound it: choose again.
+                    retries[broker_id] -= 1
+                    self.ports[broker_id] = free_ports(1)[0]
+                    self.start_broker(broker_id, wait=False)
             self.assert_alive(*broker_ids)
             return set(broker_ids) <= set(self.registered_brokers())
 
         wait_until(check, timeout_s, interval_s=0.05, message=f"brokers {broker_ids} did not register")
+
+    def _lost_its_port(self, broker_id: int) -> bool:
+        return "cannot listen on" in "\n".join(self.log_text(broker_id).splitlines()[-5:])
 
     def controller_id(self) -> int | None:
         try:
