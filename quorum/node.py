@@ -3,10 +3,16 @@
 One asyncio task owns the core's Ready cycle (STYLE 3). Handlers on the same
 loop step the core and wake that task; it processes each Ready in etcd's
 order: send what may leave early (the leader's appends: its own disk write
-runs in parallel with its followers'), persist in the one writer thread
-(one LMDB transaction and one fsync for everything the Ready holds: group
-commit), send the rest, apply, advance. Proposals that arrive during an
-fsync join the next Ready, so load turns into larger batches, not more fsyncs.
+runs in parallel with its followers'), persist (one LMDB transaction and one
+fsync for everything the Ready holds: group commit), send the rest, apply,
+advance. Proposals that arrive during an fsync join the next Ready, so load
+turns into larger batches, not more fsyncs.
+
+Where the fsync runs is a latency decision: a large batch goes to the one
+writer thread so the loop keeps serving while it syncs; a small one is synced
+on the loop thread (LMDB releases the GIL), because two thread hand-offs cost
+more than the fsync itself on a busy machine. A follower handles an append's
+Ready right in the handler that received it, without waking the ready task.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 import structlog
 
 from quorum import errors
+from quorum.deadline import await_owned
 from quorum.lmdb_log_store import LmdbLogStore
 from quorum.raft import (
     SENDABLE_BEFORE_PERSIST,
@@ -46,6 +53,7 @@ from quorum.state_machine import RegisterMap, StateMachine
 from quorum.transport import PeerTransport, peers_digest
 
 SNAPSHOTS_KEPT = 2
+INLINE_PERSIST_ENTRIES_MAX = 16
 
 
 class _Batch:
@@ -130,6 +138,7 @@ class QuorumNode:
         self._applied_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._applied_seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
+        self._in_ready = False  # a Ready is being handled (by the ready task or in place)
         self._stopping = False
         self._fatal: BaseException | None = None
         self._stopped: asyncio.Event | None = None
@@ -207,47 +216,113 @@ class QuorumNode:
             while not self._stopping:
                 await self._wakeup.wait()
                 self._wakeup.clear()
-                self._issue_reads()
-                while self.core.has_ready() and not self._stopping:
-                    await self._handle_ready(self.core.ready())
+                self._in_ready = True
+                try:
                     self._issue_reads()
+                    while self.core.has_ready() and not self._stopping:
+                        await self._handle_ready(self.core.ready())
+                        self._issue_reads()
+                    if self._snapshot_due():
+                        await self._take_snapshot()
+                finally:
+                    self._in_ready = False
         except Exception as exc:  # loop boundary: the node cannot go on safely
             self._die(exc)
 
+    def _handle_ready_here(self) -> None:
+        """Process Readies on the spot, from the handler that stepped the core, when none has to wait.
+
+        A follower's append is on every write's critical path: receive,
+        persist, acknowledge. Waking the ready task and handing the fsync to
+        the writer thread and back cost three loop/thread hand-offs, more than
+        the fsync itself for a small batch. So a Ready without a snapshot and
+        with few entries is persisted here (LMDB releases the GIL during the
+        fsync); anything else wakes the ready task as before.
+        """
+        if self._in_ready or self._stopping:
+            self._wake()
+            return
+        self._in_ready = True
+        try:
+            while self.core.has_ready() and not self._stopping and self._persists_inline_next():
+                rd = self.core.ready()
+                applied_early = self._begin_ready(rd)
+                self._persist_inline(rd)
+                self._finish_ready(rd, applied_early)
+        except Exception as exc:  # the same boundary as the ready task's
+            self._die(exc)
+        finally:
+            self._in_ready = False
+        if self.core.has_ready() or self._snapshot_due():
+            self._wake()
+
+    def _snapshot_due(self) -> bool:
+        return self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries
+
+    def _persists_inline(self, rd: Ready) -> bool:
+        return rd.snapshot is None and len(rd.entries) <= INLINE_PERSIST_ENTRIES_MAX
+
+    def _persists_inline_next(self) -> bool:
+        """Whether the next Ready can be handled here: no snapshot, few entries to persist, and none of
+        a leader's own (its appends must reach the peer senders before an fsync blocks this thread)."""
+        unstable = self.core.unstable_entry_count()
+        if self.core.role is Role.LEADER and unstable:
+            return False
+        return not self.core.has_pending_snapshot() and unstable <= INLINE_PERSIST_ENTRIES_MAX
+
     async def _handle_ready(self, rd: Ready) -> None:
+        applied_early = self._begin_ready(rd)
+        if rd.entries and any(m.type in SENDABLE_BEFORE_PERSIST for m in rd.messages):
+            # One loop turn first, so the peer senders hand the appends to
+            # gRPC before this Ready's fsync: followers persist in parallel.
+            await asyncio.sleep(0)
+        if self._persists_inline(rd):
+            self._persist_inline(rd)
+        elif rd.entries or rd.snapshot is not None or rd.must_sync:
+            await self._in_writer(self._store.save, rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
+        if rd.snapshot is not None:
+            await self._install_snapshot(rd.snapshot)
+        self._finish_ready(rd, applied_early)
+
+    def _begin_ready(self, rd: Ready) -> int:
+        """Steps before persisting: messages that may leave early, committed entries already durable.
+
+        Returns how many of the committed entries it applied."""
         assert self._transport is not None
         if rd.soft_state != self._soft:
             self._on_soft_state(rd.soft_state)
         early = [m for m in rd.messages if m.type in SENDABLE_BEFORE_PERSIST]
-        late = [m for m in rd.messages if m.type not in SENDABLE_BEFORE_PERSIST]
         if early:
             self._transport.send(early)
         # Committed entries that earlier Readies already made durable are
         # applied while this Ready's entries are being fsynced: the leader's
         # next batch does not delay the answers to the previous one.
-        first_new = rd.entries[0].index if rd.entries else None
         committed = rd.committed_entries
-        durable = committed if first_new is None else [e for e in committed if e.index < first_new]
+        durable = committed if not rd.entries else [e for e in committed if e.index < rd.entries[0].index]
         self._apply(durable)
-        if rd.entries or rd.snapshot is not None or rd.must_sync:
-            await self._in_writer(self._store.save, rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
+        return len(durable)
+
+    def _persist_inline(self, rd: Ready) -> None:
+        if rd.entries or rd.must_sync:
+            self._store.save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
+
+    def _finish_ready(self, rd: Ready, applied_early: int) -> None:
+        """Steps after persisting: the other messages, the rest of the committed entries, reads, advance."""
+        assert self._transport is not None
         # A change of the commit index alone is not written: Raft keeps it
         # volatile, and a restarted node learns it again from the leader (its
         # state machine's applied index is a floor). It is stored with the next entries.
+        late = [m for m in rd.messages if m.type not in SENDABLE_BEFORE_PERSIST]
         if late:
             self._transport.send(late)
-        if rd.snapshot is not None:
-            await self._install_snapshot(rd.snapshot)
-        if len(durable) < len(committed):
-            self._apply(committed[len(durable) :])
+        if applied_early < len(rd.committed_entries):
+            self._apply(rd.committed_entries[applied_early:])
         for rs in rd.read_states:
             fut = self._reads_in_flight.pop(rs.context, None)
             if fut is not None and not fut.done():
                 fut.set_result(rs.index)
         self.core.advance(rd)
         self._release_applied_waiters()
-        if self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries:
-            await self._take_snapshot()
 
     def _apply(self, entries: Sequence[Entry]) -> None:
         if entries:
@@ -339,7 +414,7 @@ class QuorumNode:
             self._guard(self.core.step, m)
         if messages and self._transport is not None:
             self._transport.heard_from(messages[0].frm)
-        self._wake()
+        self._handle_ready_here()
 
     def _on_unreachable(self, peer: int) -> None:
         self._guard(self.core.report_unreachable, peer)
@@ -372,7 +447,7 @@ class QuorumNode:
             self._waiters[first + k] = waiter
         self._wake()
         try:
-            return await asyncio.wait_for(future, timeout_s)
+            return await await_owned(future, timeout_s)
         except TimeoutError:
             raise errors.QuorumTimeoutError(
                 f"proposal not committed within {timeout_s:.1f}s; it may still be applied later"
@@ -422,7 +497,7 @@ class QuorumNode:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._applied_waiters, (index, next(self._applied_seq), fut))
         try:
-            await asyncio.wait_for(fut, timeout_s)
+            await await_owned(fut, timeout_s)
         except TimeoutError:
             raise errors.QuorumTimeoutError(f"index {index} not applied within {timeout_s:.1f}s") from None
 

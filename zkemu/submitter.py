@@ -16,6 +16,7 @@ from collections.abc import Callable
 import grpc
 
 from quorum import errors as qerrors
+from quorum.deadline import await_owned
 from quorum.node import QuorumNode
 from quorum.raft import Role
 from quorum.transport import GRPC_OPTIONS
@@ -72,7 +73,7 @@ class TxnSubmitter:
                 self._queue.append((txn, fut))
                 self._queue_event.set()
                 try:
-                    zxid, raw = await asyncio.wait_for(fut, remaining)
+                    zxid, raw = await await_owned(fut, remaining)
                     break
                 except _RetryElsewhere:
                     await asyncio.sleep(NO_LEADER_POLL_S)  # let an election or a new leader's first append land

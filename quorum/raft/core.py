@@ -342,7 +342,7 @@ class Raft:
                     return
             if m.type is MT.PRE_VOTE or (m.type is MT.PRE_VOTE_RESP and not m.reject):
                 pass  # pre-votes carry a future term; they change nothing here
-            elif m.type in (MT.APPEND, MT.HEARTBEAT, MT.SNAPSHOT):
+            elif m.type in (MT.APPEND, MT.HEARTBEAT, MT.SNAPSHOT, MT.COMMIT):
                 self._become_follower(m.term, m.frm)
             else:
                 self._become_follower(m.term, NO_LEADER)
@@ -392,6 +392,10 @@ class Raft:
             self._election_elapsed = 0
             self.leader_id = m.frm
             self._handle_heartbeat(m)
+        elif t is MT.COMMIT:
+            self._election_elapsed = 0
+            self.leader_id = m.frm
+            self._handle_commit(m)
         elif t is MT.SNAPSHOT:
             self._election_elapsed = 0
             self.leader_id = m.frm
@@ -429,6 +433,12 @@ class Raft:
             )
         )
 
+    def _handle_commit(self, m: Message) -> None:
+        # Log matching (Raft §5.3): holding the leader's entry at m.index means
+        # holding everything before it, so the commit may advance that far.
+        if self.log.match_term(m.index, m.log_term):
+            self.log.commit_to(min(m.commit, m.index))
+
     def _handle_heartbeat(self, m: Message) -> None:
         self.log.commit_to(min(m.commit, self.log.last_index))
         self._send(Message(MT.HEARTBEAT_RESP, m.frm, self.node_id, self.term, context=m.context))
@@ -458,6 +468,9 @@ class Raft:
         elif t is MT.HEARTBEAT:
             self._become_follower(m.term, m.frm)
             self._handle_heartbeat(m)
+        elif t is MT.COMMIT:
+            self._become_follower(m.term, m.frm)
+            self._handle_commit(m)
         elif t is MT.SNAPSHOT:
             self._become_follower(m.term, m.frm)
             self._handle_snapshot(m)
@@ -574,7 +587,9 @@ class Raft:
     def _send(self, m: Message) -> None:
         self._msgs.append(m)
 
-    def _send_append(self, to: int, send_if_empty: bool = True) -> bool:
+    def _send_append(self, to: int, send_if_empty: bool = True, commit_only: bool = False) -> bool:
+        """`commit_only`: with nothing to replicate, send a COMMIT rather than an empty APPEND (a
+        broadcast of the commit index; an empty APPEND also probes for lost appends, by its rejection)."""
         pr = self._progress[to]
         if pr.is_paused():
             return False
@@ -587,6 +602,11 @@ class Raft:
         )
         if not entries and not send_if_empty:
             return False
+        if not entries and commit_only and pr.state is ProgressState.REPLICATE:
+            # Nothing to replicate: only the commit index is news.
+            self._send(Message(MT.COMMIT, to, self.node_id, self.term, log_term=prev_term, index=prev,
+                               commit=self.log.committed))  # fmt: skip
+            return True
         self._send(
             Message(
                 MT.APPEND,
@@ -615,7 +635,7 @@ class Raft:
 
     def _bcast_append(self) -> None:
         for p in self._peers:
-            self._send_append(p)
+            self._send_append(p, commit_only=True)
 
     def _bcast_heartbeat(self) -> None:
         context = self._read_only.last_context()
@@ -642,6 +662,13 @@ class Raft:
             or self.log.has_next_committed()
             or self._hard_state() != self._prev_hard_state
         )
+
+    def unstable_entry_count(self) -> int:
+        """How many entries the next Ready will ask to persist (the runner picks where to fsync by it)."""
+        return self.log.last_index - self.log.stable_index
+
+    def has_pending_snapshot(self) -> bool:
+        return self.log.pending_snapshot is not None
 
     def ready(self) -> Ready:
         invariant(not self._ready_outstanding, "ready() called twice without advance()")

@@ -70,6 +70,11 @@ class MessageType(enum.IntEnum):
     TIMEOUT_NOW = 10  # leadership transfer: "campaign now"
     READ_INDEX = 11  # follower -> leader, forwarded ReadIndex request
     READ_INDEX_RESP = 12
+    # Leader -> follower with nothing new to send: the commit index, checked
+    # against the entry at `index`/`log_term` like an append, and answered by
+    # nobody (ZooKeeper's COMMIT): an empty APPEND would cost each follower an
+    # acknowledgement that tells the leader nothing it does not know.
+    COMMIT = 13
 
 
 # Messages that promise nothing about the sender's durable state may leave
@@ -87,6 +92,7 @@ SENDABLE_BEFORE_PERSIST = frozenset(
         MessageType.READ_INDEX_RESP,
         MessageType.PRE_VOTE,
         MessageType.PRE_VOTE_RESP,
+        MessageType.COMMIT,
     }
 )
 

@@ -882,11 +882,11 @@ def _poisson_small(rng: random.Random, rate: float) -> int:
 
 def _show(m: Message) -> str:
     s = f"{m.type.name} {m.frm}->{m.to} term {m.term}"
-    if m.type in (MT.APPEND, MT.VOTE, MT.PRE_VOTE):
+    if m.type in (MT.APPEND, MT.VOTE, MT.PRE_VOTE, MT.COMMIT):
         s += f" idx {m.index} lt {m.log_term}"
     if m.entries:
         s += f" +{m.entries[0].index}..{m.entries[-1].index}"
-    if m.type in (MT.APPEND, MT.HEARTBEAT):
+    if m.type in (MT.APPEND, MT.HEARTBEAT, MT.COMMIT):
         s += f" commit {m.commit}"
     if m.type is MT.APPEND_RESP:
         s += f" idx {m.index}" + (f" REJECT hint {m.reject_hint} lt {m.log_term}" if m.reject else "")
