@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import grpc
@@ -35,6 +36,7 @@ DATA_BYTES_MAX = 1 << 20
 OUTBOUND_MESSAGES_MAX = 100_000
 KEEPER_STATE_SYNC_CONNECTED = 3
 WRITE_OPS = frozenset({"create", "delete", "set_data", "check", "multi"})
+LINEARIZABLE_READ_OPS = frozenset({"get_data", "exists", "get_children", "get_all_children_number", "get_ephemerals"})
 
 
 class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
@@ -156,11 +158,13 @@ class SessionConnection:
         self.linearizable = False
         self.outbound: asyncio.Queue[zk_pb2.ServerMessage | None] = asyncio.Queue()
         self.abort_status: tuple[grpc.StatusCode, str] | None = None
-        self._slots: asyncio.Queue[asyncio.Task[zk_pb2.Response] | None] = asyncio.Queue()
-        self._last_slot: asyncio.Task[zk_pb2.Response] | None = None
-        self._last_read: asyncio.Task[zk_pb2.Response] | None = None
+        # Requests in the order they came, until their replies are queued; a
+        # reply leaves only when every earlier one has (ZooKeeper's FIFO).
+        self._order: deque[_Slot] = deque()
+        self._working: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references to tasks
+        self._last_slot: asyncio.Task[None] | None = None  # the newest request still being worked on
+        self._last_read: asyncio.Task[None] | None = None
         self._closed = False
-        self._tasks: list[asyncio.Task[Any]] = []
 
     def __hash__(self) -> int:
         return id(self)
@@ -194,11 +198,12 @@ class SessionConnection:
 
     def session_closed(self) -> None:
         """The session was closed or expired through the log: once pending replies are out, end the stream."""
-        self._slots.put_nowait(None)
+        self._order.append(_Slot(ends_stream=True))
+        self._flush_replies()
 
     def detach(self) -> None:
         self._closed = True
-        for t in self._tasks:
+        for t in list(self._working):
             t.cancel()
         if self.session_id:
             self.service.detach(self)
@@ -211,8 +216,6 @@ class SessionConnection:
                 return
             if not await self._connect(first.connect):
                 return
-            responder = asyncio.get_running_loop().create_task(self._respond_in_order())
-            self._tasks.append(responder)
             async for msg in requests:
                 kind = msg.WhichOneof("kind")
                 if kind == "request":
@@ -296,34 +299,59 @@ class SessionConnection:
         assert self.service.tracker is not None
         self.service.tracker.touch(self.session_id)
         op = req.WhichOneof("op")
-        loop = asyncio.get_running_loop()
+        slot = _Slot()
+        self._order.append(slot)
         if op in WRITE_OPS:
-            task = loop.create_task(self._write(req, op, self._last_read))
+            self._work_on(slot, self._write(req, op, _unfinished(self._last_read)))
         elif op == "close":
-            task = loop.create_task(self._close(req, self._last_slot))
+            self._work_on(slot, self._close(req, _unfinished(self._last_slot)))
+            self._order.append(_Slot(ends_stream=True))
+        elif _unfinished(self._last_slot) is None and not self._needs_read_index(op):
+            # Nothing earlier is outstanding: answer at once, without a task
+            # (most reads; a task and its wake-ups are most of a read's cost).
+            self._last_slot = self._last_read = None
+            try:
+                response = self._read_now(req, op)
+            except Exception as exc:  # a bug in one request: answer it, keep the session
+                response = self._server_error(exc)
+            self._answer(slot, response)
         else:
-            task = loop.create_task(self._read(req, op, self._last_slot))
-            self._last_read = task
-        self._last_slot = task
-        self._slots.put_nowait(task)
-        if op == "close":
-            self._slots.put_nowait(None)
+            self._last_read = self._work_on(slot, self._read(req, op, _unfinished(self._last_slot)))
 
-    async def _respond_in_order(self) -> None:
-        while True:
-            task = await self._slots.get()
-            if task is None:
+    def _work_on(self, slot: _Slot, work: Coroutine[Any, Any, zk_pb2.Response]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(self._answer_when_done(slot, work))
+        self._working.add(task)
+        task.add_done_callback(self._working.discard)
+        self._last_slot = task
+        return task
+
+    async def _answer_when_done(self, slot: _Slot, work: Coroutine[Any, Any, zk_pb2.Response]) -> None:
+        try:
+            response = await work
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in one request: answer it, keep the session
+            response = self._server_error(exc)
+        self._answer(slot, response)
+
+    def _server_error(self, exc: Exception) -> zk_pb2.Response:
+        self.service.log.error("request_failed", session_id=self.session_id, error=repr(exc))
+        return zk_pb2.Response(err=Code.SYSTEMERROR, error_message=f"server error: {exc}")
+
+    def _answer(self, slot: _Slot, response: zk_pb2.Response) -> None:
+        slot.response = response
+        self._flush_replies()
+
+    def _flush_replies(self) -> None:
+        """Queue the replies at the head of the order that are ready, in order, and nothing after a gap."""
+        order = self._order
+        while order and (order[0].response is not None or order[0].ends_stream):
+            head = order.popleft()
+            if head.ends_stream:
                 self.end()
                 return
-            try:
-                response = await task
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a bug in one request: answer it, keep the session
-                self.service.log.error("request_failed", session_id=self.session_id, error=repr(exc))
-                response = zk_pb2.Response(err=Code.SYSTEMERROR, error_message=f"server error: {exc}")
             if not self._closed:
-                self.outbound.put_nowait(zk_pb2.ServerMessage(response=response))
+                self.outbound.put_nowait(zk_pb2.ServerMessage(response=head.response))
 
     # ---- writes
     async def _write(self, req: zk_pb2.Request, op: str, after: Awaitable[Any] | None) -> zk_pb2.Response:
@@ -358,25 +386,29 @@ class SessionConnection:
         return resp
 
     # ---- reads (and pings, sync, watch management): after every earlier request
+    def _needs_read_index(self, op: str | None) -> bool:
+        return op == "sync" or (self.linearizable and op in LINEARIZABLE_READ_OPS)
+
     async def _read(self, req: zk_pb2.Request, op: str | None, after: Awaitable[Any] | None) -> zk_pb2.Response:
         if after is not None:
             await asyncio.wait([after])  # type: ignore[list-item]
-        timeout_s = self.service.settings.proposal_timeout_ms / 1000
-        try:
-            if op == "sync" or (
-                self.linearizable
-                and op in ("get_data", "exists", "get_children", "get_all_children_number", "get_ephemerals")
-            ):
+        if self._needs_read_index(op):
+            timeout_s = self.service.settings.proposal_timeout_ms / 1000
+            try:
                 index = await self.node.read_index(timeout_s)
                 await self.node.wait_applied(index, timeout_s)
-            handler = _READ_HANDLERS.get(op or "")
-            if handler is None:
-                return self._reply(req, err=Code.UNIMPLEMENTED, error_message=f"unknown request {op!r}")
+            except qerrors.QuorumError as exc:
+                return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
+        return self._read_now(req, op)
+
+    def _read_now(self, req: zk_pb2.Request, op: str | None) -> zk_pb2.Response:
+        handler = _READ_HANDLERS.get(op or "")
+        if handler is None:
+            return self._reply(req, err=Code.UNIMPLEMENTED, error_message=f"unknown request {op!r}")
+        try:
             return handler(self, req)
         except ZkError as exc:
             return self._reply(req, err=exc.code, error_message=str(exc))
-        except qerrors.QuorumError as exc:
-            return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
 
     def _reply(self, req: zk_pb2.Request, **fields: Any) -> zk_pb2.Response:
         return zk_pb2.Response(xid=req.xid, zxid=self.node.core.applied_index, **fields)
@@ -472,6 +504,21 @@ class SessionConnection:
             await asyncio.wait([after])  # type: ignore[list-item]
         txn = zk_pb2.Txn(session_id=self.session_id, close_session=zk_pb2.CloseSessionTxn(session_id=self.session_id))
         return await self._submit(req, txn, "close_session", req.close)
+
+
+class _Slot:
+    """One request's place in its session's reply order (or the end of the stream)."""
+
+    __slots__ = ("response", "ends_stream")
+
+    def __init__(self, ends_stream: bool = False) -> None:
+        self.response: zk_pb2.Response | None = None
+        self.ends_stream = ends_stream
+
+
+def _unfinished(task: asyncio.Task[None] | None) -> asyncio.Task[None] | None:
+    """The task, if it still runs: waiting on a finished task would still cost loop turns."""
+    return task if task is not None and not task.done() else None
 
 
 def _oversized(op: str, body: Any) -> str:
