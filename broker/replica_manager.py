@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.config import BrokerConfig
+from broker.fetch_response import FetchReply
 from broker.log import LogError
 from broker.log_manager import LogManager
 from broker.partition import Partition
@@ -429,17 +430,17 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- fetch
 
-    async def fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
+    async def fetch(self, request: pb.FetchRequest) -> FetchReply:
         replica_id = request.replica_id
         is_follower = replica_id >= 0
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         max_bytes = request.max_bytes if request.max_bytes > 0 else MAX_RESPONSE_BYTES
         max_bytes = min(max_bytes, MAX_RESPONSE_BYTES)
         while True:
-            response, total, errored = self._read(request, replica_id, is_follower, max_bytes)
+            reply, total, errored = self._read(request, replica_id, is_follower, max_bytes)
             remaining = deadline - time.monotonic()
             if total >= max(request.min_bytes, 1) or errored or remaining <= 0:
-                return response
+                return reply
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             for topic in request.topics:
                 for item in topic.partitions:
@@ -463,13 +464,13 @@ class ReplicaManager:
 
     def _read(
         self, request: pb.FetchRequest, replica_id: int, is_follower: bool, max_bytes: int
-    ) -> tuple[pb.FetchResponse, int, bool]:
-        response = pb.FetchResponse()
+    ) -> tuple[FetchReply, int, bool]:
+        reply = FetchReply()
         total = 0
         errored = False
         clock = now_ms()
         for topic in request.topics:
-            topic_response = response.responses.add(topic=topic.topic)
+            topic_response = reply.response.responses.add(topic=topic.topic)
             for item in topic.partitions:
                 out = topic_response.partitions.add(partition=item.partition, high_watermark=-1, log_start_offset=-1)
                 tp = TopicPartition(topic.topic, item.partition)
@@ -505,9 +506,10 @@ class ReplicaManager:
                 out.log_start_offset = log.log_start_offset
                 out.log_end_offset = log.log_end_offset
                 if found is not None and found.length > 0:
-                    out.records = found.read()
+                    index = (len(reply.response.responses) - 1, len(topic_response.partitions) - 1)
+                    reply.records[index] = found.read()
                     total += found.length
-        return response, total, errored
+        return reply, total, errored
 
     def _check_fetchable(self, partition: Partition | None, item: pb.FetchPartition, replica_id: int) -> int:
         if partition is None:

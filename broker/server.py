@@ -37,10 +37,11 @@ from broker.periodic import every
 from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
-from broker.service import BrokerService
+from broker.service import BrokerService, add_broker_service
 from broker.topic_config import log_config_for
 from client.aio import AsyncZkClient
 from client.exceptions import NodeExistsError, NoNodeError
+from client.heap_tuning import retain_freed_buffers
 from client.json_logging import configure_logging
 from client.kafka_znodes import (
     BROKER_IDS_PATH,
@@ -182,7 +183,7 @@ class Broker:
         service.producer_ids = ProducerIdManager(config.broker_id, zk, self.log)
         service.groups = build_group_api(config, replicas, metadata, admin, self.log)
         self.server = grpc.aio.server(options=GRPC_OPTIONS)
-        broker_pb2_grpc.add_BrokerServicer_to_server(service, self.server)
+        add_broker_service(service, self.server)
         try:
             port = self.server.add_insecure_port(config.address)
         except RuntimeError:
@@ -367,4 +368,5 @@ async def run(config: BrokerConfig, stop: asyncio.Event | None = None) -> int:
 
 def serve(config: BrokerConfig) -> int:
     configure_logging()
+    retain_freed_buffers()  # fetch responses are megabytes: reuse freed heap instead of faulting it in again
     return asyncio.run(run(config))

@@ -147,10 +147,22 @@ class KafkaClusterClient:
 
     def stub(self, node_id: int) -> broker_pb2_grpc.BrokerStub:
         """The stub of broker `node_id`; KafkaConnectionError if the metadata does not know it."""
+        return self._stub_for_address(self._address_of(node_id))
+
+    def channel(self, node_id: int) -> grpc.Channel:
+        """The channel under `stub(node_id)`, for a call with its own (de)serializers (the Spark source's Fetch)."""
+        address = self._address_of(node_id)
+        self._stub_for_address(address)
+        channel = self._channels.get(address)
+        if channel is None:
+            raise KafkaConnectionError(f"client {self.client_id} is closed")
+        return channel
+
+    def _address_of(self, node_id: int) -> str:
         broker = self._snapshot.brokers.get(node_id)
         if broker is None:
             raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-        return self._stub_for_address(f"{broker.host}:{broker.port}")
+        return f"{broker.host}:{broker.port}"
 
     def stub_for(self, host: str, port: int) -> broker_pb2_grpc.BrokerStub:
         """The stub of the broker at `host:port` (a group coordinator found with FindCoordinator)."""

@@ -69,7 +69,7 @@ class _Batch(NamedTuple):
 def decode_to_arrow(
     topic: str,
     partition: int,
-    buf: bytes,
+    buf: bytes | memoryview,
     start_offset: int,
     until_offset: int,
     include_headers: bool,
@@ -97,7 +97,9 @@ def decode_to_arrow(
 # --------------------------------------------------------------------------- step 1: batch headers
 
 
-def _scan_batches(buf: bytes, start_offset: int, until_offset: int, check_crc: bool) -> tuple[bytes, list[_Batch], int]:
+def _scan_batches(
+    buf: bytes | memoryview, start_offset: int, until_offset: int, check_crc: bool
+) -> tuple[bytes | memoryview, list[_Batch], int]:
     """(buffer holding every record section, the batches to decode, offset after the last whole batch in range)."""
     mv = memoryview(buf)
     total = len(mv)
@@ -159,7 +161,7 @@ def _inflate(codec: int, body: bytes | memoryview, base_offset: int) -> bytes:
 # --------------------------------------------------------------------------- step 2: record starts
 
 
-def _record_starts(data: bytes, u8: np.ndarray, batch: _Batch, out: list[np.ndarray]) -> None:
+def _record_starts(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out: list[np.ndarray]) -> None:
     """Appends the position of each record of `batch` (its length varint) to `out`."""
     p, end, remaining = batch.body_start, batch.body_end, batch.records
     window = _WINDOW_MIN
@@ -189,7 +191,7 @@ def _record_starts(data: bytes, u8: np.ndarray, batch: _Batch, out: list[np.ndar
 
 
 def _walk_scalar(
-    data: bytes, p: int, end: int, n: int, remaining: int, batch: _Batch, out: list[np.ndarray]
+    data: bytes | memoryview, p: int, end: int, n: int, remaining: int, batch: _Batch, out: list[np.ndarray]
 ) -> tuple[int, int]:
     positions: list[int] = []
     append = positions.append
@@ -207,7 +209,7 @@ def _walk_scalar(
     return p, remaining - n
 
 
-def _varint(data: bytes, p: int, end: int, batch: _Batch) -> tuple[int, int]:
+def _varint(data: bytes | memoryview, p: int, end: int, batch: _Batch) -> tuple[int, int]:
     """A record's length varint at `p`: (length, position of the record body); checks it fits the batch."""
     if p >= end:
         raise CorruptRecordError(f"batch at offset {batch.base_offset}: fewer records than its count {batch.records}")
@@ -249,7 +251,7 @@ def _vdecode(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray | 
 
 
 def _decode_records(
-    data: bytes, u8: np.ndarray, starts: np.ndarray, batches: list[_Batch], include_headers: bool
+    data: bytes | memoryview, u8: np.ndarray, starts: np.ndarray, batches: list[_Batch], include_headers: bool
 ) -> dict[str, Any]:
     length, width = _vdecode(u8, starts)
     record_end = starts + width + length
@@ -271,8 +273,9 @@ def _decode_records(
     if len(with_headers):
         if include_headers:
             headers = [None] * len(starts)
+            text = bytes(data)  # header keys are decoded from bytes slices (a fetch arrives as a memoryview)
             for i in with_headers.tolist():
-                headers[i], p[i] = _decode_headers(data, int(p[i]), int(header_count[i]))
+                headers[i], p[i] = _decode_headers(text, int(p[i]), int(header_count[i]))
         else:
             p[with_headers] = record_end[with_headers]  # not asked for: the CRC already vouched for their bytes
     elif include_headers:

@@ -23,10 +23,12 @@ import pyarrow as pa
 
 from client import TopicPartition
 from client.consumer_records import fetched_end_offset
+from client.heap_tuning import retain_freed_buffers
 from client.kafka_cluster import KafkaClusterClient, error_from_rpc
 from client.kafka_errors import NONE, KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError, error_for
 from spark_connector.arrow_decode import decode_to_arrow
 from spark_connector.brokers import OffsetLookup, TopicGoneError, cluster_client, retriable
+from spark_connector.fetch_wire import FETCH_METHOD, fetched_partition
 from spark_connector.planning import OffsetRange, data_loss_reporter
 from zkraft_proto import broker_pb2
 
@@ -46,6 +48,7 @@ class FetchTimeoutError(KafkaError):
 
 def read_range(r: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Every record of [r.from_offset, r.until_offset) as Arrow RecordBatches in the Kafka source schema."""
+    retain_freed_buffers()  # each fetch is megabytes: reuse freed heap instead of faulting it in again
     reader = _RangeReader(r)
     yield from reader.batches()
 
@@ -57,6 +60,18 @@ class _RangeReader:
         self.client: KafkaClusterClient = cluster_client(r.settings.bootstrap_servers)
         self.report = data_loss_reporter(r.settings.fail_on_data_loss, log)
         self.timeout_s = r.settings.fetch_timeout_ms / 1000.0
+        self._fetch_calls: dict[int, grpc.UnaryUnaryMultiCallable] = {}
+        self._learn_topic()
+
+    def _learn_topic(self) -> None:
+        """Metadata for a topic this worker has not read yet, now: not after a failed first fetch and a backoff."""
+        if self.client.snapshot.leader_for(self.r.topic, self.r.partition) >= 0:
+            return
+        try:
+            self.client.refresh([self.r.topic])
+        except Exception as exc:
+            if not retriable(exc):
+                raise  # otherwise the first fetch fails and _recover retries as for any leader change
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         position = self.r.from_offset
@@ -131,31 +146,40 @@ class _RangeReader:
             ],
         )
         try:
-            stub = self.client.stub(leader)
+            fetch = self._fetch_call(leader)
         except KafkaError:
             return None
-        future = stub.Fetch.future(request, timeout=FETCH_MAX_WAIT_MS / 1000.0 + 30.0)
+        future = fetch.future(request, timeout=FETCH_MAX_WAIT_MS / 1000.0 + 30.0)
         future.zkraft_leader = leader  # type: ignore[attr-defined]
         return future
 
-    def _await(self, future, position: int) -> tuple[bytes, int] | None:
+    def _fetch_call(self, leader: int) -> grpc.UnaryUnaryMultiCallable:
+        """Fetch on the leader's channel, answering the encoded response (read by fetch_wire, records not copied)."""
+        call = self._fetch_calls.get(leader)
+        if call is None:
+            call = self.client.channel(leader).unary_unary(
+                FETCH_METHOD, request_serializer=broker_pb2.FetchRequest.SerializeToString, response_deserializer=None
+            )
+            self._fetch_calls[leader] = call
+        return call
+
+    def _await(self, future, position: int) -> tuple[memoryview, int] | None:
         """(records, high watermark), None when the leader had nothing; KafkaError for a failed fetch."""
         if future is None:
             raise error_for(5, f"Fetch for {self.tp}: no leader known")
         try:
-            response = future.result()
+            raw = future.result()
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, f"Fetch for {self.tp} from broker {future.zkraft_leader}") from None
+        response = fetched_partition(raw, self.r.topic, self.r.partition)
         if response.error_code != NONE:
             raise error_for(response.error_code, f"Fetch for {self.tp}")
-        for topic in response.responses:
-            for p in topic.partitions:
-                if topic.topic != self.r.topic or p.partition != self.r.partition:
-                    continue
-                if p.error_code != NONE:
-                    raise error_for(p.error_code, f"Fetch for {self.tp} at offset {position}")
-                return (p.records, p.high_watermark) if p.records else None
-        return None
+        p = response.partition
+        if p is None:
+            return None
+        if p.error_code != NONE:
+            raise error_for(p.error_code, f"Fetch for {self.tp} at offset {position}")
+        return (p.records, p.high_watermark) if len(p.records) else None
 
     # ------------------------------------------------------------------ errors
 
