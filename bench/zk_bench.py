@@ -11,6 +11,9 @@ print figures, tests never assert times).
 
 Measurements, per run, each run on fresh clusters:
 
+* `latency_floor`: `bench/latency_floor.py` — a gRPC stream round trip
+  between two processes and an fsync contended by three, alone; a create
+  cannot be faster than two round trips and one fsync on this machine.
 * `quorum_baseline`: the bare quorum's committed writes/s, `QuorumClient.set`
   with `--inflight` writes outstanding on a register-map cluster, measured by
   the same window loop as the ZooKeeper figures. The difference between it and
@@ -87,6 +90,7 @@ REGISTER_PROPERTIES = {"quorum.state.machine": "register"}
 LEADER_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 15.0
 SESSION_TIMEOUT_MS = 10_000
+LATENCY_FLOOR_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 10.0  # one request, one watch event: a sample that takes longer aborts the run
 DRAIN_TIMEOUT_S = 30.0  # after a window: how long outstanding requests may take to finish
 ERROR_PAUSE_S = 0.01  # after a failed request: do not spin on a failing cluster
@@ -950,6 +954,11 @@ def summarize(records: list[dict[str, Any]], args: argparse.Namespace, real_zk_s
         "inflight_total": args.inflight,
         "seconds_per_window": args.seconds,
         "quorum_baseline_writes_per_s": baseline,
+        # What the machine alone costs a replicated write (bench/latency_floor.py), for the latency figures.
+        "latency_floor": {
+            key: median_or_none(_select(records, "latency_floor", key))
+            for key in ("grpc_stream_rtt_p50_ms", "fsync_3_concurrent_p50_ms", "create_floor_ms", "watch_fire_floor_ms")
+        },
         **figures,
         # The share of the bare quorum's write rate left after the ZooKeeper layer.
         "creates_vs_quorum_baseline": round(creates / baseline, 3) if creates and baseline else None,
@@ -1016,6 +1025,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+async def latency_floor(root: Path, run: int) -> dict[str, Any]:
+    """bench/latency_floor.py in a process of its own: this machine's gRPC round trip and contended fsync."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__).resolve().parent / "latency_floor.py"), "--dir", str(root),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), LATENCY_FLOOR_TIMEOUT_S)
+    return {**json.loads(out), "run": run}
+
+
 async def bench(root: Path, args: argparse.Namespace) -> None:
     payload = os.urandom(args.payload_bytes)
     emit(setup_record(root, args))
@@ -1024,6 +1043,9 @@ async def bench(root: Path, args: argparse.Namespace) -> None:
         emit({"measure": "real_zookeeper", "skipped": real_zk_skipped})
     records: list[dict[str, Any]] = []
     for run in range(1, args.runs + 1):
+        floor = await latency_floor(root, run)
+        emit(floor)
+        records.append(floor)
         baseline = await quorum_baseline(root, run, args, payload)
         emit(baseline)
         records.append(baseline)
