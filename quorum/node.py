@@ -430,28 +430,34 @@ class QuorumNode:
     # -------------------------------------------------------------- proposals
     async def propose_many(self, commands: Sequence[bytes], timeout_s: float) -> list[tuple[int, bytes]]:
         """Replicate commands; returns (index, result) per command once each is committed and applied here."""
-        if self._stopping:
-            raise errors.ShuttingDownError("node is shutting down")
-        if not commands:
-            return []
-        try:
-            first = self.core.propose_many(commands)
-        except CoreNotLeader as exc:
-            raise errors.NotLeaderError(exc.leader_id, self.address_of(exc.leader_id)) from None
-        except CoreDropped as exc:
-            raise errors.ProposalDroppedError(str(exc)) from None
-        future: asyncio.Future[list[tuple[int, bytes]]] = asyncio.get_running_loop().create_future()
-        batch = _Batch(first, len(commands), future)
-        waiter = _Waiter(self.core.term, batch)
-        for k in range(len(commands)):
-            self._waiters[first + k] = waiter
-        self._wake()
+        future = self.propose_nowait(commands)
         try:
             return await await_owned(future, timeout_s)
         except TimeoutError:
             raise errors.QuorumTimeoutError(
                 f"proposal not committed within {timeout_s:.1f}s; it may still be applied later"
             ) from None
+
+    def propose_nowait(self, commands: Sequence[bytes]) -> asyncio.Future[list[tuple[int, bytes]]]:
+        """Append commands to the log now (so calls keep their order); the future resolves as propose_many returns."""
+        if self._stopping:
+            raise errors.ShuttingDownError("node is shutting down")
+        future: asyncio.Future[list[tuple[int, bytes]]] = asyncio.get_running_loop().create_future()
+        if not commands:
+            future.set_result([])
+            return future
+        try:
+            first = self.core.propose_many(commands)
+        except CoreNotLeader as exc:
+            raise errors.NotLeaderError(exc.leader_id, self.address_of(exc.leader_id)) from None
+        except CoreDropped as exc:
+            raise errors.ProposalDroppedError(str(exc)) from None
+        batch = _Batch(first, len(commands), future)
+        waiter = _Waiter(self.core.term, batch)
+        for k in range(len(commands)):
+            self._waiters[first + k] = waiter
+        self._wake()
+        return future
 
     def _complete_proposals(self, entries: Sequence[Any], results: Sequence[bytes]) -> None:
         waiters = self._waiters

@@ -20,8 +20,8 @@ import grpc
 import structlog
 
 from quorum import errors as qerrors
+from quorum.deadline import await_owned
 from quorum.node import QuorumNode
-from quorum.service import abort_with
 from quorum.settings import NodeSettings
 from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
@@ -131,15 +131,46 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.watches.remove_watcher(conn)
 
     # ---- leader-side RPCs from followers
-    async def Forward(self, request: zk_pb2.ForwardRequest, context: Any) -> zk_pb2.ForwardResponse:  # noqa: N802
+    async def Forward(  # noqa: N802
+        self, request_iterator: AsyncIterator[zk_pb2.ForwardRequest], context: Any
+    ) -> AsyncIterator[zk_pb2.ForwardResponse]:
+        """A follower's write batches: each proposed as it arrives (log order = arrival order), answered in order."""
         assert self.submitter is not None
+        submitter = self.submitter
+        proposed: asyncio.Queue[asyncio.Future[list[tuple[int, bytes]]] | zk_pb2.ForwardResponse | None]
+        proposed = asyncio.Queue()
+
+        async def propose_arrivals() -> None:
+            try:
+                async for request in request_iterator:
+                    try:
+                        proposed.put_nowait(submitter.propose_forwarded(list(request.txns)))
+                    except qerrors.QuorumError as exc:
+                        proposed.put_nowait(_forward_error(exc))
+            finally:
+                proposed.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(propose_arrivals())
+        timeout_s = self.settings.proposal_timeout_ms / 1000
         try:
-            results = await self.submitter.propose_forwarded(
-                list(request.txns), self.settings.proposal_timeout_ms / 1000
-            )
-        except qerrors.QuorumError as exc:
-            await abort_with(context, exc)
-        return zk_pb2.ForwardResponse(zxids=[i for i, _ in results], results=[r for _, r in results])
+            while (item := await proposed.get()) is not None:
+                if isinstance(item, zk_pb2.ForwardResponse):
+                    yield item
+                    continue
+                try:
+                    results = await await_owned(item, timeout_s)
+                except TimeoutError:
+                    yield _forward_error(qerrors.QuorumTimeoutError(f"not committed within {timeout_s:.1f}s"))
+                except qerrors.QuorumError as exc:
+                    yield _forward_error(exc)
+                else:
+                    yield zk_pb2.ForwardResponse(zxids=[i for i, _ in results], results=[r for _, r in results])
+        finally:
+            reader.cancel()
+            while not proposed.empty():  # the follower went away: nobody will read these outcomes
+                left = proposed.get_nowait()
+                if isinstance(left, asyncio.Future):
+                    left.add_done_callback(_ignore_outcome)
 
     async def TouchSessions(  # noqa: N802
         self, request: zk_pb2.TouchSessionsRequest, context: Any
@@ -504,6 +535,15 @@ class SessionConnection:
             await asyncio.wait([after])  # type: ignore[list-item]
         txn = zk_pb2.Txn(session_id=self.session_id, close_session=zk_pb2.CloseSessionTxn(session_id=self.session_id))
         return await self._submit(req, txn, "close_session", req.close)
+
+
+def _ignore_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved, so asyncio does not log it as never retrieved
+
+
+def _forward_error(exc: qerrors.QuorumError) -> zk_pb2.ForwardResponse:
+    return zk_pb2.ForwardResponse(error_code=exc.code, error_message=str(exc))
 
 
 class _Slot:

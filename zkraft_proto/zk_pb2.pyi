@@ -379,12 +379,16 @@ class ForwardRequest(_message.Message):
     def __init__(self, txns: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ForwardResponse(_message.Message):
-    __slots__ = ("zxids", "results")
+    __slots__ = ("zxids", "results", "error_code", "error_message")
     ZXIDS_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     zxids: _containers.RepeatedScalarFieldContainer[int]
     results: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, zxids: _Optional[_Iterable[int]] = ..., results: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    error_code: str
+    error_message: str
+    def __init__(self, zxids: _Optional[_Iterable[int]] = ..., results: _Optional[_Iterable[bytes]] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class TouchSessionsRequest(_message.Message):
     __slots__ = ("session_ids",)

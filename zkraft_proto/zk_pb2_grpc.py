@@ -39,7 +39,7 @@ class ZooKeeperStub:
                 request_serializer=zkraft__proto_dot_zk__pb2.ClientMessage.SerializeToString,
                 response_deserializer=zkraft__proto_dot_zk__pb2.ServerMessage.FromString,
                 _registered_method=True)
-        self.Forward = channel.unary_unary(
+        self.Forward = channel.stream_stream(
                 '/zkraft.zk.ZooKeeper/Forward',
                 request_serializer=zkraft__proto_dot_zk__pb2.ForwardRequest.SerializeToString,
                 response_deserializer=zkraft__proto_dot_zk__pb2.ForwardResponse.FromString,
@@ -60,7 +60,7 @@ class ZooKeeperServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Forward(self, request, context):
+    def Forward(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -80,7 +80,7 @@ def add_ZooKeeperServicer_to_server(servicer, server):
                     request_deserializer=zkraft__proto_dot_zk__pb2.ClientMessage.FromString,
                     response_serializer=zkraft__proto_dot_zk__pb2.ServerMessage.SerializeToString,
             ),
-            'Forward': grpc.unary_unary_rpc_method_handler(
+            'Forward': grpc.stream_stream_rpc_method_handler(
                     servicer.Forward,
                     request_deserializer=zkraft__proto_dot_zk__pb2.ForwardRequest.FromString,
                     response_serializer=zkraft__proto_dot_zk__pb2.ForwardResponse.SerializeToString,
@@ -129,7 +129,7 @@ class ZooKeeper:
             _registered_method=True)
 
     @staticmethod
-    def Forward(request,
+    def Forward(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -139,8 +139,8 @@ class ZooKeeper:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_stream(
+            request_iterator,
             target,
             '/zkraft.zk.ZooKeeper/Forward',
             zkraft__proto_dot_zk__pb2.ForwardRequest.SerializeToString,

@@ -1,0 +1,118 @@
+"""A follower's writes on their way to the leader: one gRPC stream per leader, batches answered in order.
+
+The leader proposes each batch as it arrives, so the stream's order is the
+log's order, and a session's writes keep their order without waiting for one
+another (a unary call per batch would both cost a new HTTP/2 stream each time,
+about twice a stream message's round trip here, and allow one batch in flight).
+
+What a failed batch means for the writes in it:
+* the leader said NOT_LEADER, PROPOSAL_DROPPED, PROPOSAL_LOST or SHUTTING_DOWN,
+  or the stream never connected: certainly not applied, so `RetryElsewhere`;
+* anything else (the stream broke with batches in flight, a timeout): the
+  outcome is unknown, so `ConnectionLossError`, as ZooKeeper reports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+
+import grpc
+
+from zkraft_proto import zk_pb2, zk_pb2_grpc
+
+NOT_APPLIED_CODES = frozenset({"NOT_LEADER", "PROPOSAL_DROPPED", "PROPOSAL_LOST", "SHUTTING_DOWN"})
+
+Pending = list[tuple[zk_pb2.Txn, "asyncio.Future[tuple[int, bytes]]"]]
+
+
+class ConnectionLossError(Exception):
+    """The write's outcome is unknown, or no leader could take it in time (ZooKeeper CONNECTIONLOSS)."""
+
+
+class RetryElsewhere(Exception):
+    """The write was certainly not proposed: it may be submitted again, to whoever leads now."""
+
+
+class LeaderStream:
+    """The stream to one leader address; `send` queues a batch, replies resolve the batch's futures."""
+
+    def __init__(self, channel: grpc.aio.Channel, address: str) -> None:
+        self.address = address
+        self._call = zk_pb2_grpc.ZooKeeperStub(channel).Forward()
+        self._in_flight: deque[Pending] = deque()
+        self._answered_any = False
+        self.broken = False
+        self._reader = asyncio.get_running_loop().create_task(self._read_replies(), name=f"zk-forward-{address}")
+
+    async def send(self, batch: Pending) -> None:
+        self._in_flight.append(batch)
+        try:
+            await self._call.write(zk_pb2.ForwardRequest(txns=[t.SerializeToString() for t, _ in batch]))
+        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            # The reader sees the same failure and fails what is in flight.
+            self.broken = True
+            self._call.cancel()
+            if isinstance(exc, grpc.aio.AioRpcError):
+                self._fail_in_flight(exc)
+
+    async def _read_replies(self) -> None:
+        failure: grpc.aio.AioRpcError | None = None
+        try:
+            while True:
+                reply = await self._call.read()
+                if reply is grpc.aio.EOF:
+                    break
+                self._answered_any = True
+                if self._in_flight:
+                    _resolve(self._in_flight.popleft(), reply)
+        except grpc.aio.AioRpcError as exc:
+            failure = exc
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.broken = True
+            self._fail_in_flight(failure)
+
+    def _fail_in_flight(self, failure: grpc.aio.AioRpcError | None) -> None:
+        never_connected = (
+            failure is not None
+            and not self._answered_any
+            and failure.code() is grpc.StatusCode.UNAVAILABLE
+            and "failed to connect" in (failure.details() or "")
+        )
+        detail = failure.details() if failure is not None else "the stream to the leader ended"
+        while self._in_flight:
+            batch = self._in_flight.popleft()
+            exc: Exception = (
+                RetryElsewhere()
+                if never_connected
+                else ConnectionLossError(f"forwarding to the leader at {self.address} failed: {detail}")
+            )
+            _fail(batch, exc)
+
+    async def close(self) -> None:
+        """Stop: writes still in flight get ConnectionLossError (the leader may apply them yet)."""
+        self.broken = True
+        self._call.cancel()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader
+
+
+def _resolve(batch: Pending, reply: zk_pb2.ForwardResponse) -> None:
+    if reply.error_code in NOT_APPLIED_CODES:
+        _fail(batch, RetryElsewhere())
+    elif reply.error_code:
+        _fail(batch, ConnectionLossError(f"the leader could not apply the write: {reply.error_message}"))
+    else:
+        for (_, fut), zxid, raw in zip(batch, reply.zxids, reply.results, strict=True):
+            if not fut.done():
+                fut.set_result((zxid, raw))
+
+
+def _fail(batch: Pending, exc: BaseException) -> None:
+    for _, fut in batch:
+        if not fut.done():
+            fut.set_exception(exc)
