@@ -36,7 +36,6 @@ from pyspark.sql.streaming.datasource import (
 
 from client import TopicPartition
 from spark_connector.brokers import OffsetLookup, TopicGoneError, resolve_offsets
-from spark_connector.fetch_reader import read_range
 from spark_connector.offsets import PartitionOffsets, from_offset_dict, to_offset_dict
 from spark_connector.options import OffsetSpec, SourceOptions, StartKind
 from spark_connector.planning import (
@@ -93,6 +92,7 @@ class ZkraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest_at = float("-inf")
         self._latest: PartitionOffsets = {}
         self._available_now: PartitionOffsets | None = None
+        self._initial: dict | None = None
 
     def __getstate__(self) -> dict:
         # Executors get a pickled copy: only the options travel, never channels or caches.
@@ -110,6 +110,12 @@ class ZkraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ driver
 
     def initialOffset(self) -> dict:
+        # Spark asks twice when a query starts; one answer keeps `latest` from moving between them.
+        if self._initial is None:
+            self._initial = self._resolve_initial()
+        return self._initial
+
+    def _resolve_initial(self) -> dict:
         tps = self.lookup.partitions(self.options.subscription)
         spec = self.options.starting or OffsetSpec(StartKind.LATEST)
         offsets = resolve_offsets(
@@ -169,5 +175,8 @@ class ZkraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ executors
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # Imported here: the driver's streaming runner, a new process per query, never reads (numpy, the decoder).
+        from spark_connector.fetch_reader import read_range
+
         if isinstance(partition, OffsetRange):
             yield from read_range(partition)
