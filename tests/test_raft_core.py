@@ -485,6 +485,45 @@ def test_replicate_state_recovers_a_lost_append_while_idle() -> None:
     assert applied_data(net.machines[2]) == [b"a", b"b"]
 
 
+def test_commit_reaches_replicating_followers_as_a_commit_message_nobody_answers() -> None:
+    """ZooKeeper's COMMIT: once an entry commits, followers with nothing left to receive learn the new
+    commit index at once (their watchers fire), without acknowledging it."""
+    net = Net(3)
+    net.elect(1)
+    net.propose(1, b"a")
+    net.stabilize()
+    since = len(net.sent)
+    index = net.propose(1, b"b")
+    net.stabilize()
+    assert net.nodes[1].commit_index == index
+    commits = [m for m in net.sent[since:] if m.type is MT.COMMIT]
+    assert sorted(m.to for m in commits) == [2, 3]
+    assert all(m.commit == index and m.index == index for m in commits)
+    assert [net.nodes[i].commit_index for i in (2, 3)] == [index, index]
+    assert applied_data(net.machines[2]) == applied_data(net.machines[3]) == [b"a", b"b"]
+    # Two acknowledgements of the entry, none of the COMMIT, and no empty append.
+    assert net.count(MT.APPEND_RESP, 2, 1, since) == net.count(MT.APPEND_RESP, 3, 1, since) == 1
+    assert not [m for m in net.sent[since:] if m.type is MT.APPEND and not m.entries]
+
+
+def test_a_commit_message_for_an_entry_the_follower_lacks_changes_nothing() -> None:
+    """The COMMIT names the entry it vouches for; a follower without it (its append was lost) keeps its commit."""
+    net = Net(3)
+    net.elect(1)
+    net.propose(1, b"a")
+    net.stabilize()
+    before = net.nodes[2].commit_index
+    net.drop = lambda m: m.type is MT.APPEND and m.to == 2 and bool(m.entries)
+    index = net.propose(1, b"b")
+    net.stabilize()
+    assert net.nodes[1].commit_index == index
+    assert net.nodes[2].last_index == before and net.nodes[2].commit_index == before
+    term = net.nodes[1].term
+    net.nodes[2].step(Message(MT.COMMIT, 2, 1, term, log_term=term, index=index, commit=index))
+    assert net.nodes[2].commit_index == before
+    assert not net.nodes[2].has_ready() or not net.nodes[2].ready().messages  # nobody is answered
+
+
 # -------------------------------------------------------- leadership transfer
 
 
