@@ -57,6 +57,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _quorum_start(options: argparse.Namespace) -> int:
+    from zkraft.grpc_tuning import prefer_legacy_poller
+
+    prefer_legacy_poller()  # before quorum.settings or anything else imports grpc
     from quorum.settings import SettingsError, load_node_settings
 
     try:
