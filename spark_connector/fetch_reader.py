@@ -60,7 +60,7 @@ class _RangeReader:
         self.client: KafkaClusterClient = cluster_client(r.settings.bootstrap_servers)
         self.report = data_loss_reporter(r.settings.fail_on_data_loss, log)
         self.timeout_s = r.settings.fetch_timeout_ms / 1000.0
-        self._fetch_calls: dict[int, grpc.UnaryUnaryMultiCallable] = {}
+        self._fetch_calls: dict[grpc.Channel, grpc.UnaryUnaryMultiCallable] = {}
         self._learn_topic()
 
     def _learn_topic(self) -> None:
@@ -155,12 +155,13 @@ class _RangeReader:
 
     def _fetch_call(self, leader: int) -> grpc.UnaryUnaryMultiCallable:
         """Fetch on the leader's channel, answering the encoded response (read by fetch_wire, records not copied)."""
-        call = self._fetch_calls.get(leader)
+        channel = self.client.channel(leader)  # by address: a restarted broker may listen elsewhere
+        call = self._fetch_calls.get(channel)
         if call is None:
-            call = self.client.channel(leader).unary_unary(
+            call = channel.unary_unary(
                 FETCH_METHOD, request_serializer=broker_pb2.FetchRequest.SerializeToString, response_deserializer=None
             )
-            self._fetch_calls[leader] = call
+            self._fetch_calls[channel] = call
         return call
 
     def _await(self, future, position: int) -> tuple[memoryview, int] | None:
