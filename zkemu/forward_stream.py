@@ -90,7 +90,7 @@ class LeaderStream:
                 if never_connected
                 else ConnectionLossError(f"forwarding to the leader at {self.address} failed: {detail}")
             )
-            _fail(batch, exc)
+            fail_batch(batch, exc)
 
     async def close(self) -> None:
         """Stop: writes still in flight get ConnectionLossError (the leader may apply them yet)."""
@@ -103,16 +103,16 @@ class LeaderStream:
 
 def _resolve(batch: Pending, reply: zk_pb2.ForwardResponse) -> None:
     if reply.error_code in NOT_APPLIED_CODES:
-        _fail(batch, RetryElsewhere())
+        fail_batch(batch, RetryElsewhere())
     elif reply.error_code:
-        _fail(batch, ConnectionLossError(f"the leader could not apply the write: {reply.error_message}"))
+        fail_batch(batch, ConnectionLossError(f"the leader could not apply the write: {reply.error_message}"))
     else:
         for (_, fut), zxid, raw in zip(batch, reply.zxids, reply.results, strict=True):
             if not fut.done():
                 fut.set_result((zxid, raw))
 
 
-def _fail(batch: Pending, exc: BaseException) -> None:
+def fail_batch(batch: Pending, exc: BaseException) -> None:
     for _, fut in batch:
         if not fut.done():
             fut.set_exception(exc)

@@ -20,7 +20,7 @@ from quorum.deadline import await_owned
 from quorum.node import QuorumNode
 from quorum.raft import Role
 from quorum.transport import GRPC_OPTIONS
-from zkemu.forward_stream import ConnectionLossError, LeaderStream, Pending, RetryElsewhere
+from zkemu.forward_stream import ConnectionLossError, LeaderStream, Pending, RetryElsewhere, fail_batch
 from zkraft_proto import zk_pb2
 
 __all__ = ["ConnectionLossError", "TxnSubmitter"]
@@ -132,13 +132,7 @@ class TxnSubmitter:
                 leader = self._node.core.leader_id
                 address = self._node.address_of(leader)
                 if not address or leader == self._node.node_id:
-                    _fail_all(live, RetryElsewhere())
+                    fail_batch(live, RetryElsewhere())
                     continue
                 stream = await self._leader_stream(address)
                 await stream.send(live)
-
-
-def _fail_all(batch: Pending, exc: BaseException) -> None:
-    for _, fut in batch:
-        if not fut.done():
-            fut.set_exception(exc)
