@@ -433,7 +433,10 @@ class ZkSession:
             log.warning("zk_unknown_event_type type=%d path=%s", wire.type, wire.path)
             return
         event = WatchedEvent(
-            event_type, KEEPER_STATES_BY_CODE.get(wire.state, KeeperState.CONNECTED), self._chroot.to_client(wire.path)
+            event_type,
+            KEEPER_STATES_BY_CODE.get(wire.state, KeeperState.CONNECTED),
+            self._chroot.to_client(wire.path),
+            wire.zxid,
         )
         for watcher in self.watches.triggered(event_type, wire.path):
             self._emit(watcher, (event,))

@@ -89,12 +89,18 @@ class CreateMode(enum.IntEnum):
         return cls(int(ephemeral) | (int(sequence) << 1))
 
 
+NO_ZXID = -1  # the zxid of an event no change caused (connection-state events), as ZooKeeper's WatchedEvent.NO_ZXID
+
+
 class WatchedEvent(NamedTuple):
-    """A watch callback's argument: `type` (EventType), `state` (KeeperState), `path` (None for NONE)."""
+    """A watch callback's argument: `type` (EventType), `state` (KeeperState), `path` (None for NONE), and
+    `zxid`, the change that fired it (ZooKeeper 3.9's `WatchedEvent.getZxid()`; NO_ZXID for state events).
+    kazoo's event has the first three fields."""
 
     type: EventType
     state: KeeperState
     path: str | None
+    zxid: int = NO_ZXID
 
 
 class ZnodeStat(NamedTuple):

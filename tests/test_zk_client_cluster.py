@@ -117,12 +117,13 @@ def test_znode_api_end_to_end(cluster: QuorumProcesses, clients: list[ZkClient])
     other.get_children("/app", watch=children)
     assert other.exists("/app/later", watch=created) is None
     seq = zk.create("/app/member-", b"", ephemeral=True, sequence=True)
-    zk.set("/app/config", b"v2")
+    set_zxid = zk.set("/app/config", b"v2").mzxid
     zk.create("/app/later")
     wait_until(lambda: changed.snapshot() and children.snapshot() and created.snapshot(), WAIT_S)
-    assert changed.snapshot() == [WatchedEvent(EventType.CHANGED, changed.snapshot()[0].state, "/app/config")]
+    # The event names the zxid of the change that fired it (ZooKeeper 3.9's WatchedEvent.getZxid()).
+    assert changed.snapshot() == [WatchedEvent(EventType.CHANGED, changed.snapshot()[0].state, "/app/config", set_zxid)]
     assert [e.type for e in children.snapshot()] == [EventType.CHILD]
-    assert [e.type for e in created.snapshot()] == [EventType.CREATED]
+    assert [(e.type, e.zxid) for e in created.snapshot()] == [(EventType.CREATED, zk.exists("/app/later").czxid)]
 
     assert zk.get_ephemerals("/app") == [seq]
     assert sorted(zk.get_children("/app")) == sorted(["config", "later", seq.rsplit("/", 1)[1]])

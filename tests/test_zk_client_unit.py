@@ -44,6 +44,7 @@ from client.recipe.watchers import ChildrenWatch, DataWatch
 from client.zk_paths import parse_hosts
 from client.zk_retry import AsyncZkRetry
 from client.zk_states import (
+    NO_ZXID,
     AddWatchMode,
     EventType,
     KeeperState,
@@ -85,6 +86,17 @@ class Recorder:
     def snapshot(self) -> list[Any]:
         with self._lock:
             return list(self.items)
+
+
+def sans_zxid(events: list[Any]) -> list[Any]:
+    """The events with their zxids blanked, where a test checks what fired rather than when."""
+    return [e._replace(zxid=NO_ZXID) for e in events]
+
+
+def _czxid(zk: ZkClient, path: str) -> int:
+    stat = zk.exists(path)
+    assert stat is not None
+    return stat.czxid
 
 
 @pytest.fixture
@@ -392,22 +404,25 @@ def test_one_shot_watches_fire_once(cluster: FakeCluster, clients: list[ZkClient
     zk.get_children("/w", watch=child_events)
     assert zk.exists("/later", watch=exist_events) is None  # armed although the node is missing
 
-    other.set("/w", b"1")
+    changed_zxid = other.set("/w", b"1").mzxid
     other.set("/w", b"2")  # not watched any more
     other.create("/w/kid")
     other.create("/later")
+    kid_zxid, later_zxid = _czxid(other, "/w/kid"), _czxid(other, "/later")
     wait_until(lambda: len(exist_events.snapshot()) == 1, WAIT_S)
     wait_until(lambda: len(child_events.snapshot()) == 1, WAIT_S)
-    assert data_events.snapshot() == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/w")]
-    assert child_events.snapshot() == [WatchedEvent(EventType.CHILD, KeeperState.CONNECTED, "/w")]
-    assert exist_events.snapshot() == [WatchedEvent(EventType.CREATED, KeeperState.CONNECTED, "/later")]
+    # Each event carries the zxid of the change that fired it (ZooKeeper 3.9's WatchedEvent.getZxid()).
+    assert data_events.snapshot() == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/w", changed_zxid)]
+    assert child_events.snapshot() == [WatchedEvent(EventType.CHILD, KeeperState.CONNECTED, "/w", kid_zxid)]
+    assert exist_events.snapshot() == [WatchedEvent(EventType.CREATED, KeeperState.CONNECTED, "/later", later_zxid)]
 
     deleted = Recorder()
     zk.get("/later", watch=deleted)
     zk.get_children("/later", watch=deleted)
     other.delete("/later")
     wait_until(lambda: deleted.snapshot(), WAIT_S)
-    assert deleted.snapshot() == [WatchedEvent(EventType.DELETED, KeeperState.CONNECTED, "/later")]
+    assert sans_zxid(deleted.snapshot()) == [WatchedEvent(EventType.DELETED, KeeperState.CONNECTED, "/later")]
+    assert deleted.snapshot()[0].zxid > later_zxid
 
 
 def test_watch_event_arrives_before_the_reply_of_a_later_read(cluster: FakeCluster) -> None:
@@ -545,8 +560,8 @@ def test_reconnect_resumes_the_session_and_replays_missed_events(cluster: FakeCl
     assert list(sw.persistent_watches) == ["/pers"] and not sw.persistent_recursive_watches
 
     wait_until(lambda: data_w.snapshot() and child_w.snapshot() and exist_w.snapshot(), WAIT_S)
-    assert data_w.snapshot() == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/w")]
-    assert exist_w.snapshot() == [WatchedEvent(EventType.CREATED, KeeperState.CONNECTED, "/born")]
+    assert sans_zxid(data_w.snapshot()) == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/w")]
+    assert sans_zxid(exist_w.snapshot()) == [WatchedEvent(EventType.CREATED, KeeperState.CONNECTED, "/born")]
     assert [e.type for e in child_w.snapshot()] == [EventType.CHILD]
     assert pers_w.snapshot() == [] and quiet_w.snapshot() == []  # persistent: re-armed without catch-up
     wait_until(lambda: states.snapshot() == [ZkState.SUSPENDED, ZkState.CONNECTED], WAIT_S)
@@ -554,7 +569,7 @@ def test_reconnect_resumes_the_session_and_replays_missed_events(cluster: FakeCl
 
     cluster.set_data("/pers", b"seen")  # the re-armed persistent watch works on the new server
     wait_until(lambda: pers_w.snapshot(), WAIT_S)
-    assert pers_w.snapshot() == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/pers")]
+    assert sans_zxid(pers_w.snapshot()) == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/pers")]
 
 
 def test_inflight_request_fails_with_connection_loss_when_the_server_goes_silent(
@@ -675,7 +690,8 @@ def test_data_watch_recipe(cluster: FakeCluster, clients: list[ZkClient]) -> Non
     DataWatch(zk, "/dw", lambda data, stat, event: events((data, event)))
     other.delete("/dw")
     wait_until(lambda: len(events.snapshot()) == 2, WAIT_S)
-    assert events.snapshot()[1] == (None, WatchedEvent(EventType.DELETED, KeeperState.CONNECTED, "/dw"))
+    data, event = events.snapshot()[1]
+    assert (data, sans_zxid([event])) == (None, [WatchedEvent(EventType.DELETED, KeeperState.CONNECTED, "/dw")])
 
 
 def test_children_watch_recipe_and_new_session(cluster: FakeCluster, clients: list[ZkClient]) -> None:
@@ -716,7 +732,7 @@ def test_chroot(cluster: FakeCluster, clients: list[ZkClient]) -> None:
     t.set_data("/x", b"2")
     assert t.commit()[0] == "/y"
     wait_until(lambda: events.snapshot(), WAIT_S)
-    assert events.snapshot() == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/x")]
+    assert sans_zxid(events.snapshot()) == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/x")]
     with pytest.raises(NoNodeError) as info:
         zk.get("/missing")
     assert info.value.path == "/missing"
@@ -749,5 +765,5 @@ def test_async_client(cluster: FakeCluster) -> None:
 
     got = cluster.run(scenario())
     assert got[0] is ZkState.CONNECTED
-    assert got[1] == WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/aio") and got[2][0] == b"2"
+    assert sans_zxid([got[1]]) == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/aio")] and got[2][0] == b"2"
     assert got[-1] is ZkState.LOST

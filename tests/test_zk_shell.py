@@ -395,12 +395,12 @@ def test_format_data_raw_base64_and_undecodable() -> None:
 
 
 def test_watch_events_print_as_zkcli_3_9() -> None:
-    event = zk_shell.shell_event(WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/x"))
+    event = zk_shell.shell_event(WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/x", 0x1F))
     assert zk_shell.format_event(event) == [
         "",
         "WATCHER::",
         "",
-        "WatchedEvent state:SyncConnected type:NodeDataChanged path:/x zxid: -1",
+        "WatchedEvent state:SyncConnected type:NodeDataChanged path:/x zxid: 31",
     ]
     session = zk_shell.shell_event(WatchedEvent(EventType.NONE, KeeperState.EXPIRED_SESSION, None))
     assert zk_shell.format_event(session)[3] == "WatchedEvent state:Expired type:None path:null zxid: -1"

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from client.exceptions import NoNodeError, ZkException, ZookeeperError
-from client.zk_states import AddWatchMode, WatcherType, ZkState, ZnodeStat
+from client.zk_states import NO_ZXID, AddWatchMode, WatcherType, ZkState, ZnodeStat
 
 SERVER_DEFAULT = "127.0.0.1:7001"  # what `zkraft up` serves first
 SESSION_TIMEOUT_MS_DEFAULT = 30_000  # zkCli's -timeout default
@@ -41,7 +41,6 @@ HISTORY_FILE = Path("~/.zkraft_history")
 HISTORY_FILE_LINES_MAX = 1000
 HISTORY_SHOWN = 11  # zkCli's `history` prints the last 11 commands (this one included)
 TREE_NODES_MAX = 10_000  # `tree` stops walking after this many znodes
-NO_ZXID = -1  # WatchedEvent.NO_ZXID: events that carry no zxid
 
 EXIT_OK = 0
 EXIT_FAILURE = 1  # zkCli's CliException exit code
@@ -297,7 +296,7 @@ def shell_event(event: Any) -> ShellEvent:
         type=_EVENT_TYPE_NAMES.get(type_name, type_name),
         state=_KEEPER_STATE_NAMES.get(state_name, state_name),
         path=event.path,
-        zxid=int(getattr(event, "zxid", NO_ZXID)),
+        zxid=event.zxid,
     )
 
 
