@@ -51,7 +51,9 @@ class LeaderStream:
         try:
             await self._call.write(zk_pb2.ForwardRequest(txns=[t.SerializeToString() for t, _ in batch]))
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
-            # The reader sees the same failure and fails what is in flight.
+            # A write error names the cause (a leader never reached can be
+            # retried), so it fails what is in flight here; a bare state error
+            # means the call already ended, and the reader fails them.
             self.broken = True
             self._call.cancel()
             if isinstance(exc, grpc.aio.AioRpcError):
