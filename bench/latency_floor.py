@@ -7,7 +7,8 @@ A ZooKeeper create through zkraft needs at least two gRPC round trips between
 processes (client <-> leader, leader <-> follower) and one fsync taken while
 the other two nodes fsync the same disk; a watch event needs about half a
 round trip more (leader -> the watcher's node -> the watcher). This script
-measures those pieces alone, with nothing of zkraft in the way, so that the
+measures those pieces alone, with nothing of zkraft in the way (on the event
+loop zkraft's processes use, `client/event_loop.py`), so that the
 ZooKeeper benchmark can say how much of its latency is the machine's and how
 much is ours:
 
@@ -36,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from client import event_loop  # the loop zkraft's own processes run on
 
 ECHO_SERVICE = "zkraft.bench.Echo"
 WARMUP_ROUND_TRIPS = 200
@@ -130,7 +133,7 @@ def round_trip_figures(count: int) -> dict[str, float]:
                     raise RuntimeError("the echo server did not start")
                 time.sleep(0.01)  # polling for the file, bounded by the deadline
             ports = json.loads(port_file.read_text())
-            return asyncio.run(_round_trips(ports["grpc"], ports["tcp"], count))
+            return event_loop.run(_round_trips(ports["grpc"], ports["tcp"], count))
         finally:
             server.kill()
             server.wait()
@@ -182,7 +185,7 @@ def main() -> None:
     p.add_argument("--fsync-writer", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
-        asyncio.run(serve(args.serve))
+        event_loop.run(serve(args.serve))
     elif args.fsync_writer:
         os.makedirs(args.fsync_writer, exist_ok=True)
         fsync_writer(args.fsync_writer, FSYNC_WRITES)

@@ -67,6 +67,7 @@ if str(REPO_ROOT) not in sys.path:
 import lmdb  # noqa: E402
 
 from bench.figures import emit, median_or_none, percentile_ms  # noqa: E402
+from client import event_loop  # noqa: E402
 from client.quorum_client import QuorumClient, QuorumClientError  # noqa: E402
 from quorum.settings import NodeSettings  # noqa: E402
 from tests.quorum_harness import QuorumProcesses, StatusPoller, wait_for_leader  # noqa: E402
@@ -471,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # SIGTERM cleans up like Ctrl-C
     root = Path(tempfile.mkdtemp(prefix="zkraft-bench-", dir=args.dir))
     try:
-        asyncio.run(bench(root, args))
+        event_loop.run(bench(root, args))
         return 0
     except KeyboardInterrupt:
         emit({"measure": "aborted", "reason": "interrupted"})

@@ -5,7 +5,8 @@
 One client process (or `--clients N` processes) against a fresh 3-node
 `zkraft quorum start` cluster serving the ZooKeeper state machine, default
 node settings, 100-byte values, everything through the public SDK
-(`client.aio.AsyncZkClient`). Output is JSON lines on stdout, one object per
+(`client.aio.AsyncZkClient`), on the event loop zkraft's own processes run
+(`client.event_loop`: uvloop). Output is JSON lines on stdout, one object per
 measurement and a final `summary` object; nothing is asserted (benchmarks
 print figures, tests never assert times).
 
@@ -77,6 +78,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.figures import emit, median_or_none, percentile_ms  # noqa: E402
+from client import event_loop  # noqa: E402
 from client.aio import AsyncZkClient  # noqa: E402
 from client.exceptions import ZkException  # noqa: E402
 from client.quorum_client import QuorumClient, QuorumClientError  # noqa: E402
@@ -1077,12 +1079,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
-        asyncio.run(worker_main())
+        event_loop.run(worker_main())
         return 0
     root = Path(tempfile.mkdtemp(prefix="zkraft-zkbench-", dir=args.dir))
     try:
         with _sigterm_as_interrupt():
-            asyncio.run(bench(root, args))
+            event_loop.run(bench(root, args))
         return 0
     except KeyboardInterrupt:
         emit({"measure": "aborted", "reason": "interrupted"})

@@ -39,6 +39,7 @@ from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.service import BrokerService, add_broker_service
 from broker.topic_config import log_config_for
+from client import event_loop
 from client.aio import AsyncZkClient
 from client.exceptions import NodeExistsError, NoNodeError
 from client.heap_tuning import retain_freed_buffers
@@ -369,4 +370,4 @@ async def run(config: BrokerConfig, stop: asyncio.Event | None = None) -> int:
 def serve(config: BrokerConfig) -> int:
     configure_logging()
     retain_freed_buffers()  # fetch responses are megabytes: reuse freed heap instead of faulting it in again
-    return asyncio.run(run(config))
+    return event_loop.run(run(config))

@@ -34,6 +34,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
+from client import event_loop
 from client.aio import AsyncZkClient, Listener
 from client.recipe.watchers import ChildrenWatch, DataWatch
 from client.zk_retry import ZkRetry
@@ -62,7 +63,7 @@ class _SharedLoop:
     def get(cls) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
         with cls._lock:
             if cls._loop is None or cls._thread is None or not cls._thread.is_alive():
-                loop = asyncio.new_event_loop()
+                loop = event_loop.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="zkraft-zk-loop", daemon=True)
                 thread.start()
                 cls._loop, cls._thread = loop, thread

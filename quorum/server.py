@@ -8,6 +8,7 @@ from typing import Protocol
 
 import grpc
 
+from client import event_loop
 from client.json_logging import configure_logging
 from quorum import errors
 from quorum.node import QuorumNode
@@ -125,4 +126,4 @@ def _log_loop_error(node: QuorumNode, stop: asyncio.Event, context: dict[str, ob
 
 def serve(settings: NodeSettings) -> int:
     configure_logging()
-    return asyncio.run(run_node(settings))
+    return event_loop.run(run_node(settings))

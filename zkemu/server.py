@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from client import event_loop
 from quorum.server import configure_logging, run_node
 from quorum.settings import NodeSettings
 from zkemu.service import ZooKeeperService
@@ -30,4 +31,4 @@ async def run(settings: NodeSettings, stop: asyncio.Event | None = None) -> int:
 
 def serve(settings: NodeSettings) -> int:
     configure_logging()
-    return asyncio.run(run(settings))
+    return event_loop.run(run(settings))

@@ -56,6 +56,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message + hint)
 
 
+def check_event_loop_choice() -> None:
+    """A ZKRAFT_EVENT_LOOP the servers and clients cannot honour is a usage error, said before anything starts."""
+    from client.event_loop import loop_factory
+
+    try:
+        loop_factory()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
 def _quorum_start(options: argparse.Namespace) -> int:
     from zkraft.grpc_tuning import prefer_legacy_poller
 
@@ -380,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_request.code if isinstance(exit_request.code, int) else EXIT_OK
     handler: Callable[[argparse.Namespace], int] = options.handler
     try:
+        check_event_loop_choice()  # before any process of `up` or a server starts on a setting it cannot use
         return handler(options)
     except UsageError as error:
         _print_error(str(error))
