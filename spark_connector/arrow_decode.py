@@ -7,11 +7,12 @@ steps:
 
 1. batch headers, in Python (one struct unpack and one C CRC-32C per batch of
    hundreds of records);
-2. record start positions, per batch: a producer writes runs of records of one
-   length (same-size values; the length changes only when a varint grows), so
-   from a record's length we predict the following starts at a fixed stride
-   and confirm the whole run with one numpy comparison of the length bytes.
-   Where lengths vary record by record we walk the length varints in Python;
+2. where each record's body starts and ends, per batch: a producer writes runs
+   of records of one length (same-size values; the length changes only when a
+   varint grows), so from a record's length we predict the following starts
+   at a fixed stride and confirm the whole run with one numpy comparison of
+   the length bytes (which also gives every length of the run). Where lengths
+   vary record by record we walk the length varints in Python;
 3. every other field at once: the varints at the known positions are decoded
    by numpy a byte column at a time, keys and values are gathered into Arrow
    binary buffers with one masked copy each.
@@ -56,6 +57,13 @@ class Decoded(NamedTuple):
     next_offset: int
 
 
+class _Framing(NamedTuple):
+    """Where each record's body starts (after its length varint) and ends, in pieces (a run or a walk each)."""
+
+    bodies: list[np.ndarray]
+    ends: list[np.ndarray]
+
+
 class _Batch(NamedTuple):
     body_start: int
     body_end: int
@@ -81,10 +89,12 @@ def decode_to_arrow(
     if not batches:
         return Decoded(None, next_offset)
     u8 = np.frombuffer(data, dtype=np.uint8)
-    starts: list[np.ndarray] = []
+    framing = _Framing([], [])
     for b in batches:
-        _record_starts(data, u8, b, starts)
-    columns = _decode_records(data, u8, np.concatenate(starts), batches, include_headers)
+        _record_starts(data, u8, b, framing)
+    columns = _decode_records(
+        data, u8, np.concatenate(framing.bodies), np.concatenate(framing.ends), batches, include_headers
+    )
     offsets = columns["offset"]
     keep = (offsets >= start_offset) & (offsets < until_offset)
     if not keep.all():
@@ -161,8 +171,12 @@ def _inflate(codec: int, body: bytes | memoryview, base_offset: int) -> bytes:
 # --------------------------------------------------------------------------- step 2: record starts
 
 
-def _record_starts(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out: list[np.ndarray]) -> None:
-    """Appends the position of each record of `batch` (its length varint) to `out`."""
+def _record_starts(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out: _Framing) -> None:
+    """Appends where each record of `batch` has its body and where it ends to `out`.
+
+    A run's records all carry the first one's length bytes, so the lengths
+    come with the starts and are not decoded again in step 3.
+    """
     p, end, remaining = batch.body_start, batch.body_end, batch.records
     window = _WINDOW_MIN
     while remaining > 0:
@@ -175,11 +189,14 @@ def _record_starts(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out:
             for j in range(1, body - p):
                 same &= u8[candidates + j] == u8[p + j]
             run = k if same.all() else int(same.argmin())
-            out.append(candidates[:run])
+            bodies = candidates[:run] + (body - p)
+            out.bodies.append(bodies)
+            out.ends.append(bodies + length)
             window = min(window * 4, _WINDOW_MAX) if run == k else max(_WINDOW_MIN, 2 * run)
         else:
             run = 1
-            out.append(np.array([p], dtype=np.int64))
+            out.bodies.append(np.array([body], dtype=np.int64))
+            out.ends.append(np.array([body + length], dtype=np.int64))
         p += run * stride
         remaining -= run
         if remaining and run < _RUN_MIN:
@@ -191,21 +208,24 @@ def _record_starts(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out:
 
 
 def _walk_scalar(
-    data: bytes | memoryview, p: int, end: int, n: int, remaining: int, batch: _Batch, out: list[np.ndarray]
+    data: bytes | memoryview, p: int, end: int, n: int, remaining: int, batch: _Batch, out: _Framing
 ) -> tuple[int, int]:
-    positions: list[int] = []
-    append = positions.append
+    bodies: list[int] = []
+    ends: list[int] = []
     for _ in range(n):
-        append(p)
         b = data[p]
         if b < 0x80 and b & 1 == 0 and b:  # one-byte positive length: the common case, inline
+            bodies.append(p + 1)
             p += 1 + (b >> 1)
             if p > end:
                 raise CorruptRecordError(f"batch at offset {batch.base_offset}: record overruns the batch")
         else:
             length, body = _varint(data, p, end, batch)
+            bodies.append(body)
             p = body + length
-    out.append(np.array(positions, dtype=np.int64))
+        ends.append(p)
+    out.bodies.append(np.array(bodies, dtype=np.int64))
+    out.ends.append(np.array(ends, dtype=np.int64))
     return p, remaining - n
 
 
@@ -242,13 +262,15 @@ def _vdecode(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray | 
     if count == 0:
         value = first.astype(np.int64)
         return (value >> 1) ^ -(value & 1), 1
-    value = first.astype(np.int64) & 0x7F
+    value = (first & 0x7F).astype(np.int64)
     width = np.ones(len(pos), dtype=np.int64)
     shift = 7
     while 2 * count >= len(pos):
         _check_varint_shift(shift)
         b = u8.take(pos + width, mode="clip")
-        value |= ((b & 0x7F).astype(np.int64) << shift) * going
+        low = b & 0x7F
+        low *= going  # masked while still one byte wide: cheaper than masking the widened int64 column
+        value |= low.astype(np.int64) << shift
         width += going
         going &= b >= 0x80
         count = np.count_nonzero(going)
@@ -270,11 +292,14 @@ def _check_varint_shift(shift: int) -> None:
 
 
 def _decode_records(
-    data: bytes | memoryview, u8: np.ndarray, starts: np.ndarray, batches: list[_Batch], include_headers: bool
+    data: bytes | memoryview,
+    u8: np.ndarray,
+    bodies: np.ndarray,
+    record_end: np.ndarray,
+    batches: list[_Batch],
+    include_headers: bool,
 ) -> dict[str, Any]:
-    length, width = _vdecode(u8, starts)
-    record_end = starts + width + length
-    p = starts + width + 1  # + 1: the record attributes byte, unused
+    p = bodies + 1  # + 1: the record attributes byte, unused
     ts_delta, width = _vdecode(u8, p)
     p += width
     offset_delta, width = _vdecode(u8, p)
@@ -291,17 +316,17 @@ def _decode_records(
     with_headers = np.flatnonzero(header_count != 0)
     if len(with_headers):
         if include_headers:
-            headers = [None] * len(starts)
+            headers = [None] * len(bodies)
             text = bytes(data)  # header keys are decoded from bytes slices (a fetch arrives as a memoryview)
             for i in with_headers.tolist():
                 headers[i], p[i] = _decode_headers(text, int(p[i]), int(header_count[i]))
         else:
             p[with_headers] = record_end[with_headers]  # not asked for: the CRC already vouched for their bytes
     elif include_headers:
-        headers = [None] * len(starts)
+        headers = [None] * len(bodies)
     if not np.array_equal(p, record_end):
         bad = int(np.flatnonzero(p != record_end)[0])
-        raise CorruptRecordError(f"record at position {int(starts[bad])}: fields do not add up to its length")
+        raise CorruptRecordError(f"record at position {int(bodies[bad])}: fields do not add up to its length")
     # Batch fields repeated over their records (np.repeat: cheaper than gathering by a batch index).
     counts = [b.records for b in batches]
     ts_type = np.repeat(np.array([b.timestamp_type for b in batches], dtype=np.int32), counts)

@@ -11,7 +11,13 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from client import TopicPartition  # noqa: E402
-from client.records import CorruptRecordError, RecordBatchBuilder, assign_offsets, iter_records  # noqa: E402
+from client.records import (  # noqa: E402
+    CorruptRecordError,
+    RecordBatchBuilder,
+    assign_offsets,
+    encode_varint,
+    iter_records,
+)
 from spark_connector.arrow_decode import decode_to_arrow  # noqa: E402
 from spark_connector.offsets import (  # noqa: E402
     OffsetsJsonError,
@@ -292,6 +298,22 @@ def test_a_corrupted_batch_is_refused() -> None:
     buf[100] ^= 0xFF
     with pytest.raises(CorruptRecordError, match="CRC"):
         decode_to_arrow("t", 0, bytes(buf), 0, 100, False)
+
+
+@pytest.mark.parametrize("varying", [False, True])
+def test_a_record_whose_fields_do_not_fill_its_length_is_refused(varying: bool) -> None:
+    # Record lengths come from framing the batch, field widths from decoding the fields: they must agree. A value
+    # length one short (CRC not checked, as if the batch had been built wrong) leaves a byte of the record unread:
+    # the value's last byte, made 0 here, reads as "no headers" one byte before the record ends.
+    buf = bytearray(_batches(random.Random(4), 1, 40, varying=varying, headers=False, gzip=False))
+    value = next(iter_records(bytes(buf), 0)).value
+    encoded, shorter = encode_varint(len(value)), encode_varint(len(value) - 1)
+    assert len(encoded) == len(shorter)  # the seed's first value is long enough for that
+    at = buf.index(encoded + value)
+    buf[at : at + len(encoded)] = shorter
+    buf[at + len(encoded) + len(value) - 1] = 0
+    with pytest.raises(CorruptRecordError, match="do not add up"):
+        decode_to_arrow("t", 0, bytes(buf), 0, 100, False, check_crc=False)
 
 
 def test_a_truncated_tail_ends_the_batch_quietly() -> None:
