@@ -408,8 +408,12 @@ def _gather(u8: np.ndarray, pos: np.ndarray, sizes: np.ndarray, total: int) -> n
     """The bytes u8[pos[i] : pos[i] + sizes[i]] one after another.
 
     Records of one run have one size at a fixed stride, so a run is one
-    strided 2-D copy; only where sizes vary record by record (fewer than
-    _RUN_MIN records per run on average) is it one slice per record.
+    strided copy of fixed-size rows; only where sizes vary record by record
+    (fewer than _RUN_MIN records per run on average) is it one slice per
+    record. A row is one void item of `size` bytes (numpy copies it whole,
+    where a 2-D uint8 view is copied byte by byte), and the views are made
+    with the ndarray constructor (as_strided costs tens of microseconds a
+    call, and a fetch has dozens of runs).
     """
     n = len(pos)
     if total == 0:
@@ -426,17 +430,17 @@ def _gather(u8: np.ndarray, pos: np.ndarray, sizes: np.ndarray, total: int) -> n
         ends = (pos + sizes).tolist()
         return b"".join([mv[a:b] for a, b in zip(pos.tolist(), ends, strict=True)])
     out = np.empty(total, dtype=np.uint8)
-    seg_ends = np.append(seg_starts[1:], n).tolist()
+    counts = np.diff(seg_starts, append=n).tolist()
+    strides = np.append(step, 0)[seg_starts].tolist()  # a run of one record has no step: any stride will do
     at = 0
-    for s, e in zip(seg_starts.tolist(), seg_ends, strict=True):
-        size = int(sizes[s])
-        count = e - s
+    for first, size, stride, count in zip(
+        pos[seg_starts].tolist(), sizes[seg_starts].tolist(), strides, counts, strict=True
+    ):
         if size == 0:
             continue
-        first = int(pos[s])
-        stride = int(step[s]) if count > 1 else size
-        rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(count, size), strides=(stride, 1))
-        out[at : at + count * size].reshape(count, size)[...] = rows
+        row = np.dtype((np.void, size))
+        rows = np.ndarray((count,), row, buffer=u8, offset=first, strides=(stride,))
+        np.ndarray((count,), row, buffer=out, offset=at)[...] = rows
         at += count * size
     return out
 

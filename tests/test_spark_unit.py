@@ -281,6 +281,27 @@ def test_arrow_decoding_matches_the_record_decoder(varying: bool, headers: bool,
             assert decoded.next_offset >= expected[-1].offset + 1
 
 
+def test_arrow_decoding_of_runs_of_several_sizes_matches_the_record_decoder() -> None:
+    # Runs of equal-size values (a producer cycling through a few sizes, some empty) are framed and copied run by
+    # run; runs of one record and runs cut by a batch boundary included.
+    out = bytearray()
+    offset = 0
+    for b, per_batch in enumerate((45, 1, 70)):
+        builder = RecordBatchBuilder(base_timestamp_ms=1_700_000_000_000 + b)
+        for i in range(per_batch):
+            size = (0, 7, 130, 7)[(offset + i) // 6 % 4] if i != 33 else 2
+            builder.append(None if i % 9 else b"key%d" % i, bytes([i % 251]) * size)
+        raw = bytearray(builder.build())
+        assign_offsets(raw, offset, 0)
+        offset += per_batch
+        out += raw
+    buf = bytes(out)
+    for start in (0, 20, 45):
+        expected = list(iter_records(buf, start))
+        got = decode_to_arrow("t", 0, buf, start, 10**9, False).batch.to_pylist()
+        assert [(g["offset"], g["key"], g["value"]) for g in got] == [(e.offset, e.key, e.value) for e in expected]
+
+
 def test_arrow_batches_match_the_schema_spark_expects() -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
