@@ -18,7 +18,8 @@ Measured in one run, on one SparkSession (issue 8):
 
 Every query runs once unreported first (`--warmup-rounds`), so that no
 measured run pays for starting Python workers or JIT-compiling Spark's
-Arrow path. Rates: `rows_per_s` = rows / the query's wall time from start() to termination
+Arrow path; the order of the queries rotates from round to
+round, so that no source always runs first. Rates: `rows_per_s` = rows / the query's wall time from start() to termination
 (query planning and Python worker start included, as a user sees it);
 `processing_rows_per_s` = rows / the sum of the micro-batches'
 triggerExecution times (Spark's own figure). The brokers (3, on loopback) run
@@ -34,6 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -198,6 +200,23 @@ def write_parquet(spark, path: Path, records: int, partitions: int) -> None:
     df.repartition(partitions).write.parquet(str(path))
 
 
+def compile_bytecode() -> list[str]:
+    """Bytecode for the packages the connector imports, written as `pip install` of a wheel writes it.
+
+    Spark starts a new Python process for the source of every streaming
+    query. Where no bytecode is cached (an editable install on a machine with
+    PYTHONDONTWRITEBYTECODE set, as this project's CI machines have) each start
+    compiles these packages again, about 35 ms a query that no installed
+    connector pays. Python reads the cache whatever that variable says.
+    """
+    import compileall
+
+    packages = ["spark_connector", "client", "zkraft_proto"]
+    for package in packages:
+        compileall.compile_dir(str(REPO_ROOT / package), quiet=1)
+    return packages
+
+
 def start_spark():
     from pyspark.sql import SparkSession
 
@@ -216,10 +235,18 @@ def start_spark():
 
 
 def measure_round(spark, bootstrap: str, parquet: Path, parquet_schema, args, run: int, record) -> None:
-    """Every query once; figures of a warm-up round (run < 0) are not reported."""
+    """Every query once, in an order that rotates from round to round; figures of a warm-up round (run < 0) are
+    not reported.
+
+    Rotating, because where a query sits in the round moves its figure on this
+    2-core machine (what the previous query left running in the JVM, how warm
+    the Python workers are): a fixed order would charge that to one source.
+    """
 
     def report(name: str, **extra):
         return record(name, run=run, **extra) if run >= 0 else (lambda figures: None)
+
+    queries: list[Callable[[], None]] = []
 
     source = (
         spark.readStream.format("zkraft")
@@ -229,8 +256,12 @@ def measure_round(spark, bootstrap: str, parquet: Path, parquet_schema, args, ru
     )
     if args.fetch_max_bytes:
         source = source.option("kafka.max.partition.fetch.bytes", str(args.fetch_max_bytes))
-    report("zkraft_source")(timed_query(source.load(), f"zkraft_{run}"))
-    report("zkraft_read_only")(read_only(bootstrap, "bench", args.partitions, args.records, args.fetch_max_bytes))
+    queries.append(lambda: report("zkraft_source")(timed_query(source.load(), f"zkraft_{run}")))
+    queries.append(
+        lambda: report("zkraft_read_only")(
+            read_only(bootstrap, "bench", args.partitions, args.records, args.fetch_max_bytes)
+        )
+    )
     for parts, batch_rows in ((args.partitions, args.records // args.partitions), (1, args.records)):
         df = (
             spark.readStream.format("zkraft_bench_ceiling")
@@ -240,16 +271,23 @@ def measure_round(spark, bootstrap: str, parquet: Path, parquet_schema, args, ru
             .load()
         )
         label = f"{parts}x{batch_rows}"
-        report("python_source_ceiling", layout=label)(timed_query(df, f"ceiling_{label}_{run}"))
+        queries.append(
+            lambda df=df, label=label: report("python_source_ceiling", layout=label)(
+                timed_query(df, f"ceiling_{label}_{run}")
+            )
+        )
     rate = (
         spark.readStream.format("rate-micro-batch")
         .option("rowsPerBatch", str(args.records))
         .option("numPartitions", str(args.partitions))
         .load()
     )
-    report("rate_source")(timed_query(rate, f"rate_{run}"))
+    queries.append(lambda: report("rate_source")(timed_query(rate, f"rate_{run}")))
     files = spark.readStream.schema(parquet_schema).parquet(str(parquet))
-    report("parquet_stream")(timed_query(files, f"parquet_{run}"))
+    queries.append(lambda: report("parquet_stream")(timed_query(files, f"parquet_{run}")))
+    first = run % len(queries)
+    for query in queries[first:] + queries[:first]:
+        query()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fetch-max-bytes", type=int, default=None, help="kafka.max.partition.fetch.bytes")
     args = parser.parse_args(argv)
 
+    compiled = compile_bytecode()
     spark = start_spark()  # before any gRPC channel in this process: PySpark forks to launch its JVM
     import spark_connector
     from tests.kafka_harness import KafkaCluster
@@ -276,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             "records": args.records,
             "partitions": args.partitions,
             "value_bytes": VALUE_BYTES,
+            "bytecode_compiled": compiled,
         }
     )
     results: dict[str, list[dict]] = {}
