@@ -18,9 +18,10 @@ Measured in one run, on one SparkSession (issue 8):
 
 Every query runs once unreported first (`--warmup-rounds`), so that no
 measured run pays for starting Python workers or JIT-compiling Spark's
-Arrow path; the order of the queries rotates from round to
-round, so that no source always runs first. Rates: `rows_per_s` = rows / the query's wall time from start() to termination
-(query planning and Python worker start included, as a user sees it);
+Arrow path; the order of the queries rotates from round to round, so that no
+source always runs first. Rates: `rows_per_s` = rows / the query's wall time
+from start() to termination (query planning and Python worker start included,
+as a user sees it);
 `processing_rows_per_s` = rows / the sum of the micro-batches'
 triggerExecution times (Spark's own figure). The brokers (3, on loopback) run
 on the same cores as Spark; compare `loadavg_1m` before comparing figures.
@@ -205,7 +206,7 @@ def compile_bytecode() -> list[str]:
 
     Spark starts a new Python process for the source of every streaming
     query. Where no bytecode is cached (an editable install on a machine with
-    PYTHONDONTWRITEBYTECODE set, as this project's CI machines have) each start
+    PYTHONDONTWRITEBYTECODE set, as the machine these figures come from has) each start
     compiles these packages again, about 35 ms a query that no installed
     connector pays. Python reads the cache whatever that variable says.
     """

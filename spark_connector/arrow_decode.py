@@ -91,7 +91,7 @@ def decode_to_arrow(
     u8 = np.frombuffer(data, dtype=np.uint8)
     framing = _Framing([], [])
     for b in batches:
-        _record_starts(data, u8, b, framing)
+        _frame_batch(data, u8, b, framing)
     columns = _decode_records(
         data, u8, np.concatenate(framing.bodies), np.concatenate(framing.ends), batches, include_headers
     )
@@ -168,10 +168,10 @@ def _inflate(codec: int, body: bytes | memoryview, base_offset: int) -> bytes:
     raise CorruptRecordError(f"batch at offset {base_offset}: compression codec {codec} is not supported (none, gzip)")
 
 
-# --------------------------------------------------------------------------- step 2: record starts
+# --------------------------------------------------------------------------- step 2: framing
 
 
-def _record_starts(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out: _Framing) -> None:
+def _frame_batch(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out: _Framing) -> None:
     """Appends where each record of `batch` has its body and where it ends to `out`.
 
     A run's records all carry the first one's length bytes, so the lengths
