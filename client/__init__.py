@@ -12,6 +12,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from client.grpc_tuning import prefer_legacy_poller
+
+prefer_legacy_poller()  # before any client module imports grpc: client/grpc_tuning.py says why
+
 if TYPE_CHECKING:
     from client.admin import Admin
     from client.aio import AsyncZkClient

@@ -1,4 +1,4 @@
-"""zkraft.grpc_tuning: quorum node processes ask gRPC for its older poller, unless the user chose otherwise."""
+"""client.grpc_tuning: zkraft processes and SDK users get gRPC's older poller, unless the user chose otherwise."""
 
 from __future__ import annotations
 
@@ -8,44 +8,49 @@ import os
 import subprocess
 import sys
 
+from client.grpc_tuning import CHECKED_GRPC_RELEASES, LEGACY_POLLER_EXPERIMENTS, installed_grpcio_release
 from tests.quorum_harness import REPO_ROOT
-from zkraft.grpc_tuning import CHECKED_GRPC_RELEASES, LEGACY_POLLER_EXPERIMENTS
 
-PROBE = (
-    "import json, os\n"
-    "from zkraft.grpc_tuning import prefer_legacy_poller\n"
-    "done = prefer_legacy_poller()\n"
-    "print(json.dumps([done, os.environ.get('GRPC_EXPERIMENTS')]))\n"
-)
+REPORT = "import json, os, sys\nprint(json.dumps([os.environ.get('GRPC_EXPERIMENTS'), 'grpc' in sys.modules]))\n"
 
 
-def _run_probe(extra_env: dict[str, str]) -> list[object]:
+def _run(code: str, extra_env: dict[str, str]) -> list[object]:
+    """[GRPC_EXPERIMENTS, whether grpc is imported] in a fresh process after `code`."""
     env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"} | extra_env
     out = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code + "\n" + REPORT],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     ).stdout
     return json.loads(out)
 
 
-def test_a_fresh_process_on_a_checked_grpc_release_gets_the_legacy_poller() -> None:
-    release = tuple(int(p) for p in importlib.metadata.version("grpcio").split(".")[:2])
-    done, value = _run_probe({})
-    if release in CHECKED_GRPC_RELEASES:
-        assert (done, value) == (True, LEGACY_POLLER_EXPERIMENTS)
-    else:
-        assert (done, value) == (False, None)
+def _grpcio_release() -> tuple[int, int]:
+    major, minor = importlib.metadata.version("grpcio").split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_the_release_is_read_without_importing_grpc() -> None:
+    assert installed_grpcio_release() == _grpcio_release()
+    assert _run("from client.grpc_tuning import installed_grpcio_release; installed_grpcio_release()", {})[1] is False
+
+
+def test_importing_the_sdk_asks_for_the_legacy_poller_on_a_checked_release() -> None:
+    expected = LEGACY_POLLER_EXPERIMENTS if _grpcio_release() in CHECKED_GRPC_RELEASES else None
+    # and `import client` itself does not import grpc, or the setting would come too late
+    assert _run("import client", {}) == [expected, False]
+    assert _run("from client import ZkClient", {}) == [expected, True]
 
 
 def test_the_users_own_grpc_experiments_win() -> None:
-    assert _run_probe({"GRPC_EXPERIMENTS": ""}) == [False, ""]
-    assert _run_probe({"GRPC_EXPERIMENTS": "-event_engine_dns"}) == [False, "-event_engine_dns"]
+    assert _run("import client", {"GRPC_EXPERIMENTS": ""}) == ["", False]
+    assert _run("import client", {"GRPC_EXPERIMENTS": "-event_engine_dns"}) == ["-event_engine_dns", False]
 
 
-def test_too_late_once_grpc_is_imported() -> None:
-    import grpc  # noqa: F401  (the test process has it already; the call must then change nothing)
-
-    from zkraft.grpc_tuning import prefer_legacy_poller
-
-    before = os.environ.get("GRPC_EXPERIMENTS")
-    assert prefer_legacy_poller() is False
-    assert os.environ.get("GRPC_EXPERIMENTS") == before
+def test_nothing_changes_once_grpc_is_imported() -> None:
+    # gRPC reads the variable when it loads: setting it afterwards would only mislead
+    assert _run("import grpc\nimport client", {}) == [None, True]

@@ -67,9 +67,6 @@ def check_event_loop_choice() -> None:
 
 
 def _quorum_start(options: argparse.Namespace) -> int:
-    from zkraft.grpc_tuning import prefer_legacy_poller
-
-    prefer_legacy_poller()  # before quorum.settings or anything else imports grpc
     from quorum.settings import SettingsError, load_node_settings
 
     try:
@@ -380,6 +377,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # gRPC's C core logs its own copy of errors we already report in one line
     # (a port in use, an unreachable peer); ZKRAFT users get ours only.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    from client.grpc_tuning import prefer_legacy_poller
+
+    prefer_legacy_poller()  # before any subcommand imports grpc
     parser = build_parser()
     try:
         options = parser.parse_args(argv)
