@@ -28,6 +28,7 @@ def message_to_pb(m: Message) -> pb.RaftMessage:
         reject=m.reject,
         reject_hint=m.reject_hint,
         context=m.context,
+        lazy_commits=m.lazy_commits,
     )
     setattr(p, "from", m.frm)  # `from` is a Python keyword
     if m.entries:
@@ -59,4 +60,5 @@ def message_from_pb(p: pb.RaftMessage) -> Message:
         reject_hint=p.reject_hint,
         snapshot=snapshot_meta_from_pb(p.snapshot) if p.has_snapshot else None,
         context=p.context,
+        lazy_commits=p.lazy_commits,
     )

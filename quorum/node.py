@@ -497,6 +497,19 @@ class QuorumNode:
         fut.add_done_callback(lambda _f, c=ctx: self._reads_in_flight.pop(c, None))
         self._guard(self.core.read_index, ctx)
 
+    def set_commit_interest(self, wanted: bool) -> None:
+        """Whether this node, as a follower, needs each commit at once (the default) or may learn it
+        with the leader's next append or heartbeat (Raft.set_lazy_commits).
+
+        The state machine says so: zkemu wants commits only while a client
+        session is connected here. Measured with sequential creates on the
+        leader of a 3-node cluster on a 2-core machine (3 alternating pairs),
+        no COMMIT messages to followers without sessions took leader CPU per
+        create from 2.07-2.09 to 1.65-1.81 ms, each follower's from 1.18-1.22
+        to 0.94-1.02 ms, and the create's p50 from 3.86-3.92 to 3.30-3.61 ms.
+        """
+        self.core.set_lazy_commits(not wanted)
+
     async def wait_applied(self, index: int, timeout_s: float) -> None:
         if self.core.applied_index >= index:
             return

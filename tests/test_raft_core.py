@@ -524,6 +524,39 @@ def test_a_commit_message_for_an_entry_the_follower_lacks_changes_nothing() -> N
     assert not net.nodes[2].has_ready() or not net.nodes[2].ready().messages  # nobody is answered
 
 
+def test_a_lazy_follower_gets_no_commit_message_and_learns_the_commit_from_the_next_append() -> None:
+    """set_lazy_commits: a follower nobody reads from is spared the COMMIT; the commit index reaches it
+    with the next append (or heartbeat), and asking for commits again brings them back at once."""
+    net = Net(3)
+    net.elect(1)
+    net.nodes[3].set_lazy_commits(True)
+    net.propose(1, b"a")  # S3's acknowledgement carries the wish
+    net.stabilize()
+    since = len(net.sent)
+    first = net.propose(1, b"b")
+    net.stabilize()
+    assert net.nodes[1].commit_index == first
+    assert [m.to for m in net.sent[since:] if m.type is MT.COMMIT] == [2]
+    assert net.nodes[2].commit_index == first and net.nodes[3].commit_index < first
+    assert net.nodes[3].last_index == first  # it holds the entry, it only does not know it is committed
+
+    second = net.propose(1, b"c")
+    net.stabilize()
+    assert net.nodes[3].commit_index == first  # from the append of "c"
+    assert applied_data(net.machines[3]) == [b"a", b"b"]
+
+    net.tick_all(2)  # heartbeat_interval_ticks is 1
+    assert net.nodes[3].commit_index == second  # from a heartbeat, with no new write
+
+    net.nodes[3].set_lazy_commits(False)  # its acknowledgement of the next entry carries the change
+    since = len(net.sent)
+    third = net.propose(1, b"d")
+    net.stabilize()
+    assert sorted(m.to for m in net.sent[since:] if m.type is MT.COMMIT) == [2, 3]
+    assert [net.nodes[i].commit_index for i in (2, 3)] == [third, third]
+    assert applied_data(net.machines[3]) == [b"a", b"b", b"c", b"d"]
+
+
 # -------------------------------------------------------- leadership transfer
 
 

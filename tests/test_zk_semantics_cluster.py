@@ -934,3 +934,38 @@ def test_one_conditional_set_wins_per_version(cluster: QuorumProcesses, clients:
             winners.append(i)
     data, stat = racers[0].get("/cas")
     assert stat.version == rounds and data == f"{rounds - 1}:{winners[-1]}".encode()
+
+
+def test_a_session_moving_to_a_follower_without_clients_is_taken_there(
+    cluster: QuorumProcesses, topology: Roles, clients: Clients
+) -> None:
+    """A follower nobody is connected to learns commits late (QuorumNode.set_commit_interest): it may
+    hold a write the client has seen without having applied it yet. The client's session must still
+    be taken there, showing that write, not refused as "behind the client"."""
+    import grpc
+
+    from client.zk_codec import connect_message
+    from zkraft_proto import zk_pb2_grpc
+
+    writer = clients.connect(cluster.addresses[topology.leader])
+    stat = writer.exists(writer.create("/moving-session", b"seen"))
+    assert stat is not None
+    seen_zxid = stat.mzxid
+    session_id, password = writer.client_id  # type: ignore[misc]
+    connected = threading.Event()
+
+    def requests() -> Iterator[Any]:
+        yield connect_message(session_id, password, SESSION_MS, seen_zxid, False)
+        connected.wait(WAIT_S)  # keep the stream open until the answer is read
+
+    channel = grpc.insecure_channel(cluster.addresses[topology.followers[0]])
+    try:
+        answers = zk_pb2_grpc.ZooKeeperStub(channel).Session(requests(), timeout=WAIT_S)
+        first = next(answers)
+        connected.set()
+        assert first.WhichOneof("kind") == "connect", first
+        assert first.connect.session_id == session_id
+        assert first.connect.last_zxid >= seen_zxid
+    finally:
+        connected.set()
+        channel.close()

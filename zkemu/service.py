@@ -11,6 +11,7 @@ sees its change.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -35,6 +36,8 @@ from zkraft_proto import zk_pb2, zk_pb2_grpc
 DATA_BYTES_MAX = 1 << 20
 OUTBOUND_MESSAGES_MAX = 100_000
 KEEPER_STATE_SYNC_CONNECTED = 3
+# Heartbeats a reconnecting client's server may take to apply what the client has seen.
+CATCH_UP_HEARTBEATS = 3
 WRITE_OPS = frozenset({"create", "delete", "set_data", "check", "multi"})
 LINEARIZABLE_READ_OPS = frozenset({"get_data", "exists", "get_children", "get_all_children_number", "get_ephemerals"})
 
@@ -47,6 +50,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.tree = tree
         self.watches = WatchManager()
         self._connections: dict[int, SessionConnection] = {}  # session id -> its live stream here
+        self._open_streams = 0  # session streams open here, connected or not yet
         self.node: QuorumNode | None = None
         self.submitter: TxnSubmitter | None = None
         self.tracker: SessionTracker | None = None
@@ -65,6 +69,9 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.tracker = SessionTracker(self.node, self.tree.sessions, self.submitter, self.settings.tick_time_ms)
         self.tracker.start()
         self.ids = SessionIds(self.settings.node_id, lambda: int(time.time() * 1000))
+        # Until a client connects here, this node (as a follower) learns commits
+        # with the leader's next append or heartbeat (QuorumNode.set_commit_interest says why).
+        self.node.set_commit_interest(self._open_streams > 0)
 
     async def stop(self) -> None:
         for conn in list(self._connections.values()):
@@ -94,6 +101,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self, request_iterator: AsyncIterator[zk_pb2.ClientMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[zk_pb2.ServerMessage]:
         conn = SessionConnection(self, context)
+        self._stream_opened()
         reader = asyncio.get_running_loop().create_task(conn.read_loop(request_iterator))
         try:
             ended = False
@@ -118,6 +126,18 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         finally:
             reader.cancel()
             conn.detach()
+            self._stream_closed()
+
+    def _stream_opened(self) -> None:
+        """A client reads here from now on: commits must reach this node at once."""
+        self._open_streams += 1
+        if self._open_streams == 1 and self.node is not None:
+            self.node.set_commit_interest(True)
+
+    def _stream_closed(self) -> None:
+        self._open_streams -= 1
+        if self._open_streams == 0 and self.node is not None:
+            self.node.set_commit_interest(False)
 
     def attach(self, conn: SessionConnection) -> None:
         old = self._connections.get(conn.session_id)
@@ -287,6 +307,8 @@ class SessionConnection:
         else:
             sid = req.session_id
             if applied < req.last_zxid_seen:
+                applied = await self._catch_up_to(req.last_zxid_seen)
+            if applied < req.last_zxid_seen:
                 # The client has seen newer state than this server has: it must go elsewhere (ZooKeeper rule).
                 self.end(
                     grpc.StatusCode.UNAVAILABLE,
@@ -324,6 +346,20 @@ class SessionConnection:
             )
         )
         return True
+
+    async def _catch_up_to(self, zxid: int) -> int:
+        """This server's applied zxid after giving it a few heartbeats to reach `zxid`.
+
+        A follower that had no sessions learns commits only with the leader's
+        next append or heartbeat (QuorumNode.set_commit_interest), so a client
+        moving here may have seen a zxid this server holds but has not applied
+        yet. Waiting a few heartbeats tells that apart from a server that is
+        really behind, which the client must leave."""
+        settings = self.service.settings
+        wait_s = CATCH_UP_HEARTBEATS * settings.heartbeat_interval_ticks * settings.tick_ms / 1000
+        with contextlib.suppress(qerrors.QuorumTimeoutError):
+            await self.node.wait_applied(zxid, wait_s)
+        return self.node.core.applied_index
 
     # ---- ordering
     def _dispatch(self, req: zk_pb2.Request) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from quorum.raft.config import RaftConfig
@@ -37,6 +38,8 @@ from quorum.raft.types import (
 
 MT = MessageType
 NO_LEADER = 0
+# A follower's answers to its leader, which carry its lazy_commits wish.
+_FOLLOWER_ANSWERS = frozenset({MessageType.APPEND_RESP, MessageType.HEARTBEAT_RESP})
 # Committed entries handed out per Ready: bounds the apply latency of one loop turn.
 COMMITTED_ENTRIES_PER_READY_MAX = 8192
 
@@ -80,7 +83,24 @@ class Raft:
         self._uncommitted_bytes = 0
         self._bcast_pending = False
         self._ready_outstanding = False
+        self._lazy_commits = False
         self._become_follower(self.term, NO_LEADER)
+
+    # --------------------------------------------------------------- settings
+    def set_lazy_commits(self, lazy: bool) -> None:
+        """Whether this node, as a follower, may learn commits late: from the leader's next APPEND or
+        HEARTBEAT rather than from a COMMIT message of their own.
+
+        A COMMIT costs the leader one message per follower and each follower a
+        message and an apply of its own; on a small machine that is a sizeable
+        part of a write (measured in quorum/node.py's `set_commit_interest`). A
+        follower that serves no reads has no use for knowing the commit at
+        once. Its answers carry the wish (Message.lazy_commits), so the leader
+        learns a change with the next answer; until then commits reach it at
+        the latest with the next heartbeat. Safety does not depend on it: only
+        when a follower applies, never what.
+        """
+        self._lazy_commits = lazy
 
     # ------------------------------------------------------------------ views
     @property
@@ -493,10 +513,17 @@ class Raft:
         if pr is None:
             return
         pr.recent_active = True
-        if t is MT.APPEND_RESP:
-            self._handle_append_response(m, pr)
-        elif t is MT.HEARTBEAT_RESP:
-            self._handle_heartbeat_response(m, pr)
+        if t is MT.APPEND_RESP or t is MT.HEARTBEAT_RESP:
+            now_eager = pr.lazy_commits and not m.lazy_commits
+            pr.lazy_commits = m.lazy_commits
+            if t is MT.APPEND_RESP:
+                self._handle_append_response(m, pr)
+            else:
+                self._handle_heartbeat_response(m, pr)
+            if now_eager:
+                # It wants commits again (a client connected there): the
+                # commits it was spared go out now, not with the next write.
+                self._send_append(m.frm, commit_only=True)
 
     def _handle_append_response(self, m: Message, pr: Progress) -> None:
         if m.reject:
@@ -585,6 +612,8 @@ class Raft:
 
     # ---------------------------------------------------------------- sending
     def _send(self, m: Message) -> None:
+        if self._lazy_commits and m.type in _FOLLOWER_ANSWERS:
+            m = replace(m, lazy_commits=True)
         self._msgs.append(m)
 
     def _send_append(self, to: int, send_if_empty: bool = True, commit_only: bool = False) -> bool:
@@ -603,6 +632,8 @@ class Raft:
         if not entries and not send_if_empty:
             return False
         if not entries and commit_only and pr.state is ProgressState.REPLICATE:
+            if pr.lazy_commits:
+                return False  # the next APPEND or HEARTBEAT carries it (set_lazy_commits)
             # Nothing to replicate: only the commit index is news.
             self._send(Message(MT.COMMIT, to, self.node_id, self.term, log_term=prev_term, index=prev,
                                commit=self.log.committed))  # fmt: skip

@@ -18,7 +18,17 @@ class ProgressState(enum.Enum):
 
 
 class Progress:
-    __slots__ = ("match", "next", "state", "probe_sent", "pending_snapshot", "recent_active", "inflight", "_max")
+    __slots__ = (
+        "match",
+        "next",
+        "state",
+        "probe_sent",
+        "pending_snapshot",
+        "recent_active",
+        "lazy_commits",
+        "inflight",
+        "_max",
+    )
 
     def __init__(self, next_index: int, inflight_max: int) -> None:
         self.match = 0
@@ -27,6 +37,9 @@ class Progress:
         self.probe_sent = False
         self.pending_snapshot = 0
         self.recent_active = False
+        # The follower said it needs no COMMIT messages (Message.lazy_commits); a
+        # new Progress assumes it does until its first answer says otherwise.
+        self.lazy_commits = False
         self.inflight: deque[int] = deque()  # last index of each append in flight
         self._max = inflight_max
 

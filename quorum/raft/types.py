@@ -116,6 +116,10 @@ class Message:
     # ReadIndex request id (HEARTBEAT, READ_INDEX*), or b"transfer" on a VOTE
     # caused by leadership transfer (bypasses the leader lease, etcd campaignTransfer).
     context: bytes = b""
+    # APPEND_RESP, HEARTBEAT_RESP: the follower does not need COMMIT messages
+    # (Raft.set_lazy_commits); it learns the commit index from the next APPEND
+    # or HEARTBEAT instead.
+    lazy_commits: bool = False
 
 
 CAMPAIGN_TRANSFER = b"transfer"

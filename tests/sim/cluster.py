@@ -48,6 +48,8 @@ TICK_UNITS = 10
 READY_ROUNDS_MAX = 64
 # Full log audit of every settled node, every this many events.
 AUDIT_EVERY_EVENTS = 512
+LAZY_SEED_FACTOR = 7919
+LAZY_TOGGLE_RATE = 0.05  # per tick: a node gains or loses its last client session
 # Snapshots a node keeps in its snapshot store (the newest ones).
 SNAPSHOTS_KEPT = 3
 # More messages in flight than this is a storm (two nodes answering each other forever, and
@@ -105,6 +107,7 @@ class SimResult:
     snapshots_sent: int = 0
     snapshots_installed: int = 0
     unsynced_lost: int = 0
+    lazy_commit_changes: int = 0
     committed: int = 0
 
 
@@ -245,6 +248,10 @@ class Cluster:
         self.knobs = draw_config(self.rng)
         self.election_ticks = int(self.knobs["election_timeout_ticks"])  # type: ignore[call-overload]
         self.profile = draw_profile(self.rng, self.election_ticks)
+        # Which followers want COMMIT messages (Raft.set_lazy_commits) changes
+        # what a follower learns when, never what is safe. Its own generator,
+        # so that adding it left every other seed's schedule as it was.
+        self.lazy_rng = random.Random(seed * LAZY_SEED_FACTOR + 1)
         self.verbose = verbose
         self.out = out or (lambda line: print(line, file=sys.stdout))
         self.inv = Invariants()
@@ -606,6 +613,14 @@ class Cluster:
 
     def _chaos(self) -> None:
         prof, rng = self.profile, self.rng
+        if self.lazy_rng.random() < LAZY_TOGGLE_RATE:
+            node = self.nodes[self.lazy_rng.choice(self.voters)]
+            lazy = self.lazy_rng.random() < 0.5
+            if node.core is not None:
+                node.core.set_lazy_commits(lazy)
+                self.result.lazy_commit_changes += 1
+                if self.verbose:
+                    self._trace(f"n{node.id} lazy commits {lazy}")
         n = _poisson_small(rng, prof.propose_rate)
         for _ in range(n):
             self._client_propose()
