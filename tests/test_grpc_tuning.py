@@ -54,3 +54,9 @@ def test_the_users_own_grpc_experiments_win() -> None:
 def test_nothing_changes_once_grpc_is_imported() -> None:
     # gRPC reads the variable when it loads: setting it afterwards would only mislead
     assert _run("import grpc\nimport client", {}) == [None, True]
+
+
+def test_the_spark_connector_sets_it_before_its_modules_import_grpc() -> None:
+    # batch_reader imports the broker lookups (grpc) first thing; the package import comes before them.
+    expected = LEGACY_POLLER_EXPERIMENTS if _grpcio_release() in CHECKED_GRPC_RELEASES else None
+    assert _run("import spark_connector.batch_reader", {}) == [expected, True]
