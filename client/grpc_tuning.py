@@ -18,12 +18,12 @@ producers and consumers switched too, bench/kafka_bench.py produced 131 ->
 145k and 130 -> 141k records/s, consumption equal within noise.
 
 So importing the `client` package (which every zkraft process and every
-user of the SDK does) calls `prefer_legacy_poller`, as does the `zkraft`
-command before it parses anything. It changes nothing when grpc was imported
-first (too late for gRPC to see it), when the user set GRPC_EXPERIMENTS
-(even empty: the user's choice wins), or on a grpcio release whose
-experiment names were not checked (gRPC logs an error for a name it does not
-know).
+user of the SDK does) calls `prefer_legacy_poller`; the `zkraft` command
+imports `client` before it parses anything. It changes nothing when grpc
+was imported first (too late for gRPC to see it), when the user set
+GRPC_EXPERIMENTS (even empty: the user's choice wins), or on a grpcio
+release whose experiment names were not checked (gRPC logs an error for a
+name it does not know).
 """
 
 from __future__ import annotations

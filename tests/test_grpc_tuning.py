@@ -34,13 +34,17 @@ def _grpcio_release() -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def _expected_setting() -> str | None:
+    return LEGACY_POLLER_EXPERIMENTS if _grpcio_release() in CHECKED_GRPC_RELEASES else None
+
+
 def test_the_release_is_read_without_importing_grpc() -> None:
     assert installed_grpcio_release() == _grpcio_release()
     assert _run("from client.grpc_tuning import installed_grpcio_release; installed_grpcio_release()", {})[1] is False
 
 
 def test_importing_the_sdk_asks_for_the_legacy_poller_on_a_checked_release() -> None:
-    expected = LEGACY_POLLER_EXPERIMENTS if _grpcio_release() in CHECKED_GRPC_RELEASES else None
+    expected = _expected_setting()
     # and `import client` itself does not import grpc, or the setting would come too late
     assert _run("import client", {}) == [expected, False]
     assert _run("from client import ZkClient", {}) == [expected, True]
@@ -58,5 +62,5 @@ def test_nothing_changes_once_grpc_is_imported() -> None:
 
 def test_the_spark_connector_sets_it_before_its_modules_import_grpc() -> None:
     # batch_reader imports the broker lookups (grpc) first thing; the package import comes before them.
-    expected = LEGACY_POLLER_EXPERIMENTS if _grpcio_release() in CHECKED_GRPC_RELEASES else None
+    expected = _expected_setting()
     assert _run("import spark_connector.batch_reader", {}) == [expected, True]

@@ -377,9 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # gRPC's C core logs its own copy of errors we already report in one line
     # (a port in use, an unreachable peer); ZKRAFT users get ours only.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    from client.grpc_tuning import prefer_legacy_poller
+    import client  # noqa: F401  (before any subcommand imports grpc: its import sets gRPC's poller, client/grpc_tuning.py)
 
-    prefer_legacy_poller()  # before any subcommand imports grpc
     parser = build_parser()
     try:
         options = parser.parse_args(argv)
