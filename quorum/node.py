@@ -507,6 +507,12 @@ class QuorumNode:
         no COMMIT messages to followers without sessions took leader CPU per
         create from 2.07-2.09 to 1.65-1.81 ms, each follower's from 1.18-1.22
         to 0.94-1.02 ms, and the create's p50 from 3.86-3.92 to 3.30-3.61 ms.
+
+        The leader also defers new entries to such followers while it has a
+        quorum without them (Raft._deferred_followers). Same measurement, 3
+        alternating pairs on another day: the idle follower's CPU per create
+        from 0.88-0.94 to 0.10-0.13 ms, the leader's from 1.54-1.62 to
+        1.10-1.41 ms, and the create's p50 from 3.09-3.28 to 2.14-2.76 ms.
         """
         self.core.set_lazy_commits(not wanted)
 

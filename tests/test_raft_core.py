@@ -526,35 +526,108 @@ def test_a_commit_message_for_an_entry_the_follower_lacks_changes_nothing() -> N
 
 def test_a_lazy_follower_gets_no_commit_message_and_learns_the_commit_from_the_next_append() -> None:
     """set_lazy_commits: a follower nobody reads from is spared the COMMIT; the commit index reaches it
-    with the next append (or heartbeat), and asking for commits again brings them back at once."""
+    with the next append (or heartbeat), and asking for commits again brings them back at once.
+
+    Both followers are lazy, so S2 (the lower id) still gets every entry at once: the leader needs
+    it for a quorum. S3's entries are deferred (the next test)."""
+    net = Net(3)
+    net.elect(1)
+    net.nodes[2].set_lazy_commits(True)
+    net.nodes[3].set_lazy_commits(True)
+    net.propose(1, b"a")  # the acknowledgements carry the wish
+    net.stabilize()
+    since = len(net.sent)
+    first = net.propose(1, b"b")
+    net.stabilize()
+    assert net.nodes[1].commit_index == first
+    assert [m for m in net.sent[since:] if m.type is MT.COMMIT] == []
+    assert net.nodes[2].last_index == first  # it holds the entry, it only does not know it is committed
+    assert net.nodes[2].commit_index < first
+
+    second = net.propose(1, b"c")
+    net.stabilize()
+    assert net.nodes[2].commit_index == first  # from the append of "c"
+    assert applied_data(net.machines[2]) == [b"a", b"b"]
+
+    net.tick_all(2)  # heartbeat_interval_ticks is 1
+    assert net.nodes[2].commit_index == second  # from a heartbeat, with no new write
+
+    net.nodes[2].set_lazy_commits(False)  # its acknowledgement of the next entry carries the change
+    since = len(net.sent)
+    third = net.propose(1, b"d")
+    net.stabilize()
+    assert [m.to for m in net.sent[since:] if m.type is MT.COMMIT] == [2]
+    assert net.nodes[2].commit_index == third
+    assert applied_data(net.machines[2]) == [b"a", b"b", b"c", b"d"]
+
+
+def test_a_lazy_follower_not_needed_for_the_quorum_gets_new_entries_once_per_heartbeat() -> None:
+    """Deferred replication: with S2 eager, the leader and S2 are a quorum, so lazy S3 gets no append per
+    write; each heartbeat answer brings it everything it lacks in one append."""
     net = Net(3)
     net.elect(1)
     net.nodes[3].set_lazy_commits(True)
     net.propose(1, b"a")  # S3's acknowledgement carries the wish
     net.stabilize()
     since = len(net.sent)
+    indexes = [net.propose(1, d) for d in (b"b", b"c", b"d")]
+    net.stabilize()
+    assert net.nodes[1].commit_index == indexes[-1]  # committed by the leader and S2 alone
+    assert net.count(MT.APPEND, 1, 3, since) == 0
+    assert net.nodes[3].last_index == indexes[0] - 1
+
+    since = len(net.sent)
+    net.tick_all(2)  # a heartbeat; its answer shows S3 behind
+    assert net.count(MT.APPEND, 1, 3, since) == 1
+    assert net.nodes[3].last_index == indexes[-1] and net.nodes[3].commit_index == indexes[-1]
+    assert applied_data(net.machines[3]) == [b"a", b"b", b"c", b"d"]
+
+    net.nodes[3].set_lazy_commits(False)
+    net.tick_all(2)  # its heartbeat answer carries the change
+    since = len(net.sent)
+    last = net.propose(1, b"e")
+    net.stabilize()
+    assert net.count(MT.APPEND, 1, 3, since) == 1 and net.nodes[3].last_index == last
+
+
+def test_deferred_followers_stand_in_at_once_for_a_follower_that_stops_answering() -> None:
+    """When the eager follower is reported unreachable, or stays silent through a heartbeat interval with
+    appends in flight, the lazy one gets entries at once, so commits do not wait for heartbeats."""
+    net = Net(3)
+    net.elect(1)
+    net.nodes[3].set_lazy_commits(True)
+    net.propose(1, b"a")
+    net.stabilize()
+
+    net.crash(2)
+    net.nodes[1].report_unreachable(2)
+    since = len(net.sent)
     first = net.propose(1, b"b")
     net.stabilize()
+    assert net.count(MT.APPEND, 1, 3, since) == 1
     assert net.nodes[1].commit_index == first
-    assert [m.to for m in net.sent[since:] if m.type is MT.COMMIT] == [2]
-    assert net.nodes[2].commit_index == first and net.nodes[3].commit_index < first
-    assert net.nodes[3].last_index == first  # it holds the entry, it only does not know it is committed
 
-    second = net.propose(1, b"c")
-    net.stabilize()
-    assert net.nodes[3].commit_index == first  # from the append of "c"
-    assert applied_data(net.machines[3]) == [b"a", b"b"]
-
-    net.tick_all(2)  # heartbeat_interval_ticks is 1
-    assert net.nodes[3].commit_index == second  # from a heartbeat, with no new write
-
-    net.nodes[3].set_lazy_commits(False)  # its acknowledgement of the next entry carries the change
+    net.restart(2)
+    net.tick_all(4)  # S2 answers heartbeats and streams again: S3 is deferred again
+    assert net.nodes[2].last_index == first
     since = len(net.sent)
-    third = net.propose(1, b"d")
+    net.propose(1, b"c")
     net.stabilize()
-    assert sorted(m.to for m in net.sent[since:] if m.type is MT.COMMIT) == [2, 3]
-    assert [net.nodes[i].commit_index for i in (2, 3)] == [third, third]
-    assert applied_data(net.machines[3]) == [b"a", b"b", b"c", b"d"]
+    assert net.count(MT.APPEND, 1, 3, since) == 0
+
+    # Silent, not reported: appends to S2 go unanswered through a whole heartbeat interval.
+    net.cut |= {(1, 2), (2, 1)}
+    second = net.propose(1, b"d")
+    net.stabilize()
+    assert net.nodes[1].commit_index < second  # waiting for S2
+    net.tick_all(1)  # a heartbeat: its answer brings S3 up to date, which commits "d"
+    assert net.nodes[1].commit_index == second
+    net.tick_all(1)  # the append of "d" went out before the previous heartbeat: S2 is stalled
+    since = len(net.sent)
+    third = net.propose(1, b"e")
+    net.stabilize()
+    assert net.count(MT.APPEND, 1, 3, since) == 1
+    assert net.nodes[1].commit_index == third
 
 
 # -------------------------------------------------------- leadership transfer

@@ -98,7 +98,9 @@ class Raft:
         once. Its answers carry the wish (Message.lazy_commits), so the leader
         learns a change with the next answer; until then commits reach it at
         the latest with the next heartbeat. Safety does not depend on it: only
-        when a follower applies, never what.
+        when a follower applies, never what. While the leader has a quorum
+        without it, such a follower also gets new entries late
+        (`_deferred_followers`).
         """
         self._lazy_commits = lazy
 
@@ -215,6 +217,8 @@ class Raft:
                 self._lead_transferee = NO_LEADER  # the transfer took too long: give up
         if self._heartbeat_elapsed >= self.config.heartbeat_interval_ticks:
             self._heartbeat_elapsed = 0
+            for p in self._peers:
+                self._progress[p].heartbeat_passed()
             self._bcast_heartbeat()
 
     def _quorum_recently_active(self) -> bool:
@@ -324,6 +328,7 @@ class Raft:
         pr = self._progress.get(peer) if self.role is Role.LEADER else None
         if pr is not None and pr.state is ProgressState.REPLICATE:
             pr.become_probe()
+            self._bcast_pending = True  # deferred followers may be needed for the quorum now
 
     def report_snapshot(self, peer: int, ok: bool) -> None:
         pr = self._progress.get(peer) if self.role is Role.LEADER else None
@@ -520,9 +525,10 @@ class Raft:
                 self._handle_append_response(m, pr)
             else:
                 self._handle_heartbeat_response(m, pr)
-            if now_eager:
+            if now_eager and not self._bcast_pending:
                 # It wants commits again (a client connected there): the
-                # commits it was spared go out now, not with the next write.
+                # commits (and entries) it was spared go out now, not with the
+                # next write. A pending broadcast includes it already.
                 self._send_append(m.frm, commit_only=True)
 
     def _handle_append_response(self, m: Message, pr: Progress) -> None:
@@ -533,6 +539,7 @@ class Raft:
             if pr.maybe_decrease_to(m.index, hint):
                 if pr.state is ProgressState.REPLICATE:
                     pr.become_probe()
+                    self._bcast_pending = True  # deferred followers may be needed for the quorum now
                 self._send_append(m.frm)
             return
         was_paused = pr.is_paused()
@@ -548,7 +555,7 @@ class Raft:
             pr.free_acknowledged(m.index)
         if self._maybe_commit():
             self._bcast_pending = True
-        elif was_paused or pr.state is ProgressState.REPLICATE:
+        elif (was_paused or pr.state is ProgressState.REPLICATE) and m.frm not in self._deferred_followers():
             # Keep the pipe full: send what the follower does not have yet.
             while pr.next <= self.log.last_index and self._send_append(m.frm, send_if_empty=False):
                 pass
@@ -665,8 +672,41 @@ class Raft:
         return True
 
     def _bcast_append(self) -> None:
+        deferred = self._deferred_followers()
         for p in self._peers:
-            self._send_append(p, commit_only=True)
+            if p not in deferred:
+                self._send_append(p, commit_only=True)
+
+    def _deferred_followers(self) -> list[int]:
+        """Followers whose new entries wait for their next heartbeat answer (deferred replication).
+
+        A follower that asked for lazy commits serves no reads, so it has no
+        use for an entry until the leader fails or it is needed to commit. As
+        long as the leader and the followers that do get every entry at once
+        are a quorum, commits never wait for it, and each entry sent to it
+        costs the leader a write and a read, and the follower a read, an fsync
+        and an answer: about a third of a write's CPU in a 3-node cluster on a
+        small machine (measured in quorum/node.py's `set_commit_interest`).
+        So such a follower is brought up to date once per heartbeat interval
+        (`_handle_heartbeat_response`), in one append.
+
+        Only followers streaming without trouble count towards that quorum: one
+        that is probing, or `stalled` (no answer through a heartbeat interval
+        with appends in flight), does not; then enough lazy followers get
+        entries at once again, the lowest ids first. Safety does not depend on
+        any of this: a commit still needs a quorum's acknowledgements.
+        """
+        lazy: list[int] = []
+        streaming = 1  # the leader itself
+        for p in self._peers:
+            pr = self._progress[p]
+            if pr.state is not ProgressState.REPLICATE or pr.stalled:
+                continue
+            if pr.lazy_commits and p != self._lead_transferee:
+                lazy.append(p)
+            else:
+                streaming += 1
+        return lazy[max(0, self.config.quorum - streaming) :]
 
     def _bcast_heartbeat(self) -> None:
         context = self._read_only.last_context()

@@ -26,6 +26,8 @@ class Progress:
         "pending_snapshot",
         "recent_active",
         "lazy_commits",
+        "stalled",
+        "sent_at_heartbeat",
         "inflight",
         "_max",
     )
@@ -40,6 +42,10 @@ class Progress:
         # The follower said it needs no COMMIT messages (Message.lazy_commits); a
         # new Progress assumes it does until its first answer says otherwise.
         self.lazy_commits = False
+        # An append sent before the previous heartbeat is still unacknowledged at
+        # this one: the follower cannot be counted on to commit the next entry.
+        self.stalled = False
+        self.sent_at_heartbeat = 0  # the last index in flight at the previous heartbeat
         self.inflight: deque[int] = deque()  # last index of each append in flight
         self._max = inflight_max
 
@@ -49,6 +55,11 @@ class Progress:
         if self.state is ProgressState.REPLICATE:
             return len(self.inflight) >= self._max
         return True
+
+    def heartbeat_passed(self) -> None:
+        """Another heartbeat interval ended: did an append stay unanswered through all of it?"""
+        self.stalled = self.match < self.sent_at_heartbeat
+        self.sent_at_heartbeat = self.inflight[-1] if self.inflight else 0
 
     def inflight_full(self) -> bool:
         return len(self.inflight) >= self._max
@@ -92,6 +103,7 @@ class Progress:
         if index > self.match:
             self.match = index
             self.probe_sent = False
+            self.stalled = False
             updated = True
         self.next = max(self.next, index + 1)
         return updated
