@@ -90,8 +90,9 @@ def decode_to_arrow(
         return Decoded(None, next_offset)
     u8 = np.frombuffer(data, dtype=np.uint8)
     framing = _Framing([], [])
+    window = _WINDOW_MIN
     for b in batches:
-        _frame_batch(data, u8, b, framing)
+        window = _frame_batch(data, u8, b, framing, window)
     columns = _decode_records(
         data, u8, np.concatenate(framing.bodies), np.concatenate(framing.ends), batches, include_headers
     )
@@ -171,14 +172,18 @@ def _inflate(codec: int, body: bytes | memoryview, base_offset: int) -> bytes:
 # --------------------------------------------------------------------------- step 2: framing
 
 
-def _frame_batch(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out: _Framing) -> None:
+def _frame_batch(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out: _Framing, window: int) -> int:
     """Appends where each record of `batch` has its body and where it ends to `out`.
 
     A run's records all carry the first one's length bytes, so the lengths
-    come with the starts and are not decoded again in step 3.
+    come with the starts and are not decoded again in step 3. `window` is
+    how many starts to predict at first; the window the batch ended with is
+    returned for the next one, because a fetch's batches come from the same
+    producer: with same-size records every batch after the first few is
+    framed in one step (measured on an 8 MB fetch of 100-byte values in 16 KB
+    batches: decoding took 37 ms with the window restarting at 16 per batch).
     """
     p, end, remaining = batch.body_start, batch.body_end, batch.records
-    window = _WINDOW_MIN
     while remaining > 0:
         length, body = _varint(data, p, end, batch)
         stride = body - p + length
@@ -205,6 +210,7 @@ def _frame_batch(data: bytes | memoryview, u8: np.ndarray, batch: _Batch, out: _
         raise CorruptRecordError(
             f"batch at offset {batch.base_offset}: {end - p} bytes after its {batch.records} records"
         )
+    return window
 
 
 def _walk_scalar(

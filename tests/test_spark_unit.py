@@ -281,6 +281,27 @@ def test_arrow_decoding_matches_the_record_decoder(varying: bool, headers: bool,
             assert decoded.next_offset >= expected[-1].offset + 1
 
 
+def test_arrow_decoding_after_a_change_of_producer_matches_the_record_decoder() -> None:
+    # The framing window grown over batches of same-size records carries into batches whose sizes vary.
+    rng = random.Random(11)
+    same = _batches(rng, 6, 200, varying=False, headers=False, gzip=False)
+    varying = bytearray(_batches(rng, 4, 60, varying=True, headers=False, gzip=False))
+    out = bytearray(same)
+    offset, pos = 1200, 0
+    while pos < len(varying):  # the second producer's batches continue the first one's offsets
+        length = int.from_bytes(varying[pos + 8 : pos + 12], "big") + 12
+        raw = bytearray(varying[pos : pos + length])
+        assign_offsets(raw, offset, 0)
+        offset += 60
+        out += raw
+        pos += length
+    buf = bytes(out)
+    expected = list(iter_records(buf, 0))
+    got = decode_to_arrow("t", 0, buf, 0, 10**9, False).batch.to_pylist()
+    assert len(got) == 1440
+    assert [(g["offset"], g["key"], g["value"]) for g in got] == [(e.offset, e.key, e.value) for e in expected]
+
+
 def test_arrow_decoding_of_runs_of_several_sizes_matches_the_record_decoder() -> None:
     # Runs of equal-size values (a producer cycling through a few sizes, some empty) are framed and copied run by
     # run; runs of one record and runs cut by a batch boundary included.
