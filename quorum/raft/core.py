@@ -555,7 +555,9 @@ class Raft:
             pr.free_acknowledged(m.index)
         if self._maybe_commit():
             self._bcast_pending = True
-        elif (was_paused or pr.state is ProgressState.REPLICATE) and m.frm not in self._deferred_followers():
+        elif (was_paused or pr.state is ProgressState.REPLICATE) and not (
+            pr.lazy_commits and m.frm in self._deferred_followers()  # only lazy followers are ever deferred
+        ):
             # Keep the pipe full: send what the follower does not have yet.
             while pr.next <= self.log.last_index and self._send_append(m.frm, send_if_empty=False):
                 pass
@@ -691,8 +693,8 @@ class Raft:
         (`_handle_heartbeat_response`), in one append.
 
         Only followers streaming without trouble count towards that quorum: one
-        that is probing, or `stalled` (no answer through a heartbeat interval
-        with appends in flight), does not; then enough lazy followers get
+        that is probing, or `stalled` (an append sent before the previous
+        heartbeat still unanswered at this one), does not; then enough lazy followers get
         entries at once again, the lowest ids first. Safety does not depend on
         any of this: a commit still needs a quorum's acknowledgements.
         """
