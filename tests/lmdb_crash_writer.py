@@ -1,6 +1,6 @@
 """Child process of the crash-durability test in tests/test_log_store.py.
 
-    python3 -m tests.lmdb_crash_writer <store-dir>
+    python3 -m tests.lmdb_crash_writer <store-dir> [checkpoint-bytes]
 
 Appends batches to an LmdbLogStore with sync=True, continuing after whatever
 the store already holds, and prints each batch's last index on stdout only
@@ -29,8 +29,8 @@ def term_of(index: int) -> int:
     return 1 + index // ENTRIES_PER_TERM
 
 
-def main(path: str) -> None:
-    store = LmdbLogStore(path)
+def main(path: str, checkpoint_bytes: int | None) -> None:
+    store = LmdbLogStore(path) if checkpoint_bytes is None else LmdbLogStore(path, checkpoint_bytes=checkpoint_bytes)
     state = store.load()
     last_index = state.entries[-1].index if state.entries else state.compacted_index
     for _ in range(BATCHES_MAX):
@@ -44,4 +44,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)

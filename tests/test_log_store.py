@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -29,9 +30,15 @@ def entries(first: int, last: int, term: int = 1) -> list[Entry]:
     return [Entry(index=i, term=term, data=b"e%d-t%d" % (i, term)) for i in range(first, last + 1)]
 
 
-@pytest.fixture(params=["memory", "lmdb"])
+@pytest.fixture(params=["memory", "lmdb", "lmdb-checkpoint-every-save"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStore]:
-    s: LogStore = MemoryLogStore() if request.param == "memory" else LmdbLogStore(tmp_path / "log")
+    s: LogStore
+    if request.param == "memory":
+        s = MemoryLogStore()
+    elif request.param == "lmdb":
+        s = LmdbLogStore(tmp_path / "log")
+    else:
+        s = LmdbLogStore(tmp_path / "log", checkpoint_bytes=1)
     yield s
     s.close()
 
@@ -148,6 +155,57 @@ def test_lmdb_reopen_keeps_everything(tmp_path: Path) -> None:
         reopened.close()
 
 
+def _as_a_crash_leaves_it(store_path: Path, copy_path: Path) -> Path:
+    """The files of an open store copied as a SIGKILL would leave them (LMDB's lock file aside)."""
+    shutil.copytree(store_path, copy_path, ignore=shutil.ignore_patterns("lock.mdb"))
+    return copy_path
+
+
+def _the_same_saves(stores: list[LogStore]) -> None:
+    for s in stores:
+        s.save(HardState(term=1, vote=1, commit=0), entries(1, 5), None, sync=True)
+        s.save(None, entries(4, 7, term=2), None, sync=False)  # overwrites a suffix
+        s.save(HardState(term=2, vote=1, commit=6), [], SnapshotMeta(index=9, term=2, voters=(1, 2, 3)), sync=True)
+        s.save(HardState(term=3, vote=2, commit=9), entries(10, 12, term=3), None, sync=True)
+
+
+def test_lmdb_saves_after_the_last_checkpoint_come_back_from_the_write_ahead_log(tmp_path: Path) -> None:
+    twin = MemoryLogStore()
+    store = LmdbLogStore(tmp_path / "log")  # no checkpoint in a few small saves
+    _the_same_saves([twin, store])
+    crashed = LmdbLogStore(_as_a_crash_leaves_it(tmp_path / "log", tmp_path / "crashed"))
+    store.close()
+    try:
+        assert crashed.load() == twin.load()
+        # Replayed into LMDB and the write-ahead log started over: a second reopen agrees.
+        crashed.close()
+        crashed = LmdbLogStore(tmp_path / "crashed")
+        assert crashed.load() == twin.load()
+    finally:
+        crashed.close()
+
+
+def test_lmdb_a_torn_last_write_ahead_record_is_not_replayed(tmp_path: Path) -> None:
+    twin = MemoryLogStore()
+    store = LmdbLogStore(tmp_path / "log")
+    _the_same_saves([twin, store])
+    expected = twin.load()
+    store.save(None, [Entry(index=13, term=3, data=b"t" * 10_000)], None, sync=True)
+    crashed_path = _as_a_crash_leaves_it(tmp_path / "log", tmp_path / "crashed")
+    store.close()
+    [segment] = (crashed_path / "wal").iterdir()
+    with open(segment, "r+b") as f:
+        data = f.read(1 << 20)
+        torn_at = data.rindex(b"t" * 100)  # the end of the last record never reached the disk
+        f.seek(torn_at)
+        f.write(b"\0" * 100)
+    crashed = LmdbLogStore(crashed_path)
+    try:
+        assert crashed.load() == expected
+    finally:
+        crashed.close()
+
+
 def test_lmdb_identity_is_none_on_a_fresh_store(tmp_path: Path) -> None:
     store = LmdbLogStore(tmp_path / "log")
     assert store.identity() is None
@@ -237,7 +295,7 @@ def test_lmdb_damage_after_a_compaction_point(tmp_path: Path) -> None:
 
 # -- crash durability: a real process, SIGKILLed --------------------------------
 
-ACKS_PER_ROUND = 5
+ACKS_PER_ROUND = 20
 ACK_TIMEOUT_S = 30.0
 LINES_READ_MAX = 100_000
 
@@ -271,11 +329,12 @@ def _read_lines(proc: subprocess.Popen[bytes], buffer: bytearray, want: int | No
     )
 
 
-def _run_and_kill(path: Path, stderr_path: Path) -> int:
+def _run_and_kill(path: Path, stderr_path: Path, checkpoint_bytes: int | None) -> int:
     """Start the writer, read some acknowledgements, SIGKILL it; the highest acknowledged index."""
+    extra = [] if checkpoint_bytes is None else [str(checkpoint_bytes)]
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.lmdb_crash_writer", str(path)],
+            [sys.executable, "-m", "tests.lmdb_crash_writer", str(path), *extra],
             cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -297,11 +356,14 @@ def _run_and_kill(path: Path, stderr_path: Path) -> int:
     return acks[-1]
 
 
-def test_lmdb_acknowledged_entries_survive_sigkill(tmp_path: Path) -> None:
+# A batch is about 8 KB: the small setting checkpoints every few saves, so
+# the kill may land in a checkpoint (LMDB written, write-ahead log not reset yet).
+@pytest.mark.parametrize("checkpoint_bytes", [None, 20_000], ids=["default-checkpoints", "frequent-checkpoints"])
+def test_lmdb_acknowledged_entries_survive_sigkill(tmp_path: Path, checkpoint_bytes: int | None) -> None:
     path = tmp_path / "log"
     acked_index = 0
-    for round_number in range(2):  # the second round restarts from what the first left
-        acked_index_now = _run_and_kill(path, tmp_path / f"stderr-{round_number}")
+    for round_number in range(3):  # each round restarts from what the one before left
+        acked_index_now = _run_and_kill(path, tmp_path / f"stderr-{round_number}", checkpoint_bytes)
         assert acked_index_now > acked_index
         acked_index = acked_index_now
 
