@@ -432,16 +432,17 @@ def test_flow_control_caps_appends_in_flight_per_follower() -> None:
     net.propose(1, b"warm-up")
     net.stabilize()
     assert net.nodes[1].progress()[2][2] == "replicate"
-    # S2 receives everything but its answers never arrive: its appends stay in flight.
-    net.cut.add((2, 1))
+    # S3 receives everything but its answers never arrive: its appends stay in flight.
+    # (S2, the lower id, is the follower that streams; S3 gets each entry as it commits.)
+    net.cut.add((3, 1))
     mark = len(net.sent)
     for k in range(20):
         net.propose(1, b"p%d" % k)
         net.stabilize()
     to_2 = [m for m in net.sent[mark:] if m.type is MT.APPEND and m.to == 2 and m.entries]
     to_3 = [m for m in net.sent[mark:] if m.type is MT.APPEND and m.to == 3 and m.entries]
-    assert len(to_2) <= cap, f"{len(to_2)} appends in flight to a silent follower (limit {cap})"
-    assert len(to_3) >= 20  # the healthy follower is not held back
+    assert len(to_3) <= cap, f"{len(to_3)} appends in flight to a silent follower (limit {cap})"
+    assert len(to_2) >= 20  # the healthy follower is not held back
     assert applied_data(net.machines[1])[-1] == b"p19"
     # Once S2's answers flow again, it catches up.
     net.heal()
@@ -466,28 +467,31 @@ def test_replicate_state_recovers_a_lost_append_while_idle() -> None:
     assert net.nodes[1].progress()[2][2] == "replicate"
     lost: list[Message] = []
 
-    def lose_first_append_to_2(m: Message) -> bool:
-        if m.type is MT.APPEND and m.to == 2 and m.entries and not lost:
+    def lose_first_append_to_3(m: Message) -> bool:
+        if m.type is MT.APPEND and m.to == 3 and m.entries and not lost:
             lost.append(m)
             return True
         return False
 
-    net.drop = lose_first_append_to_2
+    net.drop = lose_first_append_to_3  # S3 gets the entry as it commits, with S2
     index = net.propose(1, b"b")
     net.stabilize()
-    assert lost and net.nodes[1].commit_index == index  # committed with S3
+    assert lost and net.nodes[1].commit_index == index  # committed with S2
     net.drop = None
     for _ in range(3 * ELECTION_TICKS):
         net.tick_all()
-    assert net.nodes[2].last_index == index, (
-        f"S2 still ends at {net.nodes[2].last_index}; leader progress {net.nodes[1].progress()}"
+    assert net.nodes[3].last_index == index, (
+        f"S3 still ends at {net.nodes[3].last_index}; leader progress {net.nodes[1].progress()}"
     )
-    assert applied_data(net.machines[2]) == [b"a", b"b"]
+    assert applied_data(net.machines[3]) == [b"a", b"b"]
 
 
 def test_commit_reaches_replicating_followers_as_a_commit_message_nobody_answers() -> None:
-    """ZooKeeper's COMMIT: once an entry commits, followers with nothing left to receive learn the new
-    commit index at once (their watchers fire), without acknowledging it."""
+    """ZooKeeper's COMMIT: once an entry commits, a follower with nothing left to receive learns the new
+    commit index at once (its watchers fire), without acknowledging it.
+
+    Both followers serve clients and the leader needs one of them: S2 (the lower id) gets the entry at
+    once and then a COMMIT; S3 gets the entry once it commits, in one append with the commit index."""
     net = Net(3)
     net.elect(1)
     net.propose(1, b"a")
@@ -497,13 +501,33 @@ def test_commit_reaches_replicating_followers_as_a_commit_message_nobody_answers
     net.stabilize()
     assert net.nodes[1].commit_index == index
     commits = [m for m in net.sent[since:] if m.type is MT.COMMIT]
-    assert sorted(m.to for m in commits) == [2, 3]
-    assert all(m.commit == index and m.index == index for m in commits)
+    assert [m.to for m in commits] == [2]
+    assert commits[0].commit == index and commits[0].index == index
+    [to_3] = [m for m in net.sent[since:] if m.type is MT.APPEND and m.to == 3]
+    assert [e.index for e in to_3.entries] == [index] and to_3.commit == index
     assert [net.nodes[i].commit_index for i in (2, 3)] == [index, index]
     assert applied_data(net.machines[2]) == applied_data(net.machines[3]) == [b"a", b"b"]
-    # Two acknowledgements of the entry, none of the COMMIT, and no empty append.
+    # One acknowledgement of the entry from each, none of the COMMIT, and no empty append.
     assert net.count(MT.APPEND_RESP, 2, 1, since) == net.count(MT.APPEND_RESP, 3, 1, since) == 1
     assert not [m for m in net.sent[since:] if m.type is MT.APPEND and not m.entries]
+
+
+def test_a_follower_not_needed_for_the_quorum_gets_entries_only_as_they_commit() -> None:
+    """While S2 streams, an entry that cannot commit yet (S2's answer is late) is not sent to S3."""
+    net = Net(3)
+    net.elect(1)
+    net.propose(1, b"a")
+    net.stabilize()
+    net.cut.add((2, 1))
+    since = len(net.sent)
+    index = net.propose(1, b"b")
+    net.stabilize()
+    assert net.nodes[1].commit_index < index and net.count(MT.APPEND, 1, 3, since) == 0
+    net.cut.clear()
+    net.tick_all(1)  # S2's heartbeat answer gets the entry sent again; S2's acknowledgement commits it
+    net.stabilize()
+    assert net.nodes[1].commit_index == index
+    assert net.nodes[3].commit_index == index and applied_data(net.machines[3]) == [b"a", b"b"]
 
 
 def test_a_commit_message_for_an_entry_the_follower_lacks_changes_nothing() -> None:
@@ -512,16 +536,16 @@ def test_a_commit_message_for_an_entry_the_follower_lacks_changes_nothing() -> N
     net.elect(1)
     net.propose(1, b"a")
     net.stabilize()
-    before = net.nodes[2].commit_index
-    net.drop = lambda m: m.type is MT.APPEND and m.to == 2 and bool(m.entries)
+    before = net.nodes[3].commit_index
+    net.drop = lambda m: m.type is MT.APPEND and m.to == 3 and bool(m.entries)
     index = net.propose(1, b"b")
     net.stabilize()
     assert net.nodes[1].commit_index == index
-    assert net.nodes[2].last_index == before and net.nodes[2].commit_index == before
+    assert net.nodes[3].last_index == before and net.nodes[3].commit_index == before
     term = net.nodes[1].term
-    net.nodes[2].step(Message(MT.COMMIT, 2, 1, term, log_term=term, index=index, commit=index))
-    assert net.nodes[2].commit_index == before
-    assert not net.nodes[2].has_ready() or not net.nodes[2].ready().messages  # nobody is answered
+    net.nodes[3].step(Message(MT.COMMIT, 3, 1, term, log_term=term, index=index, commit=index))
+    assert net.nodes[3].commit_index == before
+    assert not net.nodes[3].has_ready() or not net.nodes[3].ready().messages  # nobody is answered
 
 
 def test_a_lazy_follower_gets_no_commit_message_and_learns_the_commit_from_the_next_append() -> None:
@@ -590,12 +614,13 @@ def test_a_lazy_follower_not_needed_for_the_quorum_gets_new_entries_once_per_hea
     assert net.count(MT.APPEND, 1, 3, since) == 1 and net.nodes[3].last_index == last
 
 
-def test_deferred_followers_stand_in_at_once_for_a_follower_that_stops_answering() -> None:
+@pytest.mark.parametrize("s3_serves_clients", [False, True], ids=["lazy-s3", "serving-s3"])
+def test_deferred_followers_stand_in_at_once_for_a_follower_that_stops_answering(s3_serves_clients: bool) -> None:
     """When the eager follower is reported unreachable, or stays silent through a heartbeat interval with
-    appends in flight, the lazy one gets entries at once, so commits do not wait for heartbeats."""
+    appends in flight, the deferred one gets entries at once, so commits do not wait for heartbeats."""
     net = Net(3)
     net.elect(1)
-    net.nodes[3].set_lazy_commits(True)
+    net.nodes[3].set_lazy_commits(not s3_serves_clients)
     net.propose(1, b"a")
     net.stabilize()
 
@@ -611,9 +636,11 @@ def test_deferred_followers_stand_in_at_once_for_a_follower_that_stops_answering
     net.tick_all(4)  # S2 answers heartbeats and streams again: S3 is deferred again
     assert net.nodes[2].last_index == first
     since = len(net.sent)
-    net.propose(1, b"c")
+    index = net.propose(1, b"c")
     net.stabilize()
-    assert net.count(MT.APPEND, 1, 3, since) == 0
+    # Lazy, it waits for a heartbeat; serving clients, it gets the entry once it has committed.
+    to_3 = [m for m in net.sent[since:] if m.type is MT.APPEND and m.to == 3]
+    assert [m.commit for m in to_3] == ([index] if s3_serves_clients else [])
 
     # Silent, not reported: appends to S2 go unanswered through a whole heartbeat interval.
     net.cut |= {(1, 2), (2, 1)}

@@ -555,9 +555,7 @@ class Raft:
             pr.free_acknowledged(m.index)
         if self._maybe_commit():
             self._bcast_pending = True
-        elif (was_paused or pr.state is ProgressState.REPLICATE) and not (
-            pr.lazy_commits and m.frm in self._deferred_followers()  # only lazy followers are ever deferred
-        ):
+        elif (was_paused or pr.state is ProgressState.REPLICATE) and m.frm not in self._deferred_followers():
             # Keep the pipe full: send what the follower does not have yet.
             while pr.next <= self.log.last_index and self._send_append(m.frm, send_if_empty=False):
                 pass
@@ -625,9 +623,12 @@ class Raft:
             m = replace(m, lazy_commits=True)
         self._msgs.append(m)
 
-    def _send_append(self, to: int, send_if_empty: bool = True, commit_only: bool = False) -> bool:
+    def _send_append(
+        self, to: int, send_if_empty: bool = True, commit_only: bool = False, through: int | None = None
+    ) -> bool:
         """`commit_only`: with nothing to replicate, send a COMMIT rather than an empty APPEND (a
-        broadcast of the commit index; an empty APPEND also probes for lost appends, by its rejection)."""
+        broadcast of the commit index; an empty APPEND also probes for lost appends, by its rejection).
+        `through`: send no entry beyond this index."""
         pr = self._progress[to]
         if pr.is_paused():
             return False
@@ -635,17 +636,17 @@ class Raft:
         prev_term = self.log.term(prev)
         if prev_term is None or pr.next < self.log.first_index:
             return self._send_snapshot(to, pr)
-        entries = self.log.slice(
-            pr.next, self.log.last_index + 1, self.config.append_entries_max, self.config.append_bytes_max
-        )
+        end = self.log.last_index + 1 if through is None else min(through, self.log.last_index) + 1
+        entries = self.log.slice(pr.next, end, self.config.append_entries_max, self.config.append_bytes_max)
         if not entries and not send_if_empty:
             return False
         if not entries and commit_only and pr.state is ProgressState.REPLICATE:
-            if pr.lazy_commits:
-                return False  # the next APPEND or HEARTBEAT carries it (set_lazy_commits)
+            if pr.lazy_commits or pr.commit_sent >= self.log.committed:
+                return False  # the next APPEND or HEARTBEAT carries it (set_lazy_commits), or it has it
             # Nothing to replicate: only the commit index is news.
             self._send(Message(MT.COMMIT, to, self.node_id, self.term, log_term=prev_term, index=prev,
                                commit=self.log.committed))  # fmt: skip
+            pr.commit_sent = self.log.committed
             return True
         self._send(
             Message(
@@ -659,6 +660,7 @@ class Raft:
                 commit=self.log.committed,
             )
         )
+        pr.commit_sent = self.log.committed
         if entries:
             pr.sent_entries(entries[-1].index)
         elif pr.state is ProgressState.PROBE:
@@ -678,37 +680,51 @@ class Raft:
         for p in self._peers:
             if p not in deferred:
                 self._send_append(p, commit_only=True)
+            elif not self._progress[p].lazy_commits:
+                # It serves clients, so it gets each entry once the entry commits,
+                # together with the commit index (a ZooKeeper observer's INFORM).
+                self._send_append(p, commit_only=True, through=self.log.committed)
 
     def _deferred_followers(self) -> list[int]:
-        """Followers whose new entries wait for their next heartbeat answer (deferred replication).
+        """Followers that do not get new entries at once while the others make a quorum (deferred replication).
 
-        A follower that asked for lazy commits serves no reads, so it has no
-        use for an entry until the leader fails or it is needed to commit. As
-        long as the leader and the followers that do get every entry at once
-        are a quorum, commits never wait for it, and each entry sent to it
-        costs the leader a write and a read, and the follower a read, an fsync
-        and an answer: about a third of a write's CPU in a 3-node cluster on a
-        small machine (measured in quorum/node.py's `set_commit_interest`).
-        So such a follower is brought up to date once per heartbeat interval
-        (`_handle_heartbeat_response`), in one append.
+        Each entry sent to a follower costs the leader a write and a read, and
+        the follower a read, an fsync and an answer: about a third of a write's
+        CPU in a 3-node cluster on a small machine (measured in quorum/node.py's
+        `set_commit_interest`). A commit needs only a quorum's answers, so while
+        the leader and enough followers streaming without trouble make one, the
+        others are spared:
 
-        Only followers streaming without trouble count towards that quorum: one
+        * a follower that asked for lazy commits serves no reads, so it has no
+          use for an entry until the leader fails or it is needed to commit: it
+          is brought up to date once per heartbeat interval
+          (`_handle_heartbeat_response`), in one append;
+        * a follower that serves clients gets each entry once it commits,
+          together with the commit index (`_bcast_append`), as a ZooKeeper
+          observer does: its clients see a write one fsync later, and the
+          followers that vote see it sooner, with one fsync fewer competing.
+
+        Followers that serve clients are kept streaming before lazy ones, the
+        lowest ids first. Only followers streaming without trouble count: one
         that is probing, or `stalled` (an append sent before the previous
-        heartbeat still unanswered at this one), does not; then enough lazy followers get
-        entries at once again, the lowest ids first. Safety does not depend on
-        any of this: a commit still needs a quorum's acknowledgements.
+        heartbeat still unanswered at this one), does not, and the next in line
+        streams instead. Safety does not depend on any of this: a commit still
+        needs a quorum's acknowledgements.
         """
+        serving: list[int] = []
         lazy: list[int] = []
         streaming = 1  # the leader itself
         for p in self._peers:
             pr = self._progress[p]
             if pr.state is not ProgressState.REPLICATE or pr.stalled:
                 continue
-            if pr.lazy_commits and p != self._lead_transferee:
+            if p == self._lead_transferee:
+                streaming += 1
+            elif pr.lazy_commits:
                 lazy.append(p)
             else:
-                streaming += 1
-        return lazy[max(0, self.config.quorum - streaming) :]
+                serving.append(p)
+        return (serving + lazy)[max(0, self.config.quorum - streaming) :]
 
     def _bcast_heartbeat(self) -> None:
         context = self._read_only.last_context()

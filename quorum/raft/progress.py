@@ -28,6 +28,7 @@ class Progress:
         "lazy_commits",
         "stalled",
         "sent_at_heartbeat",
+        "commit_sent",
         "inflight",
         "_max",
     )
@@ -46,6 +47,7 @@ class Progress:
         # this one: the follower cannot be counted on to commit the next entry.
         self.stalled = False
         self.sent_at_heartbeat = 0  # the last index in flight at the previous heartbeat
+        self.commit_sent = 0  # the commit index of the last APPEND or COMMIT sent to it
         self.inflight: deque[int] = deque()  # last index of each append in flight
         self._max = inflight_max
 
