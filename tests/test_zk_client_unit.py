@@ -767,3 +767,39 @@ def test_async_client(cluster: FakeCluster) -> None:
     assert got[0] is ZkState.CONNECTED
     assert sans_zxid([got[1]]) == [WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, "/aio")] and got[2][0] == b"2"
     assert got[-1] is ZkState.LOST
+
+
+def test_async_client_callbacks_run_one_at_a_time_in_event_order(cluster: FakeCluster) -> None:
+    """A plain watcher whose event arrives while a coroutine watcher is still running waits for it."""
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        order: list[str] = []
+        release = asyncio.Event()
+        quick_ran = asyncio.Event()
+
+        async def slow(event: WatchedEvent) -> None:
+            order.append(f"slow start {event.path}")
+            await release.wait()
+            order.append(f"slow end {event.path}")
+
+        def quick(event: WatchedEvent) -> None:
+            order.append(f"quick {event.path}")
+            quick_ran.set()
+
+        zk = AsyncZkClient(cluster.hosts, session_timeout_ms=SESSION_MS, rng=random.Random(7))
+        async with zk:
+            await zk.create("/a")
+            await zk.create("/b")
+            await zk.get("/a", watch=slow)
+            await zk.get("/b", watch=quick)
+            await zk.set("/a", b"1")
+            await zk.set("/b", b"1")
+            await zk.get("/b")  # the event of /b reaches the client before this reply
+            while_slow_runs = list(order)
+            release.set()
+            await asyncio.wait_for(quick_ran.wait(), WAIT_S)
+        return while_slow_runs, order
+
+    while_slow_runs, order = cluster.run(scenario())
+    assert while_slow_runs == ["slow start /a"]
+    assert order == ["slow start /a", "slow end /a", "quick /b"]
