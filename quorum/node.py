@@ -243,12 +243,20 @@ class QuorumNode:
             self._wake()
             return
         self._in_ready = True
+        # A leader sends a Ready's messages (the COMMITs that followers with clients wait
+        # for, to fire watches and answer) before it applies the entries just committed:
+        # when there are messages, the ready task applies them, after the peer senders have
+        # written. The leader's own clients are answered after both either way.
+        messages_first = self.core.role is Role.LEADER
         try:
             while self.core.has_ready() and not self._stopping and self._persists_inline_next():
-                rd = self.core.ready()
+                rd = self.core.ready(withhold_committed=messages_first)
                 applied_early = self._begin_ready(rd)
                 self._persist_inline(rd)
                 self._finish_ready(rd, applied_early)
+                if messages_first and rd.messages and self.core.has_ready():
+                    break  # woken below
+                messages_first = False
         except Exception as exc:  # the same boundary as the ready task's
             self._die(exc)
         finally:

@@ -845,3 +845,28 @@ def test_a_granted_vote_survives_a_crash() -> None:
     net.crash(2)
     net.restart(2)
     assert net.nodes[2].term == term and net.nodes[2].vote == 1
+
+
+def test_a_ready_can_leave_committed_entries_to_the_next_one() -> None:
+    """The runner sends a leader's COMMITs before it applies the entries they commit."""
+    net = Net(3)
+    net.elect(1)
+    net.propose(1, b"a")
+    net.stabilize()
+    leader = net.nodes[1]
+    index = leader.propose_many([b"b"])
+    rd = leader.ready()
+    leader.advance(rd)
+    ack = Message(MT.APPEND_RESP, 1, 2, leader.term, index=index)
+    leader.step(ack)
+    assert leader.commit_index == index
+    rd = leader.ready(withhold_committed=True)
+    # S2 (streaming) gets the commit index; S3 (deferred) the entry with it.
+    assert rd.committed_entries == ()
+    assert [(m.type, m.to, m.commit) for m in rd.messages] == [(MT.COMMIT, 2, index), (MT.APPEND, 3, index)]
+    leader.advance(rd)
+    assert leader.applied_index == index - 1 and leader.has_ready()
+    rd = leader.ready()
+    assert [e.index for e in rd.committed_entries] == [index] and rd.messages == ()
+    leader.advance(rd)
+    assert leader.applied_index == index

@@ -759,7 +759,9 @@ class Raft:
     def has_pending_snapshot(self) -> bool:
         return self.log.pending_snapshot is not None
 
-    def ready(self) -> Ready:
+    def ready(self, withhold_committed: bool = False) -> Ready:
+        """What to persist, send and apply now. `withhold_committed`: leave the committed entries to
+        the next Ready (the runner sends this one's messages before it applies them)."""
         invariant(not self._ready_outstanding, "ready() called twice without advance()")
         if self._bcast_pending and self.role is Role.LEADER:
             self._bcast_append()
@@ -773,7 +775,7 @@ class Raft:
             hard_state=hs if hs != prev else None,
             entries=entries,
             snapshot=snapshot,
-            committed_entries=self.log.next_committed(COMMITTED_ENTRIES_PER_READY_MAX),
+            committed_entries=() if withhold_committed else self.log.next_committed(COMMITTED_ENTRIES_PER_READY_MAX),
             messages=tuple(self._msgs),
             read_states=tuple(self._read_states),
             must_sync=bool(entries) or snapshot is not None or hs.term != prev.term or hs.vote != prev.vote,
