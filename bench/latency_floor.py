@@ -17,7 +17,7 @@ much is ours:
 | `grpc_stream_rtt_p50_ms` | a message and its echo on one grpc.aio bidirectional stream between two processes |
 | `grpc_unary_rtt_p50_ms` | one grpc.aio unary call between two processes |
 | `tcp_rtt_p50_ms` | the same echo on a plain asyncio TCP connection (what gRPC costs on top) |
-| `fsync_3_concurrent_p50_ms` | one LMDB write transaction + `env.sync(True)`, three processes at once on one disk |
+| `fsync_3_concurrent_p50_ms` | one write-ahead log append + fdatasync (`quorum/wal.py`, as a Raft save), three processes at once on one disk |
 | `create_floor_ms` | 2 x stream round trip + contended fsync |
 | `watch_fire_floor_ms` | 2.5 x stream round trip + contended fsync |
 
@@ -141,18 +141,18 @@ def round_trip_figures(count: int) -> dict[str, float]:
 
 # ---------------------------------------------------------------- contended fsync
 def fsync_writer(data_dir: Path, writes: int) -> None:
-    """One of the concurrent writers: LMDB opened and synced as quorum.lmdb_log_store does."""
-    import lmdb
+    """One of the concurrent writers: a save made durable as quorum.lmdb_log_store does (one
+    write-ahead log append and fdatasync; the LMDB checkpoints every megabyte are not timed)."""
+    from quorum.wal import WriteAheadLog
 
-    env = lmdb.open(str(data_dir), map_size=1 << 30, max_dbs=2, sync=False, metasync=False)
-    db = env.open_db(b"log")
+    wal = WriteAheadLog(data_dir)
+    wal.reset()
     samples = []
-    for i in range(writes):
+    for _ in range(writes):
         t0 = time.perf_counter()
-        with env.begin(write=True) as txn:
-            txn.put(i.to_bytes(8, "big"), PAYLOAD, db=db)
-        env.sync(True)
+        wal.append(PAYLOAD, sync=True)
         samples.append(time.perf_counter() - t0)
+    wal.close()
     print(json.dumps(_p50_ms(samples)))
 
 
