@@ -17,7 +17,7 @@ much is ours:
 | `grpc_stream_rtt_p50_ms` | a message and its echo on one grpc.aio bidirectional stream between two processes |
 | `grpc_unary_rtt_p50_ms` | one grpc.aio unary call between two processes |
 | `tcp_rtt_p50_ms` | the same echo on a plain asyncio TCP connection (what gRPC costs on top) |
-| `fsync_3_concurrent_p50_ms` | one write-ahead log append + fdatasync (`quorum/wal.py`, as a Raft save), three processes at once on one disk |
+| `fsync_3_concurrent_p50_ms` | a write-ahead log append + fdatasync (a Raft save), 3 processes on one disk |
 | `create_floor_ms` | 2 x stream round trip + contended fsync |
 | `watch_fire_floor_ms` | 2.5 x stream round trip + contended fsync |
 
