@@ -23,8 +23,9 @@ core asks for it only when nothing it has promised depends on it.
 
 Threading. `save`, `compact` and `set_identity` are called from one thread
 at a time (the node runner's loop thread for small saves, its writer thread
-for the rest, never both at once); `load` and `identity` run at start-up. Nothing here takes a lock. LMDB itself
-serialises write transactions, so a misuse is slow, not corrupting.
+for the rest, never both at once); `load` and `identity` run at start-up.
+Nothing here takes a lock: two saves at once would interleave their
+write-ahead records and their merge into `_Pending`.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from typing import Any
 
 import structlog
 
+from quorum.fsync import fsync_directory
 from quorum.raft.types import SnapshotMeta
 
 SNAPSHOT_CHUNK_BYTES_DEFAULT = 1024 * 1024
@@ -52,15 +53,6 @@ class SnapshotCorruptError(SnapshotStoreError):
 
 def _stem(index: int, term: int) -> str:
     return f"snapshot-{index:020d}-{term:020d}"
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make renames and unlinks in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
@@ -119,7 +111,7 @@ class SnapshotWriter:
             # without data, which latest() ignores and construction removes.
             os.replace(meta_tmp, self._meta_path)
             os.replace(self._tmp_path, self.path)
-            _fsync_directory(self._directory)
+            fsync_directory(self._directory)
         except BaseException:
             file.close()
             for leftover in (self._tmp_path, meta_tmp):

@@ -25,6 +25,8 @@ import struct
 import zlib
 from pathlib import Path
 
+from quorum.fsync import fsync_directory
+
 SEGMENT_PREALLOCATE_BYTES = 4 << 20
 _RECORD_HEAD = struct.Struct(">II")  # payload length, crc32
 _SUFFIX = ".wal"
@@ -33,14 +35,6 @@ _SUFFIX = ".wal"
 def _seq_of(path: Path) -> int | None:
     stem = path.name[: -len(_SUFFIX)]
     return int(stem) if path.name.endswith(_SUFFIX) and stem.isdigit() else None
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _read_records(path: Path, seq: int) -> list[bytes]:
@@ -109,7 +103,7 @@ class WriteAheadLog:
         try:
             os.posix_fallocate(fd, 0, self._preallocate_bytes)
             os.fsync(fd)
-            _fsync_dir(self._dir)
+            fsync_directory(self._dir)
         except BaseException:
             os.close(fd)
             raise
@@ -120,4 +114,4 @@ class WriteAheadLog:
         for p in old:
             p.unlink(missing_ok=True)
         if old:
-            _fsync_dir(self._dir)
+            fsync_directory(self._dir)

@@ -1,0 +1,16 @@
+"""Making a directory entry durable: a created, renamed or deleted file survives a power loss only
+once its directory is fsynced too."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make creates, renames and unlinks in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
