@@ -49,6 +49,7 @@ READY_ROUNDS_MAX = 64
 # Full log audit of every settled node, every this many events.
 AUDIT_EVERY_EVENTS = 512
 LAZY_SEED_FACTOR = 7919
+WITHHOLD_COMMITTED_RATE = 0.3
 LAZY_TOGGLE_RATE = 0.05  # per tick: a node gains or loses its last client session
 # Snapshots a node keeps in its snapshot store (the newest ones).
 SNAPSHOTS_KEPT = 3
@@ -252,6 +253,9 @@ class Cluster:
         # what a follower learns when, never what is safe. Its own generator,
         # so that adding it left every other seed's schedule as it was.
         self.lazy_rng = random.Random(seed * LAZY_SEED_FACTOR + 1)
+        # Whether a Ready leaves its committed entries to the next one (as the node
+        # runner's leader does when it has messages to send first): its own generator too.
+        self.withhold_rng = random.Random(seed * LAZY_SEED_FACTOR + 2)
         self.verbose = verbose
         self.out = out or (lambda line: print(line, file=sys.stdout))
         self.inv = Invariants()
@@ -401,7 +405,8 @@ class Cluster:
             core = node.core
             if core is None or not core.has_ready():
                 return
-            self._handle_ready(node, core, core.ready())
+            withhold = self.withhold_rng.random() < WITHHOLD_COMMITTED_RATE
+            self._handle_ready(node, core, core.ready(withhold_committed=withhold))
         if node.core is not None and node.core.has_ready():
             raise fail("ready", f"node {node.id} still has a Ready after {READY_ROUNDS_MAX} rounds")
 
