@@ -34,7 +34,7 @@ from typing import Any
 
 import structlog
 
-from quorum.fsync import fsync_directory
+from client.fsync import fsync_directory
 from quorum.raft.types import SnapshotMeta
 
 SNAPSHOT_CHUNK_BYTES_DEFAULT = 1024 * 1024

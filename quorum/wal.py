@@ -25,7 +25,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from quorum.fsync import fsync_directory
+from client.fsync import fsync_directory
 
 SEGMENT_PREALLOCATE_BYTES = 4 << 20
 _RECORD_HEAD = struct.Struct(">II")  # payload length, crc32

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.errors import CheckpointFileError
+from client.fsync import fsync_directory
 from client.structs import TopicPartition
 
 CHECKPOINT_VERSION = 0
@@ -41,15 +42,6 @@ class EpochEntry(NamedTuple):
 
     epoch: int
     start_offset: int
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a create, rename or delete of an entry of `path` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_checkpoint(path: Path, lines: Iterable[str], durable: bool = True) -> None:
@@ -74,7 +66,7 @@ def write_checkpoint(path: Path, lines: Iterable[str], durable: bool = True) -> 
         os.close(fd)
     os.replace(tmp, path)
     if durable:
-        fsync_dir(path.parent)
+        fsync_directory(path.parent)
 
 
 def fsync_file(path: Path) -> None:
@@ -84,7 +76,7 @@ def fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    fsync_dir(path.parent)
+    fsync_directory(path.parent)
 
 
 def read_checkpoint(path: Path, fields_per_line: int) -> list[list[str]]:

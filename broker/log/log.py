@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, TopicPartition, fsync_dir
+from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, TopicPartition
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.errors import (
     CheckpointFileError,
@@ -56,6 +56,7 @@ from broker.log.segment import (
     LogSegment,
     filename_prefix,
 )
+from client.fsync import fsync_directory
 from client.records import BATCH_HEADER_SIZE, assign_offsets, read_batch_header, validate_batches
 
 GIB = 1024**3
@@ -282,7 +283,7 @@ class PartitionLog:
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 (self.dir / (prefix + suffix)).unlink(missing_ok=True)
         if bases:
-            fsync_dir(self.dir)
+            fsync_directory(self.dir)
 
     # ------------------------------------------------------------------ properties
 
@@ -518,7 +519,7 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, self._leo)
         self._epochs.truncate_from_end(self._leo)
         if doomed:
-            fsync_dir(self.dir)
+            fsync_directory(self.dir)
         self._log.info(
             "log_truncated_to",
             dir=str(self.dir),
@@ -540,7 +541,7 @@ class PartitionLog:
         self._leo = self._log_start_offset = self._recovery_point = offset
         self._epochs.clear()
         self._producers = ProducerStateManager()
-        fsync_dir(self.dir)
+        fsync_directory(self.dir)
         self._log.info("log_truncated_fully", dir=str(self.dir), log_start_offset=offset, segments_deleted=len(old))
 
     def delete_oldest_segments(self, count: int, reason: str) -> None:
@@ -558,7 +559,7 @@ class PartitionLog:
         self._epochs.truncate_from_start(self._log_start_offset)
         for segment in doomed:
             segment.delete()
-        fsync_dir(self.dir)
+        fsync_directory(self.dir)
         self._log.info(
             "log_segments_deleted",
             dir=str(self.dir),
@@ -584,7 +585,7 @@ class PartitionLog:
         for segment in self._segments[first:]:
             segment.flush()
         if len(self._segments) - first > 1:
-            fsync_dir(self.dir)  # new segment files must survive too
+            fsync_directory(self.dir)  # new segment files must survive too
         self._recovery_point = leo
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock_ms()

@@ -1,5 +1,6 @@
 """Making a directory entry durable: a created, renamed or deleted file survives a power loss only
-once its directory is fsynced too."""
+once its directory is fsynced too. Here because every server part may import `client` (the quorum's
+snapshots and write-ahead log, the broker's log segments and checkpoints)."""
 
 from __future__ import annotations
 
