@@ -82,6 +82,13 @@ class MemoryLogStore:
         if hard_state is not None:
             self._hard_state = hard_state
 
+    def term(self, index: int) -> int | None:
+        """The term of the stored entry at `index` (at the compaction point: its term), else None."""
+        if index == self._compacted_index:
+            return self._compacted_term
+        offset = index - self._compacted_index - 1
+        return self._entries[offset].term if 0 <= offset < len(self._entries) else None
+
     def compact(self, index: int, snapshot: SnapshotMeta) -> None:
         if index <= self._compacted_index:
             self._snapshot = snapshot

@@ -490,9 +490,11 @@ def test_commit_reaches_replicating_followers_as_a_commit_message_nobody_answers
     """ZooKeeper's COMMIT: once an entry commits, a follower with nothing left to receive learns the new
     commit index at once (its watchers fire), without acknowledging it.
 
-    Both followers serve clients and the leader needs one of them: S2 (the lower id) gets the entry at
-    once and then a COMMIT; S3 gets the entry once it commits, in one append with the commit index."""
-    net = Net(3)
+    Five nodes, all followers serve clients and the leader needs two of them: S2 and S3 (the lower
+    ids) get the entry at once and then a COMMIT; S4 and S5 get it once it commits, in one append
+    with the commit index. (With three nodes the streaming follower commits by itself instead: the
+    DURABLE tests below.)"""
+    net = Net(5)
     net.elect(1)
     net.propose(1, b"a")
     net.stabilize()
@@ -501,15 +503,83 @@ def test_commit_reaches_replicating_followers_as_a_commit_message_nobody_answers
     net.stabilize()
     assert net.nodes[1].commit_index == index
     commits = [m for m in net.sent[since:] if m.type is MT.COMMIT]
-    assert [m.to for m in commits] == [2]
-    assert commits[0].commit == index and commits[0].index == index
-    [to_3] = [m for m in net.sent[since:] if m.type is MT.APPEND and m.to == 3]
-    assert [e.index for e in to_3.entries] == [index] and to_3.commit == index
-    assert [net.nodes[i].commit_index for i in (2, 3)] == [index, index]
-    assert applied_data(net.machines[2]) == applied_data(net.machines[3]) == [b"a", b"b"]
+    assert sorted(m.to for m in commits) == [2, 3]
+    assert all(m.commit == index and m.index == index for m in commits)
+    for deferred in (4, 5):
+        [append] = [m for m in net.sent[since:] if m.type is MT.APPEND and m.to == deferred]
+        assert [e.index for e in append.entries] == [index] and append.commit == index
+    assert not [m for m in net.sent[since:] if m.type is MT.DURABLE]  # two copies are no quorum of five
+    assert all(net.nodes[i].commit_index == index for i in range(2, 6))
+    assert all(applied_data(net.machines[i]) == [b"a", b"b"] for i in range(2, 6))
     # One acknowledgement of the entry from each, none of the COMMIT, and no empty append.
-    assert net.count(MT.APPEND_RESP, 2, 1, since) == net.count(MT.APPEND_RESP, 3, 1, since) == 1
+    assert all(net.count(MT.APPEND_RESP, i, 1, since) == 1 for i in range(2, 6))
     assert not [m for m in net.sent[since:] if m.type is MT.APPEND and not m.entries]
+
+
+def test_with_three_nodes_the_streaming_follower_commits_on_the_leaders_durable_notice() -> None:
+    """MessageType.DURABLE: the leader's log on its disk plus the entry on the follower's own disk are
+    two copies, a quorum of three, so the follower commits and applies the entry without its
+    acknowledgement reaching the leader, and the leader sends it no COMMIT."""
+    net = Net(3)
+    net.elect(1)
+    net.propose(1, b"a")
+    net.stabilize()
+    since = len(net.sent)
+    net.cut.add((2, 1))  # S2's acknowledgement never arrives
+    index = net.propose(1, b"b")
+    net.stabilize()
+    assert net.nodes[1].commit_index < index  # the leader cannot know yet
+    [durable] = [m for m in net.sent[since:] if m.type is MT.DURABLE]
+    assert (durable.to, durable.index) == (2, index)
+    assert net.nodes[2].commit_index == index and applied_data(net.machines[2]) == [b"a", b"b"]
+    net.cut.clear()
+    net.tick_all(1)  # S2's heartbeat answer gets the entry sent again; its acknowledgement commits it
+    net.stabilize()
+    assert [net.nodes[i].commit_index for i in (1, 2, 3)] == [index] * 3
+    assert all(applied_data(net.machines[i]) == [b"a", b"b"] for i in (1, 2, 3))
+    assert not [m for m in net.sent[since:] if m.type is MT.COMMIT and m.to == 2]
+
+
+def test_a_durable_notice_commits_only_what_the_follower_holds_on_its_own_disk() -> None:
+    """S2 commits an entry on the leader's DURABLE only once that entry of this term is persisted here:
+    not while it is in memory only, and never an entry it lacks."""
+    net = Net(3)
+    net.elect(1)
+    net.propose(1, b"a")
+    net.stabilize()
+    before = net.nodes[2].commit_index
+    held: list[Message] = []
+    net.drop = lambda m: m.to == 2 and m.type in (MT.APPEND, MT.DURABLE) and not held.append(m)
+    index = net.propose(1, b"b")
+    net.stabilize()
+    net.drop = None
+    [append] = [m for m in held if m.type is MT.APPEND]
+    [durable] = [m for m in held if m.type is MT.DURABLE]
+    s2 = net.nodes[2]
+    s2.step(durable)  # the entry is not here at all
+    assert s2.commit_index == before
+    s2.step(append)  # here, but not yet on disk (its Ready is not persisted)
+    assert s2.last_index == index and s2.commit_index == before
+    s2.step(durable)
+    assert s2.commit_index == before
+    net.process(2)  # persisted, and the durable notice already heard: committed
+    assert s2.commit_index == index and applied_data(net.machines[2]) == [b"a", b"b"]
+
+
+def test_a_durable_notice_commits_nothing_where_two_copies_are_no_quorum() -> None:
+    """Five nodes: the leader and one follower are not a majority, whatever the follower holds."""
+    net = Net(5)
+    net.elect(1)
+    net.propose(1, b"a")
+    net.stabilize()
+    net.drop = lambda m: m.frm != 1 or m.to != 2  # S2 hears the leader; nobody else hears anything
+    index = net.propose(1, b"b")
+    net.stabilize()
+    s2 = net.nodes[2]
+    assert s2.last_index == index and s2.commit_index < index
+    term = net.nodes[1].term
+    s2.step(Message(MT.DURABLE, 2, 1, term, index=index))
+    assert s2.commit_index < index
 
 
 def test_a_follower_not_needed_for_the_quorum_gets_entries_only_as_they_commit() -> None:
@@ -861,9 +931,13 @@ def test_a_ready_can_leave_committed_entries_to_the_next_one() -> None:
     leader.step(ack)
     assert leader.commit_index == index
     rd = leader.ready(withhold_committed=True)
-    # S2 (streaming) gets the commit index; S3 (deferred) the entry with it.
+    # S2 (streaming) commits by itself on the leader's DURABLE (no COMMIT); S3 (deferred) gets the
+    # entry with the commit index.
     assert rd.committed_entries == ()
-    assert [(m.type, m.to, m.commit) for m in rd.messages] == [(MT.COMMIT, 2, index), (MT.APPEND, 3, index)]
+    assert [(m.type, m.to, m.index, m.commit) for m in rd.messages] == [
+        (MT.DURABLE, 2, index, 0),
+        (MT.APPEND, 3, index - 1, index),
+    ]
     leader.advance(rd)
     assert leader.applied_index == index - 1 and leader.has_ready()
     rd = leader.ready()

@@ -77,6 +77,7 @@ class Raft:
         self._read_only = ReadOnlyTracker()
         self._pending_reads: list[Message] = []  # waiting for a commit in this term
         self._lead_transferee = NO_LEADER
+        self._leader_durable = 0  # as a follower: the leader's log is on its disk through here (DURABLE)
         self._election_elapsed = 0
         self._heartbeat_elapsed = 0
         self._randomized_election_timeout = 0
@@ -154,6 +155,7 @@ class Raft:
         self._pending_reads = []
         self._uncommitted_bytes = 0
         self._bcast_pending = False
+        self._leader_durable = 0
 
     def _become_follower(self, term: int, leader: int) -> None:
         self._reset(term)
@@ -367,7 +369,7 @@ class Raft:
                     return
             if m.type is MT.PRE_VOTE or (m.type is MT.PRE_VOTE_RESP and not m.reject):
                 pass  # pre-votes carry a future term; they change nothing here
-            elif m.type in (MT.APPEND, MT.HEARTBEAT, MT.SNAPSHOT, MT.COMMIT):
+            elif m.type in (MT.APPEND, MT.HEARTBEAT, MT.SNAPSHOT, MT.COMMIT, MT.DURABLE):
                 self._become_follower(m.term, m.frm)
             else:
                 self._become_follower(m.term, NO_LEADER)
@@ -421,6 +423,11 @@ class Raft:
             self._election_elapsed = 0
             self.leader_id = m.frm
             self._handle_commit(m)
+        elif t is MT.DURABLE:
+            self._election_elapsed = 0
+            self.leader_id = m.frm
+            self._leader_durable = max(self._leader_durable, m.index)
+            self._commit_durable_pair()
         elif t is MT.SNAPSHOT:
             self._election_elapsed = 0
             self.leader_id = m.frm
@@ -463,6 +470,21 @@ class Raft:
         # holding everything before it, so the commit may advance that far.
         if self.log.match_term(m.index, m.log_term):
             self.log.commit_to(min(m.commit, m.index))
+
+    def _commit_durable_pair(self) -> None:
+        """As a follower: commit what both the leader (DURABLE) and this node hold on disk, when two
+        copies are a quorum.
+
+        Raft §5.4.2: an entry of the current term stored on a majority is
+        committed. An entry of this term here is the leader's own entry at that
+        index (Log Matching), so holding it durably here and the leader holding
+        its log durably through that index makes two copies.
+        """
+        if self.config.quorum != 2:
+            return
+        index = min(self._leader_durable, self.log.stable_index)
+        if index > self.log.committed and self.log.term(index) == self.term:
+            self.log.commit_to(index)
 
     def _handle_heartbeat(self, m: Message) -> None:
         self.log.commit_to(min(m.commit, self.log.last_index))
@@ -586,9 +608,18 @@ class Raft:
             # commits (etcd committedEntryInCurrentTerm).
             self._pending_reads.append(m)
             return
-        if self._read_only.add(self.log.committed, m.context, m.frm):
+        if self._read_only.add(self._read_floor(), m.context, m.frm):
             self._read_only.ack(self.node_id, m.context)
             self._bcast_heartbeat()
+
+    def _read_floor(self) -> int:
+        """The index a read issued now must see: our commit index, or further where a follower may
+        have committed entries by itself on our DURABLE notice (and shown them to its clients)
+        before their acknowledgement reached us. The read then waits for them to commit here."""
+        floor = self.log.committed
+        for p in self._peers:
+            floor = max(floor, self._progress[p].durable_sent)
+        return floor
 
     def _answer_read(self, requester: int, index: int, context: bytes) -> None:
         if requester == self.node_id:
@@ -641,8 +672,10 @@ class Raft:
         if not entries and not send_if_empty:
             return False
         if not entries and commit_only and pr.state is ProgressState.REPLICATE:
-            if pr.lazy_commits or pr.commit_sent >= self.log.committed:
-                return False  # the next APPEND or HEARTBEAT carries it (set_lazy_commits), or it has it
+            if pr.lazy_commits or max(pr.commit_sent, min(pr.durable_sent, pr.match)) >= self.log.committed:
+                # The next APPEND or HEARTBEAT carries it (set_lazy_commits), or it has it, or it
+                # commits it by itself: it acknowledged the entries and had our DURABLE for them.
+                return False
             # Nothing to replicate: only the commit index is news.
             self._send(Message(MT.COMMIT, to, self.node_id, self.term, log_term=prev_term, index=prev,
                                commit=self.log.committed))  # fmt: skip
@@ -684,6 +717,27 @@ class Raft:
                 # It serves clients, so it gets each entry once the entry commits,
                 # together with the commit index (a ZooKeeper observer's INFORM).
                 self._send_append(p, commit_only=True, through=self.log.committed)
+
+    def _notify_durable(self) -> None:
+        """Tell the followers that wait for commits (they have clients) and have been sent entries they
+        have not acknowledged yet that our log is on disk through them (MessageType.DURABLE).
+
+        Only where the leader and one follower make a quorum: there such a
+        follower commits by itself once it holds the entries too, instead of
+        acknowledging and waiting for our COMMIT (`_send_append` then sends
+        none). Watch-fire latency for its clients drops by two network hops.
+        """
+        stable = self.log.stable_index
+        if self.config.quorum != 2 or self.log.term(stable) != self.term:
+            return
+        for p in self._peers:
+            pr = self._progress[p]
+            if pr.state is not ProgressState.REPLICATE or pr.lazy_commits or pr.match >= stable:
+                continue
+            index = min(stable, pr.next - 1)
+            if index > max(pr.match, pr.durable_sent, self.log.committed):  # else COMMIT's business
+                self._send(Message(MT.DURABLE, p, self.node_id, self.term, index=index))
+                pr.durable_sent = index
 
     def _deferred_followers(self) -> list[int]:
         """Followers that do not get new entries at once while the others make a quorum (deferred replication).
@@ -798,7 +852,11 @@ class Raft:
             if self.role is Role.LEADER:
                 # The leader counts its own entry only once it is on its disk.
                 me = self._progress[self.node_id]
-                if me.maybe_update(self.log.stable_index) and self._maybe_commit():
-                    self._bcast_pending = True
+                if me.maybe_update(self.log.stable_index):
+                    self._notify_durable()
+                    if self._maybe_commit():
+                        self._bcast_pending = True
+            else:
+                self._commit_durable_pair()
         if rd.committed_entries:
             self.log.applied_to(rd.committed_entries[-1].index)

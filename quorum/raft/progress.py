@@ -29,6 +29,7 @@ class Progress:
         "stalled",
         "sent_at_heartbeat",
         "commit_sent",
+        "durable_sent",
         "inflight",
         "_max",
     )
@@ -48,6 +49,7 @@ class Progress:
         self.stalled = False
         self.sent_at_heartbeat = 0  # the last index in flight at the previous heartbeat
         self.commit_sent = 0  # the commit index of the last APPEND or COMMIT sent to it
+        self.durable_sent = 0  # the index of the last DURABLE sent to it (Raft._notify_durable)
         self.inflight: deque[int] = deque()  # last index of each append in flight
         self._max = inflight_max
 

@@ -75,6 +75,14 @@ class MessageType(enum.IntEnum):
     # nobody (ZooKeeper's COMMIT): an empty APPEND would cost each follower an
     # acknowledgement that tells the leader nothing it does not know.
     COMMIT = 13
+    # Leader -> follower in a cluster where the leader and one follower make a
+    # quorum: "my log is on my disk through `index`" (of this term), sent as the
+    # leader's own fsync completes. A follower that holds the same entries on
+    # its own disk then knows them committed (two copies of an entry of the
+    # current term) and applies them without waiting for the leader to count
+    # its acknowledgement and send a COMMIT: two network hops sooner for the
+    # watches and reads of clients connected to it.
+    DURABLE = 14
 
 
 # Messages that promise nothing about the sender's durable state may leave
@@ -93,6 +101,8 @@ SENDABLE_BEFORE_PERSIST = frozenset(
         MessageType.PRE_VOTE,
         MessageType.PRE_VOTE_RESP,
         MessageType.COMMIT,
+        # About entries the leader made durable in an earlier Ready (Raft.advance).
+        MessageType.DURABLE,
     }
 )
 

@@ -109,6 +109,8 @@ class SimResult:
     snapshots_installed: int = 0
     unsynced_lost: int = 0
     lazy_commit_changes: int = 0
+    # A follower committed entries no leader had counted yet (on the leader's DURABLE notice).
+    self_commits: int = 0
     committed: int = 0
 
 
@@ -385,13 +387,20 @@ class Cluster:
         if role is Role.LEADER and inv.check_leader(node.id, core.term):
             self.result.leaders += 1
             inv.check_new_leader(core)
-        newly = inv.check_commit(core)
+        newly = inv.check_commit(core, self._durable_on_quorum)
         if newly is not None:
             first, last = newly
+            if role is not Role.LEADER:
+                self.result.self_commits += 1
             for other in self.nodes.values():
                 oc = other.core
                 if oc is not None and oc is not core and oc.role is Role.LEADER:
                     inv.check_leader_holds(oc, first, last, core.term)
+
+    def _durable_on_quorum(self, index: int, term: int) -> bool:
+        """Whether a quorum of the nodes' disks (synced writes only) hold entry (index, term)."""
+        copies = sum(1 for n in self.nodes.values() if n.disk.store.term(index) == term)
+        return copies >= len(self.nodes) // 2 + 1
 
     def _audit(self) -> None:
         for node in self.nodes.values():
@@ -902,7 +911,7 @@ def _poisson_small(rng: random.Random, rate: float) -> int:
 
 def _show(m: Message) -> str:
     s = f"{m.type.name} {m.frm}->{m.to} term {m.term}"
-    if m.type in (MT.APPEND, MT.VOTE, MT.PRE_VOTE, MT.COMMIT):
+    if m.type in (MT.APPEND, MT.VOTE, MT.PRE_VOTE, MT.COMMIT, MT.DURABLE):
         s += f" idx {m.index} lt {m.log_term}"
     if m.entries:
         s += f" +{m.entries[0].index}..{m.entries[-1].index}"

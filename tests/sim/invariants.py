@@ -10,18 +10,21 @@ The checker keeps a global history that outlives crashes:
   term of the entry before it in that log. Checking every appended entry
   against it proves log matching by induction: equal (index, term) implies an
   equal payload and an equal (index-1, term'), and so on down;
-* `committed` / `commit_term`: the committed prefix as leaders' commit indices
-  revealed it (the term of each entry, and the term of the leader that
-  committed it). No node's commit index may run ahead of it or disagree with
-  it; every leader of a later term must hold it (leader completeness); every
-  ReadIndex answer must cover what it held when the read was issued
-  (linearizable reads);
+* `committed` / `commit_term`: the committed prefix as commit indices revealed
+  it (the term of each entry, and the term it was committed in). A leader
+  reveals it by counting acknowledgements; a follower of a 3-node cluster by
+  a DURABLE notice, and only for an entry of its current term that a quorum
+  of disks holds (checked against the disks themselves). No node's commit
+  index may otherwise run ahead of it or disagree with it; every leader of a
+  later term must hold it (leader completeness); every ReadIndex answer must
+  cover what it held when the read was issued (linearizable reads);
 * `applied`: the entries state machines applied, entry i at position i-1.
   Every node's state machine must be a prefix of it (state-machine safety).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from quorum.raft.types import Entry, EntryKind, ReadState, Role
@@ -146,14 +149,18 @@ class Invariants:
 
     # -- commitment and leader completeness ------------------------------------------
 
-    def check_commit(self, core: _CoreView) -> tuple[int, int] | None:
-        """Check `core`'s commit index against what leaders have committed (O(1) amortized).
+    def check_commit(
+        self, core: _CoreView, durable_on_quorum: Callable[[int, int], bool] | None = None
+    ) -> tuple[int, int] | None:
+        """Check `core`'s commit index against what is known committed (O(1) amortized).
 
         A leader's commit index is the cluster's knowledge of commitment: every index it covers
         becomes committed "in" the leader's term. A follower learns its commit index from a
-        leader, so it can never be ahead of every leader (atomix/copycat#265), and the entry it
-        calls committed must be the committed one. Returns the (first, last) indices this call
-        newly recorded as committed, or None.
+        leader, so it can never be ahead of every leader (atomix/copycat#265), unless it commits
+        by itself on the leader's DURABLE notice: then the entry there must be of its current term
+        and on a quorum of disks (`durable_on_quorum(index, term)`, Raft §5.4.2), which commits
+        it. The entry it calls committed must be the committed one. Returns the (first, last)
+        indices this call newly recorded as committed, or None.
         """
         c = core.commit_index
         committed = self.committed
@@ -168,7 +175,9 @@ class Invariants:
                         f"but ({c}, term {committed[c - 1]}) was committed",
                     )
             return None
-        if core.role is not Role.LEADER:
+        t = core.term_at(c)
+        self_committed = durable_on_quorum is not None and t == core.term and t is not None and durable_on_quorum(c, t)
+        if core.role is not Role.LEADER and not self_committed:
             raise fail(
                 "commit",
                 f"node {core.node_id} ({core.role.value}, term {core.term}) has commit index {c}, "
@@ -179,13 +188,13 @@ class Invariants:
             if t is not None and t != committed[known - 1]:
                 raise fail(
                     "leader completeness",
-                    f"leader {core.node_id} of term {core.term} commits past {known} without "
+                    f"{core.role.value} {core.node_id} of term {core.term} commits past {known} without "
                     f"committed entry ({known}, term {committed[known - 1]})",
                 )
         for i in range(known + 1, c + 1):
             t = core.term_at(i)
             if t is None:
-                raise fail("commit", f"leader {core.node_id} commits index {i} it does not hold")
+                raise fail("commit", f"{core.role.value} {core.node_id} commits index {i} it does not hold")
             committed.append(t)
             self.commit_term.append(core.term)
         return known + 1, c
