@@ -540,6 +540,27 @@ def test_with_three_nodes_the_streaming_follower_commits_on_the_leaders_durable_
     assert not [m for m in net.sent[since:] if m.type is MT.COMMIT and m.to == 2]
 
 
+def test_a_read_index_covers_what_a_follower_committed_on_the_leaders_durable_notice() -> None:
+    """S2 applied b (and may have shown it to its clients) before the leader counted it: a linearizable
+    read issued on the leader afterwards must not be answered below b."""
+    net = Net(3)
+    net.elect(1)
+    net.propose(1, b"a")
+    net.stabilize()
+    net.drop = lambda m: m.type is MT.APPEND_RESP and m.frm == 2  # the leader does not learn S2 has b
+    index = net.propose(1, b"b")
+    net.stabilize()
+    s1 = net.nodes[1]
+    assert net.nodes[2].commit_index == index and s1.commit_index < index
+    s1.read_index(b"after-b")
+    net.process(1)
+    net.stabilize()
+    if not net.read_states[1]:  # the heartbeat round that confirms leadership may wait for a tick
+        net.tick_all(1)
+    [rs] = [rs for rs in net.read_states[1] if rs.context == b"after-b"]
+    assert rs.index >= index
+
+
 def test_a_durable_notice_commits_only_what_the_follower_holds_on_its_own_disk() -> None:
     """S2 commits an entry on the leader's DURABLE only once that entry of this term is persisted here:
     not while it is in memory only, and never an entry it lacks."""
