@@ -735,7 +735,8 @@ class Raft:
             if pr.state is not ProgressState.REPLICATE or pr.lazy_commits or pr.match >= stable:
                 continue
             index = min(stable, pr.next - 1)
-            if index > max(pr.match, pr.durable_sent, self.log.committed):  # else COMMIT's business
+            # Only an entry of this term can commit this way; at or below the commit index it is COMMIT's business.
+            if index > max(pr.match, pr.durable_sent, self.log.committed) and self.log.term(index) == self.term:
                 self._send(Message(MT.DURABLE, p, self.node_id, self.term, index=index))
                 pr.durable_sent = index
 
