@@ -211,6 +211,17 @@ class _Write:
         self.dirty = False  # set by the first write of a single op: a ZkError after it would be a bug
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """Entries applied in a write transaction not committed yet (ZnodeTree.prepare)."""
+
+    entries: tuple[Entry, ...]
+    txn: lmdb.Transaction
+    results: list[bytes]
+    done: list[AppliedTxn]
+    last: int
+
+
 class ZnodeTree:
     """The znode tree as the quorum's state machine (quorum.state_machine.StateMachine).
 
@@ -231,6 +242,7 @@ class ZnodeTree:
         self._env = lmdb.open(str(path), map_size=map_size_bytes, max_dbs=5, sync=False, metasync=False)
         invariant(self._env.max_key_size() >= _LMDB_KEY_BYTES_MAX, "LMDB built with keys shorter than 511 bytes")
         self._on_applied = on_applied
+        self._prepared: _Prepared | None = None  # entries applied ahead of their commit (prepare)
         self._nodes = self._env.open_db(b"nodes")
         self._children = self._env.open_db(b"children")
         self._ephemerals = self._env.open_db(b"ephemerals")
@@ -270,22 +282,78 @@ class ZnodeTree:
 
     def apply(self, entries: Sequence[Entry]) -> list[bytes]:
         """Apply committed entries in order; one serialized TxnResult per entry (b"" for no-ops)."""
-        results: list[bytes] = []
         if not entries:
-            return results
+            return []
+        results: list[bytes] = []
+        prepared = self._take_prepared(entries)
+        if prepared is not None:
+            prepared.txn.commit()
+            results = self._applied_now(prepared.last, prepared.done, prepared.results)
+            entries = entries[len(prepared.entries) :]
+            if not entries:
+                return results
+        with self._env.begin(write=True) as txn:
+            more, done, last = self._apply_in(txn, entries)
+        return results + self._applied_now(last, done, more)
+
+    def prepare(self, entries: Sequence[Entry]) -> None:
+        """Apply entries that are not committed yet in a write transaction left open, so that `apply`
+        of the same entries only commits it.
+
+        A node calls this for entries it holds durably while it waits for
+        them to commit: the leader for its own new entries while its
+        followers persist them, a follower after acknowledging them. Applying
+        a create costs 150-250 µs on a machine where other processes ran
+        meanwhile; committing the prepared transaction a tenth of that, so
+        the wait absorbs the apply. Nothing of it is visible before `apply`:
+        reads use their own transactions, watches fire in `apply`. Entries
+        that do not commit as prepared (a new leader replaced them, or others
+        commit first) are applied afresh: `apply` aborts the transaction when
+        what it is given does not begin with exactly the prepared entries.
+        """
+        if self._prepared is not None or not entries or entries[0].index != self._applied + 1:
+            return
+        txn = self._env.begin(write=True)
+        try:
+            results, done, last = self._apply_in(txn, entries)
+        except Exception:  # the same entries' `apply` raises it again, where the node handles it
+            txn.abort()
+            return
+        self._prepared = _Prepared(tuple(entries), txn, results, done, last)
+
+    def _take_prepared(self, entries: Sequence[Entry]) -> _Prepared | None:
+        """The prepared transaction if `entries` begin with exactly its entries; else it is abandoned."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return None
+        if tuple(entries[: len(prepared.entries)]) == prepared.entries:
+            return prepared
+        prepared.txn.abort()
+        return None
+
+    def _abandon_prepared(self) -> None:
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None:
+            prepared.txn.abort()
+
+    def _apply_in(self, txn: lmdb.Transaction, entries: Sequence[Entry]) -> tuple[list[bytes], list[AppliedTxn], int]:
+        results: list[bytes] = []
         done: list[AppliedTxn] = []
         last = self._applied
-        with self._env.begin(write=True) as txn:
-            for e in entries:
-                invariant(e.index > last, f"entry {e.index} applied twice or out of order (applied {last})")
-                last = e.index
-                if e.kind is EntryKind.NOOP:
-                    results.append(b"")
-                    continue
-                applied = self._apply_one(txn, e)
-                results.append(applied.result.SerializeToString())
-                done.append(applied)
-            txn.put(_META_APPLIED, _U64.pack(last), db=self._meta)
+        for e in entries:
+            invariant(e.index > last, f"entry {e.index} applied twice or out of order (applied {last})")
+            last = e.index
+            if e.kind is EntryKind.NOOP:
+                results.append(b"")
+                continue
+            applied = self._apply_one(txn, e)
+            results.append(applied.result.SerializeToString())
+            done.append(applied)
+        txn.put(_META_APPLIED, _U64.pack(last), db=self._meta)
+        return results, done, last
+
+    def _applied_now(self, last: int, done: list[AppliedTxn], results: list[bytes]) -> list[bytes]:
+        """After a commit: the new applied index, and the watches and sessions of what was applied."""
         self._applied = last
         if self._on_applied is not None:
             for applied in done:
@@ -700,6 +768,7 @@ class ZnodeTree:
 
     def restore(self, snapshot_path: Path, index: int) -> None:
         """Replace the whole state by the snapshot file taken at `index` (atomically: one LMDB transaction)."""
+        self._abandon_prepared()
         dbs = dict(self._tagged_dbs)
         with open(snapshot_path, "rb") as f, self._env.begin(write=True) as txn:
             magic, version, applied = _SNAP_HEADER.unpack(_read_exactly(f, _SNAP_HEADER.size))
@@ -739,9 +808,12 @@ class ZnodeTree:
         self._applied = index
 
     def sync(self) -> None:
+        # Runs in the node's writer thread: a prepared transaction (the event loop's thread) stays as it is;
+        # LMDB's sync flushes committed pages only.
         self._env.sync(True)
 
     def close(self) -> None:
+        self._abandon_prepared()
         self._env.close()
 
 

@@ -125,6 +125,13 @@ class Raft:
     def entry(self, index: int) -> Entry:
         return self.log.entry(index)
 
+    def durable_uncommitted(self, max_count: int) -> list[Entry]:
+        """Entries on this node's disk that it does not know committed, oldest first, at most `max_count`."""
+        first = self.log.committed + 1
+        if self.log.stable_index < first:
+            return []
+        return self.log.slice(first, self.log.stable_index + 1, max_count, 1 << 62)
+
     def term_at(self, index: int) -> int | None:
         return self.log.term(index)
 
