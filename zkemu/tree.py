@@ -20,6 +20,9 @@ Raft log is the durable record; `sync()` runs before the log is compacted):
 
 Single operations check everything before their first write; a multi runs
 in a nested LMDB transaction that is aborted when one of its ops fails.
+Entries not committed yet may be applied ahead (`prepare`) in a write
+transaction that `apply` commits if it gets exactly those entries, and aborts
+otherwise.
 """
 
 from __future__ import annotations
