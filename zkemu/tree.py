@@ -222,7 +222,6 @@ class _Prepared:
     txn: lmdb.Transaction
     results: list[bytes]
     done: list[AppliedTxn]
-    last: int
 
 
 class ZnodeTree:
@@ -291,7 +290,7 @@ class ZnodeTree:
         prepared = self._take_prepared(entries)
         if prepared is not None:
             prepared.txn.commit()
-            results = self._applied_now(prepared.last, prepared.done, prepared.results)
+            results = self._applied_now(prepared.entries[-1].index, prepared.done, prepared.results)
             entries = entries[len(prepared.entries) :]
             if not entries:
                 return results
@@ -318,11 +317,11 @@ class ZnodeTree:
             return
         txn = self._env.begin(write=True)
         try:
-            results, done, last = self._apply_in(txn, entries)
+            results, done, _ = self._apply_in(txn, entries)
         except Exception:  # the same entries' `apply` raises it again, where the node handles it
             txn.abort()
             return
-        self._prepared = _Prepared(tuple(entries), txn, results, done, last)
+        self._prepared = _Prepared(tuple(entries), txn, results, done)
 
     def _take_prepared(self, entries: Sequence[Entry]) -> _Prepared | None:
         """The prepared transaction if `entries` begin with exactly its entries; else it is abandoned."""
