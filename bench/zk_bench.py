@@ -318,10 +318,13 @@ class Nodes:
         return self.addresses[node_id]
 
 
-async def sequential_create(nodes: Nodes, run: int, args: argparse.Namespace, payload: bytes) -> dict[str, Any]:
-    zk = await connect(nodes.address(nodes.leader))
+async def sequential_create(
+    nodes: Nodes, node: int, run: int, args: argparse.Namespace, payload: bytes
+) -> dict[str, Any]:
+    zk = await connect(nodes.address(node))
+    role = _role(nodes, node)
     try:
-        base = f"/bench/run{run}/sequential"
+        base = f"/bench/run{run}/sequential-{role}"
         await zk.create(base, makepath=True)
         samples: list[int] = []
         for i in range(SEQUENTIAL_WARMUP_OPS + args.sequential_ops):
@@ -331,8 +334,11 @@ async def sequential_create(nodes: Nodes, run: int, args: argparse.Namespace, pa
                 samples.append(now_ns() - t0)
     finally:
         await zk.close()
-    return {"measure": "sequential_create", "run": run, "node": nodes.leader, "role": "leader",
-            **latency_figures(samples)}  # fmt: skip
+    return {"measure": "sequential_create", "run": run, "node": node, "role": role, **latency_figures(samples)}
+
+
+def _role(nodes: Nodes, node: int) -> str:
+    return "leader" if node == nodes.leader else "follower"
 
 
 def _event_future() -> tuple[asyncio.Future[tuple[int, EventType]], Callable[[WatchedEvent], None]]:
@@ -811,12 +817,14 @@ def _kazoo_worker_ops(setup: dict[str, Any]) -> tuple[dict[str, Callable[[int, i
 async def real_zk_latencies(nodes: Nodes, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
     """sequential_create, watch_fire and ephemeral_gone against the real ensemble, as for zkraft."""
     records = []
-    seq = await asyncio.to_thread(
-        kazoo_sequential_create, nodes.address(nodes.leader), f"/bench/run{run}/sequential", args.sequential_ops,
-        payload,
-    )  # fmt: skip
-    records.append({"measure": "sequential_create", "run": run, "node": nodes.leader, "role": "leader",
-                    **latency_figures(seq)})  # fmt: skip
+    for node in (nodes.leader, nodes.follower_a):
+        role = _role(nodes, node)
+        seq = await asyncio.to_thread(
+            kazoo_sequential_create, nodes.address(node), f"/bench/run{run}/sequential-{role}", args.sequential_ops,
+            payload,
+        )  # fmt: skip
+        records.append({"measure": "sequential_create", "run": run, "node": node, "role": role,
+                        **latency_figures(seq)})  # fmt: skip
     for setter in (nodes.leader, nodes.follower_b):
         role = "leader" if setter == nodes.leader else "follower"
         lat = await asyncio.to_thread(
@@ -894,7 +902,8 @@ async def zk_run(root: Path, run: int, args: argparse.Namespace, payload: bytes)
         emit({"measure": "cluster", "system": "zkraft", "run": run, "addresses": nodes.addresses,
               "leader": nodes.leader, "term": term, "follower_a": nodes.follower_a,
               "follower_b": nodes.follower_b})  # fmt: skip
-        keep(await sequential_create(nodes, run, args, payload))
+        for node in (nodes.leader, nodes.follower_a):
+            keep(await sequential_create(nodes, node, run, args, payload))
         for setter in (nodes.leader, nodes.follower_b):
             keep(await watch_fire(nodes, setter, run, args, payload))
         for owner in (nodes.leader, nodes.follower_b):
@@ -917,8 +926,15 @@ def _select(records: list[dict[str, Any]], measure: str, key: str, **match: Any)
 def system_figures(records: list[dict[str, Any]]) -> dict[str, float | None]:
     """Medians over runs of one system's records."""
     figures: dict[str, float | None] = {
-        "sequential_create_p50_ms": median_or_none(_select(records, "sequential_create", "p50_ms")),
-        "sequential_create_p99_ms": median_or_none(_select(records, "sequential_create", "p99_ms")),
+        "sequential_create_p50_ms": median_or_none(_select(records, "sequential_create", "p50_ms", role="leader")),
+        "sequential_create_p99_ms": median_or_none(_select(records, "sequential_create", "p99_ms", role="leader")),
+        # A client of a follower: its write is forwarded to the leader (ZooKeeper's followers do the same).
+        "sequential_create_p50_ms_on_follower": median_or_none(
+            _select(records, "sequential_create", "p50_ms", role="follower")
+        ),
+        "sequential_create_p99_ms_on_follower": median_or_none(
+            _select(records, "sequential_create", "p99_ms", role="follower")
+        ),
     }
     for op in THROUGHPUT_OPS:
         name = "creates_per_s" if op == "create" else f"{op}_per_s"

@@ -3,8 +3,10 @@
 The leader stamps `time_ms` (ctime/mtime come from it, so every replica
 agrees) and proposes. A follower forwards to the leader in batches on one
 stream (zkemu.forward_stream), so that its sessions' writes keep their order,
-then waits until it has applied the write itself, so that the session's next
-read here sees it (ZooKeeper's per-session FIFO).
+and answers when it has applied the write itself, so that the session's next
+read here sees it (ZooKeeper's per-session FIFO): its own apply, recognised by
+the txn's forward tag (zkemu.forwarded_writes), or the leader's reply, then
+the apply of the zxid it names, whichever comes first.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from quorum.node import QuorumNode
 from quorum.raft import Role
 from quorum.transport import GRPC_OPTIONS
 from zkemu.forward_stream import ConnectionLossError, LeaderStream, Pending, RetryElsewhere, fail_batch
+from zkemu.forwarded_writes import ForwardedWrites
 from zkraft_proto import zk_pb2
 
 __all__ = ["ConnectionLossError", "TxnSubmitter"]
@@ -39,6 +42,7 @@ class TxnSubmitter:
         self._forwarder: asyncio.Task[None] | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stream: LeaderStream | None = None
+        self.forwarded = ForwardedWrites()
 
     def start(self) -> None:
         self._forwarder = asyncio.get_running_loop().create_task(self._forward_loop(), name="zk-forwarder")
@@ -72,6 +76,7 @@ class TxnSubmitter:
                     raise ConnectionLossError(str(exc)) from None
             elif self._node.core.leader_id:
                 fut: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
+                txn.forward_tag = self.forwarded.tag(fut)
                 self._queue.append((txn, fut))
                 self._queue_event.set()
                 try:
@@ -91,6 +96,7 @@ class TxnSubmitter:
         stamped = zk_pb2.Txn()
         stamped.CopyFrom(txn)
         stamped.time_ms = self._now_ms()
+        stamped.forward_tag = 0  # a tag from an earlier attempt through a follower answers nothing here
         [(index, result)] = await self._node.propose_many([stamped.SerializeToString()], timeout_s)
         return index, result
 

@@ -117,7 +117,7 @@ class TreeSnapshotError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class AppliedTxn:
-    """What one applied log entry did, for the session layer (watches, session tracking).
+    """What one applied log entry did, for the session layer (watches, session tracking, forwarded writes).
 
     `result` is the same TxnResult whose serialized form `apply` returned; treat it as read-only.
     """
@@ -128,6 +128,7 @@ class AppliedTxn:
     created_session: int | None
     closed_session: int | None
     result: zk_pb2.TxnResult
+    forward_tag: int = 0  # Txn.forward_tag: the follower that forwarded it answers its client (forwarded_writes.py)
 
 
 def check_data_length(path: str, data: bytes) -> None:
@@ -375,8 +376,9 @@ class ZnodeTree:
             result = self._execute(w, t, body)
         except ZkError as exc:
             invariant(not w.dirty, f"zxid {e.index}: {body} failed with {exc.code!r} after writing")
-            return AppliedTxn(e.index, w.session_id, (), None, None, zk_pb2.TxnResult(err=exc.code))
-        return AppliedTxn(e.index, w.session_id, tuple(w.triggers), w.created_session, w.closed_session, result)
+            return AppliedTxn(e.index, w.session_id, (), None, None, zk_pb2.TxnResult(err=exc.code), t.forward_tag)
+        triggers = tuple(w.triggers)
+        return AppliedTxn(e.index, w.session_id, triggers, w.created_session, w.closed_session, result, t.forward_tag)
 
     def _execute(self, w: _Write, t: zk_pb2.Txn, body: str | None) -> zk_pb2.TxnResult:
         match body:

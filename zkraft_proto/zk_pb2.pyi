@@ -105,9 +105,10 @@ class CloseSessionTxn(_message.Message):
     def __init__(self, session_id: _Optional[int] = ..., expired: _Optional[bool] = ...) -> None: ...
 
 class Txn(_message.Message):
-    __slots__ = ("time_ms", "session_id", "create_session", "close_session", "create", "delete", "set_data", "check", "multi")
+    __slots__ = ("time_ms", "session_id", "forward_tag", "create_session", "close_session", "create", "delete", "set_data", "check", "multi")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    FORWARD_TAG_FIELD_NUMBER: _ClassVar[int]
     CREATE_SESSION_FIELD_NUMBER: _ClassVar[int]
     CLOSE_SESSION_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +118,7 @@ class Txn(_message.Message):
     MULTI_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     session_id: int
+    forward_tag: int
     create_session: CreateSessionTxn
     close_session: CloseSessionTxn
     create: CreateOp
@@ -124,7 +126,7 @@ class Txn(_message.Message):
     set_data: SetDataOp
     check: CheckOp
     multi: MultiOp
-    def __init__(self, time_ms: _Optional[int] = ..., session_id: _Optional[int] = ..., create_session: _Optional[_Union[CreateSessionTxn, _Mapping]] = ..., close_session: _Optional[_Union[CloseSessionTxn, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ...) -> None: ...
+    def __init__(self, time_ms: _Optional[int] = ..., session_id: _Optional[int] = ..., forward_tag: _Optional[int] = ..., create_session: _Optional[_Union[CreateSessionTxn, _Mapping]] = ..., close_session: _Optional[_Union[CloseSessionTxn, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ...) -> None: ...
 
 class OpResult(_message.Message):
     __slots__ = ("err", "path", "stat")
