@@ -337,9 +337,11 @@ class QuorumNode:
         self.core.advance(rd)
         self._release_applied_waiters()
         if rd.entries and self._prepare is not None:
-            # After what this turn of the loop already has to do (a follower's acknowledgement
-            # is written by its sender task): the wait for the commit absorbs the apply.
-            asyncio.get_running_loop().call_soon(self._prepare_ahead)
+            # After what this turn of the loop already has to do, and after what the rest of this
+            # step wakes (the sender tasks of a follower's acknowledgement, of the DURABLE notice
+            # the next Ready of a leader holds): the wait for the commit absorbs the apply.
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self._prepare_ahead)
 
     def _prepare_ahead(self) -> None:
         """Let the state machine apply the entries this node holds durably while their commit is under

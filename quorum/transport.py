@@ -6,6 +6,13 @@ client stream; while a peer is unreachable its messages are dropped and the
 node is told (`on_unreachable`), which puts that follower back into probing.
 Every batch names the cluster id and a digest of the peer list, so that a
 node started with the wrong configuration is refused instead of obeyed.
+
+A gRPC stream takes one write at a time, and a write completes only when the
+loop hears of it: after the leader's fsync, which runs on the loop thread for
+a small batch. So the leader's DURABLE notice, due right after that fsync,
+would wait behind its append's write. Notices go on a second stream to the
+peer instead (NOTICE_TYPES): Raft tolerates the reordering, and a DURABLE
+that overtakes its append commits nothing the follower does not hold.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ PEER_QUEUE_MESSAGES_MAX = 8192
 RECONNECT_DELAY_S_MIN = 0.02
 RECONNECT_DELAY_S_MAX = 0.5
 SNAPSHOT_CHUNK_BYTES = 1 << 20
+# What goes on a peer's notice stream instead of its main one (the module docstring says why).
+NOTICE_TYPES = frozenset({MessageType.DURABLE})
 GRPC_MESSAGE_BYTES_MAX = 64 << 20
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
@@ -58,20 +67,18 @@ def peers_digest(cluster_id: str, peers_text: str) -> str:
     return hashlib.sha256(f"{cluster_id}|{peers_text}".encode()).hexdigest()[:16]
 
 
-class _PeerSender:
-    def __init__(self, transport: PeerTransport, peer: int, address: str) -> None:
-        self._t = transport
-        self.peer = peer
-        self.address = address
+class _Lane:
+    """One stream to a peer: a bounded queue drained by one sender task into a long-lived client call."""
+
+    def __init__(self, sender: _PeerSender, name: str) -> None:
+        self._sender = sender
+        self._name = name
         self._queue: deque[Message] = deque()
         self._wakeup = asyncio.Event()
-        self._channel: grpc.aio.Channel | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._snapshot_task: asyncio.Task[None] | None = None
-        self._was_reachable = True
+        self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-send-{self.peer}")
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-{self._name}-{self._sender.peer}")
 
     def enqueue(self, messages: Sequence[Message]) -> None:
         q = self._queue
@@ -81,26 +88,23 @@ class _PeerSender:
             q.popleft()
         self._wakeup.set()
 
-    def channel(self) -> grpc.aio.Channel:
-        if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS)
-        return self._channel
-
     def _next_batch(self) -> pb.RaftBatch:
         msgs = list(self._queue)
         self._queue.clear()
+        t = self._sender.transport
         return pb.RaftBatch(
-            cluster_id=self._t.cluster_id,
-            peers_digest=self._t.digest,
+            cluster_id=t.cluster_id,
+            peers_digest=t.digest,
             messages=[message_to_pb(m) for m in msgs],
         )
 
     async def _run(self) -> None:
+        sender = self._sender
         delay = RECONNECT_DELAY_S_MIN
         while True:
             # One call per connection attempt, written to directly: a request
             # iterator would outlive a failed call and swallow later batches.
-            call = pb_grpc.RaftPeerStub(self.channel()).Stream()
+            call = pb_grpc.RaftPeerStub(sender.channel()).Stream()
             try:
                 while True:
                     await self._wakeup.wait()
@@ -112,22 +116,55 @@ class _PeerSender:
                 call.cancel()
                 raise
             except grpc.aio.AioRpcError as exc:
-                self._unreachable(exc.code().name, exc.details() or "")
+                sender.unreachable(exc.code().name, exc.details() or "")
             except Exception as exc:  # loop boundary: log, back off, retry
                 code = await _final_code(call)
-                self._unreachable(code or type(exc).__name__, str(exc))
+                sender.unreachable(code or type(exc).__name__, str(exc))
             call.cancel()
             # Messages that piled up while the peer was away are stale by now.
             self._queue.clear()
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_DELAY_S_MAX)
 
-    def _unreachable(self, code: str, details: str) -> None:
-        self._t.on_unreachable(self.peer)
+
+class _PeerSender:
+    """Everything sent to one peer: its channel, the main and notice lanes (streams), snapshot transfers."""
+
+    def __init__(self, transport: PeerTransport, peer: int, address: str) -> None:
+        self.transport = transport
+        self.peer = peer
+        self.address = address
+        self._main = _Lane(self, "send")
+        self._notices = _Lane(self, "notice")
+        self._channel: grpc.aio.Channel | None = None
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._was_reachable = True
+
+    def start(self) -> None:
+        self._main.start()
+        self._notices.start()
+
+    def enqueue(self, messages: Sequence[Message]) -> None:
+        notices = [m for m in messages if m.type in NOTICE_TYPES]
+        if not notices:
+            self._main.enqueue(messages)
+            return
+        self._notices.enqueue(notices)
+        if len(notices) < len(messages):
+            self._main.enqueue([m for m in messages if m.type not in NOTICE_TYPES])
+
+    def channel(self) -> grpc.aio.Channel:
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS)
+        return self._channel
+
+    def unreachable(self, code: str, details: str) -> None:
+        t = self.transport
+        t.on_unreachable(self.peer)
         if code == "FAILED_PRECONDITION":
-            self._t.log.error("peer_refused_us", peer=self.peer, address=self.address, reason=details)
+            t.log.error("peer_refused_us", peer=self.peer, address=self.address, reason=details)
         elif self._was_reachable:
-            self._t.log.info("peer_unreachable", peer=self.peer, address=self.address, code=code)
+            t.log.info("peer_unreachable", peer=self.peer, address=self.address, code=code)
         self._was_reachable = False
 
     def mark_reachable(self) -> None:
@@ -149,27 +186,27 @@ class _PeerSender:
             result = await stub.InstallSnapshot(self._snapshot_chunks(m))
             ok = result.ok
             if not ok:
-                self._t.log.warning("snapshot_refused", peer=self.peer, index=meta.index, error=result.error)
+                self.transport.log.warning("snapshot_refused", peer=self.peer, index=meta.index, error=result.error)
             else:
-                self._t.log.info("snapshot_sent", peer=self.peer, index=meta.index, term=meta.term)
+                self.transport.log.info("snapshot_sent", peer=self.peer, index=meta.index, term=meta.term)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # loop boundary
-            self._t.log.warning("snapshot_send_failed", peer=self.peer, index=meta.index, error=str(exc))
-        self._t.on_snapshot_done(self.peer, ok)
+            self.transport.log.warning("snapshot_send_failed", peer=self.peer, index=meta.index, error=str(exc))
+        self.transport.on_snapshot_done(self.peer, ok)
 
     async def _snapshot_chunks(self, m: Message) -> AsyncIterator[pb.SnapshotChunk]:
         assert m.snapshot is not None
         header = message_to_pb(m)
         first = True
-        chunks = self._t.snapshots.read_chunks(m.snapshot, SNAPSHOT_CHUNK_BYTES)
+        chunks = self.transport.snapshots.read_chunks(m.snapshot, SNAPSHOT_CHUNK_BYTES)
         for data in chunks:
-            yield pb.SnapshotChunk(cluster_id=self._t.cluster_id, message=header if first else None, data=data)
+            yield pb.SnapshotChunk(cluster_id=self.transport.cluster_id, message=header if first else None, data=data)
             first = False
-        yield pb.SnapshotChunk(cluster_id=self._t.cluster_id, message=header if first else None, last=True)
+        yield pb.SnapshotChunk(cluster_id=self.transport.cluster_id, message=header if first else None, last=True)
 
     async def close(self) -> None:
-        for task in (self._task, self._snapshot_task):
+        for task in (self._main.task, self._notices.task, self._snapshot_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -1,0 +1,85 @@
+"""quorum.transport over real gRPC on loopback: what a peer receives, and on which of its streams.
+
+The receiving end here is a bare RaftPeer servicer that records each batch with
+the stream it came on, so the test sees what a quorum node's service would."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import structlog
+
+from quorum.codec import message_from_pb
+from quorum.raft.types import Entry, Message, MessageType
+from quorum.transport import NOTICE_TYPES, PeerTransport
+from zkraft_proto import quorum_pb2 as pb
+from zkraft_proto import quorum_pb2_grpc as pb_grpc
+
+DEADLINE_S = 10.0
+
+
+class RecordingPeer(pb_grpc.RaftPeerServicer):
+    def __init__(self) -> None:
+        self.received: list[tuple[int, Message]] = []  # (stream number, message), in arrival order
+        self._streams = itertools.count(1)
+
+    async def Stream(self, request_iterator: AsyncIterator[pb.RaftBatch], context: Any) -> pb.StreamAck:  # noqa: N802
+        stream = next(self._streams)
+        async for batch in request_iterator:
+            self.received.extend((stream, message_from_pb(m)) for m in batch.messages)
+        return pb.StreamAck()
+
+
+async def _send_and_collect(messages: list[Message]) -> list[tuple[int, Message]]:
+    peer = RecordingPeer()
+    server = grpc.aio.server()
+    pb_grpc.add_RaftPeerServicer_to_server(peer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    unreachable: list[int] = []
+    transport = PeerTransport(
+        node_id=1,
+        peers={1: "127.0.0.1:1", 2: f"127.0.0.1:{port}"},
+        cluster_id="test",
+        digest="digest",
+        snapshots=None,  # type: ignore[arg-type]  # no snapshot is sent here
+        on_unreachable=unreachable.append,
+        on_snapshot_done=lambda peer, ok: None,
+        log=structlog.get_logger(),
+    )
+    transport.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEADLINE_S
+        for m in messages:  # one at a time, as Readies come: each may leave in its own batch
+            transport.send([m])
+            await asyncio.sleep(0)
+        while len(peer.received) < len(messages) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert unreachable == []
+        return peer.received
+    finally:
+        await transport.close()
+        await server.stop(None)
+
+
+def test_durable_notices_travel_beside_the_appends_which_keep_their_order() -> None:
+    entry = Entry(5, 2, b"create /a")
+    sent = [
+        Message(MessageType.APPEND, 2, 1, 2, log_term=2, index=4, entries=(entry,), commit=4),
+        Message(MessageType.DURABLE, 2, 1, 2, index=5),
+        Message(MessageType.HEARTBEAT, 2, 1, 2, commit=4),
+        Message(MessageType.APPEND, 2, 1, 2, log_term=2, index=5, commit=5),
+        Message(MessageType.DURABLE, 2, 1, 2, index=6),
+    ]
+    received = asyncio.run(_send_and_collect(sent))
+    assert sorted((m.type, m.index) for _, m in received) == sorted((m.type, m.index) for m in sent)
+    notice_streams = {stream for stream, m in received if m.type in NOTICE_TYPES}
+    main_streams = {stream for stream, m in received if m.type not in NOTICE_TYPES}
+    assert len(notice_streams) == 1 and len(main_streams) == 1 and notice_streams != main_streams
+    assert [m for _, m in received if m.type not in NOTICE_TYPES] == [m for m in sent if m.type not in NOTICE_TYPES]
+    assert [m for _, m in received if m.type in NOTICE_TYPES] == [m for m in sent if m.type in NOTICE_TYPES]
