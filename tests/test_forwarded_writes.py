@@ -49,7 +49,7 @@ def test_applying_a_tagged_entry_answers_its_write_with_the_zxid_and_result(
 
     def answer(applied: AppliedTxn) -> None:
         if applied.forward_tag:
-            writes.applied(applied.forward_tag, applied.zxid, applied.result.SerializeToString())
+            writes.applied(applied.forward_tag, applied.zxid, applied.result)
 
     tree = ZnodeTree(tmp_path / "tree", on_applied=answer)
     results = tree.apply(entries(tags))
@@ -89,7 +89,7 @@ def test_a_write_answered_otherwise_is_forgotten_and_its_apply_answers_nothing(
     failed.set_exception(ConnectionError("forwarding failed"))
     loop.run_until_complete(asyncio.sleep(0))  # the futures' done callbacks
     assert len(writes) == 0
-    assert [writes.applied(tag, 10 + k, b"") for k, tag in enumerate(tags)] == [False, False, False]
+    assert [writes.applied(tag, 10 + k, pb.TxnResult()) for k, tag in enumerate(tags)] == [False, False, False]
     assert by_reply.result() == (10, b"from the leader")
 
 
@@ -98,7 +98,7 @@ def test_an_entry_tagged_elsewhere_answers_nothing(loop: asyncio.AbstractEventLo
     waiting = loop.create_future()
     writes.tag(waiting)
     other_node = ForwardedWrites(incarnation=2).tag(loop.create_future())
-    assert writes.applied(other_node, 5, b"") is False
+    assert writes.applied(other_node, 5, pb.TxnResult()) is False
     assert not waiting.done() and len(writes) == 1
 
 

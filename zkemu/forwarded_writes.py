@@ -20,6 +20,8 @@ import asyncio
 import itertools
 import secrets
 
+from zkraft_proto import zk_pb2
+
 # A tag is this process's random nonzero 32-bit incarnation, then a 32-bit counter: a restarted node's
 # new tags never answer for the entries its previous incarnation forwarded.
 _SEQUENCE_BITS = 32
@@ -45,12 +47,14 @@ class ForwardedWrites:
         future.add_done_callback(lambda _: self._waiting.pop(tag, None))
         return tag
 
-    def applied(self, tag: int, zxid: int, result: bytes) -> bool:
-        """This node applied the entry tagged `tag` as `zxid`; returns whether that answered a waiting write."""
+    def applied(self, tag: int, zxid: int, result: zk_pb2.TxnResult) -> bool:
+        """This node applied the entry tagged `tag` as `zxid`; returns whether that answered a waiting write.
+
+        Every node applies the tagged entry; only the one that forwarded it serializes the result again."""
         future = self._waiting.pop(tag, None)
         if future is None or future.done():
             return False
-        future.set_result((zxid, result))
+        future.set_result((zxid, result.SerializeToString()))
         return True
 
     def __len__(self) -> int:

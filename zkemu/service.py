@@ -86,7 +86,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         for trigger in applied.triggers:
             self.watches.trigger(EventType(trigger.type), trigger.path, applied.zxid)
         if applied.forward_tag and self.submitter is not None:
-            self.submitter.forwarded.applied(applied.forward_tag, applied.zxid, applied.result.SerializeToString())
+            self.submitter.forwarded.applied(applied.forward_tag, applied.zxid, applied.result)
         if applied.created_session and self.tracker is not None:
             sid = applied.created_session
             timeout_ms = self.tree.session_timeout_ms(sid) or self.settings.session_timeout_bounds_ms[0]
