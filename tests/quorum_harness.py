@@ -189,6 +189,19 @@ class QuorumProcesses:
         self._close_log(node_id)
         return proc.returncode
 
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP `node_id`: it keeps its sockets and state but runs nothing until `resume`."""
+        proc = self._procs.get(node_id)
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError(f"node {node_id} is not running")
+        proc.send_signal(signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT `node_id` after `pause`."""
+        proc = self._procs.get(node_id)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+
     def restart(self, node_id: int) -> None:
         """SIGKILL `node_id` if it runs, then start it again on the same data dir and port."""
         self.kill(node_id)

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 import pytest
 
 from client import AddWatchMode, EventType, WatchedEvent, ZkClient, ZkState, ZnodeStat
+from client.aio import AsyncZkClient
 from client.exceptions import (
     BadVersionError,
     ConnectionLoss,
@@ -50,6 +51,7 @@ from client.exceptions import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
+from client.quorum_client import QuorumClient
 from client.zk_client import _SharedLoop
 from tests.helpers import wait_until
 from tests.linearizability import History, Kind, Operation, RegisterState, check
@@ -250,6 +252,106 @@ def test_a_leader_crash_expires_no_session(fresh_cluster: QuorumProcesses, clien
     assert sorted(back.get_children("/live")) == ["c0", "c1", "c2"]
     owners = {back.exists(f"/live/c{i}").ephemeralOwner for i in range(3)}  # type: ignore[union-attr]
     assert owners == set(session_ids)
+
+
+# Writes one session keeps in flight on the leader while leadership moves away from it.
+IN_FLIGHT_WRITES = 16
+DEPOSED_PAUSE_S = 1.2  # > the election timeout (0.5-1 s), < the client's read timeout (2/3 of 4 s)
+TRANSFER_TIMEOUT_S = 5.0
+
+
+def _writes_across_a_leader_change(cluster: QuorumProcesses, change_leader: Callable[[Roles], None]) -> None:
+    """A session on the leader keeps 16 sequential creates in flight while `change_leader` moves
+    leadership to another node; it stays connected to the old leader, whose pending proposals are
+    refused or lost and go on through the new leader. Every acknowledged create exists once, with the
+    data it was sent with, and the sequence numbers follow the order the session sent them in
+    (ZooKeeper's per-session FIFO), across the change."""
+    r = roles(cluster)
+    address = cluster.addresses[r.leader]
+    outcomes: dict[int, str | BaseException] = {}
+    writing = threading.Event()
+    changed = threading.Event()
+
+    async def write_through_the_change() -> str | None:
+        zk = AsyncZkClient(address, timeout=WAIT_S, session_timeout_ms=SESSION_MS, randomize_hosts=False)
+        await zk.start()
+        try:
+            await zk.create("/order")
+            pending: dict[asyncio.Future[Any], int] = {}
+            sent = after_change = 0
+            deadline = time.monotonic() + 4 * WAIT_S
+            while (after_change < 200 or pending) and time.monotonic() < deadline:
+                while len(pending) < IN_FLIGHT_WRITES and after_change < 200:
+                    # Each task enqueues its request in its first step: tasks start in creation order.
+                    pending[asyncio.ensure_future(zk.create("/order/n-", str(sent).encode(), sequence=True))] = sent
+                    sent += 1
+                    if changed.is_set():
+                        after_change += 1
+                    elif sent == 300:
+                        writing.set()  # the test thread changes the leader now
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    i = pending.pop(fut)
+                    outcomes[i] = fut.exception() or fut.result()
+            return zk.server
+        finally:
+            await zk.close()
+
+    loop, _ = _SharedLoop.get()
+    writer = asyncio.run_coroutine_threadsafe(write_through_the_change(), loop)
+    assert writing.wait(WAIT_S), "the writer did not get going"
+    change_leader(r)
+    new = roles(cluster, exclude=(r.leader,))
+    assert new.leader != r.leader
+    changed.set()
+    server = writer.result(5 * WAIT_S)
+
+    assert server == address, "the session left the old leader: the test did not exercise what it names"
+    failed = {i: o for i, o in outcomes.items() if isinstance(o, BaseException)}
+    assert all(isinstance(o, ConnectionLoss) for o in failed.values()), failed
+    created = sorted(((o, i) for i, o in outcomes.items() if isinstance(o, str)), key=lambda p: int(p[0][-10:]))
+    assert len(created) >= 400, f"only {len(created)} of {len(outcomes)} creates succeeded"
+    sent_order = [i for _, i in created]
+    assert sent_order == sorted(sent_order), "sequence numbers out of the session's order: " + str(
+        [(name[-10:], i) for (name, i), (_, j) in zip(created, created[1:], strict=False) if j < i][:5]
+    )
+    with ZkClient(cluster.addresses[new.leader], timeout=WAIT_S) as reader:
+        reader.sync("/order")
+        children = reader.get_children("/order")
+        data = {f"/order/{c}": reader.get(f"/order/{c}")[0].decode() for c in children}
+    assert all(data.get(name) == str(i) for name, i in created), "an acknowledged create is missing or changed"
+    assert len(set(data.values())) == len(data), "a create was applied twice"
+
+
+def test_writes_in_flight_on_a_deposed_leader_keep_their_session_order(fresh_cluster: QuorumProcesses) -> None:
+    """The leader is SIGSTOPped until the others elect a new one, then SIGCONTed: the proposals it still
+    holds are lost when it learns of the new term, while the session's next writes already arrive."""
+
+    def depose(r: Roles) -> None:
+        fresh_cluster.pause(r.leader)
+        try:
+            time.sleep(DEPOSED_PAUSE_S)  # the fault itself lasts this long; nothing waits on it
+        finally:
+            fresh_cluster.resume(r.leader)
+
+    _writes_across_a_leader_change(fresh_cluster, depose)
+
+
+def test_writes_in_flight_during_a_leadership_transfer_keep_their_session_order(
+    fresh_cluster: QuorumProcesses,
+) -> None:
+    """Leadership is handed to a follower (`TransferLeadership`, what a graceful stop does): the leader
+    refuses new proposals while the transfer runs, and the transfer completes on time meanwhile."""
+
+    def transfer(r: Roles) -> None:
+        async def hand_over() -> int:
+            async with QuorumClient([cluster_address], request_timeout_s=TRANSFER_TIMEOUT_S) as client:
+                return await client.transfer_leadership(cluster_address, r.followers[0], TRANSFER_TIMEOUT_S)
+
+        cluster_address = fresh_cluster.addresses[r.leader]
+        assert run(hand_over()) == r.followers[0]
+
+    _writes_across_a_leader_change(fresh_cluster, transfer)
 
 
 # ---------------------------------------------------------------------- linearizability under leader crashes

@@ -3,9 +3,12 @@
 Requests of a session are answered strictly in order (ZooKeeper's per-session
 FIFO): writes are pipelined to the log as they arrive, a read waits until
 every earlier request of its session is answered, and a write waits for
-earlier reads. Watch events are queued on the stream while the transaction
-is applied, so an event always precedes the reply to any later read that
-sees its change.
+earlier reads. Writes also reach the log in the session's order across a
+change of leader: one is not submitted through the new leader while an
+earlier one, submitted before the change, is unanswered (it may yet be lost
+and retried; zkemu.session_writes). Watch events are queued on the stream
+while the transaction is applied, so an event always precedes the reply to
+any later read that sees its change.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from quorum.settings import NodeSettings
 from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
+from zkemu.session_writes import NO_ROUTE, SessionWrite, SessionWrites
 from zkemu.sessions import SessionIds, SessionTracker, session_password
 from zkemu.submitter import ConnectionLossError, TxnSubmitter
 from zkemu.tree import AppliedTxn, ZnodeTree
@@ -217,6 +221,7 @@ class SessionConnection:
         self._working: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references to tasks
         self._last_slot: asyncio.Task[None] | None = None  # the newest request still being worked on
         self._last_read: asyncio.Task[None] | None = None
+        self._writes = SessionWrites()  # in the order they must reach the log
         self._closed = False
 
     def __hash__(self) -> int:
@@ -371,7 +376,7 @@ class SessionConnection:
         slot = _Slot()
         self._order.append(slot)
         if op in WRITE_OPS:
-            self._work_on(slot, self._write(req, op, _unfinished(self._last_read)))
+            self._work_on(slot, self._write(req, op, _unfinished(self._last_read), self._writes.add()))
         elif op == "close":
             self._work_on(slot, self._close(req, _unfinished(self._last_slot)))
             self._order.append(_Slot(ends_stream=True))
@@ -423,16 +428,26 @@ class SessionConnection:
                 self.outbound.put_nowait(zk_pb2.ServerMessage(response=head.response))
 
     # ---- writes
-    async def _write(self, req: zk_pb2.Request, op: str, after: Awaitable[Any] | None) -> zk_pb2.Response:
-        if after is not None:
-            await asyncio.wait([after])  # type: ignore[list-item]
-        body = getattr(req, op)
-        problem = _oversized(op, body)
-        if problem:
-            return self._reply(req, err=Code.BADARGUMENTS, error_message=problem)
-        txn = zk_pb2.Txn(session_id=self.session_id)
-        getattr(txn, op).CopyFrom(body)
-        return await self._submit(req, txn, op, body)
+    async def _write(
+        self, req: zk_pb2.Request, op: str, after: Awaitable[Any] | None, write: SessionWrite
+    ) -> zk_pb2.Response:
+        try:
+            if after is not None:
+                await asyncio.wait([after])  # type: ignore[list-item]
+            body = getattr(req, op)
+            problem = _oversized(op, body)
+            if problem:
+                return self._reply(req, err=Code.BADARGUMENTS, error_message=problem)
+            txn = zk_pb2.Txn(session_id=self.session_id)
+            getattr(txn, op).CopyFrom(body)
+            submitter = self.service.submitter
+            assert submitter is not None
+            # Not past an earlier write of the session across a leader change; submitted in the same step.
+            if not self._writes.take_turn(write, submitter.route() or NO_ROUTE):
+                await self._writes.wait_turn(write, lambda: submitter.route() or NO_ROUTE)
+            return await self._submit(req, txn, op, body)
+        finally:
+            write.settle()
 
     async def _submit(self, req: zk_pb2.Request, txn: zk_pb2.Txn, op: str, body: Any) -> zk_pb2.Response:
         svc = self.service

@@ -70,8 +70,13 @@ class TxnSubmitter:
                 try:
                     zxid, raw = await self._propose_here(txn, remaining)
                     break
-                except (qerrors.NotLeaderError, qerrors.ProposalDroppedError, qerrors.ProposalLostError):
+                except qerrors.ProposalLostError:
                     continue  # certainly not applied: try again through whoever leads now
+                except (qerrors.NotLeaderError, qerrors.ProposalDroppedError):
+                    # Refused on the spot (a leadership transfer, too much uncommitted data): the
+                    # refusal came without a pause, so let the loop move the leader on first.
+                    await asyncio.sleep(NO_LEADER_POLL_S)
+                    continue
                 except qerrors.QuorumError as exc:
                     raise ConnectionLossError(str(exc)) from None
             elif self._node.core.leader_id:
@@ -91,6 +96,14 @@ class TxnSubmitter:
                 await asyncio.sleep(NO_LEADER_POLL_S)  # an election is under way
         await self._node.wait_applied(zxid, max(deadline - time.monotonic(), 0.5))
         return zxid, zk_pb2.TxnResult.FromString(raw)
+
+    def route(self) -> tuple[int, int] | None:
+        """Where a write submitted now goes: (leader id, term), this node's own id when it leads; None while
+        no leader is known (zkemu.session_writes)."""
+        core = self._node.core
+        if core.role is Role.LEADER:
+            return (self._node.node_id, core.term)
+        return (core.leader_id, core.term) if core.leader_id else None
 
     async def _propose_here(self, txn: zk_pb2.Txn, timeout_s: float) -> tuple[int, bytes]:
         stamped = zk_pb2.Txn()
