@@ -101,8 +101,6 @@ class TxnSubmitter:
         """Where a write submitted now goes: (leader id, term), this node's own id when it leads; None while
         no leader is known (zkemu.session_writes)."""
         core = self._node.core
-        if core.role is Role.LEADER:
-            return (self._node.node_id, core.term)
         return (core.leader_id, core.term) if core.leader_id else None
 
     async def _propose_here(self, txn: zk_pb2.Txn, timeout_s: float) -> tuple[int, bytes]:
