@@ -30,7 +30,7 @@ from quorum.settings import NodeSettings
 from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
-from zkemu.session_writes import NO_ROUTE, SessionWrite, SessionWrites
+from zkemu.session_writes import SessionWrite, SessionWrites
 from zkemu.sessions import SessionIds, SessionTracker, session_password
 from zkemu.submitter import ConnectionLossError, TxnSubmitter
 from zkemu.tree import AppliedTxn, ZnodeTree
@@ -440,20 +440,18 @@ class SessionConnection:
                 return self._reply(req, err=Code.BADARGUMENTS, error_message=problem)
             txn = zk_pb2.Txn(session_id=self.session_id)
             getattr(txn, op).CopyFrom(body)
-            submitter = self.service.submitter
-            assert submitter is not None
-            # Not past an earlier write of the session across a leader change; submitted in the same step.
-            if not self._writes.take_turn(write, submitter.route() or NO_ROUTE):
-                await self._writes.wait_turn(write, lambda: submitter.route() or NO_ROUTE)
-            return await self._submit(req, txn, op, body)
+            return await self._submit(req, txn, op, body, write)
         finally:
             write.settle()
 
-    async def _submit(self, req: zk_pb2.Request, txn: zk_pb2.Txn, op: str, body: Any) -> zk_pb2.Response:
+    async def _submit(
+        self, req: zk_pb2.Request, txn: zk_pb2.Txn, op: str, body: Any, write: SessionWrite | None = None
+    ) -> zk_pb2.Response:
         svc = self.service
         assert svc.submitter is not None
         try:
-            _, result = await svc.submitter.submit(txn, svc.settings.proposal_timeout_ms / 1000)
+            # `write`: in the session's order across leader changes (zkemu.session_writes).
+            _, result = await svc.submitter.submit(txn, svc.settings.proposal_timeout_ms / 1000, write)
         except ConnectionLossError as exc:
             return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
         if op == "multi":

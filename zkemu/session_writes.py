@@ -18,16 +18,20 @@ while it is deposed (tests/test_zk_semantics_cluster.py): before, writes that
 arrived after the change went straight to the new leader, ahead of earlier
 ones still waiting to learn that they were lost.
 
-Not covered: within one route, a leader that refuses a forwarded batch
-(PROPOSAL_DROPPED, while it hands leadership over) and accepts the next one
-because the hand-over was abandoned in between; the refused batch is retried
-after it.
+A write that was not taken is submitted again (TxnSubmitter.submit), in its
+place: it counts as not submitted until it is, so later writes wait for it.
+A lost write takes every later one on its route with it, so they all go again
+in order. A refusal need not (a leader that refuses a batch while it hands
+leadership over, or has too much uncommitted data, may take the next one):
+a refused write is not retried once a later write of its session went the
+same way, and its client gets ConnectionLoss instead, as ZooKeeper's would
+when its connection broke.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
 
 Route = tuple[int, int]
@@ -56,6 +60,29 @@ class SessionWrite:
         self._writes.resolved(self, route)
         self._wake()
 
+    def try_take(self, route: Route) -> bool:
+        """Mark this write submitted on `route` if it may go there now (SessionWrites.try_take)."""
+        return self._writes.try_take(self, route)
+
+    async def wait_turn(self, route_now: Callable[[], Route]) -> None:
+        """Wait until this write may be submitted, then mark it submitted on the route it takes
+        (`route_now()` then); the caller submits it in the same step (no await in between)."""
+        await self._writes.wait_turn(self, route_now)
+
+    def unplace(self) -> None:
+        """Not taken where it was submitted (refused, lost, or no leader known): later writes of the
+        session wait for it again until it is submitted anew."""
+        if not self.placed or self.answered:
+            return
+        route, self.route, self.placed = self.route, None, False
+        self._writes.unresolved(route)
+
+    def may_retry(self) -> bool:
+        """Whether a write refused on its route may be submitted again without landing after a later
+        write of its session: none went on that route after it (refusals, unlike losses, need not
+        take every later write on the route with them)."""
+        return not self._writes.later_on_route(self)
+
     def settle(self) -> None:
         """Answered, or abandoned: nothing waits for it any longer."""
         if self.answered:
@@ -65,7 +92,7 @@ class SessionWrite:
             self._writes.resolved(self, None)
         self.answered = True
         if self.route is not None:
-            self._writes.answered(self.route)
+            self._writes.answered()
         self._wake()
 
     def changed(self) -> asyncio.Future[None]:
@@ -89,8 +116,9 @@ class SessionWrites:
     def __init__(self) -> None:
         self._queue: deque[SessionWrite] = deque()  # unanswered, in the session's order
         self._unplaced: deque[SessionWrite] = deque()  # neither submitted nor answered, in order
-        self._on_route: Counter[Route] = Counter()  # submitted and unanswered, per route
-        self._submitted = 0  # submitted and unanswered, all routes
+        self._submitted = 0  # submitted and unanswered
+        # The route of every submitted unanswered write, or None when they are on more than one.
+        self._route: Route | None = None
 
     def add(self) -> SessionWrite:
         """A new write, the session's latest."""
@@ -107,17 +135,37 @@ class SessionWrites:
         else:
             self._unplaced.remove(write)  # out of order: only a write answered without being submitted
         if route is not None:
-            self._on_route[route] += 1
+            if self._submitted == 0:
+                self._route = route
+            elif route != self._route:
+                self._route = None
             self._submitted += 1
 
-    def answered(self, route: Route) -> None:
-        self._on_route[route] -= 1
+    def unresolved(self, route: Route | None) -> None:
+        """A write submitted on `route` is back among the unsubmitted (SessionWrite.unplace)."""
+        if route is not None:
+            self._submitted -= 1
+        self._unplaced = deque(w for w in self._queue if not w.placed and not w.answered)
+
+    def later_on_route(self, write: SessionWrite) -> bool:
+        """Whether a later write went on `write`'s route, answered or not (a follower answers a write
+        when it applies it, which can come before the leader's refusal of an earlier one)."""
+        later = False
+        for other in self._queue:
+            if later and other.route == write.route:
+                return True
+            later = later or other is write
+        return False
+
+    def answered(self) -> None:
         self._submitted -= 1
 
-    def take_turn(self, write: SessionWrite, route: Route) -> bool:
+    def try_take(self, write: SessionWrite, route: Route) -> bool:
         """Mark `write` submitted on `route` if it may go now: every earlier write of the session
         submitted, all on `route` (the common case, in constant time), or answered."""
-        if not (self._unplaced and self._unplaced[0] is write and self._on_route[route] == self._submitted):
+        unplaced = self._unplaced
+        all_on_route = self._submitted == 0 or self._route == route
+        if not (unplaced and unplaced[0] is write and all_on_route):
             if self._blockers(write, route):
                 return False
         write.placed_on(route)

@@ -24,6 +24,7 @@ from quorum.raft import Role
 from quorum.transport import GRPC_OPTIONS
 from zkemu.forward_stream import ConnectionLossError, LeaderStream, Pending, RetryElsewhere, fail_batch
 from zkemu.forwarded_writes import ForwardedWrites
+from zkemu.session_writes import NO_ROUTE, SessionWrite
 from zkraft_proto import zk_pb2
 
 __all__ = ["ConnectionLossError", "TxnSubmitter"]
@@ -59,22 +60,35 @@ class TxnSubmitter:
         for ch in self._channels.values():
             await ch.close(grace=None)
 
-    async def submit(self, txn: zk_pb2.Txn, timeout_s: float) -> tuple[int, zk_pb2.TxnResult]:
-        """Commit `txn`; returns (zxid, result) once this server has applied it."""
+    async def submit(
+        self, txn: zk_pb2.Txn, timeout_s: float, turn: SessionWrite | None = None
+    ) -> tuple[int, zk_pb2.TxnResult]:
+        """Commit `txn`; returns (zxid, result) once this server has applied it.
+
+        `turn`: the write's place among its session's writes, which each
+        attempt waits for, so that it reaches the log in the session's order
+        (zkemu.session_writes)."""
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ConnectionLossError("no leader accepted the write in time")
+            if turn is not None and not turn.try_take(self.route() or NO_ROUTE):
+                # Submitted below in the same step as it is marked submitted on the route.
+                await turn.wait_turn(lambda: self.route() or NO_ROUTE)
             if self._node.core.role is Role.LEADER:
                 try:
                     zxid, raw = await self._propose_here(txn, remaining)
                     break
                 except qerrors.ProposalLostError:
-                    continue  # certainly not applied: try again through whoever leads now
+                    # Certainly not applied, and neither is any later write proposed on the same route:
+                    # try again through whoever leads now.
+                    _not_taken(turn, lost=True)
+                    continue
                 except (qerrors.NotLeaderError, qerrors.ProposalDroppedError):
                     # Refused on the spot (a leadership transfer, too much uncommitted data): the
                     # refusal came without a pause, so let the loop move the leader on first.
+                    _not_taken(turn, lost=False)
                     await asyncio.sleep(NO_LEADER_POLL_S)
                     continue
                 except qerrors.QuorumError as exc:
@@ -88,11 +102,13 @@ class TxnSubmitter:
                     zxid, raw = await await_owned(fut, remaining)
                     break
                 except RetryElsewhere:
+                    _not_taken(turn, lost=False)
                     await asyncio.sleep(NO_LEADER_POLL_S)  # let an election or a new leader's first append land
                     continue
                 except TimeoutError:
                     raise ConnectionLossError("the leader did not answer in time; the write may be applied") from None
             else:
+                _not_taken(turn, lost=True)
                 await asyncio.sleep(NO_LEADER_POLL_S)  # an election is under way
         await self._node.wait_applied(zxid, max(deadline - time.monotonic(), 0.5))
         return zxid, zk_pb2.TxnResult.FromString(raw)
@@ -153,3 +169,16 @@ class TxnSubmitter:
                     continue
                 stream = await self._leader_stream(address)
                 await stream.send(live)
+
+
+def _not_taken(turn: SessionWrite | None, lost: bool) -> None:
+    """The write was certainly not applied where it went; it is submitted again, unless it was refused
+    (not lost) after a later write of its session went the same way: that one may be applied, and a
+    retry would land after it."""
+    if turn is None:
+        return
+    if not lost and not turn.may_retry():
+        raise ConnectionLossError(
+            "the leader refused the write after a later write of the session reached it; it was not applied"
+        )
+    turn.unplace()
