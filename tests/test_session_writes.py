@@ -12,15 +12,12 @@ NEW = (2, 6)  # node 2 leads in term 6
 
 
 def test_writes_on_one_route_go_at_once_in_order() -> None:
-    async def body() -> None:
-        writes = SessionWrites()
-        a, b, c = writes.add(), writes.add(), writes.add()
-        assert writes.try_take(a, OLD)
-        assert writes.try_take(b, OLD)
-        assert writes.try_take(c, OLD)
-        assert (a.route, b.route, c.route) == (OLD, OLD, OLD)
-
-    asyncio.run(body())
+    writes = SessionWrites()
+    a, b, c = writes.add(), writes.add(), writes.add()
+    assert writes.try_take(a, OLD)
+    assert writes.try_take(b, OLD)
+    assert writes.try_take(c, OLD)
+    assert (a.route, b.route, c.route) == (OLD, OLD, OLD)
 
 
 def test_a_write_does_not_pass_an_earlier_one_not_yet_submitted() -> None:
@@ -55,25 +52,19 @@ def test_after_a_leader_change_a_write_waits_until_the_earlier_ones_are_answered
 
 
 def test_a_write_answered_without_being_submitted_blocks_nothing() -> None:
-    async def body() -> None:
-        writes = SessionWrites()
-        a, b = writes.add(), writes.add()
-        a.settle()  # e.g. refused as too large before it reached the log
-        assert writes.try_take(b, NEW)
-
-    asyncio.run(body())
+    writes = SessionWrites()
+    a, b = writes.add(), writes.add()
+    a.settle()  # e.g. refused as too large before it reached the log
+    assert writes.try_take(b, NEW)
 
 
 def test_the_route_a_write_was_first_submitted_on_stays() -> None:
-    async def body() -> None:
-        writes = SessionWrites()
-        a, b = writes.add(), writes.add()
-        assert writes.try_take(a, OLD)
-        a.placed_on(NEW)  # a retry through the new leader
-        assert a.route == OLD
-        assert not writes.try_take(b, NEW)
-
-    asyncio.run(body())
+    writes = SessionWrites()
+    a, b = writes.add(), writes.add()
+    assert writes.try_take(a, OLD)
+    a.placed_on(NEW)  # a retry through the new leader
+    assert a.route == OLD
+    assert not writes.try_take(b, NEW)
 
 
 def test_a_write_not_taken_goes_back_in_line_before_later_ones() -> None:
@@ -95,22 +86,16 @@ def test_a_write_not_taken_goes_back_in_line_before_later_ones() -> None:
 
 
 def test_a_refused_write_may_not_be_retried_after_a_later_one_went_the_same_way() -> None:
-    async def body() -> None:
-        writes = SessionWrites()
-        a, b = writes.add(), writes.add()
-        assert writes.try_take(a, OLD) and writes.try_take(b, OLD)
-        assert not a.may_retry()
-        assert b.may_retry()
-
-    asyncio.run(body())
+    writes = SessionWrites()
+    a, b = writes.add(), writes.add()
+    assert writes.try_take(a, OLD) and writes.try_take(b, OLD)
+    assert not a.may_retry()
+    assert b.may_retry()
 
 
 def test_a_later_write_already_answered_still_forbids_retrying_a_refused_one() -> None:
-    async def body() -> None:
-        writes = SessionWrites()
-        a, b = writes.add(), writes.add()
-        assert writes.try_take(a, OLD) and writes.try_take(b, OLD)
-        b.settle()  # applied and answered before the leader's refusal of `a` came back
-        assert not a.may_retry()
-
-    asyncio.run(body())
+    writes = SessionWrites()
+    a, b = writes.add(), writes.add()
+    assert writes.try_take(a, OLD) and writes.try_take(b, OLD)
+    b.settle()  # applied and answered before the leader's refusal of `a` came back
+    assert not a.may_retry()
