@@ -44,7 +44,11 @@ Measurements, per run, each run on fresh clusters:
 each run, the same figures for a 3-node Apache ZooKeeper ensemble
 (`tests/real_zookeeper.py`, full JIT, fsync on) driven by kazoo, so the
 targets are checked against the real thing on the same machine in the same
-run. Every record carries `system`: `zkraft` or `zookeeper`.
+run. Every record carries `system`: `zkraft` or `zookeeper`. It also adds
+`paired` records: sequential create and watch-fire with both clusters up at
+once and the two systems taking samples in alternating blocks of 50, so that
+both see the same moments of a machine whose speed drifts by up to 2x within
+minutes; `p50_ratio` is zkraft's p50 over ZooKeeper's.
 
 Nodes come from `tests/quorum_harness.py` (`QuorumProcesses`, default
 timeouts); everything listens on 127.0.0.1; every wait has a deadline and
@@ -102,6 +106,9 @@ WORKER_EXIT_TIMEOUT_S = 10.0
 WORKER_START_DELAY_S = 0.3  # the window's start instant lies this far ahead of the phase message
 WORKER_LINE_BYTES_MAX = 64 << 20
 SEQUENTIAL_WARMUP_OPS = 50
+PAIRED_BLOCK_SAMPLES = 50  # samples of one system before the other takes its turn (--real-zookeeper)
+# Before paired samples, on fresh clusters: enough for the JVM's JIT to compile ZooKeeper's request path.
+PAIRED_WARMUP_SAMPLES = 300
 WATCH_WARMUP_SAMPLES = 20
 EPHEMERAL_WARMUP_SAMPLES = 5
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -318,22 +325,45 @@ class Nodes:
         return self.addresses[node_id]
 
 
+class ZkraftSequentialCreates:
+    """One create at a time from one zkraft session; `samples(n)` times the next n creates (ns each)."""
+
+    def __init__(self, address: str, base: str, payload: bytes) -> None:
+        self._address, self._base, self._payload = address, base, payload
+        self._zk: AsyncZkClient | None = None
+        self._next = 0
+
+    async def open(self) -> None:
+        self._zk = await connect(self._address)
+        await self._zk.create(self._base, makepath=True)
+
+    async def samples(self, n: int) -> list[int]:
+        assert self._zk is not None
+        out = []
+        for _ in range(n):
+            path = f"{self._base}/n{self._next}"
+            self._next += 1
+            t0 = now_ns()
+            await asyncio.wait_for(self._zk.create(path, self._payload), REQUEST_TIMEOUT_S)
+            out.append(now_ns() - t0)
+        return out
+
+    async def close(self) -> None:
+        if self._zk is not None:
+            await self._zk.close()
+
+
 async def sequential_create(
     nodes: Nodes, node: int, run: int, args: argparse.Namespace, payload: bytes
 ) -> dict[str, Any]:
-    zk = await connect(nodes.address(node))
     role = _role(nodes, node)
+    creates = ZkraftSequentialCreates(nodes.address(node), f"/bench/run{run}/sequential-{role}", payload)
     try:
-        base = f"/bench/run{run}/sequential-{role}"
-        await zk.create(base, makepath=True)
-        samples: list[int] = []
-        for i in range(SEQUENTIAL_WARMUP_OPS + args.sequential_ops):
-            t0 = now_ns()
-            await asyncio.wait_for(zk.create(f"{base}/n{i}", payload), REQUEST_TIMEOUT_S)
-            if i >= SEQUENTIAL_WARMUP_OPS:
-                samples.append(now_ns() - t0)
+        await creates.open()
+        await creates.samples(SEQUENTIAL_WARMUP_OPS)
+        samples = await creates.samples(args.sequential_ops)
     finally:
-        await zk.close()
+        await creates.close()
     return {"measure": "sequential_create", "run": run, "node": node, "role": role, **latency_figures(samples)}
 
 
@@ -352,30 +382,54 @@ def _event_future() -> tuple[asyncio.Future[tuple[int, EventType]], Callable[[Wa
     return fired, on_event
 
 
+class ZkraftWatchFires:
+    """A watcher session re-arming a get-watch and a setter session; `samples(n)` times n setData -> callback."""
+
+    def __init__(self, watcher_address: str, setter_address: str, path: str, payload: bytes) -> None:
+        self._watcher_address, self._setter_address = watcher_address, setter_address
+        self._path, self._payload = path, payload
+        self._watcher: AsyncZkClient | None = None
+        self._setter: AsyncZkClient | None = None
+
+    async def open(self) -> None:
+        self._watcher = await connect(self._watcher_address)
+        self._setter = await connect(self._setter_address)
+        await self._setter.create(self._path, self._payload, makepath=True)
+        await self._watcher.sync(self._path)  # the follower has the node before the first get
+
+    async def samples(self, n: int) -> list[int]:
+        assert self._watcher is not None and self._setter is not None
+        out = []
+        for _ in range(n):
+            fired, on_event = _event_future()
+            await asyncio.wait_for(self._watcher.get(self._path, watch=on_event), REQUEST_TIMEOUT_S)
+            t0 = now_ns()
+            await asyncio.wait_for(self._setter.set(self._path, self._payload), REQUEST_TIMEOUT_S)
+            t1, event_type = await asyncio.wait_for(fired, REQUEST_TIMEOUT_S)
+            if event_type is not EventType.CHANGED:
+                raise RuntimeError(f"watch on {self._path} fired {event_type}, expected CHANGED")
+            out.append(t1 - t0)
+        return out
+
+    async def close(self) -> None:
+        for zk in (self._setter, self._watcher):
+            if zk is not None:
+                await zk.close()
+
+
 async def watch_fire(
     nodes: Nodes, setter_node: int, run: int, args: argparse.Namespace, payload: bytes
 ) -> dict[str, Any]:
     role = "leader" if setter_node == nodes.leader else "follower"
-    watcher = await connect(nodes.address(nodes.follower_a))
-    setter = await connect(nodes.address(setter_node))
+    fires = ZkraftWatchFires(
+        nodes.address(nodes.follower_a), nodes.address(setter_node), f"/bench/run{run}/watch-{role}", payload
+    )
     try:
-        path = f"/bench/run{run}/watch-{role}"
-        await setter.create(path, payload, makepath=True)
-        await watcher.sync(path)  # the follower has the node before the first get
-        samples: list[int] = []
-        for i in range(WATCH_WARMUP_SAMPLES + args.watch_samples):
-            fired, on_event = _event_future()
-            await asyncio.wait_for(watcher.get(path, watch=on_event), REQUEST_TIMEOUT_S)
-            t0 = now_ns()
-            await asyncio.wait_for(setter.set(path, payload), REQUEST_TIMEOUT_S)
-            t1, event_type = await asyncio.wait_for(fired, REQUEST_TIMEOUT_S)
-            if event_type is not EventType.CHANGED:
-                raise RuntimeError(f"watch on {path} fired {event_type}, expected CHANGED")
-            if i >= WATCH_WARMUP_SAMPLES:
-                samples.append(t1 - t0)
+        await fires.open()
+        await fires.samples(WATCH_WARMUP_SAMPLES)
+        samples = await fires.samples(args.watch_samples)
     finally:
-        await setter.close()
-        await watcher.close()
+        await fires.close()
     return {"measure": "watch_fire", "run": run, "watcher_node": nodes.follower_a, "setter_node": setter_node,
             "setter_role": role, **latency_figures(samples)}  # fmt: skip
 
@@ -670,41 +724,85 @@ class _Fired:
         return self.at_ns, self.type
 
 
-def kazoo_sequential_create(address: str, base: str, ops: int, payload: bytes) -> list[int]:
-    zk = kazoo_connect(address)
-    try:
-        zk.create(base, makepath=True)
-        samples = []
-        for i in range(SEQUENTIAL_WARMUP_OPS + ops):
+class KazooSequentialCreates:
+    """ZkraftSequentialCreates for kazoo (blocking calls: run it in a thread)."""
+
+    def __init__(self, address: str, base: str, payload: bytes) -> None:
+        self._address, self._base, self._payload = address, base, payload
+        self._zk: Any = None
+        self._next = 0
+
+    def open(self) -> None:
+        self._zk = kazoo_connect(self._address)
+        self._zk.create(self._base, makepath=True)
+
+    def samples(self, n: int) -> list[int]:
+        out = []
+        for _ in range(n):
+            path = f"{self._base}/n{self._next}"
+            self._next += 1
             t0 = now_ns()
-            zk.create(f"{base}/n{i}", payload)
-            if i >= SEQUENTIAL_WARMUP_OPS:
-                samples.append(now_ns() - t0)
-        return samples
+            self._zk.create(path, self._payload)
+            out.append(now_ns() - t0)
+        return out
+
+    def close(self) -> None:
+        if self._zk is not None:
+            kazoo_close(self._zk)
+
+
+class KazooWatchFires:
+    """ZkraftWatchFires for kazoo (blocking calls: run it in a thread)."""
+
+    def __init__(self, watcher_address: str, setter_address: str, path: str, payload: bytes) -> None:
+        self._watcher_address, self._setter_address = watcher_address, setter_address
+        self._path, self._payload = path, payload
+        self._watcher: Any = None
+        self._setter: Any = None
+
+    def open(self) -> None:
+        self._watcher = kazoo_connect(self._watcher_address)
+        self._setter = kazoo_connect(self._setter_address)
+        self._setter.create(self._path, self._payload, makepath=True)
+        self._watcher.sync(self._path)
+
+    def samples(self, n: int) -> list[int]:
+        out = []
+        for _ in range(n):
+            fired = _Fired()
+            self._watcher.get(self._path, watch=fired)
+            t0 = now_ns()
+            self._setter.set(self._path, self._payload)
+            t1, event_type = fired.wait(self._path)
+            if event_type != "CHANGED":
+                raise RuntimeError(f"watch on {self._path} fired {event_type}, expected CHANGED")
+            out.append(t1 - t0)
+        return out
+
+    def close(self) -> None:
+        for zk in (self._setter, self._watcher):
+            if zk is not None:
+                kazoo_close(zk)
+
+
+def kazoo_sequential_create(address: str, base: str, ops: int, payload: bytes) -> list[int]:
+    creates = KazooSequentialCreates(address, base, payload)
+    try:
+        creates.open()
+        creates.samples(SEQUENTIAL_WARMUP_OPS)
+        return creates.samples(ops)
     finally:
-        kazoo_close(zk)
+        creates.close()
 
 
 def kazoo_watch_fire(watcher_address: str, setter_address: str, path: str, samples: int, payload: bytes) -> list[int]:
-    watcher, setter = kazoo_connect(watcher_address), kazoo_connect(setter_address)
+    fires = KazooWatchFires(watcher_address, setter_address, path, payload)
     try:
-        setter.create(path, payload, makepath=True)
-        watcher.sync(path)
-        latencies = []
-        for i in range(WATCH_WARMUP_SAMPLES + samples):
-            fired = _Fired()
-            watcher.get(path, watch=fired)
-            t0 = now_ns()
-            setter.set(path, payload)
-            t1, event_type = fired.wait(path)
-            if event_type != "CHANGED":
-                raise RuntimeError(f"watch on {path} fired {event_type}, expected CHANGED")
-            if i >= WATCH_WARMUP_SAMPLES:
-                latencies.append(t1 - t0)
-        return latencies
+        fires.open()
+        fires.samples(WATCH_WARMUP_SAMPLES)
+        return fires.samples(samples)
     finally:
-        kazoo_close(setter)
-        kazoo_close(watcher)
+        fires.close()
 
 
 def kazoo_ephemeral_gone(
@@ -845,22 +943,31 @@ async def real_zk_latencies(nodes: Nodes, run: int, args: argparse.Namespace, pa
     return records
 
 
-async def real_zk_run(root: Path, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
+def bench_zookeeper(directory: Path) -> Any:
+    """A 3-node Apache ZooKeeper ensemble as the benchmark runs it (tests/real_zookeeper.py, full JIT)."""
     from tests.real_zookeeper import RealZooKeeper
 
     class BenchZooKeeper(RealZooKeeper):  # type: ignore[misc]
         def command(self, node_id: int) -> list[str]:
             return [a for a in super().command(node_id) if a not in REAL_ZK_DROPPED_FLAGS]
 
+    return BenchZooKeeper(directory, n=CLUSTER_SIZE, tick_time_ms=REAL_ZK_TICK_TIME_MS)
+
+
+async def serving_ensemble_nodes(ensemble: Any) -> Nodes:
+    modes = await asyncio.to_thread(ensemble.wait_serving, LEADER_TIMEOUT_S)
+    leader = next(node_id for node_id, mode in modes.items() if mode == "leader")
+    a, b = (n for n in sorted(ensemble.addresses) if n != leader)
+    return Nodes(dict(ensemble.addresses), leader, a, b)
+
+
+async def real_zk_run(root: Path, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     system = "zookeeper"
-    with BenchZooKeeper(root / f"run-{run}" / "real-zookeeper", n=CLUSTER_SIZE,
-                        tick_time_ms=REAL_ZK_TICK_TIME_MS) as ensemble:  # fmt: skip
+    with bench_zookeeper(root / f"run-{run}" / "real-zookeeper") as ensemble:
         ensemble.start_all()
-        modes = await asyncio.to_thread(ensemble.wait_serving, LEADER_TIMEOUT_S)
-        leader = next(node_id for node_id, mode in modes.items() if mode == "leader")
-        a, b = (n for n in sorted(ensemble.addresses) if n != leader)
-        nodes = Nodes(dict(ensemble.addresses), leader, a, b)
+        nodes = await serving_ensemble_nodes(ensemble)
+        leader, a, b = nodes.leader, nodes.follower_a, nodes.follower_b
         emit({"measure": "cluster", "system": system, "version": ensemble.version, "run": run,
               "addresses": nodes.addresses, "leader": leader, "follower_a": a, "follower_b": b,
               "jvm_flags": [a for a in ensemble.command(leader)[1:] if a.startswith("-") and a != "-cp"]})  # fmt: skip
@@ -873,6 +980,104 @@ async def real_zk_run(root: Path, run: int, args: argparse.Namespace, payload: b
         for record in await throughput(node_pids, nodes, log_dir, run, args, driver="kazoo"):
             records.append({**record, "system": system})
             emit(records[-1])
+    return records
+
+
+# ---------------------------------------------------------------- paired with real ZooKeeper
+class _Probe:
+    """A latency probe of either system, driven from the event loop (kazoo's blocking ones in a thread)."""
+
+    def __init__(self, probe: Any, blocking: bool) -> None:
+        self._probe, self._blocking = probe, blocking
+
+    async def _do(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args) if self._blocking else await fn(*args)
+
+    async def open(self) -> None:
+        await self._do(self._probe.open)
+
+    async def samples(self, n: int) -> list[int]:
+        result: list[int] = await self._do(self._probe.samples, n)
+        return result
+
+    async def close(self) -> None:
+        await self._do(self._probe.close)
+
+
+async def paired_samples(ours: _Probe, theirs: _Probe, warmup: int, total: int) -> tuple[list[int], list[int]]:
+    """Samples of both systems taken in alternating blocks, each system first in every other block, so
+    that both see the same moments of a machine whose speed drifts within minutes."""
+    await ours.open()
+    try:
+        await theirs.open()
+        try:
+            await ours.samples(warmup)
+            await theirs.samples(warmup)
+            mine: list[int] = []
+            other: list[int] = []
+            for block, start in enumerate(range(0, total, PAIRED_BLOCK_SAMPLES)):
+                n = min(PAIRED_BLOCK_SAMPLES, total - start)
+                if block % 2 == 0:
+                    mine += await ours.samples(n)
+                    other += await theirs.samples(n)
+                else:
+                    other += await theirs.samples(n)
+                    mine += await ours.samples(n)
+            return mine, other
+        finally:
+            await theirs.close()
+    finally:
+        await ours.close()
+
+
+def _paired_record(figure: str, role: str, run: int, ours: list[int], theirs: list[int]) -> dict[str, Any]:
+    mine, other = latency_figures(ours), latency_figures(theirs)
+    ratio = round(mine["p50_ms"] / other["p50_ms"], 3) if mine["p50_ms"] and other["p50_ms"] else None
+    return {"measure": "paired", "figure": figure, "role": role, "run": run, "zkraft": mine, "zookeeper": other,
+            "p50_ratio": ratio}  # fmt: skip
+
+
+async def paired_run(root: Path, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
+    """Sequential create and watch-fire of zkraft and real ZooKeeper, both clusters up, samples interleaved."""
+    records: list[dict[str, Any]] = []
+
+    def keep(record: dict[str, Any]) -> None:
+        records.append(record)
+        emit(record)
+
+    with (
+        QuorumProcesses(root / f"run-{run}" / "paired-zkraft", n=CLUSTER_SIZE, properties=ZK_PROPERTIES) as procs,
+        bench_zookeeper(root / f"run-{run}" / "paired-zookeeper") as ensemble,
+    ):
+        procs.start_all()
+        ensemble.start_all()
+        ours = await _nodes_of(procs)
+        _, term = await _leader_term(procs)
+        theirs = await serving_ensemble_nodes(ensemble)
+        base = f"/bench/run{run}/paired"
+        for role in ("leader", "follower"):
+            mine, other = (n.leader if role == "leader" else n.follower_a for n in (ours, theirs))
+            zkraft_creates = ZkraftSequentialCreates(ours.address(mine), f"{base}-sequential-{role}", payload)
+            kazoo_creates = KazooSequentialCreates(theirs.address(other), f"{base}-sequential-{role}", payload)
+            samples = await paired_samples(
+                _Probe(zkraft_creates, blocking=False), _Probe(kazoo_creates, blocking=True),
+                PAIRED_WARMUP_SAMPLES, args.sequential_ops,
+            )  # fmt: skip
+            keep(_paired_record("sequential_create", role, run, *samples))
+        for role in ("leader", "follower"):
+            path = f"{base}-watch-{role}"
+            mine, other = (n.leader if role == "leader" else n.follower_b for n in (ours, theirs))
+            zkraft_fires = ZkraftWatchFires(ours.address(ours.follower_a), ours.address(mine), path, payload)
+            kazoo_fires = KazooWatchFires(theirs.address(theirs.follower_a), theirs.address(other), path, payload)
+            samples = await paired_samples(
+                _Probe(zkraft_fires, blocking=False), _Probe(kazoo_fires, blocking=True),
+                PAIRED_WARMUP_SAMPLES, args.watch_samples,
+            )  # fmt: skip
+            keep(_paired_record("watch_fire", role, run, *samples))
+        leader_after, term_after = await _leader_term(procs)
+        if (leader_after, term_after) != (ours.leader, term):
+            keep({"measure": "leader_changed", "system": "zkraft", "run": run, "leader": leader_after,
+                  "term": term_after, "during": "paired"})  # fmt: skip
     return records
 
 
@@ -952,6 +1157,21 @@ def system_figures(records: list[dict[str, Any]]) -> dict[str, float | None]:
     return figures
 
 
+def paired_figures(records: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Medians over runs of the paired records: each system's p50 and zkraft's p50 over ZooKeeper's."""
+    figures: dict[str, dict[str, float | None]] = {}
+    for figure in ("sequential_create", "watch_fire"):
+        for role in ("leader", "follower"):
+            paired = [r for r in records if r["measure"] == "paired" and r["figure"] == figure and r["role"] == role]
+            if paired:
+                figures[f"{figure}_{role}"] = {
+                    "zkraft_p50_ms": median_or_none([r["zkraft"]["p50_ms"] for r in paired]),
+                    "zookeeper_p50_ms": median_or_none([r["zookeeper"]["p50_ms"] for r in paired]),
+                    "p50_ratio": median_or_none([r["p50_ratio"] for r in paired]),
+                }
+    return figures
+
+
 def summarize(records: list[dict[str, Any]], args: argparse.Namespace, real_zk_skipped: str | None) -> dict[str, Any]:
     figures = system_figures([r for r in records if r.get("system") == "zkraft"])
     real_records = [r for r in records if r.get("system") == "zookeeper"]
@@ -984,6 +1204,9 @@ def summarize(records: list[dict[str, Any]], args: argparse.Namespace, real_zk_s
         "leader_changes": sum(1 for r in records if r["measure"] == "leader_changed"),
         "targets": targets,
         "real_zookeeper": real if real is not None else {"skipped": real_zk_skipped},
+        # The same latencies with both systems up and their samples interleaved (paired_run): "role" is
+        # the node of the creating client, or of the setter.
+        "paired_with_real_zookeeper": paired_figures(records) if real is not None else None,
         # Other work on the machine skews every figure: say how busy it was.
         "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
     }
@@ -1070,6 +1293,7 @@ async def bench(root: Path, args: argparse.Namespace) -> None:
         records += await zk_run(root, run, args, payload)
         if real_zk_skipped is None:
             records += await real_zk_run(root, run, args, payload)
+            records += await paired_run(root, run, args, payload)
     emit(summarize(records, args, real_zk_skipped))
 
 
