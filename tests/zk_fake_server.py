@@ -35,6 +35,9 @@ from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 T = TypeVar("T")
 
+SILENCE_POLL_S = 0.01
+SILENCE_ROUNDS_MAX = 6000  # a silent server holds a message back for at most a minute
+
 OK = 0
 RUNTIMEINCONSISTENCY = -2
 BADARGUMENTS = -8
@@ -248,6 +251,13 @@ class FakeServer(zk_pb2_grpc.ZooKeeperServicer):
         self.connections: list[Connection] = []
         self.address = ""
 
+    async def _hold_while_silent(self) -> None:
+        """`silent` is a plain flag the tests flip from their own thread, so it is polled (bounded)."""
+        for _ in range(SILENCE_ROUNDS_MAX):
+            if not self.silent:
+                return
+            await asyncio.sleep(SILENCE_POLL_S)
+
     @property
     def applied_zxid(self) -> int:
         return 0 if self.lagging else self.ensemble.zxid
@@ -265,8 +275,7 @@ class FakeServer(zk_pb2_grpc.ZooKeeperServicer):
                 if isinstance(item, tuple):
                     await context.abort(*item)
                     return
-                while self.silent:
-                    await asyncio.sleep(0.01)
+                await self._hold_while_silent()
                 yield item
         finally:
             reader.cancel()
@@ -309,8 +318,7 @@ class FakeServer(zk_pb2_grpc.ZooKeeperServicer):
         )
         conn.out.put_nowait(zk_pb2.ServerMessage(connect=reply))
         async for msg in requests:
-            while self.silent:
-                await asyncio.sleep(0.01)
+            await self._hold_while_silent()
             batch = msg.batch.requests if msg.WhichOneof("kind") == "batch" else [msg.request]
             for request in batch:
                 self.requests.append(request)
