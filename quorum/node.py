@@ -31,6 +31,7 @@ from typing import Any
 import structlog
 
 from quorum import errors
+from quorum.cpu_placement import LoopPlacement
 from quorum.deadline import await_owned
 from quorum.lmdb_log_store import LmdbLogStore
 from quorum.raft import (
@@ -47,7 +48,7 @@ from quorum.raft import (
 )
 from quorum.raft import NotLeaderError as CoreNotLeader
 from quorum.raft import ProposalDroppedError as CoreDropped
-from quorum.settings import NodeSettings
+from quorum.settings import NodeSettings, parse_host_port
 from quorum.snapshot_store import SnapshotStore
 from quorum.state_machine import RegisterMap, StateMachine
 from quorum.transport import PeerTransport, peers_digest
@@ -132,6 +133,11 @@ class QuorumNode:
         self._last_snapshot_index = state.snapshot.index if state.snapshot else 0
         self._soft = SoftState(self.core.role, self.core.leader_id)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
+        self._placement = LoopPlacement.for_node(
+            settings.cpu_placement,
+            settings.cluster_id,
+            (parse_host_port(address, "peers")[0] for address in settings.peers.values()),
+        )
         self._transport: PeerTransport | None = None
         self._wakeup: asyncio.Event | None = None
         self._waiters: dict[int, _Waiter] = {}
@@ -181,6 +187,10 @@ class QuorumNode:
         )
         self._transport.start()
         loop = asyncio.get_running_loop()
+        if self._placement is not None:
+            # The writer's thread is started first, so that it does not inherit the loop thread's CPUs.
+            await loop.run_in_executor(self._writer, lambda: None)
+            self._place()
         self._tasks.append(loop.create_task(self._ready_loop(), name="raft-ready"))
         self._tasks.append(loop.create_task(self._ticker(), name="raft-ticker"))
         self.log.info(
@@ -386,6 +396,8 @@ class QuorumNode:
     def _on_soft_state(self, soft: SoftState) -> None:
         old = self._soft
         self._soft = soft
+        if soft.role != old.role:
+            self._place()
         if soft.role != old.role or soft.leader != old.leader:
             self.log.info(
                 "role_changed",
@@ -398,6 +410,18 @@ class QuorumNode:
             # A forwarded ReadIndex may have died with the old leader: ask the new one.
             for ctx in self._reads_in_flight:
                 self._guard(self.core.read_index, ctx)
+
+    def _place(self) -> None:
+        """Move this node's loop thread to its role's CPUs (quorum.cpu_placement), when placement is on."""
+        if self._placement is None:
+            return
+        try:
+            self._placement.place(leader=self.core.role is Role.LEADER)
+        except OSError as exc:  # the CPUs allowed changed under us (a cpuset, taskset): leave the scheduler free
+            self.log.warning("cpu_placement_off", error=str(exc))
+            self._placement = None
+            return
+        self.log.info("cpu_placement", role=self.core.role.value, cpus=sorted(self._placement.current or ()))
 
     # ------------------------------------------------------------- snapshots
     async def _install_snapshot(self, meta: SnapshotMeta) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from client import properties
+from quorum.cpu_placement import PLACEMENTS
 
 # Raft needs a majority of a fixed voter set; membership is static (no joint
 # consensus), so the sizes worth running are the odd ones.
@@ -61,6 +62,8 @@ class NodeSettings:
     tick_time_ms: int = 2000
     min_session_timeout_ms: int = 0
     max_session_timeout_ms: int = 0
+    # Where the event-loop thread runs when the voters share this machine (quorum.cpu_placement).
+    cpu_placement: str = "auto"
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -195,6 +198,10 @@ def _validate(settings: NodeSettings) -> None:
         raise SettingsError(
             f"quorum.state.machine: must be one of {', '.join(STATE_MACHINES)}, got {settings.state_machine!r}"
         )
+    if settings.cpu_placement not in PLACEMENTS:
+        raise SettingsError(
+            f"quorum.cpu.placement: must be one of {', '.join(PLACEMENTS)}, got {settings.cpu_placement!r}"
+        )
     if 0 < settings.max_session_timeout_ms < settings.session_timeout_bounds_ms[0]:
         raise SettingsError(
             f"maxSessionTimeout ({settings.max_session_timeout_ms}) is below minSessionTimeout "
@@ -245,6 +252,7 @@ _FIELD_OF_PROPERTY = {
     "raft.inflight.appends.max": "inflight_appends_max",
     "proposal.timeout.ms": "proposal_timeout_ms",
     "quorum.state.machine": "state_machine",
+    "quorum.cpu.placement": "cpu_placement",
     "tickTime": "tick_time_ms",
     "minSessionTimeout": "min_session_timeout_ms",
     "maxSessionTimeout": "max_session_timeout_ms",
