@@ -23,7 +23,8 @@ onto the same CPU.
 
 `auto` (the default) turns placement on only when every voter's address is a
 loopback one, so that the nodes share this machine, and the process may use
-at least two CPUs; `off` leaves the scheduler free.
+at least two CPUs; `off` leaves the scheduler free. Only the first node of a
+process is placed: nodes sharing one loop thread cannot each have their own.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 
 PLACEMENTS = ("auto", "off")
 _TASKS_DIR = Path("/proc/self/task")
+_placed_nodes = 0  # nodes of this process given a placement (for_node)
 
 
 def shares_machine(hosts: Iterable[str]) -> bool:
@@ -72,26 +74,29 @@ class LoopPlacement:
     @classmethod
     def for_node(cls, placement: str, cluster_id: str, hosts: Iterable[str]) -> LoopPlacement | None:
         """A placement for this process when `placement` and the machine call for one, else None."""
+        global _placed_nodes
         hosts = list(hosts)
         if placement == "off" or len(hosts) < 2 or not hasattr(os, "sched_setaffinity") or not shares_machine(hosts):
             return None
         allowed = os.sched_getaffinity(0)
-        if len(allowed) < 2:
+        if len(allowed) < 2 or _placed_nodes:
             return None
+        _placed_nodes += 1
         return cls(cluster_id, allowed)
 
     @property
     def current(self) -> frozenset[int] | None:
         return self._current
 
-    def place(self, leader: bool) -> None:
-        """Run the calling thread on the CPUs of a leader or of a follower; every other thread anywhere.
+    def place(self, leader: bool) -> bool:
+        """Run the calling thread on the CPUs of a leader or of a follower, every other thread anywhere;
+        returns whether the calling thread moved.
 
         The other threads are freed each time because a thread inherits the
         CPUs of the thread that starts it, and the loop thread starts some."""
         cpus = loop_cpus(self._allowed, self._cluster_id, leader)
         if cpus is None or cpus == self._current:
-            return
+            return False
         os.sched_setaffinity(0, cpus)  # 0: the calling thread
         self._current = cpus
         me = threading.get_native_id()
@@ -101,6 +106,7 @@ class LoopPlacement:
                     os.sched_setaffinity(task, self._allowed)
                 except OSError:
                     pass  # the thread ended meanwhile
+        return True
 
 
 def _thread_ids() -> list[int]:

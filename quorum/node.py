@@ -416,12 +416,13 @@ class QuorumNode:
         if self._placement is None:
             return
         try:
-            self._placement.place(leader=self.core.role is Role.LEADER)
+            moved = self._placement.place(leader=self.core.role is Role.LEADER)
         except OSError as exc:  # the CPUs allowed changed under us (a cpuset, taskset): leave the scheduler free
             self.log.warning("cpu_placement_off", error=str(exc))
             self._placement = None
             return
-        self.log.info("cpu_placement", role=self.core.role.value, cpus=sorted(self._placement.current or ()))
+        if moved:
+            self.log.info("cpu_placement", role=self.core.role.value, cpus=sorted(self._placement.current or ()))
 
     # ------------------------------------------------------------- snapshots
     async def _install_snapshot(self, meta: SnapshotMeta) -> None:

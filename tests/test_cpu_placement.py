@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from quorum.cpu_placement import LoopPlacement, loop_cpus, shares_machine
 from quorum.settings import NodeSettings, SettingsError, load_node_settings
 from tests.quorum_harness import QuorumProcesses, poll_until, wait_for_leader
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 MULTI_CPU = hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) >= 2
 ELECTION_TIMEOUT_S = 20
 
@@ -89,6 +92,21 @@ def test_placing_the_loop_frees_the_threads_it_started_meanwhile() -> None:
     assert seen["loop_as_follower"] == allowed - (leader_cpus or set())
     assert seen["child_later"] == allowed
     assert os.sched_getaffinity(0) == allowed  # this thread was never moved
+
+
+@pytest.mark.skipif(not MULTI_CPU, reason="placement needs at least two CPUs")
+def test_only_the_first_local_node_of_a_process_is_placed() -> None:
+    script = (
+        "from quorum.cpu_placement import LoopPlacement as P\n"
+        "local = ['127.0.0.1', 'localhost', '127.0.0.1']\n"
+        "print(P.for_node('off', 'c', local) is None, P.for_node('auto', 'c', ['127.0.0.1', '10.1.1.1']) is None,\n"
+        "      P.for_node('auto', 'c', ['127.0.0.1']) is None, P.for_node('auto', 'c', local) is not None,\n"
+        "      P.for_node('auto', 'c', local) is None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert out.returncode == 0, out.stderr
+    # off, another machine in the cluster, a 1-node cluster: none; then the first local node, and no second.
+    assert out.stdout.split() == ["True"] * 5
 
 
 def _cpus_allowed(pid: int, tid: int) -> set[int] | None:
