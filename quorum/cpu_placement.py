@@ -24,7 +24,8 @@ onto the same CPU.
 `auto` (the default) turns placement on only when every voter's address is a
 loopback one, so that the nodes share this machine, and the process may use
 at least two CPUs; `off` leaves the scheduler free. Only the first node of a
-process is placed: nodes sharing one loop thread cannot each have their own.
+process is placed at a time: nodes sharing one loop thread cannot each have
+their own. A stopped node gives its loop thread all the CPUs back (`release`).
 """
 
 from __future__ import annotations
@@ -107,6 +108,14 @@ class LoopPlacement:
                 except OSError:
                     pass  # the thread ended meanwhile
         return True
+
+    def release(self) -> None:
+        """Give the calling thread every CPU back, and this process's placement to a later node."""
+        global _placed_nodes
+        if self._current is not None:
+            os.sched_setaffinity(0, self._allowed)
+            self._current = None
+        _placed_nodes = 0
 
 
 def _thread_ids() -> list[int]:

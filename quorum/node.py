@@ -18,6 +18,7 @@ Ready right in the handler that received it, without waking the ready task.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import random
@@ -662,6 +663,9 @@ class QuorumNode:
         self._writer.shutdown(wait=True)
         self._store.close()
         self.state_machine.close()
+        if self._placement is not None:
+            with contextlib.suppress(OSError):
+                self._placement.release()
         if self._stopped is not None:
             self._stopped.set()
 

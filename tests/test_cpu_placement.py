@@ -82,6 +82,8 @@ def test_placing_the_loop_frees_the_threads_it_started_meanwhile() -> None:
         seen["loop_as_follower"] = os.sched_getaffinity(0)
         release.set()
         child.join(timeout=10)
+        placement.release()  # the node stopped
+        seen["loop_released"] = os.sched_getaffinity(0)
 
     thread = threading.Thread(target=loop_thread)
     thread.start()
@@ -91,6 +93,7 @@ def test_placing_the_loop_frees_the_threads_it_started_meanwhile() -> None:
     assert seen["child_at_start"] == leader_cpus
     assert seen["loop_as_follower"] == allowed - (leader_cpus or set())
     assert seen["child_later"] == allowed
+    assert seen["loop_released"] == allowed
     assert os.sched_getaffinity(0) == allowed  # this thread was never moved
 
 
@@ -99,14 +102,18 @@ def test_only_the_first_local_node_of_a_process_is_placed() -> None:
     script = (
         "from quorum.cpu_placement import LoopPlacement as P\n"
         "local = ['127.0.0.1', 'localhost', '127.0.0.1']\n"
+        "first = P.for_node('auto', 'c', local)\n"
         "print(P.for_node('off', 'c', local) is None, P.for_node('auto', 'c', ['127.0.0.1', '10.1.1.1']) is None,\n"
-        "      P.for_node('auto', 'c', ['127.0.0.1']) is None, P.for_node('auto', 'c', local) is not None,\n"
+        "      P.for_node('auto', 'c', ['127.0.0.1']) is None, first is not None,\n"
         "      P.for_node('auto', 'c', local) is None)\n"
+        "first.release()\n"
+        "print(P.for_node('auto', 'c', local) is not None)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert out.returncode == 0, out.stderr
-    # off, another machine in the cluster, a 1-node cluster: none; then the first local node, and no second.
-    assert out.stdout.split() == ["True"] * 5
+    # off, another machine in the cluster, a 1-node cluster: none; the first local node, and no
+    # second until the first is released.
+    assert out.stdout.split() == ["True"] * 6
 
 
 def _cpus_allowed(pid: int, tid: int) -> set[int] | None:
