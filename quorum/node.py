@@ -83,6 +83,28 @@ class _Batch:
             self.future.set_exception(exc)
 
 
+class _PrefixBatch(_Batch):
+    """Proposals whose outcome is wanted entry by entry (propose_prefix_nowait): the future resolves
+    with the results of the entries applied, in log order, and the error that ended the rest (None
+    when every entry was applied)."""
+
+    __slots__ = ()
+
+    def complete(self, index: int, result: bytes) -> None:
+        if self.future.done():
+            return
+        self.results[index - self.first_index] = (index, result)
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.future.set_result((self.results, None))  # type: ignore[arg-type]
+
+    def fail(self, exc: BaseException) -> None:
+        # Entries are applied in log order, so the ones applied so far are a prefix of the batch.
+        if not self.future.done():
+            done = len(self.results) - self.remaining
+            self.future.set_result((self.results[:done], exc))  # type: ignore[arg-type]
+
+
 @dataclass(slots=True)
 class _Waiter:
     term: int
@@ -498,11 +520,24 @@ class QuorumNode:
 
     def propose_nowait(self, commands: Sequence[bytes]) -> asyncio.Future[list[tuple[int, bytes]]]:
         """Append commands to the log now (so calls keep their order); the future resolves as propose_many returns."""
+        return self._propose(commands, _Batch)
+
+    def propose_prefix_nowait(
+        self, commands: Sequence[bytes]
+    ) -> asyncio.Future[tuple[list[tuple[int, bytes]], BaseException | None]]:
+        """Like propose_nowait, with an outcome per entry: the future resolves, never fails, with the
+        (index, result) of the entries applied, a prefix of the commands in order, and the QuorumError
+        that befell the rest (None when none did). A lost entry takes every later one with it (Raft's
+        log matching), so the rest were not applied unless the error says the outcome is unknown.
+        Raises at once, as propose_nowait does, when nothing was appended."""
+        return self._propose(commands, _PrefixBatch)  # type: ignore[return-value]
+
+    def _propose(self, commands: Sequence[bytes], kind: type[_Batch]) -> asyncio.Future[Any]:
         if self._stopping:
             raise errors.ShuttingDownError("node is shutting down")
-        future: asyncio.Future[list[tuple[int, bytes]]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if not commands:
-            future.set_result([])
+            future.set_result(([], None) if kind is _PrefixBatch else [])
             return future
         try:
             first = self.core.propose_many(commands)
@@ -510,7 +545,7 @@ class QuorumNode:
             raise errors.NotLeaderError(exc.leader_id, self.address_of(exc.leader_id)) from None
         except CoreDropped as exc:
             raise errors.ProposalDroppedError(str(exc)) from None
-        batch = _Batch(first, len(commands), future)
+        batch = kind(first, len(commands), future)
         waiter = _Waiter(self.core.term, batch)
         for k in range(len(commands)):
             self._waiters[first + k] = waiter

@@ -55,7 +55,7 @@ from client.quorum_client import QuorumClient
 from client.zk_client import _SharedLoop
 from tests.helpers import wait_until
 from tests.linearizability import History, Kind, Operation, RegisterState, check
-from tests.quorum_harness import REPO_ROOT, QuorumProcesses, subprocess_env, wait_for_leader
+from tests.quorum_harness import REPO_ROOT, QuorumProcesses, node_status, subprocess_env, wait_for_leader
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -352,6 +352,75 @@ def test_writes_in_flight_during_a_leadership_transfer_keep_their_session_order(
         assert run(hand_over()) == r.followers[0]
 
     _writes_across_a_leader_change(fresh_cluster, transfer)
+
+
+# Sequential creates one session sends at once to a leader that cannot commit them.
+LOST_BURST = 40
+# Sessions long enough to outlast the old leader's pause below (two node starts and an election).
+LOST_TICK_TIME_MS = 1000
+LOST_SESSION_MS = 15_000
+
+
+def test_writes_lost_with_a_deposed_leader_go_again_in_the_session_order(tmp_path: Path) -> None:
+    """Both followers are SIGKILLed, then a session on the leader sends a burst of sequential creates
+    (in one stream message: the leader proposes them together), which cannot commit. The leader is
+    SIGSTOPped, the followers restarted, and once they have elected a new leader the old one is
+    resumed: its proposals are lost when it learns the new term, and its server sends the writes
+    again through the new leader. Every create succeeds exactly once, with its data, in the order the
+    session sent them."""
+    with QuorumProcesses(tmp_path, n=3, properties={**PROPERTIES, "tickTime": str(LOST_TICK_TIME_MS)}) as cluster:
+        cluster.start_all()
+        r = roles(cluster)
+        address = cluster.addresses[r.leader]
+        zk = AsyncZkClient(address, timeout=WAIT_S, session_timeout_ms=LOST_SESSION_MS, randomize_hosts=False)
+        run(zk.start())
+        try:
+            run(zk.create("/lost"))
+            before = run(node_status(address))
+            for follower in r.followers:
+                cluster.kill(follower)
+
+            async def send_burst() -> list[asyncio.Future[str]]:
+                return [
+                    asyncio.ensure_future(zk.create("/lost/n-", str(i).encode(), sequence=True))
+                    for i in range(LOST_BURST)
+                ]
+
+            creates = run(send_burst())
+            try:
+                wait_until(
+                    lambda: run(node_status(address)).last_index >= before.last_index + LOST_BURST,
+                    WAIT_S,
+                    message="the leader did not append the burst",
+                )
+            finally:
+                cluster.pause(r.leader)  # before the followers are back: they must not learn the burst
+            try:
+                for follower in r.followers:
+                    cluster.start(follower)
+                new = roles(cluster, exclude=(r.leader,))
+            finally:
+                cluster.resume(r.leader)
+
+            async def outcomes() -> list[str | BaseException]:
+                return await asyncio.gather(*creates, return_exceptions=True)
+
+            results = run(outcomes())
+            assert zk.server == address, "the session left the old leader: the test did not exercise what it names"
+        finally:
+            run(zk.close())
+
+        failed = [o for o in results if not isinstance(o, str)]
+        assert not failed, failed[:3]
+        names = [str(o) for o in results]
+        sequence = [int(name[-10:]) for name in names]
+        assert sequence == sorted(sequence), f"sequence numbers out of the session's order: {sequence}"
+        with ZkClient(cluster.addresses[new.leader], timeout=WAIT_S) as reader:
+            reader.sync("/lost")
+            children = reader.get_children("/lost")
+            data = {f"/lost/{c}": reader.get(f"/lost/{c}")[0].decode() for c in children}
+        assert len(children) == LOST_BURST, f"{len(children)} nodes for {LOST_BURST} creates"
+        assert all(data[name] == str(i) for i, name in enumerate(names)), "a create's data does not match"
 
 
 # ---------------------------------------------------------------------- linearizability under leader crashes

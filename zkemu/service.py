@@ -17,7 +17,8 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -26,6 +27,7 @@ import structlog
 from quorum import errors as qerrors
 from quorum.deadline import await_owned
 from quorum.node import QuorumNode
+from quorum.raft import Role
 from quorum.settings import NodeSettings
 from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
@@ -277,12 +279,9 @@ class SessionConnection:
             async for msg in requests:
                 kind = msg.WhichOneof("kind")
                 if kind == "request":
-                    self._dispatch(msg.request)
+                    self._dispatch_all((msg.request,))
                 elif kind == "batch":
-                    for req in msg.batch.requests:
-                        self._dispatch(req)
-                        if self._closed:
-                            return
+                    self._dispatch_all(msg.batch.requests)
                 else:
                     self.end(grpc.StatusCode.INVALID_ARGUMENT, "connect may only be sent once per stream")
                     return
@@ -369,6 +368,125 @@ class SessionConnection:
         return self.node.core.applied_index
 
     # ---- ordering
+    def _dispatch_all(self, requests: Sequence[zk_pb2.Request]) -> None:
+        """Dispatch one stream message's requests in order; each run of consecutive writes together."""
+        run: list[zk_pb2.Request] = []
+        for req in requests:
+            if self._closed:
+                return
+            if req.WhichOneof("op") in WRITE_OPS:
+                run.append(req)
+                continue
+            if run:
+                self._dispatch_writes(run)
+                run = []
+            self._dispatch(req)
+        if run and not self._closed:
+            self._dispatch_writes(run)
+
+    def _dispatch_writes(self, requests: list[zk_pb2.Request]) -> None:
+        """Consecutive writes of the session. On the leader, with no earlier read to wait for, they
+        are proposed at once, as consecutive log entries, and answered by one task.
+
+        Under load a client sends its writes in batches of up to hundreds, and
+        a task, a timer and a proposal per write were most of the leader's
+        work per write beyond applying it. A write that cannot go this way
+        (a follower forwards it, an earlier read or an earlier write on another
+        route must be waited for) goes through `_dispatch`, one task each.
+        """
+        assert self.service.submitter is not None and self.service.tracker is not None
+        submitter = self.service.submitter
+        route = submitter.route()
+        if self.node.core.role is not Role.LEADER or route is None or _unfinished(self._last_read) is not None:
+            for req in requests:
+                self._dispatch(req)
+            return
+        self.service.tracker.touch(self.session_id)
+        group: list[_GroupWrite] = []
+        alone: list[_GroupWrite] = []  # after a write that may not join the group: one task each
+        for req in requests:
+            op = req.WhichOneof("op")
+            body = getattr(req, op)
+            item = _GroupWrite(_Slot(), req, op, body, self._writes.add())
+            self._order.append(item.slot)
+            problem = _oversized(op, body)
+            if problem:
+                item.write.settle()
+                self._answer(item.slot, self._reply(req, err=Code.BADARGUMENTS, error_message=problem))
+            elif not alone and item.write.try_take(route):
+                group.append(item)
+            else:
+                alone.append(item)
+        if group:
+            txns = [self._txn(item.op, item.body) for item in group]
+            try:
+                proposed = submitter.propose_here_nowait(txns)
+            except qerrors.QuorumError:
+                # Nothing was appended (a leadership transfer, too much uncommitted data, shutting
+                # down): each write takes the usual way, which retries or answers CONNECTIONLOSS.
+                for item in group:
+                    item.write.unplace()
+                alone = group + alone
+            else:
+                self._track(self._answer_group(group, proposed))
+        for item in alone:
+            self._work_on(item.slot, self._write(item.req, item.op, None, item.write))
+
+    async def _answer_group(
+        self, group: list[_GroupWrite], proposed: asyncio.Future[tuple[list[tuple[int, bytes]], BaseException | None]]
+    ) -> None:
+        """Answer a group of writes proposed together (_dispatch_writes), each in its slot."""
+        try:
+            await self._settle_group(group, proposed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug: answer what is left, keep the session
+            failure = self._server_error(exc)
+            for item in group:
+                if item.slot.response is None:
+                    item.slot.response = self._reply(item.req, err=failure.err, error_message=failure.error_message)
+            self._flush_replies()
+        finally:
+            for item in group:
+                item.write.settle()
+
+    async def _settle_group(
+        self, group: list[_GroupWrite], proposed: asyncio.Future[tuple[list[tuple[int, bytes]], BaseException | None]]
+    ) -> None:
+        timeout_s = self.service.settings.proposal_timeout_ms / 1000
+        try:
+            applied, error = await await_owned(proposed, timeout_s)
+        except TimeoutError:
+            applied = []
+            error = qerrors.QuorumTimeoutError(f"not committed within {timeout_s:.1f}s; it may still be applied later")
+        if applied and self.node.core.applied_index < applied[-1][0]:
+            await self.node.wait_applied(applied[-1][0], timeout_s)
+        for item, (_, raw) in zip(group, applied, strict=False):
+            item.write.settle()
+            item.slot.response = self._write_response(item.req, item.op, item.body, zk_pb2.TxnResult.FromString(raw))
+        self._flush_replies()
+        rest = group[len(applied) :]
+        if not rest:
+            return
+        if isinstance(error, qerrors.ProposalLostError):
+            # Certainly not applied, and neither is any later write proposed on the same route:
+            # each goes again through whoever leads now, in the session's order (SessionWrites).
+            for item in rest:
+                item.write.unplace()
+            again = await asyncio.gather(*(self._write(item.req, item.op, None, item.write) for item in rest))
+            for item, response in zip(rest, again, strict=True):
+                item.slot.response = response
+        else:
+            for item in rest:
+                item.write.settle()
+                item.slot.response = self._reply(item.req, err=Code.CONNECTIONLOSS, error_message=str(error))
+        self._flush_replies()
+
+    def _txn(self, op: str, body: Any) -> zk_pb2.Txn:
+        txn = zk_pb2.Txn(session_id=self.session_id)
+        getattr(txn, op).CopyFrom(body)
+        return txn
+
     def _dispatch(self, req: zk_pb2.Request) -> None:
         assert self.service.tracker is not None
         self.service.tracker.touch(self.session_id)
@@ -393,7 +511,11 @@ class SessionConnection:
             self._last_read = self._work_on(slot, self._read(req, op, _unfinished(self._last_slot)))
 
     def _work_on(self, slot: _Slot, work: Coroutine[Any, Any, zk_pb2.Response]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(self._answer_when_done(slot, work))
+        return self._track(self._answer_when_done(slot, work))
+
+    def _track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run `work` as the task of the session's newest request(s)."""
+        task = asyncio.get_running_loop().create_task(work)
         self._working.add(task)
         task.add_done_callback(self._working.discard)
         self._last_slot = task
@@ -454,6 +576,9 @@ class SessionConnection:
             _, result = await svc.submitter.submit(txn, svc.settings.proposal_timeout_ms / 1000, write)
         except ConnectionLossError as exc:
             return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
+        return self._write_response(req, op, body, result)
+
+    def _write_response(self, req: zk_pb2.Request, op: str, body: Any, result: zk_pb2.TxnResult) -> zk_pb2.Response:
         if op == "multi":
             failed = next((r.err for r in result.results if r.err not in (0, Code.RUNTIMEINCONSISTENCY)), 0)
             return self._reply(
@@ -595,6 +720,17 @@ def _ignore_outcome(future: asyncio.Future[Any]) -> None:
 
 def _forward_error(exc: qerrors.QuorumError) -> zk_pb2.ForwardResponse:
     return zk_pb2.ForwardResponse(error_code=exc.code, error_message=str(exc))
+
+
+@dataclass(slots=True)
+class _GroupWrite:
+    """One write of a group proposed together (SessionConnection._dispatch_writes)."""
+
+    slot: _Slot
+    req: zk_pb2.Request
+    op: str
+    body: Any
+    write: SessionWrite
 
 
 class _Slot:

@@ -127,6 +127,18 @@ class TxnSubmitter:
         [(index, result)] = await self._node.propose_many([stamped.SerializeToString()], timeout_s)
         return index, result
 
+    def propose_here_nowait(
+        self, txns: list[zk_pb2.Txn]
+    ) -> asyncio.Future[tuple[list[tuple[int, bytes]], BaseException | None]]:
+        """On the leader: stamp and propose `txns` now, as consecutive entries; the future has the
+        outcome of each (QuorumNode.propose_prefix_nowait). Raises QuorumError if nothing was appended."""
+        now = self._now_ms()
+        commands = []
+        for txn in txns:
+            txn.time_ms = now
+            commands.append(txn.SerializeToString())
+        return self._node.propose_prefix_nowait(commands)
+
     def propose_forwarded(self, raw_txns: list[bytes]) -> asyncio.Future[list[tuple[int, bytes]]]:
         """On the leader: stamp and propose, now, txns a follower forwarded (one Raft entry each)."""
         now = self._now_ms()
