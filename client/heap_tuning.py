@@ -1,4 +1,7 @@
-"""Keep freed multi-megabyte buffers in the process heap (glibc), so that each fetch does not page-fault anew.
+"""Process memory settings for zkraft's servers: freed buffers kept for reuse, start-up objects out of the GC.
+
+`retain_freed_buffers`: keep freed multi-megabyte buffers in the process heap (glibc), so that each fetch
+does not page-fault anew.
 
 A fetch moves megabytes through several short-lived buffers (the segment
 read, the encoded response, gRPC's copy, the client's bytes, the decoded
@@ -15,6 +18,7 @@ call `retain_freed_buffers()` once; elsewhere it is a no-op.
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 
 # mallopt(3) parameters (glibc malloc.h).
@@ -44,3 +48,18 @@ def retain_freed_buffers() -> bool:
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
     )
     return _applied
+
+
+def freeze_startup_objects() -> None:
+    """Move every object alive now out of the cycle collector's reach (`gc.freeze`); call once, when the
+    process has started serving.
+
+    A server imports grpc, protobuf, lmdb and structlog and builds its state
+    before it serves; those objects live as long as the process, yet each
+    full (generation 2) collection walked them all again. In a quorum node
+    under 200 setData in flight, such a collection took 50-80 ms of the event
+    loop, while a whole round of requests took 10-20 ms, so every one stalled
+    the replication pipeline of all three nodes; after the freeze the same
+    collections took 8-13 ms. Objects made afterwards are collected as before.
+    """
+    gc.freeze()

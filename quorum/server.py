@@ -9,6 +9,7 @@ from typing import Protocol
 import grpc
 
 from client import event_loop
+from client.heap_tuning import freeze_startup_objects
 from client.json_logging import configure_logging
 from quorum import errors
 from quorum.node import QuorumNode
@@ -93,6 +94,7 @@ async def run_node(
     await node.start()
     if extension is not None:
         await extension.start()
+    freeze_startup_objects()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, ctx: _log_loop_error(node, stop, ctx))

@@ -1021,6 +1021,49 @@ def test_a_transaction_whose_last_op_fails_changes_nothing_anywhere(
     assert data_seen.events() == [] and children_seen.events() == []
 
 
+# Requests one session sends in one burst: several stream messages' worth of server-side chunks.
+PIPELINED_ROUNDS = 80
+PIPELINED_WRITES_PER_ROUND = 5
+
+
+@pytest.mark.parametrize("server", ["leader", "follower"])
+def test_pipelined_requests_are_answered_in_order_and_reads_see_earlier_writes(
+    cluster: QuorumProcesses, topology: Roles, server: str
+) -> None:
+    """One session queues 480 requests before the first answer (the client sends them in one stream
+    message): rounds of 5 conditional setData, then a getData. The server takes such a burst in
+    chunks and proposes runs of writes together; still every conditional set finds the version the
+    one before it made, and every read sees the write just before it (ZooKeeper's per-session FIFO)."""
+    node = topology.leader if server == "leader" else topology.followers[0]
+    path = f"/pipelined-{server}"
+
+    async def burst() -> list[Any]:
+        zk = AsyncZkClient(cluster.addresses[node], timeout=WAIT_S, session_timeout_ms=SESSION_MS)
+        await zk.start()
+        try:
+            await zk.create(path, b"-1")
+            calls: list[Coroutine[Any, Any, Any]] = []
+            for r in range(PIPELINED_ROUNDS):
+                for w in range(PIPELINED_WRITES_PER_ROUND):
+                    n = r * PIPELINED_WRITES_PER_ROUND + w
+                    calls.append(zk.set(path, str(n).encode(), version=n))
+                calls.append(zk.get(path))
+            return await asyncio.gather(*calls, return_exceptions=True)
+        finally:
+            await zk.close()
+
+    results = run(burst())
+    failed = [r for r in results if isinstance(r, BaseException)]
+    assert not failed, f"{len(failed)} of {len(results)} failed, first: {failed[:3]}"
+    per_round = PIPELINED_WRITES_PER_ROUND + 1
+    for r in range(PIPELINED_ROUNDS):
+        last = (r + 1) * PIPELINED_WRITES_PER_ROUND - 1
+        sets = results[r * per_round : r * per_round + PIPELINED_WRITES_PER_ROUND]
+        assert [stat.version for stat in sets] == list(range(last - PIPELINED_WRITES_PER_ROUND + 2, last + 2))
+        data, stat = results[r * per_round + PIPELINED_WRITES_PER_ROUND]
+        assert (data, stat.version) == (str(last).encode(), last + 1), f"round {r}: the read missed a write"
+
+
 def test_concurrent_transactions_never_interleave(cluster: QuorumProcesses, topology: Roles, clients: Clients) -> None:
     a = cluster.addresses
     rounds = 25

@@ -41,6 +41,11 @@ from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 DATA_BYTES_MAX = 1 << 20
 OUTBOUND_MESSAGES_MAX = 100_000
+# A stream message's requests are dispatched this many at a time, with a loop turn between: the
+# replies to the first ones leave while the rest are worked on, so client and server work at once
+# instead of taking turns with whole batches of a few hundred. Measured on the 2-core machine,
+# 200 getData in flight from one client: 12-13k -> 22-24k/s (32: 21-22k, 128: 20-22k, 16: 17k).
+INTAKE_CHUNK_REQUESTS = 64
 KEEPER_STATE_SYNC_CONNECTED = 3
 # Heartbeats a reconnecting client's server may take to apply what the client has seen.
 CATCH_UP_HEARTBEATS = 3
@@ -281,7 +286,13 @@ class SessionConnection:
                 if kind == "request":
                     self._dispatch_all((msg.request,))
                 elif kind == "batch":
-                    self._dispatch_all(msg.batch.requests)
+                    requests_in = msg.batch.requests
+                    for start in range(0, len(requests_in), INTAKE_CHUNK_REQUESTS):
+                        if start:
+                            await asyncio.sleep(0)
+                        self._dispatch_all(requests_in[start : start + INTAKE_CHUNK_REQUESTS])
+                        if self._closed:
+                            return
                 else:
                     self.end(grpc.StatusCode.INVALID_ARGUMENT, "connect may only be sent once per stream")
                     return
