@@ -346,21 +346,12 @@ class QuorumNode:
         back by as much.
         """
         assert self._transport is not None
-        if rd.soft_state != self._soft:
-            self._on_soft_state(rd.soft_state)
-        early = [m for m in rd.messages if m.type in SENDABLE_BEFORE_PERSIST]
-        if early:
-            self._transport.send(early)
+        sent_early = self._send_early(rd)
         loop = asyncio.get_running_loop()
         saved = loop.run_in_executor(self._writer, self._store.save, rd.hard_state, rd.entries, None, rd.must_sync)
-        if early:
+        if sent_early:
             await asyncio.sleep(0)  # the peer senders hand the appends to gRPC before the apply below
-        applied_early = 0
-        if self.core.role is Role.LEADER:
-            first_new = rd.entries[0].index
-            durable = [e for e in rd.committed_entries if e.index < first_new]
-            self._apply(durable)
-            applied_early = len(durable)
+        applied_early = self._apply_durable(rd) if self.core.role is Role.LEADER else 0
         await saved
         late = [m for m in rd.messages if m.type not in SENDABLE_BEFORE_PERSIST]
         if late:
@@ -373,15 +364,24 @@ class QuorumNode:
         """Steps before persisting: messages that may leave early, committed entries already durable.
 
         Returns how many of the committed entries it applied."""
+        self._send_early(rd)
+        # Committed entries that earlier Readies already made durable are
+        # applied before this Ready's entries are persisted: the leader's next
+        # batch does not delay the answers to the previous one.
+        return self._apply_durable(rd)
+
+    def _send_early(self, rd: Ready) -> bool:
+        """A change of role, then the messages that may leave before the persist; whether there were any."""
         assert self._transport is not None
         if rd.soft_state != self._soft:
             self._on_soft_state(rd.soft_state)
         early = [m for m in rd.messages if m.type in SENDABLE_BEFORE_PERSIST]
         if early:
             self._transport.send(early)
-        # Committed entries that earlier Readies already made durable are
-        # applied while this Ready's entries are being fsynced: the leader's
-        # next batch does not delay the answers to the previous one.
+        return bool(early)
+
+    def _apply_durable(self, rd: Ready) -> int:
+        """Apply the committed entries that earlier Readies already made durable; returns how many."""
         committed = rd.committed_entries
         durable = committed if not rd.entries else [e for e in committed if e.index < rd.entries[0].index]
         self._apply(durable)

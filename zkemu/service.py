@@ -571,9 +571,7 @@ class SessionConnection:
             problem = _oversized(op, body)
             if problem:
                 return self._reply(req, err=Code.BADARGUMENTS, error_message=problem)
-            txn = zk_pb2.Txn(session_id=self.session_id)
-            getattr(txn, op).CopyFrom(body)
-            return await self._submit(req, txn, op, body, write)
+            return await self._submit(req, self._txn(op, body), op, body, write)
         finally:
             write.settle()
 
