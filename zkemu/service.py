@@ -418,7 +418,7 @@ class SessionConnection:
         for req in requests:
             op = req.WhichOneof("op")
             body = getattr(req, op)
-            item = _GroupWrite(_Slot(), req, op, body, self._writes.add())
+            item = _GroupWrite(_Slot(req.xid), req, op, body, self._writes.add())
             self._order.append(item.slot)
             problem = _oversized(op, body)
             if problem:
@@ -452,10 +452,9 @@ class SessionConnection:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug: answer what is left, keep the session
-            failure = self._server_error(exc)
             for item in group:
                 if item.slot.response is None:
-                    item.slot.response = self._reply(item.req, err=failure.err, error_message=failure.error_message)
+                    item.slot.response = self._server_error(exc, item.slot.xid)
             self._flush_replies()
         finally:
             for item in group:
@@ -502,7 +501,7 @@ class SessionConnection:
         assert self.service.tracker is not None
         self.service.tracker.touch(self.session_id)
         op = req.WhichOneof("op")
-        slot = _Slot()
+        slot = _Slot(req.xid)
         self._order.append(slot)
         if op in WRITE_OPS:
             self._work_on(slot, self._write(req, op, _unfinished(self._last_read), self._writes.add()))
@@ -516,7 +515,7 @@ class SessionConnection:
             try:
                 response = self._read_now(req, op)
             except Exception as exc:  # a bug in one request: answer it, keep the session
-                response = self._server_error(exc)
+                response = self._server_error(exc, req.xid)
             self._answer(slot, response)
         else:
             self._last_read = self._work_on(slot, self._read(req, op, _unfinished(self._last_slot)))
@@ -538,12 +537,14 @@ class SessionConnection:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in one request: answer it, keep the session
-            response = self._server_error(exc)
+            response = self._server_error(exc, slot.xid)
         self._answer(slot, response)
 
-    def _server_error(self, exc: Exception) -> zk_pb2.Response:
-        self.service.log.error("request_failed", session_id=self.session_id, error=repr(exc))
-        return zk_pb2.Response(err=Code.SYSTEMERROR, error_message=f"server error: {exc}")
+    def _server_error(self, exc: Exception, xid: int) -> zk_pb2.Response:
+        self.service.log.error("request_failed", session_id=self.session_id, xid=xid, error=repr(exc))
+        return zk_pb2.Response(
+            xid=xid, zxid=self.node.core.applied_index, err=Code.SYSTEMERROR, error_message=f"server error: {exc}"
+        )
 
     def _answer(self, slot: _Slot, response: zk_pb2.Response) -> None:
         slot.response = response
@@ -745,9 +746,10 @@ class _GroupWrite:
 class _Slot:
     """One request's place in its session's reply order (or the end of the stream)."""
 
-    __slots__ = ("response", "ends_stream")
+    __slots__ = ("xid", "response", "ends_stream")
 
-    def __init__(self, ends_stream: bool = False) -> None:
+    def __init__(self, xid: int = 0, ends_stream: bool = False) -> None:
+        self.xid = xid  # the request's: a reply the client cannot match to it would break the session's stream
         self.response: zk_pb2.Response | None = None
         self.ends_stream = ends_stream
 
