@@ -345,7 +345,6 @@ class QuorumNode:
         before the save held its acknowledgement, and the leader's next commit,
         back by as much.
         """
-        assert self._transport is not None
         sent_early = self._send_early(rd)
         loop = asyncio.get_running_loop()
         saved = loop.run_in_executor(self._writer, self._store.save, rd.hard_state, rd.entries, None, rd.must_sync)
@@ -353,11 +352,8 @@ class QuorumNode:
             await asyncio.sleep(0)  # the peer senders hand the appends to gRPC before the apply below
         applied_early = self._apply_durable(rd) if self.core.role is Role.LEADER else 0
         await saved
-        late = [m for m in rd.messages if m.type not in SENDABLE_BEFORE_PERSIST]
-        if late:
-            self._transport.send(late)
-            if applied_early < len(rd.committed_entries):
-                await asyncio.sleep(0)  # the acknowledgement leaves before the apply
+        if self._send_late(rd) and applied_early < len(rd.committed_entries):
+            await asyncio.sleep(0)  # the acknowledgement leaves before the apply
         self._finish_ready(rd, applied_early, messages_sent=True)
 
     def _begin_ready(self, rd: Ready) -> int:
@@ -380,6 +376,14 @@ class QuorumNode:
             self._transport.send(early)
         return bool(early)
 
+    def _send_late(self, rd: Ready) -> bool:
+        """The messages that wait for the persist (a follower's acknowledgement); whether there were any."""
+        assert self._transport is not None
+        late = [m for m in rd.messages if m.type not in SENDABLE_BEFORE_PERSIST]
+        if late:
+            self._transport.send(late)
+        return bool(late)
+
     def _apply_durable(self, rd: Ready) -> int:
         """Apply the committed entries that earlier Readies already made durable; returns how many."""
         committed = rd.committed_entries
@@ -394,13 +398,11 @@ class QuorumNode:
     def _finish_ready(self, rd: Ready, applied_early: int, messages_sent: bool = False) -> None:
         """Steps after persisting: the other messages (unless sent already), the rest of the committed
         entries, reads, advance."""
-        assert self._transport is not None
         # A change of the commit index alone is not written: Raft keeps it
         # volatile, and a restarted node learns it again from the leader (its
         # state machine's applied index is a floor). It is stored with the next entries.
-        late = [] if messages_sent else [m for m in rd.messages if m.type not in SENDABLE_BEFORE_PERSIST]
-        if late:
-            self._transport.send(late)
+        if not messages_sent:
+            self._send_late(rd)
         if applied_early < len(rd.committed_entries):
             self._apply(rd.committed_entries[applied_early:])
         for rs in rd.read_states:

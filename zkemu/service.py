@@ -381,21 +381,22 @@ class SessionConnection:
     # ---- ordering
     def _dispatch_all(self, requests: Sequence[zk_pb2.Request]) -> None:
         """Dispatch one stream message's requests in order; each run of consecutive writes together."""
-        run: list[zk_pb2.Request] = []
+        run: list[tuple[zk_pb2.Request, str]] = []
         for req in requests:
             if self._closed:
                 return
-            if req.WhichOneof("op") in WRITE_OPS:
-                run.append(req)
+            op = req.WhichOneof("op")
+            if op in WRITE_OPS:
+                run.append((req, op))
                 continue
             if run:
                 self._dispatch_writes(run)
                 run = []
-            self._dispatch(req)
+            self._dispatch(req, op)
         if run and not self._closed:
             self._dispatch_writes(run)
 
-    def _dispatch_writes(self, requests: list[zk_pb2.Request]) -> None:
+    def _dispatch_writes(self, requests: list[tuple[zk_pb2.Request, str]]) -> None:
         """Consecutive writes of the session. On the leader, with no earlier read to wait for, they
         are proposed at once, as consecutive log entries, and answered by one task.
 
@@ -409,14 +410,13 @@ class SessionConnection:
         submitter = self.service.submitter
         route = submitter.route()
         if self.node.core.role is not Role.LEADER or route is None or _unfinished(self._last_read) is not None:
-            for req in requests:
-                self._dispatch(req)
+            for req, op in requests:
+                self._dispatch(req, op)
             return
         self.service.tracker.touch(self.session_id)
         group: list[_GroupWrite] = []
         alone: list[_GroupWrite] = []  # after a write that may not join the group: one task each
-        for req in requests:
-            op = req.WhichOneof("op")
+        for req, op in requests:
             body = getattr(req, op)
             item = _GroupWrite(_Slot(req.xid), req, op, body, self._writes.add())
             self._order.append(item.slot)
@@ -497,10 +497,10 @@ class SessionConnection:
         getattr(txn, op).CopyFrom(body)
         return txn
 
-    def _dispatch(self, req: zk_pb2.Request) -> None:
+    def _dispatch(self, req: zk_pb2.Request, op: str | None) -> None:
+        """One request (`op`: its WhichOneof("op")), in the session's order."""
         assert self.service.tracker is not None
         self.service.tracker.touch(self.session_id)
-        op = req.WhichOneof("op")
         slot = _Slot(req.xid)
         self._order.append(slot)
         if op in WRITE_OPS:
