@@ -322,8 +322,9 @@ class QuorumNode:
             return
         applied_early = self._begin_ready(rd)
         if rd.entries and any(m.type in SENDABLE_BEFORE_PERSIST for m in rd.messages):
-            # One loop turn first, so the peer senders hand the appends to
-            # gRPC before this Ready's fsync: followers persist in parallel.
+            # One loop turn first, so that appends queued behind a write still
+            # in flight (an idle stream takes them at once: transport._Lane)
+            # reach gRPC before this Ready's fsync: followers persist in parallel.
             await asyncio.sleep(0)
         if self._persists_inline(rd):
             self._persist_inline(rd)

@@ -21,11 +21,12 @@ import asyncio
 import contextlib
 import hashlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
 import grpc
 
+from client.eager_start import begin
 from quorum.codec import message_to_pb
 from quorum.raft.types import Message, MessageType
 from quorum.snapshot_store import SnapshotStore
@@ -54,6 +55,10 @@ GRPC_OPTIONS = [
 ]
 
 
+async def _raise(exc: Exception) -> None:
+    raise exc
+
+
 async def _final_code(call: Any) -> str | None:
     """The status of a call that failed under a write (grpc raises a bare error there)."""
     try:
@@ -68,13 +73,24 @@ def peers_digest(cluster_id: str, peers_text: str) -> str:
 
 
 class _Lane:
-    """One stream to a peer: a bounded queue drained by one sender task into a long-lived client call."""
+    """One stream to a peer: a bounded queue drained by one sender task into a long-lived client call.
+
+    When the stream is idle, `enqueue` hands the batch to gRPC itself
+    (client.eager_start) and the sender task only waits for the write to
+    complete. Paired runs against the sender task writing everything (two
+    clusters at once, 2-core machine, new/old p50): sequential creates from a
+    client of the leader 0.936, 0.926, 0.955, 0.954, 0.889 (the follower's
+    acknowledgement and the leader's append each leave a loop turn sooner);
+    from a follower's client and watch-fire within the noise.
+    """
 
     def __init__(self, sender: _PeerSender, name: str) -> None:
         self._sender = sender
         self._name = name
         self._queue: deque[Message] = deque()
         self._wakeup = asyncio.Event()
+        self._call: Any = None  # the live stream, while the sender task has one
+        self._write: Coroutine[Any, Any, None] | None = None  # the rest of the write in flight
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -86,7 +102,17 @@ class _Lane:
         overflow = len(q) - PEER_QUEUE_MESSAGES_MAX
         for _ in range(max(overflow, 0)):
             q.popleft()
+        if self._write is None and self._call is not None:
+            # An idle stream: the batch goes to the socket now, not after a loop turn (client.eager_start).
+            self._write = self._begin_write(self._call)
         self._wakeup.set()
+
+    def _begin_write(self, call: Any) -> Coroutine[Any, Any, None]:
+        """The queued messages handed to gRPC now; returns what finishes the write (the sender awaits it)."""
+        try:
+            return begin(call.write(self._next_batch()))
+        except Exception as exc:  # the call broke: the sender task sees it where it awaits the write
+            return _raise(exc)
 
     def _next_batch(self) -> pb.RaftBatch:
         msgs = list(self._queue)
@@ -105,13 +131,18 @@ class _Lane:
             # One call per connection attempt, written to directly: a request
             # iterator would outlive a failed call and swallow later batches.
             call = pb_grpc.RaftPeerStub(sender.channel()).Stream()
+            self._call = call
             try:
                 while True:
-                    await self._wakeup.wait()
-                    self._wakeup.clear()
-                    if self._queue:
-                        await call.write(self._next_batch())
-                        delay = RECONNECT_DELAY_S_MIN
+                    if self._write is None:
+                        if not self._queue:
+                            await self._wakeup.wait()
+                            self._wakeup.clear()
+                            continue
+                        self._write = self._begin_write(call)
+                    await self._write
+                    self._write = None
+                    delay = RECONNECT_DELAY_S_MIN
             except asyncio.CancelledError:
                 call.cancel()
                 raise
@@ -120,6 +151,11 @@ class _Lane:
             except Exception as exc:  # loop boundary: log, back off, retry
                 code = await _final_code(call)
                 sender.unreachable(code or type(exc).__name__, str(exc))
+            finally:
+                self._call = None
+                if self._write is not None:
+                    self._write.close()
+                    self._write = None
             call.cancel()
             # Messages that piled up while the peer was away are stale by now.
             self._queue.clear()
