@@ -822,8 +822,9 @@ class Raft:
         return self.log.pending_snapshot is not None
 
     def ready(self, withhold_committed: bool = False) -> Ready:
-        """What to persist, send and apply now. `withhold_committed`: leave the committed entries to
-        the next Ready (the runner sends this one's messages before it applies them)."""
+        """What to persist, send and apply now. `withhold_committed`: when there are messages, leave the
+        committed entries to the next Ready (the runner sends the messages before it applies them);
+        without messages there is nothing to send first, and a second Ready would only cost time."""
         invariant(not self._ready_outstanding, "ready() called twice without advance()")
         if self._bcast_pending and self.role is Role.LEADER:
             self._bcast_append()
@@ -832,12 +833,14 @@ class Raft:
         prev = self._prev_hard_state
         entries = self.log.unstable_entries()
         snapshot = self.log.pending_snapshot
+        withhold = withhold_committed and bool(self._msgs)
+        committed = () if withhold else self.log.next_committed(COMMITTED_ENTRIES_PER_READY_MAX)
         rd = Ready(
             soft_state=SoftState(self.role, self.leader_id),
             hard_state=hs if hs != prev else None,
             entries=entries,
             snapshot=snapshot,
-            committed_entries=() if withhold_committed else self.log.next_committed(COMMITTED_ENTRIES_PER_READY_MAX),
+            committed_entries=committed,
             messages=tuple(self._msgs),
             read_states=tuple(self._read_states),
             must_sync=bool(entries) or snapshot is not None or hs.term != prev.term or hs.vote != prev.vote,
