@@ -260,14 +260,17 @@ DEPOSED_PAUSE_S = 1.2  # > the election timeout (0.5-1 s), < the client's read t
 TRANSFER_TIMEOUT_S = 5.0
 
 
-def _writes_across_a_leader_change(cluster: QuorumProcesses, change_leader: Callable[[Roles], None]) -> None:
-    """A session on the leader keeps 16 sequential creates in flight while `change_leader` moves
-    leadership to another node; it stays connected to the old leader, whose pending proposals are
-    refused or lost and go on through the new leader. Every acknowledged create exists once, with the
-    data it was sent with, and the sequence numbers follow the order the session sent them in
-    (ZooKeeper's per-session FIFO), across the change."""
+def _writes_across_a_leader_change(
+    cluster: QuorumProcesses, change_leader: Callable[[Roles], None], session_on_leader: bool = True
+) -> None:
+    """A session on the leader (or on the follower that stays one) keeps 16 sequential creates in
+    flight while `change_leader` moves leadership to another node; it stays connected to its server,
+    whose pending proposals (or forwarded writes) are refused or lost and go on through the new
+    leader. Every acknowledged create exists once, with the data it was sent with, and the sequence
+    numbers follow the order the session sent them in (ZooKeeper's per-session FIFO), across the
+    change."""
     r = roles(cluster)
-    address = cluster.addresses[r.leader]
+    address = cluster.addresses[r.leader if session_on_leader else r.followers[-1]]
     outcomes: dict[int, str | BaseException] = {}
     writing = threading.Event()
     changed = threading.Event()
@@ -352,6 +355,41 @@ def test_writes_in_flight_during_a_leadership_transfer_keep_their_session_order(
         assert run(hand_over()) == r.followers[0]
 
     _writes_across_a_leader_change(fresh_cluster, transfer)
+
+
+def _transfer_to_first_follower(cluster: QuorumProcesses) -> Callable[[Roles], None]:
+    def transfer(r: Roles) -> None:
+        async def hand_over() -> int:
+            async with QuorumClient([cluster_address], request_timeout_s=TRANSFER_TIMEOUT_S) as client:
+                return await client.transfer_leadership(cluster_address, r.followers[0], TRANSFER_TIMEOUT_S)
+
+        cluster_address = cluster.addresses[r.leader]
+        assert run(hand_over()) == r.followers[0]
+
+    return transfer
+
+
+def test_a_followers_forwarded_writes_keep_their_session_order_through_a_leadership_transfer(
+    fresh_cluster: QuorumProcesses,
+) -> None:
+    """The session is on the follower that stays one: its writes are forwarded in batches, and those
+    the old leader refuses during the transfer go again through the new one, in the session's order."""
+    _writes_across_a_leader_change(fresh_cluster, _transfer_to_first_follower(fresh_cluster), session_on_leader=False)
+
+
+def test_a_followers_forwarded_writes_keep_their_session_order_when_the_leader_is_deposed(
+    fresh_cluster: QuorumProcesses,
+) -> None:
+    """The session is on a follower while the leader is SIGSTOPped until the others elect a new one."""
+
+    def depose(r: Roles) -> None:
+        fresh_cluster.pause(r.leader)
+        try:
+            time.sleep(DEPOSED_PAUSE_S)  # the fault itself lasts this long; nothing waits on it
+        finally:
+            fresh_cluster.resume(r.leader)
+
+    _writes_across_a_leader_change(fresh_cluster, depose, session_on_leader=False)
 
 
 # Sequential creates one session sends at once to a leader that cannot commit them.

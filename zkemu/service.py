@@ -34,7 +34,7 @@ from zkemu.events import EventType
 from zkemu.paths import validate_path
 from zkemu.session_writes import SessionWrite, SessionWrites
 from zkemu.sessions import SessionIds, SessionTracker, session_password
-from zkemu.submitter import ConnectionLossError, TxnSubmitter
+from zkemu.submitter import NO_LEADER_POLL_S, ConnectionLossError, RetryElsewhere, TxnSubmitter
 from zkemu.tree import AppliedTxn, ZnodeTree
 from zkemu.watches import AddWatchMode, WatcherType, WatchManager
 from zkraft_proto import zk_pb2, zk_pb2_grpc
@@ -409,7 +409,8 @@ class SessionConnection:
         assert self.service.submitter is not None and self.service.tracker is not None
         submitter = self.service.submitter
         route = submitter.route()
-        if self.node.core.role is not Role.LEADER or route is None or _unfinished(self._last_read) is not None:
+        leading = self.node.core.role is Role.LEADER
+        if route is None or _unfinished(self._last_read) is not None or not (leading or route[0] != self.node.node_id):
             for req, op in requests:
                 self._dispatch(req, op)
             return
@@ -428,7 +429,11 @@ class SessionConnection:
                 group.append(item)
             else:
                 alone.append(item)
-        if group:
+        if group and not leading:
+            # A follower forwards them as one batch and answers each when it has applied it.
+            futures = submitter.forward_nowait([self._txn(item.op, item.body) for item in group])
+            self._track(self._answer_group(group, self._settle_forwarded(group, futures)))
+        elif group:
             txns = [self._txn(item.op, item.body) for item in group]
             try:
                 proposed = submitter.propose_here_nowait(txns)
@@ -439,16 +444,14 @@ class SessionConnection:
                     item.write.unplace()
                 alone = group + alone
             else:
-                self._track(self._answer_group(group, proposed))
+                self._track(self._answer_group(group, self._settle_group(group, proposed)))
         for item in alone:
             self._work_on(item.slot, self._write(item.req, item.op, None, item.write))
 
-    async def _answer_group(
-        self, group: list[_GroupWrite], proposed: asyncio.Future[tuple[list[tuple[int, bytes]], BaseException | None]]
-    ) -> None:
-        """Answer a group of writes proposed together (_dispatch_writes), each in its slot."""
+    async def _answer_group(self, group: list[_GroupWrite], settle: Coroutine[Any, Any, None]) -> None:
+        """Answer a group of writes submitted together (_dispatch_writes), each in its slot, as `settle` does."""
         try:
-            await self._settle_group(group, proposed)
+            await settle
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug: answer what is left, keep the session
@@ -490,6 +493,60 @@ class SessionConnection:
             for item in rest:
                 item.write.settle()
                 item.slot.response = self._reply(item.req, err=Code.CONNECTIONLOSS, error_message=str(error))
+        self._flush_replies()
+
+    async def _settle_forwarded(
+        self, group: list[_GroupWrite], futures: list[asyncio.Future[tuple[int, bytes]]]
+    ) -> None:
+        """Answer a follower's group of forwarded writes in order, each once this node has applied it."""
+        deadline = time.monotonic() + self.service.settings.proposal_timeout_ms / 1000
+        k = 0
+        while k < len(group):
+            item = group[k]
+            try:
+                zxid, raw = await await_owned(futures[k], max(deadline - time.monotonic(), 0.0))
+                await self.node.wait_applied(zxid, max(deadline - time.monotonic(), 0.5))
+            except RetryElsewhere:
+                # Refused with the rest of its batch (a leader change): this write and the later ones
+                # refused with it go again, in the session's order, through whoever leads now.
+                refused = k + 1
+                while refused < len(group) and _refused(futures[refused]):
+                    refused += 1
+                await self._forward_again(group[k:refused])
+                k = refused
+                continue
+            except TimeoutError:
+                lost = "the leader did not answer in time; the write may be applied"
+                item.slot.response = self._reply(item.req, err=Code.CONNECTIONLOSS, error_message=lost)
+            except (ConnectionLossError, qerrors.QuorumError) as exc:
+                item.slot.response = self._reply(item.req, err=Code.CONNECTIONLOSS, error_message=str(exc))
+            else:
+                result = zk_pb2.TxnResult.FromString(raw)
+                item.slot.response = self._write_response(item.req, item.op, item.body, result)
+            item.write.settle()
+            self._flush_replies()
+            k += 1
+
+    async def _forward_again(self, refused: list[_GroupWrite]) -> None:
+        """Writes the leader refused (certainly not applied) submitted again, one task each, in order;
+        unless a later write of the session already went that way (it could be applied before them)."""
+        if not refused[-1].write.may_retry():
+            for item in refused:
+                item.write.settle()
+                item.slot.response = self._reply(
+                    item.req,
+                    err=Code.CONNECTIONLOSS,
+                    error_message="the leader refused the write after a later write of the session reached it; "
+                    "it was not applied",
+                )
+            self._flush_replies()
+            return
+        for item in refused:
+            item.write.unplace()
+        await asyncio.sleep(NO_LEADER_POLL_S)  # let an election or a new leader's first append land
+        again = await asyncio.gather(*(self._write(item.req, item.op, None, item.write) for item in refused))
+        for item, response in zip(refused, again, strict=True):
+            item.slot.response = response
         self._flush_replies()
 
     def _txn(self, op: str, body: Any) -> zk_pb2.Txn:
@@ -752,6 +809,10 @@ class _Slot:
         self.xid = xid  # the request's: a reply the client cannot match to it would break the session's stream
         self.response: zk_pb2.Response | None = None
         self.ends_stream = ends_stream
+
+
+def _refused(future: asyncio.Future[Any]) -> bool:
+    return future.done() and not future.cancelled() and isinstance(future.exception(), RetryElsewhere)
 
 
 def _unfinished(task: asyncio.Task[None] | None) -> asyncio.Task[None] | None:

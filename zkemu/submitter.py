@@ -27,7 +27,7 @@ from zkemu.forwarded_writes import ForwardedWrites
 from zkemu.session_writes import NO_ROUTE, SessionWrite
 from zkraft_proto import zk_pb2
 
-__all__ = ["ConnectionLossError", "TxnSubmitter"]
+__all__ = ["ConnectionLossError", "RetryElsewhere", "TxnSubmitter"]
 
 # How long a write may wait for a leader (elections take about one election timeout).
 NO_LEADER_POLL_S = 0.02
@@ -138,6 +138,20 @@ class TxnSubmitter:
             txn.time_ms = now
             commands.append(txn.SerializeToString())
         return self._node.propose_prefix_nowait(commands)
+
+    def forward_nowait(self, txns: list[zk_pb2.Txn]) -> list[asyncio.Future[tuple[int, bytes]]]:
+        """On a follower that knows its leader: queue `txns` for the leader, in order, now; each future
+        resolves with (zxid, result) when this node applies the write or the leader answers first
+        (RetryElsewhere: certainly not proposed; ConnectionLossError: outcome unknown)."""
+        loop = asyncio.get_running_loop()
+        futures = []
+        for txn in txns:
+            fut: asyncio.Future[tuple[int, bytes]] = loop.create_future()
+            txn.forward_tag = self.forwarded.tag(fut)
+            self._queue.append((txn, fut))
+            futures.append(fut)
+        self._queue_event.set()
+        return futures
 
     def propose_forwarded(self, raw_txns: list[bytes]) -> asyncio.Future[list[tuple[int, bytes]]]:
         """On the leader: stamp and propose, now, txns a follower forwarded (one Raft entry each)."""
