@@ -397,14 +397,17 @@ class SessionConnection:
             self._dispatch_writes(run)
 
     def _dispatch_writes(self, requests: list[tuple[zk_pb2.Request, str]]) -> None:
-        """Consecutive writes of the session. On the leader, with no earlier read to wait for, they
-        are proposed at once, as consecutive log entries, and answered by one task.
+        """Consecutive writes of the session. With no earlier read to wait for, the leader proposes
+        them at once, as consecutive log entries, and a follower forwards them as one batch; one task
+        answers them.
 
         Under load a client sends its writes in batches of up to hundreds, and
         a task, a timer and a proposal per write were most of the leader's
-        work per write beyond applying it. A write that cannot go this way
-        (a follower forwards it, an earlier read or an earlier write on another
-        route must be waited for) goes through `_dispatch`, one task each.
+        work per write beyond applying it (a follower's: a task and a forward
+        each; creates from a follower's client, 200 in flight: 1.05-1.15x). A
+        write that cannot go this way (an earlier read or an earlier write on
+        another route must be waited for, no leader is known) goes through
+        `_dispatch`, one task each.
         """
         assert self.service.submitter is not None and self.service.tracker is not None
         submitter = self.service.submitter
