@@ -540,6 +540,27 @@ def test_with_three_nodes_the_streaming_follower_commits_on_the_leaders_durable_
     assert not [m for m in net.sent[since:] if m.type is MT.COMMIT and m.to == 2]
 
 
+def test_a_leader_reports_its_ready_persisted_and_sends_the_durable_notice_before_advancing() -> None:
+    """Raft.persisted: right after the leader's fsync the DURABLE notice is handed out (before the
+    Ready's apply and advance, and before a next Ready), once: advance does not send it again."""
+    net = Net(3)
+    net.elect(1)
+    net.propose(1, b"a")
+    net.stabilize()
+    leader = net.nodes[1]
+    index = leader.propose(b"b")
+    rd = leader.ready()
+    appends = [m for m in rd.messages if m.type is MT.APPEND and index in (e.index for e in m.entries)]
+    assert appends, "the Ready sends the new entry before persisting it"
+    net.stores[1].save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
+    notices = leader.persisted(rd)
+    assert [(m.type, m.index) for m in notices if m.to == 2] == [(MT.DURABLE, index)]
+    assert leader.persisted(rd) == ()  # once
+    net.queue.extend(rd.messages + notices)
+    leader.advance(rd)
+    assert not [m for m in leader.ready().messages if m.type is MT.DURABLE], "advance sent the notice again"
+
+
 def test_a_read_index_covers_what_a_follower_committed_on_the_leaders_durable_notice() -> None:
     """S2 applied b (and may have shown it to its clients) before the leader counted it: a linearizable
     read issued on the leader afterwards must not be answered below b."""

@@ -84,6 +84,7 @@ class Raft:
         self._uncommitted_bytes = 0
         self._bcast_pending = False
         self._ready_outstanding = False
+        self._persisted: Ready | None = None  # the outstanding Ready, once persisted() took note of it
         self._lazy_commits = False
         self._become_follower(self.term, NO_LEADER)
 
@@ -850,9 +851,34 @@ class Raft:
         self._ready_outstanding = True
         return rd
 
+    def persisted(self, rd: Ready) -> tuple[Message, ...]:
+        """The runner has persisted `rd` and not yet called `advance(rd)`: take note of it now and return
+        the messages that allows, to send at once (a leader's DURABLE notices). Optional: `advance`
+        does the same for a Ready it was not called for.
+
+        A follower that commits on the leader's DURABLE notice waits for it once
+        its own fsync is done; coming with the next Ready, the notice left after
+        this Ready's apply and advance and the next one's making."""
+        invariant(self._ready_outstanding, "persisted() without ready()")
+        if self._persisted is rd:
+            return ()
+        self._persisted = rd
+        queued = len(self._msgs)
+        self._mark_persisted(rd)
+        sendable = tuple(self._msgs[queued:])
+        del self._msgs[queued:]
+        return sendable
+
     def advance(self, rd: Ready) -> None:
         invariant(self._ready_outstanding, "advance() without ready()")
         self._ready_outstanding = False
+        if self._persisted is not rd:
+            self._mark_persisted(rd)
+        self._persisted = None
+        if rd.committed_entries:
+            self.log.applied_to(rd.committed_entries[-1].index)
+
+    def _mark_persisted(self, rd: Ready) -> None:
         if rd.hard_state is not None:
             self._prev_hard_state = rd.hard_state
         if rd.snapshot is not None:
@@ -869,5 +895,3 @@ class Raft:
                         self._bcast_pending = True
             else:
                 self._commit_durable_pair()
-        if rd.committed_entries:
-            self.log.applied_to(rd.committed_entries[-1].index)

@@ -50,6 +50,7 @@ READY_ROUNDS_MAX = 64
 AUDIT_EVERY_EVENTS = 512
 LAZY_SEED_FACTOR = 7919
 WITHHOLD_COMMITTED_RATE = 0.3
+PERSISTED_REPORT_RATE = 0.5
 LAZY_TOGGLE_RATE = 0.05  # per tick: a node gains or loses its last client session
 # Snapshots a node keeps in its snapshot store (the newest ones).
 SNAPSHOTS_KEPT = 3
@@ -258,6 +259,9 @@ class Cluster:
         # Whether a Ready leaves its committed entries to the next one (as the node
         # runner's leader does when it has messages to send first): its own generator too.
         self.withhold_rng = random.Random(seed * LAZY_SEED_FACTOR + 2)
+        # Whether the runner reports a Ready persisted (Raft.persisted) and sends what that allows before
+        # it sends the rest and applies, as the node runner's leader does: its own generator too.
+        self.persisted_rng = random.Random(seed * LAZY_SEED_FACTOR + 3)
         self.verbose = verbose
         self.out = out or (lambda line: print(line, file=sys.stdout))
         self.inv = Invariants()
@@ -455,6 +459,9 @@ class Cluster:
             node.written_last = rd.entries[-1].index
         if rd.hard_state is not None:
             node.written_hs = rd.hard_state
+        if self.persisted_rng.random() < PERSISTED_REPORT_RATE:
+            for m in core.persisted(rd):
+                self._send(node, m)
         # 2. send the rest.
         for m in late:
             self._send(node, m)
