@@ -25,7 +25,15 @@ class EntryKind(enum.IntEnum):
     NOOP = 1
 
 
-@dataclass(frozen=True, slots=True)
+# The values that move on every write (entries, messages, Readies and their states) are
+# immutable by convention, not frozen: a frozen dataclass builds each field through
+# object.__setattr__, 1.5 µs for a Message against 0.3-0.7 µs, and a write builds a dozen
+# of them on its way through three nodes. Paired runs (two clusters at once, new/old p50):
+# sequential creates 0.942, 0.979 from the leader's client and 0.976, 0.905 from a
+# follower's, watch-fire 0.952, 0.976 and 0.958, 0.970. unsafe_hash keeps them hashable.
+
+
+@dataclass(slots=True, unsafe_hash=True)
 class Entry:
     index: int
     term: int
@@ -36,7 +44,7 @@ class Entry:
 NO_VOTE = 0  # node ids start at 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class HardState:
     """What must be durable before voting or acknowledging (Raft Fig. 2)."""
 
@@ -107,7 +115,7 @@ SENDABLE_BEFORE_PERSIST = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Message:
     type: MessageType
     to: int
@@ -135,7 +143,7 @@ class Message:
 CAMPAIGN_TRANSFER = b"transfer"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ReadState:
     """A ReadIndex result: once applied >= index, a read tagged `context` is linearizable."""
 
@@ -143,13 +151,13 @@ class ReadState:
     context: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SoftState:
     role: Role
     leader: int  # 0 when unknown
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Ready:
     """Work the runner must do, in this order (etcd Ready contract):
 
