@@ -35,7 +35,7 @@ class ConnectReply:
         return self.timeout_ms <= 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention: quorum/raft/types.py says why
 class Reply:
     xid: int
     zxid: int
@@ -44,7 +44,7 @@ class Reply:
     raw: zk_pb2.Response
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention: quorum/raft/types.py says why
 class WireEvent:
     type: int
     state: int

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from zkraft_proto import zk_pb2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention: quorum/raft/types.py says why
 class Stat:
     """The 11 fields in ZooKeeper's wire order.
 

@@ -115,7 +115,7 @@ class TreeSnapshotError(ValueError):
     """A snapshot file is not a tree snapshot of this format, is truncated, or fails its checksum."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention: quorum/raft/types.py says why
 class AppliedTxn:
     """What one applied log entry did, for the session layer (watches, session tracking, forwarded writes).
 
@@ -215,7 +215,7 @@ class _Write:
         self.dirty = False  # set by the first write of a single op: a ZkError after it would be a bug
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention: quorum/raft/types.py says why
 class _Prepared:
     """Entries applied in a write transaction not committed yet (ZnodeTree.prepare)."""
 
