@@ -32,6 +32,7 @@ from quorum.settings import NodeSettings
 from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
+from zkemu.session_outbox import SessionOutbox
 from zkemu.session_writes import SessionWrite, SessionWrites
 from zkemu.sessions import SessionIds, SessionTracker, session_password
 from zkemu.submitter import NO_LEADER_POLL_S, ConnectionLossError, RetryElsewhere, TxnSubmitter
@@ -112,28 +113,18 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
     # ---- the session stream
     async def Session(  # noqa: N802
         self, request_iterator: AsyncIterator[zk_pb2.ClientMessage], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[zk_pb2.ServerMessage]:
+    ) -> None:
+        """One session stream: the connection's read loop takes the requests, `outbound` writes the
+        replies and events (zkemu.session_outbox)."""
         conn = SessionConnection(self, context)
         self._stream_opened()
         reader = asyncio.get_running_loop().create_task(conn.read_loop(request_iterator))
         try:
-            ended = False
-            while not ended:
-                msg = await conn.outbound.get()
-                if msg is None:
-                    break
-                # Everything queued meanwhile leaves in one stream message.
-                batch = [msg]
-                while not conn.outbound.empty():
-                    more = conn.outbound.get_nowait()
-                    if more is None:
-                        ended = True
-                        break
-                    batch.append(more)
-                if len(batch) == 1:
-                    yield msg
-                else:
-                    yield zk_pb2.ServerMessage(batch=zk_pb2.ServerBatch(messages=batch))
+            try:
+                await conn.outbound.serve()
+            except Exception as exc:  # a write failed: the client is gone, nobody to tell
+                self.log.debug("session_stream_write_failed", session_id=conn.session_id, error=repr(exc))
+                return
             if conn.abort_status is not None:
                 await context.abort(*conn.abort_status)
         finally:
@@ -220,7 +211,7 @@ class SessionConnection:
         self.context = context
         self.session_id = 0
         self.linearizable = False
-        self.outbound: asyncio.Queue[zk_pb2.ServerMessage | None] = asyncio.Queue()
+        self.outbound = SessionOutbox(context)
         self.abort_status: tuple[grpc.StatusCode, str] | None = None
         # Requests in the order they came, until their replies are queued; a
         # reply leaves only when every earlier one has (ZooKeeper's FIFO).
@@ -243,13 +234,14 @@ class SessionConnection:
     def send_event(self, event_type: int, path: str, zxid: int) -> None:
         if self._closed:
             return
-        if self.outbound.qsize() > OUTBOUND_MESSAGES_MAX:
+        if len(self.outbound) > OUTBOUND_MESSAGES_MAX:
             self.end(grpc.StatusCode.RESOURCE_EXHAUSTED, "client too slow: too many unread watch events")
             return
-        self.outbound.put_nowait(
+        self.outbound.put(
             zk_pb2.ServerMessage(
                 event=zk_pb2.WatchEvent(type=event_type, state=KEEPER_STATE_SYNC_CONNECTED, path=path, zxid=zxid)
-            )
+            ),
+            at_once=True,
         )
 
     # ---- lifecycle
@@ -259,7 +251,7 @@ class SessionConnection:
         self._closed = True
         if code is not None:
             self.abort_status = (code, message)
-        self.outbound.put_nowait(None)
+        self.outbound.end()
 
     def session_closed(self) -> None:
         """The session was closed or expired through the log: once pending replies are out, end the stream."""
@@ -333,7 +325,7 @@ class SessionConnection:
                 )
                 return False
             if req.password != session_password(svc.settings.cluster_id, sid) or not svc.tree.has_session(sid):
-                self.outbound.put_nowait(
+                self.outbound.put(
                     zk_pb2.ServerMessage(
                         connect=zk_pb2.ConnectResponse(
                             session_id=0,
@@ -351,7 +343,7 @@ class SessionConnection:
         svc.attach(self)
         assert svc.tracker is not None
         svc.tracker.touch(sid)
-        self.outbound.put_nowait(
+        self.outbound.put(
             zk_pb2.ServerMessage(
                 connect=zk_pb2.ConnectResponse(
                     session_id=sid,
@@ -619,7 +611,7 @@ class SessionConnection:
                 self.end()
                 return
             if not self._closed:
-                self.outbound.put_nowait(zk_pb2.ServerMessage(response=head.response))
+                self.outbound.put(zk_pb2.ServerMessage(response=head.response))
 
     # ---- writes
     async def _write(

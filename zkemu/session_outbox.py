@@ -1,0 +1,85 @@
+"""What a session stream sends its client: replies and watch events, in the order they are put.
+
+`serve` (run by the stream's handler, `ZooKeeperService.Session`) writes
+them: whatever was put while a write was in flight, or since the writer's
+last turn, leaves in one stream message. A watch event put while no write is
+in flight goes to gRPC at once instead, in the caller (client.eager_start):
+the apply that fired it, so the event does not wait for the writer's turn
+(68 µs after the apply in a timestamp trace of watch-fire; paired runs, new/old
+p50: watch-fire with the setter on the leader 1.031, 0.963, 0.998, 0.980, on
+a follower 0.992, 0.956, 1.022, 0.918). Replies are not written in the caller: under
+load a burst's first reply would leave alone and the rest wait for its write
+(getData with 200 in flight fell from 40-50k to 21-31k/s when they were).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+import grpc
+
+from client.eager_start import begin
+from zkraft_proto import zk_pb2
+
+
+class SessionOutbox:
+    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+        self._context = context
+        self._pending: list[zk_pb2.ServerMessage] = []
+        self._writing: Coroutine[Any, Any, None] | None = None  # the rest of the write in flight
+        self._wake = asyncio.Event()
+        self._serving = False  # `serve` runs: the stream can be written
+        self._ended = False
+
+    def __len__(self) -> int:
+        """Messages put and not yet handed to gRPC."""
+        return len(self._pending)
+
+    def put(self, message: zk_pb2.ServerMessage, at_once: bool = False) -> None:
+        """Queue `message`; `at_once`: hand it to gRPC now if no write is in flight (watch events)."""
+        if self._ended:
+            return  # the stream is ending: nothing after its last message
+        self._pending.append(message)
+        if at_once and self._serving and self._writing is None:
+            self._writing = self._begin_write()
+        self._wake.set()
+
+    def end(self) -> None:
+        """Send what was put so far, then nothing more: `serve` returns."""
+        self._ended = True
+        self._wake.set()
+
+    async def serve(self) -> None:
+        """Write what is put until `end`; raises what a write raised (the stream broke)."""
+        self._serving = True
+        try:
+            while True:
+                if self._writing is None:
+                    if not self._pending:
+                        if self._ended:
+                            return
+                        self._wake.clear()
+                        await self._wake.wait()
+                        continue
+                    self._writing = self._begin_write()
+                await self._writing
+                self._writing = None
+        finally:
+            self._serving = False
+            if self._writing is not None:
+                self._writing.close()
+                self._writing = None
+
+    def _begin_write(self) -> Coroutine[Any, Any, None]:
+        batch, self._pending = self._pending, []
+        message = batch[0] if len(batch) == 1 else zk_pb2.ServerMessage(batch=zk_pb2.ServerBatch(messages=batch))
+        try:
+            return begin(self._context.write(message))
+        except Exception as exc:  # the stream broke: `serve` raises it where it awaits the write
+            return _raise(exc)
+
+
+async def _raise(exc: Exception) -> None:
+    raise exc
