@@ -326,38 +326,22 @@ def _writes_across_a_leader_change(
     assert len(set(data.values())) == len(data), "a create was applied twice"
 
 
-def test_writes_in_flight_on_a_deposed_leader_keep_their_session_order(fresh_cluster: QuorumProcesses) -> None:
-    """The leader is SIGSTOPped until the others elect a new one, then SIGCONTed: the proposals it still
-    holds are lost when it learns of the new term, while the session's next writes already arrive."""
+def _depose_leader(cluster: QuorumProcesses) -> Callable[[Roles], None]:
+    """The leader is SIGSTOPped until the others elect a new one, then SIGCONTed."""
 
     def depose(r: Roles) -> None:
-        fresh_cluster.pause(r.leader)
+        cluster.pause(r.leader)
         try:
             time.sleep(DEPOSED_PAUSE_S)  # the fault itself lasts this long; nothing waits on it
         finally:
-            fresh_cluster.resume(r.leader)
+            cluster.resume(r.leader)
 
-    _writes_across_a_leader_change(fresh_cluster, depose)
-
-
-def test_writes_in_flight_during_a_leadership_transfer_keep_their_session_order(
-    fresh_cluster: QuorumProcesses,
-) -> None:
-    """Leadership is handed to a follower (`TransferLeadership`, what a graceful stop does): the leader
-    refuses new proposals while the transfer runs, and the transfer completes on time meanwhile."""
-
-    def transfer(r: Roles) -> None:
-        async def hand_over() -> int:
-            async with QuorumClient([cluster_address], request_timeout_s=TRANSFER_TIMEOUT_S) as client:
-                return await client.transfer_leadership(cluster_address, r.followers[0], TRANSFER_TIMEOUT_S)
-
-        cluster_address = fresh_cluster.addresses[r.leader]
-        assert run(hand_over()) == r.followers[0]
-
-    _writes_across_a_leader_change(fresh_cluster, transfer)
+    return depose
 
 
 def _transfer_to_first_follower(cluster: QuorumProcesses) -> Callable[[Roles], None]:
+    """Leadership is handed to the first follower (`TransferLeadership`, what a graceful stop does)."""
+
     def transfer(r: Roles) -> None:
         async def hand_over() -> int:
             async with QuorumClient([cluster_address], request_timeout_s=TRANSFER_TIMEOUT_S) as client:
@@ -367,6 +351,20 @@ def _transfer_to_first_follower(cluster: QuorumProcesses) -> Callable[[Roles], N
         assert run(hand_over()) == r.followers[0]
 
     return transfer
+
+
+def test_writes_in_flight_on_a_deposed_leader_keep_their_session_order(fresh_cluster: QuorumProcesses) -> None:
+    """The proposals the SIGSTOPped leader still holds are lost when it learns of the new term, while
+    the session's next writes already arrive."""
+    _writes_across_a_leader_change(fresh_cluster, _depose_leader(fresh_cluster))
+
+
+def test_writes_in_flight_during_a_leadership_transfer_keep_their_session_order(
+    fresh_cluster: QuorumProcesses,
+) -> None:
+    """The leader refuses new proposals while the transfer runs, and the transfer completes on time
+    meanwhile."""
+    _writes_across_a_leader_change(fresh_cluster, _transfer_to_first_follower(fresh_cluster))
 
 
 def test_a_followers_forwarded_writes_keep_their_session_order_through_a_leadership_transfer(
@@ -381,15 +379,7 @@ def test_a_followers_forwarded_writes_keep_their_session_order_when_the_leader_i
     fresh_cluster: QuorumProcesses,
 ) -> None:
     """The session is on a follower while the leader is SIGSTOPped until the others elect a new one."""
-
-    def depose(r: Roles) -> None:
-        fresh_cluster.pause(r.leader)
-        try:
-            time.sleep(DEPOSED_PAUSE_S)  # the fault itself lasts this long; nothing waits on it
-        finally:
-            fresh_cluster.resume(r.leader)
-
-    _writes_across_a_leader_change(fresh_cluster, depose, session_on_leader=False)
+    _writes_across_a_leader_change(fresh_cluster, _depose_leader(fresh_cluster), session_on_leader=False)
 
 
 # Sequential creates one session sends at once to a leader that cannot commit them.
