@@ -405,7 +405,9 @@ class SessionConnection:
         submitter = self.service.submitter
         route = submitter.route()
         leading = self.node.core.role is Role.LEADER
-        if route is None or _unfinished(self._last_read) is not None or not (leading or route[0] != self.node.node_id):
+        # A follower whose route names itself is between roles: the writes take the usual way.
+        goes_somewhere = route is not None and (leading or route[0] != self.node.node_id)
+        if not goes_somewhere or _unfinished(self._last_read) is not None:
             for req, op in requests:
                 self._dispatch(req, op)
             return
