@@ -34,6 +34,12 @@ def begin(coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
     return _rest(coro, waiting_on)
 
 
+async def raising(exc: BaseException) -> None:
+    """A coroutine that raises `exc` when awaited: what a caller of `begin` hands to the awaiter of the
+    rest when the coroutine failed before its first wait, so that the failure surfaces in one place."""
+    raise exc
+
+
 async def _finished(value: T) -> T:
     return value
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import grpc
 
-from client.eager_start import begin
+from client.eager_start import begin, raising
 from quorum.codec import message_to_pb
 from quorum.raft.types import Message, MessageType
 from quorum.snapshot_store import SnapshotStore
@@ -53,10 +53,6 @@ GRPC_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 500),
 ]
-
-
-async def _raise(exc: Exception) -> None:
-    raise exc
 
 
 async def _final_code(call: Any) -> str | None:
@@ -112,7 +108,7 @@ class _Lane:
         try:
             return begin(call.write(self._next_batch()))
         except Exception as exc:  # the call broke: the sender task sees it where it awaits the write
-            return _raise(exc)
+            return raising(exc)
 
     def _next_batch(self) -> pb.RaftBatch:
         msgs = list(self._queue)

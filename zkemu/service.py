@@ -35,7 +35,13 @@ from zkemu.paths import validate_path
 from zkemu.session_outbox import SessionOutbox
 from zkemu.session_writes import SessionWrite, SessionWrites
 from zkemu.sessions import SessionIds, SessionTracker, session_password
-from zkemu.submitter import NO_LEADER_POLL_S, ConnectionLossError, RetryElsewhere, TxnSubmitter
+from zkemu.submitter import (
+    NO_LEADER_POLL_S,
+    REFUSED_AFTER_A_LATER_WRITE,
+    ConnectionLossError,
+    RetryElsewhere,
+    TxnSubmitter,
+)
 from zkemu.tree import AppliedTxn, ZnodeTree
 from zkemu.watches import AddWatchMode, WatcherType, WatchManager
 from zkraft_proto import zk_pb2, zk_pb2_grpc
@@ -481,15 +487,11 @@ class SessionConnection:
         if isinstance(error, qerrors.ProposalLostError):
             # Certainly not applied, and neither is any later write proposed on the same route:
             # each goes again through whoever leads now, in the session's order (SessionWrites).
-            for item in rest:
-                item.write.unplace()
-            again = await asyncio.gather(*(self._write(item.req, item.op, None, item.write) for item in rest))
-            for item, response in zip(rest, again, strict=True):
-                item.slot.response = response
-        else:
-            for item in rest:
-                item.write.settle()
-                item.slot.response = self._reply(item.req, err=Code.CONNECTIONLOSS, error_message=str(error))
+            await self._write_again(rest)
+            return
+        for item in rest:
+            item.write.settle()
+            item.slot.response = self._reply(item.req, err=Code.CONNECTIONLOSS, error_message=str(error))
         self._flush_replies()
 
     async def _settle_forwarded(
@@ -531,18 +533,22 @@ class SessionConnection:
             for item in refused:
                 item.write.settle()
                 item.slot.response = self._reply(
-                    item.req,
-                    err=Code.CONNECTIONLOSS,
-                    error_message="the leader refused the write after a later write of the session reached it; "
-                    "it was not applied",
+                    item.req, err=Code.CONNECTIONLOSS, error_message=REFUSED_AFTER_A_LATER_WRITE
                 )
             self._flush_replies()
             return
-        for item in refused:
+        # A refusal comes at once: let an election or a new leader's first append land first.
+        await self._write_again(refused, pause_s=NO_LEADER_POLL_S)
+
+    async def _write_again(self, items: list[_GroupWrite], pause_s: float = 0.0) -> None:
+        """Writes of a group certainly not applied, submitted again one task each, in the session's
+        order (SessionWrites), and answered in their slots."""
+        for item in items:
             item.write.unplace()
-        await asyncio.sleep(NO_LEADER_POLL_S)  # let an election or a new leader's first append land
-        again = await asyncio.gather(*(self._write(item.req, item.op, None, item.write) for item in refused))
-        for item, response in zip(refused, again, strict=True):
+        if pause_s:
+            await asyncio.sleep(pause_s)
+        again = await asyncio.gather(*(self._write(item.req, item.op, None, item.write) for item in items))
+        for item, response in zip(items, again, strict=True):
             item.slot.response = response
         self._flush_replies()
 

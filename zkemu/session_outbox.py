@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from client.eager_start import begin
+from client.eager_start import begin, raising
 from zkraft_proto import zk_pb2
 
 
@@ -78,8 +78,4 @@ class SessionOutbox:
         try:
             return begin(self._context.write(message))
         except Exception as exc:  # the stream broke: `serve` raises it where it awaits the write
-            return _raise(exc)
-
-
-async def _raise(exc: Exception) -> None:
-    raise exc
+            return raising(exc)

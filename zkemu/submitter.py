@@ -27,11 +27,15 @@ from zkemu.forwarded_writes import ForwardedWrites
 from zkemu.session_writes import NO_ROUTE, SessionWrite
 from zkraft_proto import zk_pb2
 
-__all__ = ["ConnectionLossError", "RetryElsewhere", "TxnSubmitter"]
+__all__ = ["REFUSED_AFTER_A_LATER_WRITE", "ConnectionLossError", "RetryElsewhere", "TxnSubmitter"]
 
 # How long a write may wait for a leader (elections take about one election timeout).
 NO_LEADER_POLL_S = 0.02
 FORWARD_BATCH_MAX = 2048
+# Why a refused write is not submitted again (SessionWrite.may_retry): ConnectionLoss says it.
+REFUSED_AFTER_A_LATER_WRITE = (
+    "the leader refused the write after a later write of the session reached it; it was not applied"
+)
 
 
 class TxnSubmitter:
@@ -94,10 +98,7 @@ class TxnSubmitter:
                 except qerrors.QuorumError as exc:
                     raise ConnectionLossError(str(exc)) from None
             elif self._node.core.leader_id:
-                fut: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
-                txn.forward_tag = self.forwarded.tag(fut)
-                self._queue.append((txn, fut))
-                self._queue_event.set()
+                [fut] = self.forward_nowait([txn])
                 try:
                     zxid, raw = await await_owned(fut, remaining)
                     break
@@ -204,7 +205,5 @@ def _not_taken(turn: SessionWrite | None, lost: bool) -> None:
     if turn is None:
         return
     if not lost and not turn.may_retry():
-        raise ConnectionLossError(
-            "the leader refused the write after a later write of the session reached it; it was not applied"
-        )
+        raise ConnectionLossError(REFUSED_AFTER_A_LATER_WRITE)
     turn.unplace()
