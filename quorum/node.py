@@ -171,6 +171,7 @@ class QuorumNode:
         self._applied_seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
         self._in_ready = False  # a Ready is being handled (by the ready task or in place)
+        self._queued_early = False  # some of the last Ready's early messages wait behind a write in flight
         # The state machine can apply entries ahead of their commit (ZnodeTree.prepare).
         self._prepare: Callable[[Sequence[Entry]], None] | None = getattr(self.state_machine, "prepare", None)
         self._stopping = False
@@ -321,7 +322,7 @@ class QuorumNode:
             await self._handle_large_ready(rd)
             return
         applied_early = self._begin_ready(rd)
-        if rd.entries and any(m.type in SENDABLE_BEFORE_PERSIST for m in rd.messages):
+        if rd.entries and self._queued_early:
             # One loop turn first, so that appends queued behind a write still
             # in flight (an idle stream takes them at once: transport._Lane)
             # reach gRPC before this Ready's fsync: followers persist in parallel.
@@ -374,8 +375,7 @@ class QuorumNode:
         if rd.soft_state != self._soft:
             self._on_soft_state(rd.soft_state)
         early = [m for m in rd.messages if m.type in SENDABLE_BEFORE_PERSIST]
-        if early:
-            self._transport.send(early)
+        self._queued_early = bool(early) and not self._transport.send(early)
         return bool(early)
 
     def _send_late(self, rd: Ready) -> bool:
@@ -606,8 +606,45 @@ class QuorumNode:
         waiter = _Waiter(self.core.term, batch)
         for k in range(len(commands)):
             self._waiters[first + k] = waiter
-        self._wake()
+        if self._idle_leader_with(len(commands)):
+            self._handle_proposal_here()
+        else:
+            self._wake()
         return future
+
+    def _idle_leader_with(self, proposed: int) -> bool:
+        """Whether the leader had nothing in flight before these `proposed` entries: every earlier entry
+        committed and applied, no Ready under way, every peer stream idle, few new entries."""
+        core = self.core
+        return (
+            not self._in_ready
+            and not self._stopping
+            and core.role is Role.LEADER
+            and proposed <= INLINE_PERSIST_ENTRIES_MAX
+            and core.unstable_entry_count() == proposed
+            and core.applied_index == core.commit_index == core.last_index - proposed
+            and not core.has_pending_snapshot()
+            and self._transport is not None
+            and self._transport.streams_idle()
+        )
+
+    def _handle_proposal_here(self) -> None:
+        """An idle leader's proposal handled on the spot: its appends go to the idle streams and its
+        fsync runs, right in the proposer's call, without waking the ready task (a loop turn and a
+        task switch). Under load (entries in flight, a stream busy) proposals wait for the ready task
+        as before, and those that arrive meanwhile join one Ready (group commit)."""
+        self._in_ready = True
+        try:
+            rd = self.core.ready()
+            applied_early = self._begin_ready(rd)
+            self._persist_inline(rd)
+            self._finish_ready(rd, applied_early)
+        except Exception as exc:  # the ready task's boundary
+            self._die(exc)
+        finally:
+            self._in_ready = False
+        if self.core.has_ready() or self._snapshot_due() or self._open_read is not None:
+            self._wake()
 
     def _complete_proposals(self, entries: Sequence[Any], results: Sequence[bytes]) -> None:
         waiters = self._waiters

@@ -92,16 +92,24 @@ class _Lane:
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-{self._name}-{self._sender.peer}")
 
-    def enqueue(self, messages: Sequence[Message]) -> None:
+    @property
+    def idle(self) -> bool:
+        """Connected with no write in flight: `enqueue` would hand a batch to gRPC at once."""
+        return self._write is None and self._call is not None
+
+    def enqueue(self, messages: Sequence[Message]) -> bool:
+        """Queue `messages`; returns whether they went to gRPC at once (the stream was idle)."""
         q = self._queue
         q.extend(messages)
         overflow = len(q) - PEER_QUEUE_MESSAGES_MAX
         for _ in range(max(overflow, 0)):
             q.popleft()
-        if self._write is None and self._call is not None:
+        self._wakeup.set()
+        if self.idle:
             # An idle stream: the batch goes to the socket now, not after a loop turn (client.eager_start).
             self._write = self._begin_write(self._call)
-        self._wakeup.set()
+            return True
+        return False
 
     def _begin_write(self, call: Any) -> Coroutine[Any, Any, None]:
         """The queued messages handed to gRPC now; returns what finishes the write (the sender awaits it)."""
@@ -176,14 +184,19 @@ class _PeerSender:
         self._main.start()
         self._notices.start()
 
-    def enqueue(self, messages: Sequence[Message]) -> None:
+    def enqueue(self, messages: Sequence[Message]) -> bool:
+        """Queue `messages` on their lanes; returns whether all went to gRPC at once."""
         notices = [m for m in messages if m.type in NOTICE_TYPES]
         if not notices:
-            self._main.enqueue(messages)
-            return
-        self._notices.enqueue(notices)
+            return self._main.enqueue(messages)
+        at_once = self._notices.enqueue(notices)
         if len(notices) < len(messages):
-            self._main.enqueue([m for m in messages if m.type not in NOTICE_TYPES])
+            at_once &= self._main.enqueue([m for m in messages if m.type not in NOTICE_TYPES])
+        return at_once
+
+    @property
+    def idle(self) -> bool:
+        return self._main.idle
 
     def channel(self) -> grpc.aio.Channel:
         if self._channel is None:
@@ -272,19 +285,28 @@ class PeerTransport:
         for s in self._senders.values():
             s.start()
 
-    def send(self, messages: Sequence[Message]) -> None:
+    def send(self, messages: Sequence[Message]) -> bool:
+        """Queue `messages` for their peers; returns whether every one went to gRPC at once (no stream
+        had a write in flight), so that the caller need not give the sender tasks a loop turn."""
+        at_once = True
         by_peer: dict[int, list[Message]] = {}
         for m in messages:
             if m.type is MessageType.SNAPSHOT:
                 sender = self._senders.get(m.to)
                 if sender is not None:
                     sender.send_snapshot(m)
+                at_once = False
                 continue
             by_peer.setdefault(m.to, []).append(m)
         for peer, msgs in by_peer.items():
             sender = self._senders.get(peer)
             if sender is not None:
-                sender.enqueue(msgs)
+                at_once &= sender.enqueue(msgs)
+        return at_once
+
+    def streams_idle(self) -> bool:
+        """Whether every peer's main stream is connected with no write in flight (_Lane.idle)."""
+        return all(s.idle for s in self._senders.values())
 
     def heard_from(self, peer: int) -> None:
         sender = self._senders.get(peer)
