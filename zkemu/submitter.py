@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import grpc
 
+from client.eager_start import begin
 from quorum import errors as qerrors
 from quorum.deadline import await_owned
 from quorum.node import QuorumNode
@@ -47,6 +49,7 @@ class TxnSubmitter:
         self._forwarder: asyncio.Task[None] | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stream: LeaderStream | None = None
+        self._write: Coroutine[Any, Any, None] | None = None  # the rest of the forward write in flight
         self.forwarded = ForwardedWrites()
 
     def start(self) -> None:
@@ -56,6 +59,9 @@ class TxnSubmitter:
         if self._forwarder is not None:
             self._forwarder.cancel()
             await asyncio.gather(self._forwarder, return_exceptions=True)
+        if self._write is not None:
+            self._write.close()
+            self._write = None
         if self._stream is not None:
             await self._stream.close()
         for _, fut in self._queue:
@@ -151,6 +157,12 @@ class TxnSubmitter:
             txn.forward_tag = self.forwarded.tag(fut)
             self._queue.append((txn, fut))
             futures.append(fut)
+        stream = self._stream
+        if self._write is None and stream is not None and not stream.broken:
+            # The stream is idle: the batch goes to gRPC now, not after the forwarder's turn (_forward_loop).
+            address = self._node.address_of(self._node.core.leader_id)
+            if address == stream.address:
+                self._write = self._begin_send(stream)
         self._queue_event.set()
         return futures
 
@@ -180,22 +192,39 @@ class TxnSubmitter:
             stream = self._stream = LeaderStream(ch, address)
         return stream
 
+    def _next_batch(self) -> Pending:
+        """The next queued writes to forward, those still waited for."""
+        batch, self._queue = self._queue[:FORWARD_BATCH_MAX], self._queue[FORWARD_BATCH_MAX:]
+        return [(t, f) for t, f in batch if not f.done()]
+
+    def _begin_send(self, stream: LeaderStream) -> Coroutine[Any, Any, None] | None:
+        """The next batch handed to gRPC now (client.eager_start); returns what finishes the write."""
+        live = self._next_batch()
+        return begin(stream.send(live)) if live else None
+
     async def _forward_loop(self) -> None:
+        """Sends what forward_nowait queued, one write at a time, and finishes the writes it began."""
         while True:
-            await self._queue_event.wait()
-            self._queue_event.clear()
-            while self._queue:
-                batch, self._queue = self._queue[:FORWARD_BATCH_MAX], self._queue[FORWARD_BATCH_MAX:]
-                live = [(t, f) for t, f in batch if not f.done()]
-                if not live:
-                    continue
-                leader = self._node.core.leader_id
-                address = self._node.address_of(leader)
-                if not address or leader == self._node.node_id:
-                    fail_batch(live, RetryElsewhere())
-                    continue
-                stream = await self._leader_stream(address)
-                await stream.send(live)
+            if self._write is not None:
+                try:
+                    await self._write
+                finally:
+                    self._write = None
+                continue
+            if not self._queue:
+                await self._queue_event.wait()
+                self._queue_event.clear()
+                continue
+            live = self._next_batch()
+            if not live:
+                continue
+            leader = self._node.core.leader_id
+            address = self._node.address_of(leader)
+            if not address or leader == self._node.node_id:
+                fail_batch(live, RetryElsewhere())
+                continue
+            stream = await self._leader_stream(address)
+            self._write = begin(stream.send(live))
 
 
 def _not_taken(turn: SessionWrite | None, lost: bool) -> None:
