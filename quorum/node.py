@@ -12,7 +12,8 @@ Where the fsync runs is a latency decision: a large batch goes to the one
 writer thread so the loop keeps serving while it syncs; a small one is synced
 on the loop thread (LMDB releases the GIL), because two thread hand-offs cost
 more than the fsync itself on a busy machine. A follower handles an append's
-Ready right in the handler that received it, without waking the ready task.
+Ready right in the handler that received it, without waking the ready task, and
+a leader with nothing in flight its proposal's Ready in the proposer's call.
 """
 
 from __future__ import annotations
