@@ -83,3 +83,46 @@ def test_durable_notices_travel_beside_the_appends_which_keep_their_order() -> N
     assert len(notice_streams) == 1 and len(main_streams) == 1 and notice_streams != main_streams
     assert [m for _, m in received if m.type not in NOTICE_TYPES] == [m for m in sent if m.type not in NOTICE_TYPES]
     assert [m for _, m in received if m.type in NOTICE_TYPES] == [m for m in sent if m.type in NOTICE_TYPES]
+
+
+async def _send_says_whether_each_batch_left_at_once() -> tuple[bool, bool, bool, list[Message]]:
+    peer = RecordingPeer()
+    server = grpc.aio.server()
+    pb_grpc.add_RaftPeerServicer_to_server(peer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    transport = PeerTransport(
+        node_id=1,
+        peers={1: "127.0.0.1:1", 2: f"127.0.0.1:{port}"},
+        cluster_id="test",
+        digest="digest",
+        snapshots=None,  # type: ignore[arg-type]  # no snapshot is sent here
+        on_unreachable=lambda peer: None,
+        on_snapshot_done=lambda peer, ok: None,
+        log=structlog.get_logger(),
+    )
+    transport.start()
+    first = Message(MessageType.APPEND, 2, 1, 2, log_term=2, index=4, entries=(Entry(5, 2, b"x"),), commit=4)
+    second = Message(MessageType.HEARTBEAT, 2, 1, 2, commit=4)
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEADLINE_S
+        while not transport.streams_idle() and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        idle_at_start = transport.streams_idle()
+        # The first goes to gRPC in this call; the second queues behind it, for the sender task.
+        first_at_once, second_at_once = transport.send([first]), transport.send([second])
+        while (len(peer.received) < 2 or not transport.streams_idle()) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        return idle_at_start and first_at_once, second_at_once, transport.streams_idle(), [m for _, m in peer.received]
+    finally:
+        await transport.close()
+        await server.stop(None)
+
+
+def test_send_says_whether_messages_went_to_grpc_at_once_or_queued_behind_a_write() -> None:
+    first_at_once, second_at_once, idle_after, received = asyncio.run(_send_says_whether_each_batch_left_at_once())
+    assert first_at_once, "an idle, connected stream takes a batch in the caller"
+    assert not second_at_once, "a batch sent while a write is in flight waits for the sender task"
+    assert idle_after, "once both writes completed the stream is idle again"
+    assert [m.type for m in received] == [MessageType.APPEND, MessageType.HEARTBEAT]
