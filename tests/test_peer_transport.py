@@ -6,8 +6,9 @@ the stream it came on, so the test sees what a quorum node's service would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -16,6 +17,7 @@ import structlog
 from quorum.codec import message_from_pb
 from quorum.raft.types import Entry, Message, MessageType
 from quorum.transport import NOTICE_TYPES, PeerTransport
+from tests.quorum_harness import poll_until
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
@@ -34,7 +36,10 @@ class RecordingPeer(pb_grpc.RaftPeerServicer):
         return pb.StreamAck()
 
 
-async def _send_and_collect(messages: list[Message]) -> list[tuple[int, Message]]:
+@contextlib.asynccontextmanager
+async def _transport_to_recording_peer() -> AsyncIterator[tuple[RecordingPeer, PeerTransport, list[int]]]:
+    """Node 1's transport to a recording peer (node 2) on loopback; yields the peer, the transport and
+    the peers it reported unreachable."""
     peer = RecordingPeer()
     server = grpc.aio.server()
     pb_grpc.add_RaftPeerServicer_to_server(peer, server)
@@ -53,18 +58,26 @@ async def _send_and_collect(messages: list[Message]) -> list[tuple[int, Message]
     )
     transport.start()
     try:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + DEADLINE_S
-        for m in messages:  # one at a time, as Readies come: each may leave in its own batch
-            transport.send([m])
-            await asyncio.sleep(0)
-        while len(peer.received) < len(messages) and loop.time() < deadline:
-            await asyncio.sleep(0.01)
-        assert unreachable == []
-        return peer.received
+        yield peer, transport, unreachable
     finally:
         await transport.close()
         await server.stop(None)
+
+
+async def _true_when(condition: Callable[[], bool]) -> bool | None:
+    return True if condition() else None
+
+
+async def _send_and_collect(messages: list[Message]) -> list[tuple[int, Message]]:
+    async with _transport_to_recording_peer() as (peer, transport, unreachable):
+        for m in messages:  # one at a time, as Readies come: each may leave in its own batch
+            transport.send([m])
+            await asyncio.sleep(0)
+        await poll_until(
+            lambda: _true_when(lambda: len(peer.received) == len(messages)), DEADLINE_S, "not every message arrived"
+        )
+        assert unreachable == []
+        return peer.received
 
 
 def test_durable_notices_travel_beside_the_appends_which_keep_their_order() -> None:
@@ -85,44 +98,23 @@ def test_durable_notices_travel_beside_the_appends_which_keep_their_order() -> N
     assert [m for _, m in received if m.type in NOTICE_TYPES] == [m for m in sent if m.type in NOTICE_TYPES]
 
 
-async def _send_says_whether_each_batch_left_at_once() -> tuple[bool, bool, bool, list[Message]]:
-    peer = RecordingPeer()
-    server = grpc.aio.server()
-    pb_grpc.add_RaftPeerServicer_to_server(peer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    transport = PeerTransport(
-        node_id=1,
-        peers={1: "127.0.0.1:1", 2: f"127.0.0.1:{port}"},
-        cluster_id="test",
-        digest="digest",
-        snapshots=None,  # type: ignore[arg-type]  # no snapshot is sent here
-        on_unreachable=lambda peer: None,
-        on_snapshot_done=lambda peer, ok: None,
-        log=structlog.get_logger(),
-    )
-    transport.start()
+async def _send_two_batches_back_to_back() -> tuple[bool, bool, list[Message]]:
     first = Message(MessageType.APPEND, 2, 1, 2, log_term=2, index=4, entries=(Entry(5, 2, b"x"),), commit=4)
     second = Message(MessageType.HEARTBEAT, 2, 1, 2, commit=4)
-    try:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + DEADLINE_S
-        while not transport.streams_idle() and loop.time() < deadline:
-            await asyncio.sleep(0.01)
-        idle_at_start = transport.streams_idle()
+    async with _transport_to_recording_peer() as (peer, transport, _):
+        await poll_until(lambda: _true_when(transport.streams_idle), DEADLINE_S, "the stream never connected")
         # The first goes to gRPC in this call; the second queues behind it, for the sender task.
         first_at_once, second_at_once = transport.send([first]), transport.send([second])
-        while (len(peer.received) < 2 or not transport.streams_idle()) and loop.time() < deadline:
-            await asyncio.sleep(0.01)
-        return idle_at_start and first_at_once, second_at_once, transport.streams_idle(), [m for _, m in peer.received]
-    finally:
-        await transport.close()
-        await server.stop(None)
+        await poll_until(
+            lambda: _true_when(lambda: len(peer.received) == 2 and transport.streams_idle()),
+            DEADLINE_S,
+            "both batches did not arrive, or the stream did not become idle again",
+        )
+        return first_at_once, second_at_once, [m for _, m in peer.received]
 
 
 def test_send_says_whether_messages_went_to_grpc_at_once_or_queued_behind_a_write() -> None:
-    first_at_once, second_at_once, idle_after, received = asyncio.run(_send_says_whether_each_batch_left_at_once())
+    first_at_once, second_at_once, received = asyncio.run(_send_two_batches_back_to_back())
     assert first_at_once, "an idle, connected stream takes a batch in the caller"
     assert not second_at_once, "a batch sent while a write is in flight waits for the sender task"
-    assert idle_after, "once both writes completed the stream is idle again"
     assert [m.type for m in received] == [MessageType.APPEND, MessageType.HEARTBEAT]
