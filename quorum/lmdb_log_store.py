@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -277,13 +277,15 @@ class LmdbLogStore:
         entries: Sequence[Entry],
         snapshot: SnapshotMeta | None,
         sync: bool,
+        meanwhile: Callable[[], None] | None = None,
     ) -> None:
-        """Snapshot, then entries, then hard state, as one write-ahead record; one fdatasync when `sync`."""
+        """Snapshot, then entries, then hard state, as one write-ahead record; one fdatasync when `sync`.
+        `meanwhile` runs while the record is on its way to the disk (WriteAheadLog.append)."""
         self._live_env()
         if snapshot is None and not entries and hard_state is None:
             return
         compacted_index, last_index = self._check_follows(entries, snapshot)
-        self._wal.append(_encode_save(hard_state, entries, snapshot), sync)
+        self._wal.append(_encode_save(hard_state, entries, snapshot), sync, meanwhile)
         self._compacted_index, self._last_index = compacted_index, last_index
         self._pending.merge(hard_state, entries, snapshot)
         if self._wal.size_bytes >= self._checkpoint_bytes:

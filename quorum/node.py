@@ -396,8 +396,36 @@ class QuorumNode:
 
     def _persist_inline(self, rd: Ready) -> None:
         if rd.entries or rd.must_sync:
-            self._store.save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
+            self._store.save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync, self._prepare_during_save(rd))
             self._send_persisted_notices(rd)
+
+    def _prepare_during_save(self, rd: Ready) -> Callable[[], None] | None:
+        """As a follower that serves clients: the apply of the entries being saved, ahead of their
+        commit (ZnodeTree.prepare), to run while the disk writes them (WriteAheadLog.append), so that
+        the commit, which the leader's DURABLE notice brings about, only has to commit that work.
+
+        Applied after the save, it either waited for the notice (an unprepared apply: 134 µs from
+        the notice to the watch event in a trace, against 67 µs prepared) or was prepared in the wait
+        for it, when the notice came late enough (half the time). During the save it costs the save
+        little: the write's bytes are already on their way to the device (an fdatasync after 80 µs of
+        other work waited 110-135 µs instead of 227-264 µs in a microbenchmark). Paired runs (two
+        clusters per side, new/old p50): watch-fire with the setter on a follower 0.942 and 0.915,
+        on the leader 1.017 and 0.973, creates from a follower's client 0.978, from the leader's
+        client 1.008, and under a path a follower watches 0.999; 200 creates in flight 10,757
+        against 9,547/s from the leader's client, 9,120 against 8,619/s from a follower's. Not on
+        the leader: its fsync ends in the DURABLE notice, which the work would delay (watch-fire
+        1.040 with the setter on the leader), and it prepares while it waits for acknowledgements."""
+        prepare = self._prepare
+        if (
+            prepare is None
+            or not rd.entries
+            or len(rd.entries) > PREPARE_AHEAD_ENTRIES_MAX
+            or self.core.role is not Role.FOLLOWER
+            or self.core.lazy_commits
+        ):
+            return None
+        entries = rd.entries
+        return lambda: prepare(entries)
 
     def _send_persisted_notices(self, rd: Ready) -> None:
         """Right after a leader's save: the DURABLE notices it allows leave now (Raft.persisted), not

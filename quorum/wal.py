@@ -23,9 +23,10 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
-from client.fsync import fsync_directory
+from client.fsync import fsync_directory, start_writeback
 
 SEGMENT_PREALLOCATE_BYTES = 4 << 20
 _RECORD_HEAD = struct.Struct(">II")  # payload length, crc32
@@ -73,8 +74,11 @@ class WriteAheadLog:
         """Bytes appended to the current segment."""
         return self._offset
 
-    def append(self, payload: bytes, sync: bool) -> None:
-        """Append one record; with `sync`, return only once it (and every earlier one) is on stable storage."""
+    def append(self, payload: bytes, sync: bool, meanwhile: Callable[[], None] | None = None) -> None:
+        """Append one record; with `sync`, return only once it (and every earlier one) is on stable storage.
+
+        `meanwhile`: work to run while the record is on its way to the disk (with `sync`: after the
+        write has been handed to the device, before the fdatasync waits for it)."""
         if self._fd < 0:
             raise OSError("the write-ahead log has no open segment (reset it first)")
         record = _RECORD_HEAD.pack(len(payload), zlib.crc32(payload, self._seq & 0xFFFFFFFF)) + payload
@@ -82,8 +86,14 @@ class WriteAheadLog:
         if written != len(record):
             raise OSError(f"short write to the write-ahead log: {written} of {len(record)} bytes")
         self._offset += written
-        if sync:
-            os.fdatasync(self._fd)
+        if sync and meanwhile is not None:
+            start_writeback(self._fd, self._offset - written, written)
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        finally:
+            if sync:
+                os.fdatasync(self._fd)
 
     def reset(self) -> None:
         """Start an empty segment and delete the older ones: call once everything appended (and

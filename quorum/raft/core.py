@@ -108,6 +108,11 @@ class Raft:
 
     # ------------------------------------------------------------------ views
     @property
+    def lazy_commits(self) -> bool:
+        """Whether this node asked to learn commits late (set_lazy_commits)."""
+        return self._lazy_commits
+
+    @property
     def commit_index(self) -> int:
         return self.log.committed
 
