@@ -60,6 +60,9 @@ INLINE_PERSIST_ENTRIES_MAX = 16
 # At most this many entries are applied ahead of their commit (_prepare_ahead): a sequential
 # writer's one entry, a few concurrent ones; not the runs of a loaded pipeline.
 PREPARE_AHEAD_ENTRIES_MAX = 8
+# At most this many bytes of entries are applied during a follower's save (_prepare_during_save): the
+# apply must fit in what the disk takes anyway, or the acknowledgement the leader waits for is late.
+PREPARE_DURING_SAVE_BYTES_MAX = 4096
 
 
 class _Batch:
@@ -422,6 +425,7 @@ class QuorumNode:
             or len(rd.entries) > PREPARE_AHEAD_ENTRIES_MAX
             or self.core.role is not Role.FOLLOWER
             or self.core.lazy_commits
+            or sum(len(e.data) for e in rd.entries) > PREPARE_DURING_SAVE_BYTES_MAX
         ):
             return None
         entries = rd.entries
