@@ -472,7 +472,8 @@ class QuorumNode:
 
         Only while the node is not busy persisting more (under load, commits come in runs that
         would not match what was prepared, and the work would be done twice), and only entries
-        not known committed (those are the next Ready's to apply)."""
+        not known committed (those are the next Ready's to apply). A serving follower has usually
+        prepared them during their save already (_prepare_during_save); then this does nothing."""
         if self._stopping or self._prepare is None or self.core.unstable_entry_count():
             return
         entries = self.core.durable_uncommitted(PREPARE_AHEAD_ENTRIES_MAX + 1)
