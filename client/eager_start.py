@@ -40,6 +40,44 @@ async def raising(exc: BaseException) -> None:
     raise exc
 
 
+class WriteInFlight:
+    """At most one write in flight on a stream: `start` runs a write's first step in the caller
+    (`begin`), the one task that drains the stream `finish`es it. The peer lanes, the follower's
+    forward stream and the session outbox share it. A write that failed before its first wait
+    raises in `finish`, where the task handles a write's failures."""
+
+    __slots__ = ("_rest",)
+
+    def __init__(self) -> None:
+        self._rest: Coroutine[Any, Any, Any] | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self._rest is None
+
+    def start(self, write: Coroutine[Any, Any, Any]) -> None:
+        try:
+            self._rest = begin(write)
+        except Exception as exc:  # the stream broke: `finish` raises it
+            self._rest = raising(exc)
+
+    async def finish(self) -> None:
+        """Wait for the write in flight, if any, to complete; raises what it raised."""
+        rest = self._rest
+        if rest is None:
+            return
+        try:
+            await rest
+        finally:
+            self._rest = None
+
+    def close(self) -> None:
+        """Forget the write in flight (its stream is gone)."""
+        if self._rest is not None:
+            self._rest.close()
+            self._rest = None
+
+
 async def _finished(value: T) -> T:
     return value
 

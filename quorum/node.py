@@ -60,7 +60,7 @@ INLINE_PERSIST_ENTRIES_MAX = 16
 # At most this many entries are applied ahead of their commit (_prepare_ahead): a sequential
 # writer's one entry, a few concurrent ones; not the runs of a loaded pipeline.
 PREPARE_AHEAD_ENTRIES_MAX = 8
-# At most this many bytes of entries are applied during a follower's save (_prepare_during_save): the
+# At most this many bytes of entries are applied during a follower's save (_prepares_during_save): the
 # apply must fit in what the disk takes anyway, or the acknowledgement the leader waits for is late.
 PREPARE_DURING_SAVE_BYTES_MAX = 4096
 
@@ -417,23 +417,23 @@ class QuorumNode:
         if not (rd.entries or rd.must_sync):
             return self._apply_durable(rd) if apply_durable else 0
         durable = self._durable_committed(rd) if apply_durable else ()
-        prepare = self._prepare_during_save(rd)
+        prepare = self._prepares_during_save(rd)
         meanwhile: Callable[[], None] | None = None
-        if durable or prepare is not None:
+        if durable or prepare:
 
             def meanwhile() -> None:
                 self._apply(durable)
-                if prepare is not None:
-                    prepare()
+                if prepare and self._prepare is not None:
+                    self._prepare(rd.entries)
 
         self._store.save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync, meanwhile)
         self._send_persisted_notices(rd)
         return len(durable)
 
-    def _prepare_during_save(self, rd: Ready) -> Callable[[], None] | None:
-        """As a follower that serves clients: the apply of the entries being saved, ahead of their
-        commit (ZnodeTree.prepare), to run while the disk writes them (WriteAheadLog.append), so that
-        the commit, which the leader's DURABLE notice brings about, only has to commit that work.
+    def _prepares_during_save(self, rd: Ready) -> bool:
+        """Whether to apply the entries being saved ahead of their commit (ZnodeTree.prepare) while the
+        disk writes them (WriteAheadLog.append): as a follower that serves clients, so that the
+        commit, which the leader's DURABLE notice brings about, only has to commit that work.
 
         Applied after the save, it either waited for the notice (an unprepared apply: 134 µs from
         the notice to the watch event in a trace, against 67 µs prepared) or was prepared in the wait
@@ -446,18 +446,13 @@ class QuorumNode:
         against 9,547/s from the leader's client, 9,120 against 8,619/s from a follower's. Not on
         the leader: its fsync ends in the DURABLE notice, which the work would delay (watch-fire
         1.040 with the setter on the leader), and it prepares while it waits for acknowledgements."""
-        prepare = self._prepare
-        if (
-            prepare is None
-            or not rd.entries
-            or len(rd.entries) > PREPARE_AHEAD_ENTRIES_MAX
-            or self.core.role is not Role.FOLLOWER
-            or self.core.lazy_commits
-            or sum(len(e.data) for e in rd.entries) > PREPARE_DURING_SAVE_BYTES_MAX
-        ):
-            return None
-        entries = rd.entries
-        return lambda: prepare(entries)
+        return (
+            self._prepare is not None
+            and 0 < len(rd.entries) <= PREPARE_AHEAD_ENTRIES_MAX
+            and self.core.role is Role.FOLLOWER
+            and not self.core.lazy_commits
+            and sum(len(e.data) for e in rd.entries) <= PREPARE_DURING_SAVE_BYTES_MAX
+        )
 
     def _send_persisted_notices(self, rd: Ready) -> None:
         """Right after a leader's save: the DURABLE notices it allows leave now (Raft.persisted), not
@@ -501,7 +496,7 @@ class QuorumNode:
         Only while the node is not busy persisting more (under load, commits come in runs that
         would not match what was prepared, and the work would be done twice), and only entries
         not known committed (those are the next Ready's to apply). A serving follower has usually
-        prepared them during their save already (_prepare_during_save); then this does nothing."""
+        prepared them during their save already (_prepares_during_save); then this does nothing."""
         if self._stopping or self._prepare is None or self.core.unstable_entry_count():
             return
         entries = self.core.durable_uncommitted(PREPARE_AHEAD_ENTRIES_MAX + 1)

@@ -21,12 +21,12 @@ import asyncio
 import contextlib
 import hashlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
 
-from client.eager_start import begin, raising
+from client.eager_start import WriteInFlight
 from quorum.codec import message_to_pb
 from quorum.raft.types import Message, MessageType
 from quorum.snapshot_store import SnapshotStore
@@ -86,7 +86,7 @@ class _Lane:
         self._queue: deque[Message] = deque()
         self._wakeup = asyncio.Event()
         self._call: Any = None  # the live stream, while the sender task has one
-        self._write: Coroutine[Any, Any, None] | None = None  # the rest of the write in flight
+        self._write = WriteInFlight()
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -95,7 +95,7 @@ class _Lane:
     @property
     def idle(self) -> bool:
         """Connected with no write in flight: `enqueue` would hand a batch to gRPC at once."""
-        return self._write is None and self._call is not None
+        return self._write.idle and self._call is not None
 
     def enqueue(self, messages: Sequence[Message]) -> bool:
         """Queue `messages`; returns whether they went to gRPC at once (the stream was idle)."""
@@ -107,16 +107,9 @@ class _Lane:
         self._wakeup.set()
         if self.idle:
             # An idle stream: the batch goes to the socket now, not after a loop turn (client.eager_start).
-            self._write = self._begin_write(self._call)
+            self._write.start(self._call.write(self._next_batch()))
             return True
         return False
-
-    def _begin_write(self, call: Any) -> Coroutine[Any, Any, None]:
-        """The queued messages handed to gRPC now; returns what finishes the write (the sender awaits it)."""
-        try:
-            return begin(call.write(self._next_batch()))
-        except Exception as exc:  # the call broke: the sender task sees it where it awaits the write
-            return raising(exc)
 
     def _next_batch(self) -> pb.RaftBatch:
         msgs = list(self._queue)
@@ -138,14 +131,13 @@ class _Lane:
             self._call = call
             try:
                 while True:
-                    if self._write is None:
+                    if self._write.idle:
                         if not self._queue:
                             await self._wakeup.wait()
                             self._wakeup.clear()
                             continue
-                        self._write = self._begin_write(call)
-                    await self._write
-                    self._write = None
+                        self._write.start(call.write(self._next_batch()))
+                    await self._write.finish()
                     delay = RECONNECT_DELAY_S_MIN
             except asyncio.CancelledError:
                 call.cancel()
@@ -157,9 +149,7 @@ class _Lane:
                 sender.unreachable(code or type(exc).__name__, str(exc))
             finally:
                 self._call = None
-                if self._write is not None:
-                    self._write.close()
-                    self._write = None
+                self._write.close()
             call.cancel()
             # Messages that piled up while the peer was away are stale by now.
             self._queue.clear()

@@ -15,12 +15,10 @@ load a burst's first reply would leave alone and the rest wait for its write
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any
 
 import grpc
 
-from client.eager_start import begin, raising
+from client.eager_start import WriteInFlight
 from zkraft_proto import zk_pb2
 
 
@@ -28,7 +26,7 @@ class SessionOutbox:
     def __init__(self, context: grpc.aio.ServicerContext) -> None:
         self._context = context
         self._pending: list[zk_pb2.ServerMessage] = []
-        self._writing: Coroutine[Any, Any, None] | None = None  # the rest of the write in flight
+        self._write = WriteInFlight()
         self._wake = asyncio.Event()
         self._serving = False  # `serve` runs: the stream can be written
         self._ended = False
@@ -42,8 +40,8 @@ class SessionOutbox:
         if self._ended:
             return  # the stream is ending: nothing after its last message
         self._pending.append(message)
-        if at_once and self._serving and self._writing is None:
-            self._writing = self._begin_write()
+        if at_once and self._serving and self._write.idle:
+            self._write.start(self._context.write(self._take_message()))
         self._wake.set()
 
     def end(self) -> None:
@@ -56,26 +54,20 @@ class SessionOutbox:
         self._serving = True
         try:
             while True:
-                if self._writing is None:
+                if self._write.idle:
                     if not self._pending:
                         if self._ended:
                             return
                         self._wake.clear()
                         await self._wake.wait()
                         continue
-                    self._writing = self._begin_write()
-                await self._writing
-                self._writing = None
+                    self._write.start(self._context.write(self._take_message()))
+                await self._write.finish()
         finally:
             self._serving = False
-            if self._writing is not None:
-                self._writing.close()
-                self._writing = None
+            self._write.close()
 
-    def _begin_write(self) -> Coroutine[Any, Any, None]:
+    def _take_message(self) -> zk_pb2.ServerMessage:
+        """Everything put so far, as one stream message."""
         batch, self._pending = self._pending, []
-        message = batch[0] if len(batch) == 1 else zk_pb2.ServerMessage(batch=zk_pb2.ServerBatch(messages=batch))
-        try:
-            return begin(self._context.write(message))
-        except Exception as exc:  # the stream broke: `serve` raises it where it awaits the write
-            return raising(exc)
+        return batch[0] if len(batch) == 1 else zk_pb2.ServerMessage(batch=zk_pb2.ServerBatch(messages=batch))

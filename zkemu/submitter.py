@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 import grpc
 
-from client.eager_start import begin
+from client.eager_start import WriteInFlight
 from quorum import errors as qerrors
 from quorum.deadline import await_owned
 from quorum.node import QuorumNode
@@ -49,7 +48,7 @@ class TxnSubmitter:
         self._forwarder: asyncio.Task[None] | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stream: LeaderStream | None = None
-        self._write: Coroutine[Any, Any, None] | None = None  # the rest of the forward write in flight
+        self._write = WriteInFlight()  # one forward batch in flight on the leader stream
         self.forwarded = ForwardedWrites()
 
     def start(self) -> None:
@@ -59,9 +58,7 @@ class TxnSubmitter:
         if self._forwarder is not None:
             self._forwarder.cancel()
             await asyncio.gather(self._forwarder, return_exceptions=True)
-        if self._write is not None:
-            self._write.close()
-            self._write = None
+        self._write.close()
         if self._stream is not None:
             await self._stream.close()
         for _, fut in self._queue:
@@ -158,11 +155,11 @@ class TxnSubmitter:
             self._queue.append((txn, fut))
             futures.append(fut)
         stream = self._stream
-        if self._write is None and stream is not None and not stream.broken:
+        if self._write.idle and stream is not None and not stream.broken:
             # The stream is idle: the batch goes to gRPC now, not after the forwarder's turn (_forward_loop).
-            address = self._node.address_of(self._node.core.leader_id)
-            if address == stream.address:
-                self._write = self._begin_send(stream)
+            live = self._next_batch() if self._node.address_of(self._node.core.leader_id) == stream.address else []
+            if live:
+                self._write.start(stream.send(live))
         self._queue_event.set()
         return futures
 
@@ -197,19 +194,11 @@ class TxnSubmitter:
         batch, self._queue = self._queue[:FORWARD_BATCH_MAX], self._queue[FORWARD_BATCH_MAX:]
         return [(t, f) for t, f in batch if not f.done()]
 
-    def _begin_send(self, stream: LeaderStream) -> Coroutine[Any, Any, None] | None:
-        """The next batch handed to gRPC now (client.eager_start); returns what finishes the write."""
-        live = self._next_batch()
-        return begin(stream.send(live)) if live else None
-
     async def _forward_loop(self) -> None:
         """Sends what forward_nowait queued, one write at a time, and finishes the writes it began."""
         while True:
-            if self._write is not None:
-                try:
-                    await self._write
-                finally:
-                    self._write = None
+            if not self._write.idle:
+                await self._write.finish()
                 continue
             if not self._queue:
                 await self._queue_event.wait()
@@ -224,7 +213,7 @@ class TxnSubmitter:
                 fail_batch(live, RetryElsewhere())
                 continue
             stream = await self._leader_stream(address)
-            self._write = begin(stream.send(live))
+            self._write.start(stream.send(live))
 
 
 def _not_taken(turn: SessionWrite | None, lost: bool) -> None:
