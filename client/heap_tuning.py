@@ -63,3 +63,23 @@ def freeze_startup_objects() -> None:
     collections took 8-13 ms. Objects made afterwards are collected as before.
     """
     gc.freeze()
+
+
+def release_freed_memory() -> bool:
+    """Hand the heap's free pages back to the kernel (glibc `malloc_trim(0)`); False where there is no glibc.
+
+    Why: after a burst of large requests a server's heap keeps the freed
+    buffers (`retain_freed_buffers` raises the trim threshold on purpose, and
+    glibc trims only the heap top anyway), so its resident memory stays at the
+    burst's peak long after the clients left. A server calls this once its
+    requests in flight have drained, not per request: a trim walks the whole
+    heap (a few milliseconds on a large one).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim(0)
+    return True
