@@ -487,7 +487,7 @@ class LocalCluster:
         self.plan = plan
         self.root = plan.root
         self.processes: dict[str, subprocess.Popen[bytes]] = {}  # by ChildSpec.name: the latest process of each
-        self.reported_pids: set[int] = set()
+        self.reported_exits: set[str] = set()  # children whose latest process's exit was reported
         self.started_at_s: dict[str, float] = {}  # time.monotonic() of each child's latest start
         self.backoffs: dict[str, RestartBackoff] = {}
         self.restart_due_s: dict[str, float] = {}  # children waiting out their back-off: when to restart each
@@ -516,6 +516,7 @@ class LocalCluster:
         except OSError as error:
             raise UpError(f"cannot start {spec.name}: {error.strerror or error}") from None
         self.processes[spec.name] = process
+        self.reported_exits.discard(spec.name)
         return process
 
     def _spawn(self, spec: ChildSpec, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -537,9 +538,9 @@ class LocalCluster:
         exited = []
         for spec in specs:
             process = self.processes.get(spec.name)
-            if process is None or process.pid in self.reported_pids or (code := process.poll()) is None:
+            if process is None or spec.name in self.reported_exits or (code := process.poll()) is None:
                 continue
-            self.reported_pids.add(process.pid)
+            self.reported_exits.add(spec.name)
             exited.append((spec, process, code))
         return exited
 
