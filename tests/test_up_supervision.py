@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +23,12 @@ from client.kafka_errors import UnknownTopicOrPartitionError
 from tests.helpers import wait_until
 from tests.test_up_cli import (
     READY_TIMEOUT_S,
+    REPO_ROOT,
+    STOP_TIMEOUT_S,
     UpProcess,
+    _env,
     broker_ports,
+    free_base_port,
     pid_alive,
     running_up,
     settled,
@@ -202,3 +208,54 @@ def test_a_child_that_keeps_failing_is_retried_with_growing_delays_and_a_stop_le
     assert output.count("broker 2 restarted") == starts
     assert "stopping 1 broker(s)" in stopping
     assert up.process.returncode == 0
+
+
+def start_node_of_another_cluster(data_dir: Path, base_port: int) -> None:
+    """Leave in `data_dir` the data of node 3 of a cluster named 'other' (its peers on base_port..base_port+2)."""
+    peers = ",".join(f"{i}=127.0.0.1:{base_port + i - 1}" for i in (1, 2, 3))
+    log = data_dir.parent / "other-node.log"
+    with open(log, "ab") as output:
+        node = subprocess.Popen(
+            [
+                sys.executable, "-m", "zkraft", "quorum", "start", "--id", "3", "--data-dir", str(data_dir),
+                "--listen", f"127.0.0.1:{base_port + 2}", "--peers", peers, "--cluster-id", "other",
+            ],
+            cwd=REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_until(
+            lambda: '"node_started"' in log.read_text(encoding="utf-8") or node.poll() is not None,
+            READY_TIMEOUT_S,
+            interval_s=0.1,
+            message="the other cluster's node did not start",
+        )
+        assert node.poll() is None, log.read_text(encoding="utf-8")
+    finally:
+        node.send_signal(signal.SIGTERM)
+        node.wait(timeout=STOP_TIMEOUT_S)
+
+
+def test_a_node_that_fails_at_every_start_does_not_keep_the_cluster_from_coming_up(tmp_path: Path) -> None:
+    data_dir = tmp_path / "cluster"
+    data_dir.mkdir()
+    base_port = free_base_port()
+    start_node_of_another_cluster(data_dir / "quorum-3", base_port)
+
+    args = ("--brokers", "0", "--base-port", str(base_port))
+    with running_up(data_dir, *args, ready_line="zkraft up: running") as up:
+        # Nodes 1 and 2 elect; node 3 refuses its data dir at each start and is retried with growing delays.
+        wait_until(
+            lambda: "restarting quorum node 3 in 2 s (failure 2 in a row)" in up.output(),
+            READY_TIMEOUT_S,
+            interval_s=0.1,
+            message="quorum node 3 was not retried",
+        )
+        output = up.output()
+        assert "belongs to cluster 'other'" in output  # its log's last lines say why
+        assert up.process.poll() is None
+        healthy = {n["id"]: n["pid"] for n in up.cluster()["quorum"] if n["id"] != 3}
+        assert all(pid_alive(pid) for pid in healthy.values())
+        rows = status_json(up.addresses())
+        assert sum(row["role"] == "leader" for row in rows) == 1
+        up.stop()
+    assert {n["id"]: n["pid"] for n in up.cluster()["quorum"] if n["id"] != 3} == healthy
