@@ -35,6 +35,7 @@ from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
 from broker.periodic import every
 from broker.producer_ids import ProducerIdManager
+from broker.registration_guard import RegistrationGuard
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.service import BrokerService, add_broker_service
@@ -161,6 +162,7 @@ class Broker:
         self._housekeeping: list[asyncio.Task[None]] = []
         self.config_changes: ConfigChangeListener | None = None
         self._reregister_task: asyncio.Future[None] | None = None
+        self.registration_guard: RegistrationGuard | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -195,6 +197,7 @@ class Broker:
         replicas.start()
         self._start_housekeeping(replicas)
         self.broker_epoch = broker_epoch = await register_broker(zk, config, self.log)
+        await self._guard_registration()
         self.controller = _make_controller(config, zk, broker_epoch, state_change, self.log)
         service.controller = self.controller
         if self.controller is not None:
@@ -242,6 +245,7 @@ class Broker:
                 try:
                     await self.zk.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
                     self.broker_epoch = await register_broker(self.zk, self.config, self.log)
+                    await self._guard_registration()
                     break
                 except Exception as exc:  # the quorum may be unreachable for a while: keep trying, bounded
                     self.log.warning("session_reestablish_failed", attempt=attempt, error=str(exc))
@@ -254,6 +258,21 @@ class Broker:
                 await self.controller.session_reestablished(self.broker_epoch)
         finally:
             self._reregister_task = None
+
+    async def _guard_registration(self) -> None:
+        """Keep `/brokers/ids/<id>` while this session lives (broker/registration_guard.py)."""
+        assert self.zk is not None
+        if self.registration_guard is None:
+            self.registration_guard = RegistrationGuard(
+                self.zk, self.config.broker_id, self._on_registration_restored, self.log
+            )
+        await self.registration_guard.guard()
+
+    def _on_registration_restored(self, broker_epoch: int) -> None:
+        """A re-created registration is a new broker epoch, as after a new session."""
+        self.broker_epoch = broker_epoch
+        if self.controller is not None:
+            self.controller.broker_epoch = broker_epoch
 
     async def controlled_shutdown(self) -> bool:
         """Asks the controller to move this broker's leaderships away first (Kafka's controlledShutdown).
@@ -310,6 +329,8 @@ class Broker:
         await asyncio.gather(*self._housekeeping, return_exceptions=True)
         if self.fetchers is not None:
             await self.fetchers.stop()
+        if self.registration_guard is not None:
+            await self.registration_guard.stop()  # before the session's end deletes the registration
         if self.zk is not None:
             await self.zk.stop()  # the registration (ephemeral) goes with the session
         if self.server is not None:

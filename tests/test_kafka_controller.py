@@ -418,6 +418,32 @@ def test_partition_without_live_replica_waits_for_its_broker_and_partitions_can_
     }  # fmt: skip
 
 
+def test_brokers_ids_deleted_by_hand_and_created_again_is_followed(
+    cluster: Callable[..., list[Node]], admin: AsyncZkClient
+) -> None:
+    nodes = cluster(2)
+    wait_for_controller(nodes)
+    tp = TopicPartition("ids", 0)
+    create_topic(admin, "ids", {0: (1,)})
+    wait_states(admin, [tp], lambda s: s["leader"] == 1)
+    registrations = {n.broker_id: run(admin.get(kz.broker_path(n.broker_id)))[0] for n in nodes}
+
+    # `/brokers/ids` itself goes: the controller's children watch fires and its re-read finds no node.
+    t = admin.transaction()
+    for broker_id in sorted(registrations):
+        t.delete(kz.broker_path(broker_id))
+    t.delete(kz.BROKER_IDS_PATH)
+    run(t.commit())
+    wait_states(admin, [tp], lambda s: s["leader"] == -1)  # every broker taken for dead: no leader
+
+    # The brokers register again, creating the parent: the controller must see it (an exists watch).
+    for node in nodes:
+        assert node.zk is not None
+        path = kz.broker_path(node.broker_id)
+        run(node.zk.create(path, registrations[node.broker_id], ephemeral=True, makepath=True))
+    wait_states(admin, [tp], lambda s: s["leader"] == 1)
+
+
 def test_topic_deletion_retries_a_replica_whose_broker_answered_with_an_error(
     cluster: Callable[..., list[Node]], admin: AsyncZkClient
 ) -> None:

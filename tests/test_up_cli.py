@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -229,7 +230,7 @@ def test_up_elects_a_leader_status_agrees_and_sigterm_stops_every_node(up_cluste
     )
 
 
-def test_a_killed_node_is_reported_once_and_restarts_by_hand(up_cluster: UpProcess) -> None:
+def test_a_killed_node_is_reported_and_restarted_by_zkraft_up(up_cluster: UpProcess) -> None:
     cluster = up_cluster.cluster()
     addresses = up_cluster.addresses()
     rows = wait_until(
@@ -241,6 +242,7 @@ def test_a_killed_node_is_reported_once_and_restarts_by_hand(up_cluster: UpProce
     assert isinstance(rows, list)
     victim = next(row for row in rows if row["role"] == "follower")
     node = next(n for n in cluster["quorum"] if n["id"] == victim["id"])
+    others = {n["id"]: n["pid"] for n in cluster["quorum"] if n["id"] != node["id"]}
     os.kill(node["pid"], signal.SIGKILL)
 
     wait_until(
@@ -250,32 +252,21 @@ def test_a_killed_node_is_reported_once_and_restarts_by_hand(up_cluster: UpProce
         message="zkraft up did not report the killed node",
     )
     assert up_cluster.process.poll() is None  # the rest of the cluster keeps running
+
+    def restarted_pid() -> int | None:
+        pid = next(n["pid"] for n in up_cluster.cluster()["quorum"] if n["id"] == node["id"])
+        return pid if pid not in (None, node["pid"]) and pid_alive(pid) else None
+
+    new_pid = wait_until(restarted_pid, READY_TIMEOUT_S, interval_s=0.1, message="zkraft up did not restart the node")
+    assert f"quorum node {node['id']} restarted (pid {new_pid}" in up_cluster.output()
     wait_until(
-        lambda: settled(status_json(addresses), 2),
+        lambda: settled(status_json(addresses), 3),
         READY_TIMEOUT_S,
         interval_s=0.2,
-        message="the two remaining nodes do not agree on a leader",
+        message="the restarted node did not rejoin",
     )
-
-    with open(node["log"], "ab") as log:
-        restarted = subprocess.Popen(
-            node["cmd"], cwd=REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_until(
-            lambda: settled(status_json(addresses), 3),
-            READY_TIMEOUT_S,
-            interval_s=0.2,
-            message="the restarted node did not rejoin",
-        )
-        assert up_cluster.output().count("exited unexpectedly") == 1
-    finally:
-        restarted.send_signal(signal.SIGTERM)
-        try:
-            restarted.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            restarted.kill()
-            restarted.wait(timeout=STOP_TIMEOUT_S)
+    assert {n["id"]: n["pid"] for n in up_cluster.cluster()["quorum"] if n["id"] != node["id"]} == others
+    assert up_cluster.output().count("exited unexpectedly") == 1
 
 
 # ---- brokers ----
@@ -303,7 +294,11 @@ def test_up_starts_registered_brokers_stops_them_first_and_restarts_them_from_cl
     first = f"127.0.0.1:{broker_base}"
     ports = ("--base-port", str(quorum_base), "--broker-base-port", str(broker_base))
     # A broker property for every broker; a short controlled-shutdown backoff also keeps the stops quick.
-    fast_stop = ("--override", "controlled.shutdown.retry.backoff.ms=100")
+    # A short session timeout lets a broker restarted after SIGKILL take its registration back quickly.
+    fast_stop = (
+        "--override", "controlled.shutdown.retry.backoff.ms=100",
+        "--override", "zookeeper.session.timeout.ms=4000",
+    )  # fmt: skip
     with running_up(data_dir, "--brokers", "1", *ports, *fast_stop, ready_line="zkraft up: running") as up:
         output = up.output()
         assert f"broker 1: {first} (pid " in output
@@ -341,9 +336,18 @@ def test_up_starts_registered_brokers_stops_them_first_and_restarts_them_from_cl
             message="zkraft up did not report the killed broker",
         )
         assert up.process.poll() is None
+        # zkraft up restarts it: a new pid in cluster.json, and it registers again.
+        wait_until(
+            lambda: (pid := up.cluster()["brokers"][1]["pid"]) not in (None, victim["pid"]) and pid_alive(pid),
+            STOP_TIMEOUT_S,
+            interval_s=0.1,
+            message="zkraft up did not restart the killed broker",
+        )
+        assert up.cluster()["brokers"][0]["pid"] == brokers[0]["pid"]
         output = up.stop()
     assert output.count("exited unexpectedly") == 1
-    assert "stopping 1 broker(s)" in output
+    assert "broker 2 restarted (pid " in output
+    assert "stopping 2 broker(s)" in output
 
 
 @pytest.mark.parametrize(
@@ -427,15 +431,55 @@ def test_overrides_split_between_quorum_nodes_and_brokers() -> None:
         up_module.parse_overrides(["num.partitions=3", "num.partitions=4"])
 
 
-def test_a_broker_that_exits_before_registering_is_named_with_its_log(tmp_path: Path) -> None:
+def test_a_broker_that_refuses_its_configuration_while_starting_is_named_with_its_log(tmp_path: Path) -> None:
     cluster_plan = up_module.plan(tmp_path, brokers=1, base_port=None, broker_base_port=None)
     cluster = up_module.LocalCluster(cluster_plan)
     [broker] = cluster_plan.brokers
-    exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], stdin=subprocess.DEVNULL)
+    exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"], stdin=subprocess.DEVNULL)
     exited.wait(timeout=STOP_TIMEOUT_S)
     cluster.processes[broker.name] = exited
     with pytest.raises(up_module.UpError) as raised:
         cluster.wait_for_brokers(READY_TIMEOUT_S)
     message = str(raised.value)
-    assert f"broker 1 (pid {exited.pid}) exited before registering (exit code 3)" in message
+    assert f"broker 1 (pid {exited.pid}) exited before registering (exit code 2: its configuration" in message
     assert str(broker.log_path) in message
+    assert "\n" not in message
+    assert cluster.restart_due_s == {}  # not restarted: the same configuration would be refused again
+
+
+def test_a_broker_that_fails_otherwise_while_starting_is_restarted_with_the_same_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster_plan = up_module.plan(tmp_path, brokers=1, base_port=None, broker_base_port=None)
+    (tmp_path / "logs").mkdir()
+    [broker] = cluster_plan.brokers
+    sleeper = (sys.executable, "-c", "import time; time.sleep(60)")
+    broker = dataclasses.replace(broker, cmd=sleeper)
+    cluster = up_module.LocalCluster(dataclasses.replace(cluster_plan, brokers=[broker]))
+    broker.log_path.write_text("first line\ncannot open the log directory\n", encoding="utf-8")
+    exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], stdin=subprocess.DEVNULL)
+    exited.wait(timeout=STOP_TIMEOUT_S)
+    cluster.processes[broker.name] = exited
+    cluster.started_at_s[broker.name] = 0.0
+    try:
+        cluster.tend([broker], "before registering")
+        assert broker.name in cluster.restart_due_s
+        wait_until(
+            lambda: cluster.tend([broker], "before registering") or cluster.processes[broker.name] is not exited,
+            READY_TIMEOUT_S,
+            interval_s=0.1,
+            message="the broker was not restarted after its back-off",
+        )
+        restarted = cluster.processes[broker.name]
+        assert restarted.poll() is None
+        assert json.loads((tmp_path / "cluster.json").read_text(encoding="utf-8"))["brokers"][0]["pid"] == restarted.pid
+    finally:
+        cluster.stop()
+    output = capsys.readouterr().out.splitlines()
+    assert output[:4] == [
+        f"broker 1 (pid {exited.pid}) exited unexpectedly (exit code 3); log: {broker.log_path}",
+        "  | first line",
+        "  | cannot open the log directory",
+        "restarting broker 1 in 1 s (failure 1 in a row)",
+    ]
+    assert f"broker 1 restarted (pid {restarted.pid}, log {broker.log_path})" in output

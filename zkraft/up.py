@@ -12,8 +12,13 @@ DIR/cluster.json. It stays in the foreground until SIGINT or SIGTERM, then
 stops the brokers first (while the quorum still serves their sessions) and
 the quorum nodes last, each with SIGTERM and SIGKILL after a timeout.
 
-A process that dies is reported once and left dead: a test restarts it by
-hand with the `cmd` recorded in cluster.json, and the others carry on.
+A process that dies while the cluster runs is reported (how it ended, its
+log's path and last lines) and restarted with the same command after a
+back-off that doubles from 1 s to 30 s while it keeps failing
+(zkraft/supervision.py); the others carry on, and cluster.json gets its new
+pid. While the cluster starts, a process that refuses its configuration
+(exit code 2) ends `zkraft up` with one line instead, as a restart would be
+refused too. A stop stops everything, and a process in its back-off stays down.
 Running `zkraft up` again on the same directory restarts the same cluster
 (ids, ports, data) from cluster.json; more brokers than recorded adds new ones.
 """
@@ -51,6 +56,8 @@ from quorum.settings import (
     peers_string,
     properties_to_values,
 )
+from zkraft.cli import EXIT_USAGE
+from zkraft.supervision import RestartBackoff, log_tail
 
 LOCAL_CLUSTER_ID = "zkraft-local"
 QUORUM_SIZE = 3
@@ -469,32 +476,48 @@ def _plural(count: int, role: str) -> str:
 
 
 class LocalCluster:
-    """The child processes of one `zkraft up`, their supervision and their shutdown."""
+    """The child processes of one `zkraft up`: their start, their supervision and their shutdown.
+
+    A child that exits is reported with the end of its log and restarted with the same command after its
+    back-off (zkraft/supervision.py); the others keep running. While the cluster starts, a child that
+    refused its configuration (exit code 2, a usage error) ends `zkraft up` instead: a restart would repeat it.
+    """
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.root = plan.root
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}  # by ChildSpec.name
-        self.reported_exits: set[str] = set()
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}  # by ChildSpec.name: the latest process of each
+        self.reported_exits: set[str] = set()  # children whose latest process's exit was reported
+        self.started_at_s: dict[str, float] = {}  # time.monotonic() of each child's latest start
+        self.backoffs: dict[str, RestartBackoff] = {}
+        self.restart_due_s: dict[str, float] = {}  # children waiting out their back-off: when to restart each
         self.stop_requested = threading.Event()
         self.signals_received = 0
+        self.env = _child_env()
 
     def on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.signals_received += 1
         self.stop_requested.set()
 
     def pids(self) -> dict[str, int]:
-        return {name: process.pid for name, process in self.processes.items()}
+        """The pid of each running child; one that exited (waiting to be restarted) has none."""
+        return {name: process.pid for name, process in self.processes.items() if process.poll() is None}
 
     def start(self, specs: Sequence[ChildSpec]) -> None:
-        env = _child_env()
         for spec in specs:
             if self.stop_requested.is_set():
                 return
-            try:
-                self.processes[spec.name] = self._spawn(spec, env)
-            except OSError as error:
-                raise UpError(f"cannot start {spec.name}: {error.strerror or error}") from None
+            self._start_child(spec)
+
+    def _start_child(self, spec: ChildSpec) -> subprocess.Popen[bytes]:
+        self.started_at_s[spec.name] = time.monotonic()
+        try:
+            process = self._spawn(spec, self.env)
+        except OSError as error:
+            raise UpError(f"cannot start {spec.name}: {error.strerror or error}") from None
+        self.processes[spec.name] = process
+        self.reported_exits.discard(spec.name)
+        return process
 
     def _spawn(self, spec: ChildSpec, env: dict[str, str]) -> subprocess.Popen[bytes]:
         with open(spec.log_path, "ab") as log:
@@ -510,23 +533,66 @@ class LocalCluster:
                 process_group=0,
             )
 
-    def report_exits(self, specs: Sequence[ChildSpec]) -> int:
-        """Report each of `specs` that exited since the last call, once; return how many are still running."""
-        running = 0
+    def _newly_exited(self, specs: Sequence[ChildSpec]) -> list[tuple[ChildSpec, subprocess.Popen[bytes], int]]:
+        """Each child of `specs` whose latest process exited since the last call, with its exit code."""
+        exited = []
         for spec in specs:
             process = self.processes.get(spec.name)
-            if process is None:
+            if process is None or spec.name in self.reported_exits or (code := process.poll()) is None:
                 continue
-            code = process.poll()
-            if code is None:
-                running += 1
-            elif spec.name not in self.reported_exits:
-                self.reported_exits.add(spec.name)
-                _say(
-                    f"{spec.name} (pid {process.pid}) exited unexpectedly ({_describe_exit(code)}); "
-                    f"log: {spec.log_path}"
+            self.reported_exits.add(spec.name)
+            exited.append((spec, process, code))
+        return exited
+
+    def report_exits(self, specs: Sequence[ChildSpec]) -> None:
+        """Report each child of `specs` that exited since the last call, once, without restarting it."""
+        for spec, process, code in self._newly_exited(specs):
+            _report_exit(spec, process, code)
+
+    def tend(self, specs: Sequence[ChildSpec], starting_phase: str | None = None) -> None:
+        """Report each child of `specs` that exited and schedule its restart; restart those whose back-off is over.
+
+        `starting_phase` ("before registering", ...) while the cluster starts: then a child that refused its
+        configuration raises UpError naming it.
+        """
+        now_s = time.monotonic()
+        for spec, process, code in self._newly_exited(specs):
+            _report_exit(spec, process, code)
+            if starting_phase is not None and code == EXIT_USAGE:
+                raise UpError(
+                    f"{spec.name} (pid {process.pid}) exited {starting_phase} ({_describe_exit(code)}: "
+                    f"its configuration was refused, and a restart would be refused too); log: {spec.log_path}"
                 )
-        return running
+            self._schedule_restart(spec, now_s)
+        for spec in specs:
+            due_s = self.restart_due_s.get(spec.name)
+            if due_s is not None and now_s >= due_s and not self.stop_requested.is_set():
+                self._restart(spec)
+
+    def _schedule_restart(self, spec: ChildSpec, now_s: float) -> None:
+        backoff = self.backoffs.setdefault(spec.name, RestartBackoff())
+        delay_s = backoff.delay_after_exit(up_for_s=now_s - self.started_at_s.get(spec.name, now_s))
+        self.restart_due_s[spec.name] = now_s + delay_s
+        _say(f"restarting {spec.name} in {delay_s:g} s (failure {backoff.failures_in_a_row} in a row)")
+        self._record_pids()
+
+    def _restart(self, spec: ChildSpec) -> None:
+        del self.restart_due_s[spec.name]
+        try:
+            process = self._start_child(spec)
+        except UpError as error:  # no process to run: wait longer and try again
+            _say(str(error))
+            self._schedule_restart(spec, time.monotonic())
+            return
+        _say(f"{spec.name} restarted (pid {process.pid}, log {spec.log_path})")
+        self._record_pids()
+
+    def _record_pids(self) -> None:
+        """cluster.json with the running children's pids; a failed write is reported, the cluster runs on."""
+        try:
+            write_cluster_file(self.plan, self.pids())
+        except OSError as error:
+            _say(f"cannot update {self.root / CLUSTER_FILE}: {error.strerror or error}")
 
     def wait_for_leader(self, timeout_s: float) -> int | None:
         """Poll Status until a node of this cluster leads; None if stopped first. Raises UpError on failure."""
@@ -534,9 +600,7 @@ class LocalCluster:
         ids = {spec.child_id for spec in self.plan.quorum}
         deadline = time.monotonic() + timeout_s
         while not self.stop_requested.is_set():
-            if self.report_exits(self.plan.quorum) == 0:
-                logs = self.root / "logs"
-                raise UpError(f"every quorum node exited before electing a leader; see the logs in {logs}")
+            self.tend(self.plan.quorum, "before the quorum elected a leader")
             rows = collect_status(addresses, STATUS_TIMEOUT_S)
             leaders = [row for row in rows if row.role == "leader" and row.id in ids]
             if leaders:
@@ -564,8 +628,8 @@ class LocalCluster:
     def _poll_brokers(self, zk: ZkClient, deadline: float, timeout_s: float) -> int | None:
         expected = {spec.child_id for spec in self.plan.brokers}
         while not self.stop_requested.is_set():
-            self.report_exits(self.plan.quorum)
-            self._fail_on_early_broker_exit()
+            self.tend(self.plan.quorum, "while the brokers were starting")
+            self.tend(self.plan.brokers, "before registering")
             registered, controller = _broker_readiness(zk)
             if expected <= registered and controller is not None:
                 return controller
@@ -579,25 +643,17 @@ class LocalCluster:
             self.stop_requested.wait(POLL_INTERVAL_S)
         return None
 
-    def _fail_on_early_broker_exit(self) -> None:
-        for spec in self.plan.brokers:
-            process = self.processes.get(spec.name)
-            if process is None or (code := process.poll()) is None:
-                continue
-            self.reported_exits.add(spec.name)
-            raise UpError(
-                f"{spec.name} (pid {process.pid}) exited before registering ({_describe_exit(code)}); "
-                f"log: {spec.log_path}"
-            )
-
     def supervise(self) -> None:
-        """Stay in the foreground until a signal; report (do not restart) children that die."""
+        """Stay in the foreground until a signal; restart each child that exits, after its back-off."""
         children = [*self.plan.brokers, *self.plan.quorum]
         while not self.stop_requested.wait(POLL_INTERVAL_S):
-            self.report_exits(children)
+            self.tend(children)
 
     def stop(self) -> None:
         """Brokers first, so that they shut down and close their sessions on a live quorum; then the quorum nodes."""
+        if self.restart_due_s:  # a stop was asked for: a child in its back-off stays stopped
+            _say(f"not restarting {', '.join(sorted(self.restart_due_s))}: the cluster is stopping")
+            self.restart_due_s.clear()
         self._stop_group(self.plan.brokers, BROKER, "brokers stopped", BROKER_STOP_TIMEOUT_S)
         self._stop_group(self.plan.quorum, QUORUM_NODE, "quorum stopped", STOP_TIMEOUT_S)
 
@@ -626,6 +682,16 @@ class LocalCluster:
                 _send(process, signal.SIGKILL)
                 process.wait()
         _say(done)
+
+
+def _report_exit(spec: ChildSpec, process: subprocess.Popen[bytes], code: int) -> None:
+    """One line naming the child, how it ended and its log; then the log's last lines, indented."""
+    _say(f"{spec.name} (pid {process.pid}) exited unexpectedly ({_describe_exit(code)}); log: {spec.log_path}")
+    tail = log_tail(spec.log_path)
+    for line in tail:
+        _say(f"  | {line}")
+    if not tail:
+        _say("  | (the log is empty)")
 
 
 def _broker_readiness(zk: ZkClient) -> tuple[set[int], int | None]:

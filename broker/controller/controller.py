@@ -34,7 +34,7 @@ from broker.controller.channel import (
     controlled_shutdown_fields,
     controlled_shutdown_response,
 )
-from broker.controller.context import ControllerContext, PartitionReplica
+from broker.controller.context import ControllerContext, LiveBroker, PartitionReplica
 from broker.controller.events import (
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
@@ -225,7 +225,8 @@ class KafkaController:
             self._enqueue(ControllerChange())
 
     def _on_broker_ids(self, event: WatchedEvent) -> None:
-        if event.type is EventType.CHILD:
+        # CREATED and DELETED: `/brokers/ids` itself deleted by hand and re-created by a broker.
+        if event.type in (EventType.CHILD, EventType.CREATED, EventType.DELETED):
             self._enqueue(BrokerChange())
 
     def _on_topics(self, event: WatchedEvent) -> None:
@@ -490,6 +491,7 @@ class KafkaController:
         dead = sorted(set(cached) - set(current))
         bounced = sorted(b for b in set(current) & set(cached) if current[b].epoch > cached[b].epoch)
         self._log.info("broker_change", new=new, dead=dead, bounced=bounced, live=sorted(current))
+        _log_registration_changes(self._log, cached, current, dead, bounced)
         for broker_id in bounced + dead:
             await self._channel.remove_broker(broker_id)
         for broker_id in new + bounced:
@@ -670,6 +672,26 @@ class KafkaController:
         await self._replicas.handle_state_changes(followed, ReplicaState.OFFLINE_REPLICA)
         remaining = tuple(tp for tp in movable if self._ctx.leadership[tp].leader == broker_id)
         _answer(event, 0, remaining)
+
+
+def _log_registration_changes(
+    log: Any, cached: dict[int, LiveBroker], current: dict[int, LiveBroker], dead: list[int], bounced: list[int]
+) -> None:
+    """A warning for each broker whose registration went, or came back with a new epoch.
+
+    A broker is gone when its session ended, or when its znode was deleted by hand while it lives (it then
+    registers again, broker/registration_guard.py): either way it is treated as failed, and when it is back
+    as a broker starting up (§2.4).
+    """
+    for broker_id in dead:
+        log.warning("broker_registration_gone", target_broker=broker_id, broker_epoch=cached[broker_id].epoch)
+    for broker_id in bounced:
+        log.warning(
+            "broker_registered_again",
+            target_broker=broker_id,
+            broker_epoch=current[broker_id].epoch,
+            previous_broker_epoch=cached[broker_id].epoch,
+        )
 
 
 def _answer(event: ControlledShutdown, error_code: int, remaining: tuple[TopicPartition, ...] = ()) -> None:

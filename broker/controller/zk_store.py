@@ -124,8 +124,17 @@ class ControllerZkStore:
     # ---- brokers
 
     async def read_live_brokers(self, watch: Watcher | None = None) -> dict[int, LiveBroker]:
-        """Every registered broker with its epoch (czxid); a broker that vanishes meanwhile is left out."""
-        children = await self.zk.get_children(kz.BROKER_IDS_PATH, watch=watch)
+        """Every registered broker with its epoch (czxid); a broker that vanishes meanwhile is left out.
+
+        With `/brokers/ids` itself deleted (by hand: brokers never delete it) there are none, and `watch`
+        waits for its re-creation instead: a live broker re-creates it with its registration.
+        """
+        try:
+            children = await self.zk.get_children(kz.BROKER_IDS_PATH, watch=watch)
+        except NoNodeError:
+            if await self.zk.exists(kz.BROKER_IDS_PATH, watch=watch) is None:
+                return {}
+            children = await self.zk.get_children(kz.BROKER_IDS_PATH, watch=watch)
         assert isinstance(children, list)
         ids = sorted(int(c) for c in children if c.isdigit())
         reads = await asyncio.gather(*(self.zk.get(kz.broker_path(i)) for i in ids), return_exceptions=True)
