@@ -36,6 +36,7 @@ from typing import Any
 import lmdb
 
 from client.fsync import fsync_directory
+from quorum import errors
 
 DATA_FILE = "data.mdb"
 LOCK_FILE = "lock.mdb"
@@ -67,7 +68,7 @@ class StateMachineDamagedError(Exception):
     """The state machine's storage failed: the node stops, and its next start rebuilds the database."""
 
 
-class StateCheckError(Exception):
+class StateCheckError(errors.StartupError):
     """The check could not run (not a verdict on the database): the node refuses to start."""
 
 
