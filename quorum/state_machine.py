@@ -3,6 +3,9 @@
 The quorum hands committed entries to `apply` in log order, exactly once per
 node (an entry already covered by `applied_index` is never handed again), and
 restores from a snapshot when it fell behind the leader's compacted log.
+`apply`, `restore` and `snapshot_chunks` raise StateMachineDamagedError when
+the storage underneath fails (quorum.state_check): the node stops, and its
+next start rebuilds the state machine.
 zkemu's znode tree implements the same protocol; `RegisterMap` is the
 stand-in the bare quorum serves (and tests and benchmarks use): commands are
 "set key to value", reads return the value.
