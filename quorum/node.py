@@ -614,7 +614,10 @@ class QuorumNode:
 
     # ---------------------------------------------------- transport callbacks
     def deliver(self, messages: Sequence[Message]) -> None:
-        if self._stopping:
+        if self._stopping or self._transport is None:
+            # Before start(): the server already listens (run_node checks its peers meanwhile, which
+            # takes long after a state-machine rebuild), but nothing could send a reply. Raft
+            # tolerates the loss: the leader sends again.
             return
         for m in messages:
             if m.to != self.node_id:

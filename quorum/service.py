@@ -16,6 +16,7 @@ from quorum import errors
 from quorum.codec import message_from_pb, message_to_pb
 from quorum.node import QuorumNode
 from quorum.raft.types import Message, MessageType
+from quorum.state_check import StateMachineDamagedError
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
@@ -103,12 +104,16 @@ class RaftPeerService(pb_grpc.RaftPeerServicer):
         except errors.QuorumError as exc:
             await abort_with(context, exc)
         header = message_to_pb(Message(MessageType.SNAPSHOT, getattr(request, "from"), node.node_id, 0, snapshot=meta))
-        node.log.info("state_sent_to_peer", peer=getattr(request, "from"), index=meta.index, term=meta.term)
         first = True
-        for data in chunks:
-            yield pb.SnapshotChunk(cluster_id=node.cluster_id, message=header if first else None, data=data)
-            first = False
+        try:
+            for data in chunks:
+                yield pb.SnapshotChunk(cluster_id=node.cluster_id, message=header if first else None, data=data)
+                first = False
+        except StateMachineDamagedError as exc:  # marked: this node's next start rebuilds it
+            node.log.error("state_send_failed", peer=getattr(request, "from"), index=meta.index, error=str(exc))
+            await context.abort(grpc.StatusCode.INTERNAL, str(exc))
         yield pb.SnapshotChunk(cluster_id=node.cluster_id, message=header if first else None, last=True)
+        node.log.info("state_sent_to_peer", peer=getattr(request, "from"), index=meta.index, term=meta.term)
 
     async def Hello(self, request: pb.HelloRequest, context: Any) -> pb.HelloResponse:  # noqa: N802
         n = self._node

@@ -170,6 +170,7 @@ def assert_rebuilt(cluster: QuorumProcesses, victim: int, source: str) -> None:
     assert len(moved) == 1 and Path(moved[0]["moved_to"]).exists(), moved
     kept = list((cluster.data_dir(victim) / "zk").glob("data.mdb.damaged-*"))
     assert [str(p) for p in kept] == [moved[0]["moved_to"]]
+    assert not cluster.log_events(victim, "node_failed"), cluster.log_events(victim, "node_failed")
     restored = cluster.log_events(victim, "state_machine_restored")
     assert [e["source"] for e in restored] == [source], restored
     assert restored[0]["index"] > 0 and restored[0]["term"] > 0
