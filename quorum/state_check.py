@@ -62,6 +62,9 @@ _LIMIT_ERRORS = (
     lmdb.MemoryError,
     lmdb.LockError,
 )
+# How reading a garbled page kills a process (LMDB's assertions abort); any other signal (the OOM
+# killer's SIGKILL, an operator's SIGTERM) says nothing about the file.
+_DAMAGE_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL})
 # The child's exit codes: the database is damaged; the check could not run at all.
 EXIT_DAMAGED = 3
 EXIT_CANNOT_RUN = 2
@@ -110,9 +113,12 @@ def damage_of(path: Path, checker: str, timeout_s: float | None = None) -> str |
         return None
     if done.returncode == EXIT_DAMAGED:
         return said or "damaged"
-    if done.returncode < 0:
+    if -done.returncode in _DAMAGE_SIGNALS:
         name = signal.Signals(-done.returncode).name
         return f"reading it killed the check with {name}" + (f" ({said})" if said else "")
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        raise StateCheckError(f"the state check of {path} was killed by {name}, which says nothing about the file")
     raise StateCheckError(f"the state check of {path} failed with exit code {done.returncode}: {said}")
 
 

@@ -146,10 +146,17 @@ def abort_checker(path: Path) -> None:
     os.kill(os.getpid(), signal.SIGABRT)
 
 
+def kill_checker(path: Path) -> None:
+    """A checker killed from outside, as the OOM killer would."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def test_a_check_that_cannot_run_refuses_to_start_instead_of_moving_the_file(tree_dir: Path) -> None:
     build_tree(tree_dir, znodes=10)
     with pytest.raises(StateCheckError, match="state check .* failed with exit code 2"):
         damage_of(tree_dir, "no_such_module_anywhere:check")
+    with pytest.raises(StateCheckError, match="was killed by SIGKILL"):
+        damage_of(tree_dir, f"{__name__}:kill_checker")
     assert (tree_dir / "data.mdb").exists()
 
 
