@@ -9,6 +9,12 @@ leader or not. The node does this before it joins the quorum: in the meantime
 it neither votes nor acknowledges, exactly as if it were down, so its own log,
 which it keeps, can lose nothing another node counted on.
 
+The simpler-looking way, starting with an empty log (hard state kept) so that
+the leader sends an InstallSnapshot, is not safe: an entry committed by the
+leader and this node alone would then be on the leader only, and should the
+leader fail before the snapshot arrives, this node's vote (its empty log is
+behind every candidate's) could elect the third node, which lacks the entry.
+
 It runs before the node's event loop serves anything, with gRPC's blocking
 API: peers are tried in turn until one has a state at least `min_index` recent
 or the time allowed (initLimit x tickTime) runs out.
