@@ -171,8 +171,9 @@ def is_damage(error: lmdb.Error) -> bool:
 
 
 def open_read_only(path: Path, max_dbs: int) -> lmdb.Environment:
-    """For a checker: the environment opened for reading only, without the lock file."""
-    return lmdb.open(str(path), readonly=True, lock=False, max_dbs=max_dbs, create=False)
+    """For a checker: the environment opened for reading only. With LMDB's lock, so that a writer that
+    should not be there (a second process on the same directory) cannot make a sound file look torn."""
+    return lmdb.open(str(path), readonly=True, lock=True, max_dbs=max_dbs, create=False)
 
 
 def _child_env() -> dict[str, str]:
