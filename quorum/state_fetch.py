@@ -22,6 +22,7 @@ or the time allowed (initLimit x tickTime) runs out.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -36,6 +37,9 @@ from quorum.transport import GRPC_OPTIONS
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
+# A peer that does not finish the HTTP/2 handshake in this time is skipped for this round: a stopped
+# process (SIGSTOP, a frozen VM) accepts the TCP connection but would hold the whole wait.
+PEER_CONNECT_TIMEOUT_S = 2.0
 # Between rounds over every peer: a peer that is itself starting gets time to come up.
 ROUND_PAUSE_S_MIN = 0.1
 ROUND_PAUSE_S_MAX = 1.0
@@ -90,6 +94,7 @@ def _fetch_from(
     setattr(request, "from", settings.node_id)  # `from` is a Python keyword
     writer: SnapshotWriter | None = None
     with grpc.insecure_channel(settings.peers[peer], options=GRPC_OPTIONS) as channel:
+        _connect(channel, min(PEER_CONNECT_TIMEOUT_S, timeout_s))
         try:
             for chunk in pb_grpc.RaftPeerStub(channel).FetchState(request, timeout=timeout_s):
                 if writer is None:
@@ -106,6 +111,28 @@ def _fetch_from(
     if writer is not None:
         writer.abort()
     raise StateFetchError("the stream ended before its last chunk")
+
+
+def _connect(channel: grpc.Channel, timeout_s: float) -> None:
+    """Return once the channel is ready; raise StateFetchError when the first attempt fails (nothing
+    listens: a down peer costs no wait) or when `timeout_s` passes (a stopped peer)."""
+    seen: list[grpc.ChannelConnectivity] = []
+    settled = threading.Event()
+    final = (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE)
+
+    def on_change(state: grpc.ChannelConnectivity) -> None:
+        if state in final:
+            seen.append(state)
+            settled.set()
+
+    channel.subscribe(on_change, try_to_connect=True)
+    try:
+        if not settled.wait(timeout_s):
+            raise StateFetchError(f"no connection within {timeout_s:.1f} s")
+        if seen[0] is not grpc.ChannelConnectivity.READY:
+            raise StateFetchError("unreachable")
+    finally:
+        channel.unsubscribe(on_change)
 
 
 def _header(chunk: pb.SnapshotChunk, cluster_id: str, min_index: int) -> SnapshotMeta:

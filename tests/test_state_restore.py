@@ -6,6 +6,7 @@ log was compacted to 15; then its database was lost (a fresh, empty map).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,15 @@ import structlog
 from structlog.testing import capture_logs
 
 from client.quorum_client import encode_set
+from quorum.errors import StartupError
 from quorum.log_store import MemoryLogStore
 from quorum.raft.types import Entry, HardState, PersistentState, SnapshotMeta
+from quorum.settings import NodeSettings
 from quorum.snapshot_store import SnapshotStore
+from quorum.state_fetch import PEER_CONNECT_TIMEOUT_S, fetch_peer_state
 from quorum.state_machine import RegisterMap
 from quorum.state_restore import restore_base
+from tests.quorum_harness import free_ports
 
 VOTERS = (1, 2, 3)
 
@@ -162,3 +167,21 @@ def test_with_nothing_compacted_the_log_alone_rebuilds_the_state(tmp_path: Path)
     assert started == store.load()
     [event] = restored_events(logs)
     assert (event["source"], event["replay_from"], event["replay_to"]) == ("log", 1, 10)
+
+
+def test_without_a_peer_to_answer_the_fetch_refuses_the_start_naming_each_peer(tmp_path: Path) -> None:
+    ports = free_ports(3)
+    peers = {n: f"127.0.0.1:{port}" for n, port in zip((1, 2, 3), ports, strict=True)}
+    settings = NodeSettings(
+        node_id=1, data_dir=tmp_path, listen=peers[1], peers=peers, tick_time_ms=200, init_limit_ticks=5
+    )
+    snapshots = SnapshotStore(tmp_path / "snapshots", logger=structlog.get_logger())
+    started = time.monotonic()
+    with capture_logs() as logs, pytest.raises(StartupError) as refused:
+        fetch_peer_state(settings, "digest", 15, snapshots, structlog.get_logger())
+    assert time.monotonic() - started < 1.0 + PEER_CONNECT_TIMEOUT_S + 1.0, "initLimit x tickTime bounds the wait"
+    message = str(refused.value)
+    assert "index >= 15" in message and "within 1 s (initLimit x tickTime)" in message
+    assert "peer 2:" in message and "peer 3:" in message
+    assert {e["peer"] for e in logs if e["event"] == "state_fetch_failed"} <= {2, 3}
+    assert snapshots.complete() == []
