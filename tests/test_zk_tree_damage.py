@@ -17,6 +17,7 @@ from typing import Any
 
 import lmdb
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from client.quorum_client import encode_set
@@ -209,19 +210,10 @@ def test_damaged_copies_kept_are_bounded(tree_dir: Path) -> None:
     with capture_logs() as logs:
         for k in range(DAMAGED_COPIES_KEPT + 2):
             (tree_dir / "data.mdb").write_bytes(b"copy %d" % k)
-            move_aside(tree_dir, _Log())
+            move_aside(tree_dir, structlog.get_logger())
     kept = sorted(tree_dir.glob("data.mdb.damaged-*"))
     assert [p.read_bytes() for p in kept] == [b"copy %d" % k for k in range(2, DAMAGED_COPIES_KEPT + 2)]
     assert len(events(logs, "state_machine_damaged_copy_removed")) == 2
-
-
-class _Log:
-    """A logger that forwards to structlog's, so capture_logs sees the events."""
-
-    def __getattr__(self, level: str) -> Any:
-        import structlog
-
-        return getattr(structlog.get_logger(), level)
 
 
 def test_a_damaged_register_map_is_moved_aside_too(tmp_path: Path) -> None:
