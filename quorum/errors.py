@@ -61,3 +61,10 @@ class StartupError(QuorumError):
     """The node cannot start as configured (port taken, peers disagree about the cluster, ...)."""
 
     code = "STARTUP"
+
+
+class StateUnavailableError(QuorumError):
+    """A peer asked for this node's state (FetchState) and it has none recent enough to give."""
+
+    code = "STATE_UNAVAILABLE"
+    retriable = True

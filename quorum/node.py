@@ -24,7 +24,7 @@ import heapq
 import itertools
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +41,7 @@ from quorum.raft import (
     Entry,
     InvariantViolation,
     Message,
+    PersistentState,
     Raft,
     RaftConfig,
     Ready,
@@ -52,7 +53,10 @@ from quorum.raft import NotLeaderError as CoreNotLeader
 from quorum.raft import ProposalDroppedError as CoreDropped
 from quorum.settings import NodeSettings, parse_host_port
 from quorum.snapshot_store import SnapshotStore
+from quorum.state_check import StateMachineDamagedError
+from quorum.state_fetch import fetch_peer_state
 from quorum.state_machine import RegisterMap, StateMachine
+from quorum.state_restore import restore_base
 from quorum.transport import PeerTransport, peers_digest
 
 SNAPSHOTS_KEPT = 2
@@ -143,12 +147,8 @@ class QuorumNode:
         self._store = LmdbLogStore(data_dir / "raft", logger=self.log)
         self._check_identity()
         self._snapshots = SnapshotStore(data_dir / "snapshots", logger=self.log)
-        self.state_machine: StateMachine = state_machine or RegisterMap(data_dir / "state")
-        state = self._store.load()
-        if state.snapshot is not None and self.state_machine.applied_index() < state.snapshot.index:
-            # A snapshot from the leader was persisted but the crash came
-            # before the state machine installed it: install it now.
-            self.state_machine.restore(self._snapshots.path(state.snapshot), state.snapshot.index)
+        self.state_machine: StateMachine = state_machine or RegisterMap(data_dir / "state", log=self.log)
+        state = self._open_state_machine(self._store.load())
         config = RaftConfig(
             node_id=settings.node_id,
             voters=settings.voters,
@@ -197,6 +197,16 @@ class QuorumNode:
             raise errors.ClusterMismatchError(
                 f"data dir {s.data_dir} was created with peers {peers}, but this start names {s.peers_string}"
             )
+
+    def _open_state_machine(self, state: PersistentState) -> PersistentState:
+        """A state machine behind the log's compaction point restored first: its database was damaged and
+        reopened empty, or the crash came before a leader's snapshot was installed (quorum.state_restore).
+
+        Returns the log state the core starts from (its snapshot, or the whole log, replaced by the base)."""
+        return restore_base(state, self.state_machine, self._store, self._snapshots, self._fetch_peer_state, self.log)
+
+    def _fetch_peer_state(self, min_index: int) -> tuple[SnapshotMeta, int]:
+        return fetch_peer_state(self.settings, self._digest, min_index, self._snapshots, self.log)
 
     async def start(self) -> None:
         if self._store.identity() is None:
@@ -525,7 +535,11 @@ class QuorumNode:
     def _die(self, exc: BaseException) -> None:
         if self._fatal is None:
             self._fatal = exc
-            self.log.critical("node_failed", error=repr(exc))
+            if isinstance(exc, StateMachineDamagedError):
+                # One event, no traceback: the database is marked, and the next start rebuilds it.
+                self.log.critical("state_machine_damaged", phase="run", error=str(exc), action="node stops")
+            else:
+                self.log.critical("node_failed", error=repr(exc))
         self._stopping = True
         if self._stopped is not None:
             self._stopped.set()
@@ -600,7 +614,10 @@ class QuorumNode:
 
     # ---------------------------------------------------- transport callbacks
     def deliver(self, messages: Sequence[Message]) -> None:
-        if self._stopping:
+        if self._stopping or self._transport is None:
+            # Before start(): the server already listens (run_node checks its peers meanwhile, which
+            # takes long after a state-machine rebuild), but nothing could send a reply. Raft
+            # tolerates the loss: the leader sends again.
             return
         for m in messages:
             if m.to != self.node_id:
@@ -620,6 +637,22 @@ class QuorumNode:
 
     def snapshot_store(self) -> SnapshotStore:
         return self._snapshots
+
+    def state_for_peer(self, min_index: int) -> tuple[SnapshotMeta, Iterator[bytes]]:
+        """This node's applied state as snapshot bytes, for a peer rebuilding its state machine (FetchState).
+
+        The first chunk is taken now, so that its read transaction sees the state at the index returned."""
+        if self._stopping:
+            raise errors.ShuttingDownError("node is shutting down")
+        index = self.state_machine.applied_index()
+        term = self.core.term_at(index)
+        if index < min_index or term is None:
+            raise errors.StateUnavailableError(
+                f"node {self.node_id} has applied only up to index {index}, a peer needs {min_index}"
+            )
+        chunks = iter(self.state_machine.snapshot_chunks())
+        first = next(chunks, b"")
+        return SnapshotMeta(index, term, self.settings.voters), itertools.chain([first], chunks)
 
     # -------------------------------------------------------------- proposals
     async def propose_many(self, commands: Sequence[bytes], timeout_s: float) -> list[tuple[int, bytes]]:

@@ -13,9 +13,10 @@ from typing import Any, NoReturn
 import grpc
 
 from quorum import errors
-from quorum.codec import message_from_pb
+from quorum.codec import message_from_pb, message_to_pb
 from quorum.node import QuorumNode
-from quorum.raft.types import MessageType
+from quorum.raft.types import Message, MessageType
+from quorum.state_check import StateMachineDamagedError
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
@@ -26,6 +27,7 @@ _STATUS_OF: dict[type[errors.QuorumError], grpc.StatusCode] = {
     errors.QuorumTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
     errors.ShuttingDownError: grpc.StatusCode.UNAVAILABLE,
     errors.ClusterMismatchError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.StateUnavailableError: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 DEFAULT_READ_TIMEOUT_S = 5.0
@@ -90,6 +92,28 @@ class RaftPeerService(pb_grpc.RaftPeerServicer):
         finally:
             if writer is not None:
                 writer.abort()
+
+    async def FetchState(  # noqa: N802
+        self, request: pb.FetchStateRequest, context: Any
+    ) -> AsyncIterator[pb.SnapshotChunk]:
+        """This node's applied state for a peer rebuilding its state machine (quorum.state_fetch)."""
+        await self._refuse_mismatch(context, request.cluster_id, request.peers_digest)
+        node = self._node
+        try:
+            meta, chunks = node.state_for_peer(request.min_index)
+        except errors.QuorumError as exc:
+            await abort_with(context, exc)
+        header = message_to_pb(Message(MessageType.SNAPSHOT, getattr(request, "from"), node.node_id, 0, snapshot=meta))
+        first = True
+        try:
+            for data in chunks:
+                yield pb.SnapshotChunk(cluster_id=node.cluster_id, message=header if first else None, data=data)
+                first = False
+        except StateMachineDamagedError as exc:  # marked: this node's next start rebuilds it
+            node.log.error("state_send_failed", peer=getattr(request, "from"), index=meta.index, error=str(exc))
+            await context.abort(grpc.StatusCode.INTERNAL, str(exc))
+        yield pb.SnapshotChunk(cluster_id=node.cluster_id, message=header if first else None, last=True)
+        node.log.info("state_sent_to_peer", peer=getattr(request, "from"), index=meta.index, term=meta.term)
 
     async def Hello(self, request: pb.HelloRequest, context: Any) -> pb.HelloResponse:  # noqa: N802
         n = self._node

@@ -62,6 +62,9 @@ class NodeSettings:
     tick_time_ms: int = 2000
     min_session_timeout_ms: int = 0
     max_session_timeout_ms: int = 0
+    # ZooKeeper's initLimit: the ticks (of tickTime) a node may take to get its state from a peer at
+    # start-up, when its state-machine database was damaged and no snapshot of its own covers its log.
+    init_limit_ticks: int = 10
     # Where the event-loop thread runs when the voters share this machine (quorum.cpu_placement).
     cpu_placement: str = "auto"
 
@@ -74,6 +77,11 @@ class NodeSettings:
         low = self.min_session_timeout_ms or 2 * self.tick_time_ms
         high = self.max_session_timeout_ms or 20 * self.tick_time_ms
         return low, high
+
+    @property
+    def state_fetch_timeout_s(self) -> float:
+        """How long a start may wait for a peer's state: initLimit x tickTime, ZooKeeper's limit on a sync."""
+        return self.init_limit_ticks * self.tick_time_ms / 1000
 
     @property
     def voters(self) -> tuple[int, ...]:
@@ -167,6 +175,7 @@ _INT_MINIMUMS = {
     "tick_time_ms": 1,
     "min_session_timeout_ms": 0,
     "max_session_timeout_ms": 0,
+    "init_limit_ticks": 1,
 }
 STATE_MACHINES = ("zookeeper", "register")
 
@@ -256,6 +265,7 @@ _FIELD_OF_PROPERTY = {
     "tickTime": "tick_time_ms",
     "minSessionTimeout": "min_session_timeout_ms",
     "maxSessionTimeout": "max_session_timeout_ms",
+    "initLimit": "init_limit_ticks",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}

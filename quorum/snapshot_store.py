@@ -22,6 +22,7 @@ stays readable after unlink on POSIX.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import re
@@ -160,6 +161,26 @@ class SnapshotStore:
             if sidecar is not None:
                 return _meta_of(sidecar)
         return None
+
+    def complete(self) -> list[SnapshotMeta]:
+        """Every complete snapshot, newest first (by index, then term)."""
+        metas = []
+        for index, term in sorted(self._snap_ids(), reverse=True):
+            sidecar = self._read_sidecar(index, term)
+            if sidecar is not None:
+                metas.append(_meta_of(sidecar))
+        return metas
+
+    def set_aside(self, meta: SnapshotMeta) -> Path:
+        """Rename a damaged snapshot out of the store's sight (kept for inspection); returns its new path."""
+        stem = _stem(meta.index, meta.term)
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        moved = self._directory / f"{stem}.snap.damaged-{stamp}"
+        os.replace(self._directory / f"{stem}.snap", moved)
+        (self._directory / f"{stem}.meta").unlink(missing_ok=True)
+        fsync_directory(self._directory)
+        self._log.warning("snapshot_moved_aside", snapshot=stem, moved_to=str(moved))
+        return moved
 
     def read_chunks(self, meta: SnapshotMeta, chunk_bytes: int = SNAPSHOT_CHUNK_BYTES_DEFAULT) -> Iterator[bytes]:
         """The snapshot's bytes in chunks of at most `chunk_bytes`.

@@ -3,6 +3,9 @@
 The quorum hands committed entries to `apply` in log order, exactly once per
 node (an entry already covered by `applied_index` is never handed again), and
 restores from a snapshot when it fell behind the leader's compacted log.
+`apply`, `restore` and `snapshot_chunks` raise StateMachineDamagedError when
+the storage underneath fails (quorum.state_check): the node stops, and its
+next start rebuilds the state machine.
 zkemu's znode tree implements the same protocol; `RegisterMap` is the
 stand-in the bare quorum serves (and tests and benchmarks use): commands are
 "set key to value", reads return the value.
@@ -13,15 +16,20 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import lmdb
+import structlog
 
 from client.quorum_client import decode_set
 from quorum.raft.types import Entry, EntryKind
+from quorum.state_check import DamagedRecordError, is_damage, mark_damaged, open_read_only, set_aside_if_damaged
 
 _APPLIED_KEY = b"applied_index"
 _RECORD_LENS = struct.Struct(">II")
+_DB_NAMES = frozenset({b"data", b"meta"})
+# The start-up check of the environment, run in a child process (quorum.state_check).
+REGISTER_CHECKER = "quorum.state_machine:check_register_map"
 
 
 class StateMachine(Protocol):
@@ -53,9 +61,11 @@ class RegisterMap:
     (`sync()`), so entries are only dropped once their effect is on disk.
     """
 
-    def __init__(self, path: Path, map_size_bytes: int = 4 << 30) -> None:
+    def __init__(self, path: Path, map_size_bytes: int = 4 << 30, log: Any = None) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self._path = path
+        # A damaged environment is moved aside and the map starts empty (quorum.state_check).
+        self.rebuilt = set_aside_if_damaged(path, REGISTER_CHECKER, log or structlog.get_logger("quorum.register"))
         self._env = lmdb.open(str(path), map_size=map_size_bytes, max_dbs=2, sync=False, metasync=False)
         self._data = self._env.open_db(b"data")
         self._meta = self._env.open_db(b"meta")
@@ -70,16 +80,19 @@ class RegisterMap:
         results: list[bytes] = []
         if not entries:
             return results
-        with self._env.begin(write=True) as txn:
-            for e in entries:
-                if e.index <= self._applied:
-                    raise AssertionError(f"entry {e.index} applied twice (applied {self._applied})")
-                if e.kind is EntryKind.NORMAL and e.data:
-                    key, value = decode_set(e.data)
-                    txn.put(key, value, db=self._data)
-                results.append(b"")
-            last = entries[-1].index
-            txn.put(_APPLIED_KEY, str(last).encode(), db=self._meta)
+        try:
+            with self._env.begin(write=True) as txn:
+                for e in entries:
+                    if e.index <= self._applied:
+                        raise AssertionError(f"entry {e.index} applied twice (applied {self._applied})")
+                    if e.kind is EntryKind.NORMAL and e.data:
+                        key, value = decode_set(e.data)
+                        txn.put(key, value, db=self._data)
+                    results.append(b"")
+                last = entries[-1].index
+                txn.put(_APPLIED_KEY, str(last).encode(), db=self._meta)
+        except lmdb.Error as exc:
+            raise (mark_damaged(self._path, exc) if is_damage(exc) else exc) from exc
         self._applied = last
         return results
 
@@ -102,16 +115,19 @@ class RegisterMap:
 
     def restore(self, snapshot_path: Path, index: int) -> None:
         data = snapshot_path.read_bytes()
-        with self._env.begin(write=True) as txn:
-            txn.drop(self._data, delete=False)
-            pos = 0
-            while pos < len(data):
-                klen, vlen = _RECORD_LENS.unpack_from(data, pos)
-                pos += 8
-                txn.put(data[pos : pos + klen], data[pos + klen : pos + klen + vlen], db=self._data)
-                pos += klen + vlen
-            txn.put(_APPLIED_KEY, str(index).encode(), db=self._meta)
-        self._env.sync(True)
+        try:
+            with self._env.begin(write=True) as txn:
+                txn.drop(self._data, delete=False)
+                pos = 0
+                while pos < len(data):
+                    klen, vlen = _RECORD_LENS.unpack_from(data, pos)
+                    pos += 8
+                    txn.put(data[pos : pos + klen], data[pos + klen : pos + klen + vlen], db=self._data)
+                    pos += klen + vlen
+                txn.put(_APPLIED_KEY, str(index).encode(), db=self._meta)
+            self._env.sync(True)
+        except lmdb.Error as exc:
+            raise (mark_damaged(self._path, exc) if is_damage(exc) else exc) from exc
         self._applied = index
 
     def sync(self) -> None:
@@ -119,3 +135,22 @@ class RegisterMap:
 
     def close(self) -> None:
         self._env.close()
+
+
+def check_register_map(path: Path) -> None:
+    """Read every record back (the values are opaque bytes) and decode the applied index; raise when damaged."""
+    env = open_read_only(path, len(_DB_NAMES))
+    try:
+        with env.begin() as txn:
+            names = {k for k, _ in txn.cursor()}
+            if not names <= _DB_NAMES:
+                raise DamagedRecordError(f"the main database names {sorted(names)}, expected {sorted(_DB_NAMES)}")
+            for name in sorted(names):
+                for _ in txn.cursor(db=env.open_db(name, txn=txn, create=False)):
+                    pass  # every page read back: LMDB raises on a damaged one
+            if b"meta" in names:
+                raw = txn.get(_APPLIED_KEY, db=env.open_db(b"meta", txn=txn, create=False))
+                if raw is not None and not raw.isdigit():
+                    raise DamagedRecordError(f"meta: applied index {raw!r} is not a number")
+    finally:
+        env.close()

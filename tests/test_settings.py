@@ -273,6 +273,16 @@ def test_non_positive_limits(tmp_path: Path) -> None:
     assert error_of(None, text, tmp_path) == "raft.inflight.appends.max: must be >= 1, got 0"
 
 
+def test_init_limit_bounds_the_wait_for_a_peers_state_in_ticks_of_tick_time(tmp_path: Path) -> None:
+    path = tmp_path / "node.properties"
+    path.write_text(f"id=1\ndataDir=/d\npeers={PEERS3}\ntickTime=500\ninitLimit=4\n")
+    settings = load_node_settings(None, path)
+    assert (settings.init_limit_ticks, settings.state_fetch_timeout_s) == (4, 2.0)
+    assert load_node_settings({"id": 1, "data_dir": "/d", "peers": PEERS3}, None).state_fetch_timeout_s == 20.0
+    text = f"id=1\ndataDir=/d\npeers={PEERS3}\ninitLimit=0\n"
+    assert error_of(None, text, tmp_path) == "initLimit: must be >= 1, got 0"
+
+
 def test_both_peers_and_server_lines(tmp_path: Path) -> None:
     text = f"id=1\ndataDir=/d\npeers={PEERS3}\nserver.1=127.0.0.1:7001\n"
     assert "give either peers=... or server.N=... lines, not both" in error_of(None, text, tmp_path)

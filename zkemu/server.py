@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import structlog
+
 from client import event_loop
 from quorum.server import configure_logging, run_node
 from quorum.settings import NodeSettings
@@ -19,7 +21,8 @@ def build(settings: NodeSettings) -> tuple[ZnodeTree, ZooKeeperService]:
         if service is not None:
             service.on_applied(applied)
 
-    tree = ZnodeTree(Path(settings.data_dir) / "zk", on_applied=on_applied)
+    log = structlog.get_logger("quorum").bind(node=settings.node_id)
+    tree = ZnodeTree(Path(settings.data_dir) / "zk", on_applied=on_applied, log=log)
     service = ZooKeeperService(settings, tree)
     return tree, service
 

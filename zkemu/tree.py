@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import lmdb
+import structlog
 from google.protobuf.message import DecodeError
 
 from quorum.raft.errors import invariant
 from quorum.raft.types import Entry, EntryKind
+from quorum.state_check import is_damage, mark_damaged, set_aside_if_damaged
 from zkemu.errors import (
     BadArgumentsError,
     BadVersionError,
@@ -77,6 +79,8 @@ _SESSION_KEY_BYTES = 8
 # The longest key is an ephemerals-index key: 8 bytes of session id + the path.
 PATH_BYTES_MAX = _LMDB_KEY_BYTES_MAX - _SESSION_KEY_BYTES
 SNAPSHOT_CHUNK_BYTES = 1 << 20
+# The start-up check of the environment, run in a child process (quorum.state_check).
+TREE_CHECKER = "zkemu.tree_check:check_tree"
 
 _INT32_MAX = 2**31 - 1
 
@@ -240,8 +244,13 @@ class ZnodeTree:
         path: Path,
         on_applied: Callable[[AppliedTxn], None] | None = None,
         map_size_bytes: int = 4 << 30,
+        log: Any = None,
     ) -> None:
         path.mkdir(parents=True, exist_ok=True)
+        self._path = path
+        # A damaged environment is moved aside and this tree starts empty: the node restores it
+        # from a snapshot and its log (quorum.state_check, QuorumNode._open_state_machine).
+        self.rebuilt = set_aside_if_damaged(path, TREE_CHECKER, log or structlog.get_logger("zkemu.tree"))
         self._env = lmdb.open(str(path), map_size=map_size_bytes, max_dbs=5, sync=False, metasync=False)
         invariant(self._env.max_key_size() >= _LMDB_KEY_BYTES_MAX, "LMDB built with keys shorter than 511 bytes")
         self._on_applied = on_applied
@@ -288,16 +297,24 @@ class ZnodeTree:
         if not entries:
             return []
         results: list[bytes] = []
-        prepared = self._take_prepared(entries)
-        if prepared is not None:
-            prepared.txn.commit()
-            results = self._applied_now(prepared.entries[-1].index, prepared.done, prepared.results)
-            entries = entries[len(prepared.entries) :]
-            if not entries:
-                return results
-        with self._env.begin(write=True) as txn:
-            more, done, last = self._apply_in(txn, entries)
+        try:
+            prepared = self._take_prepared(entries)
+            if prepared is not None:
+                prepared.txn.commit()
+                results = self._applied_now(prepared.entries[-1].index, prepared.done, prepared.results)
+                entries = entries[len(prepared.entries) :]
+                if not entries:
+                    return results
+            with self._env.begin(write=True) as txn:
+                more, done, last = self._apply_in(txn, entries)
+        except lmdb.Error as exc:
+            raise self._failed(exc) from exc
         return results + self._applied_now(last, done, more)
+
+    def _failed(self, exc: lmdb.Error) -> Exception:
+        """What an LMDB error while running becomes: StateMachineDamagedError (marked for the next start) when
+        it says the file is damaged, else the error itself (a full map is not mended by a rebuild)."""
+        return mark_damaged(self._path, exc) if is_damage(exc) else exc
 
     def prepare(self, entries: Sequence[Entry]) -> None:
         """Apply entries that are not committed yet in a write transaction left open, so that `apply`
@@ -317,7 +334,10 @@ class ZnodeTree:
         """
         if self._prepared is not None or not entries or entries[0].index != self._applied + 1:
             return
-        txn = self._env.begin(write=True)
+        try:
+            txn = self._env.begin(write=True)
+        except lmdb.Error:
+            return  # the same entries' `apply` meets it again, where the node handles it
         try:
             results, done, _ = self._apply_in(txn, entries)
         except Exception:  # the same entries' `apply` raises it again, where the node handles it
@@ -751,6 +771,12 @@ class ZnodeTree:
     # ------------------------------------------------------------ snapshots
     def snapshot_chunks(self) -> Iterator[bytes]:
         """Every database in key order, framed, as of applied_index(); about 1 MiB per chunk."""
+        try:
+            yield from self._snapshot_chunks()
+        except lmdb.Error as exc:
+            raise self._failed(exc) from exc
+
+    def _snapshot_chunks(self) -> Iterator[bytes]:
         with self._env.begin() as txn:
             applied = self._applied_in(txn)
             header = _SNAP_HEADER.pack(_SNAP_MAGIC, FORMAT_VERSION, applied)
@@ -773,6 +799,12 @@ class ZnodeTree:
 
     def restore(self, snapshot_path: Path, index: int) -> None:
         """Replace the whole state by the snapshot file taken at `index` (atomically: one LMDB transaction)."""
+        try:
+            self._restore(snapshot_path, index)
+        except lmdb.Error as exc:
+            raise self._failed(exc) from exc
+
+    def _restore(self, snapshot_path: Path, index: int) -> None:
         self._abandon_prepared()
         dbs = dict(self._tagged_dbs)
         with open(snapshot_path, "rb") as f, self._env.begin(write=True) as txn:

@@ -114,6 +114,17 @@ class HelloResponse(_message.Message):
     peers: str
     def __init__(self, cluster_id: _Optional[str] = ..., peers_digest: _Optional[str] = ..., node_id: _Optional[int] = ..., peers: _Optional[str] = ...) -> None: ...
 
+class FetchStateRequest(_message.Message):
+    __slots__ = ("cluster_id", "peers_digest", "min_index")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    PEERS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    FROM_FIELD_NUMBER: _ClassVar[int]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    peers_digest: str
+    min_index: int
+    def __init__(self, cluster_id: _Optional[str] = ..., peers_digest: _Optional[str] = ..., min_index: _Optional[int] = ..., **kwargs) -> None: ...
+
 class ProposeRequest(_message.Message):
     __slots__ = ("commands",)
     COMMANDS_FIELD_NUMBER: _ClassVar[int]

@@ -49,6 +49,11 @@ class RaftPeerStub:
                 request_serializer=zkraft__proto_dot_quorum__pb2.HelloRequest.SerializeToString,
                 response_deserializer=zkraft__proto_dot_quorum__pb2.HelloResponse.FromString,
                 _registered_method=True)
+        self.FetchState = channel.unary_stream(
+                '/zkraft.quorum.RaftPeer/FetchState',
+                request_serializer=zkraft__proto_dot_quorum__pb2.FetchStateRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_quorum__pb2.SnapshotChunk.FromString,
+                _registered_method=True)
 
 
 class RaftPeerServicer:
@@ -74,6 +79,14 @@ class RaftPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchState(self, request, context):
+        """The peer's applied state as snapshot chunks: the first carries the
+        SNAPSHOT message with the index and term, the last has `last` set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RaftPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -91,6 +104,11 @@ def add_RaftPeerServicer_to_server(servicer, server):
                     servicer.Hello,
                     request_deserializer=zkraft__proto_dot_quorum__pb2.HelloRequest.FromString,
                     response_serializer=zkraft__proto_dot_quorum__pb2.HelloResponse.SerializeToString,
+            ),
+            'FetchState': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchState,
+                    request_deserializer=zkraft__proto_dot_quorum__pb2.FetchStateRequest.FromString,
+                    response_serializer=zkraft__proto_dot_quorum__pb2.SnapshotChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -174,6 +192,33 @@ class RaftPeer:
             '/zkraft.quorum.RaftPeer/Hello',
             zkraft__proto_dot_quorum__pb2.HelloRequest.SerializeToString,
             zkraft__proto_dot_quorum__pb2.HelloResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/zkraft.quorum.RaftPeer/FetchState',
+            zkraft__proto_dot_quorum__pb2.FetchStateRequest.SerializeToString,
+            zkraft__proto_dot_quorum__pb2.SnapshotChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,138 @@
+"""The znode tree's start-up check: every record of every database read back and decoded.
+
+ZnodeTree runs it in a child process before it trusts its LMDB environment
+(quorum.state_check says why a child). Besides decoding each record, it checks
+what the tree keeps twice, so that a value garbled in place (LMDB has no page
+checksums) shows: every child listing names a node, each node's child count
+is the number of its listings, every ephemeral is indexed under its owner, a
+live session, and no zxid is beyond the applied index.
+
+Cost, once per start of the node: 100,000 znodes of 40 bytes under 50
+parents (a 27 MB file) took 1.1 s, the child's own start included, on the
+2-core machine the tests run on; it grows linearly with the records.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import lmdb
+
+from quorum.state_check import DamagedRecordError, open_read_only
+from zkemu.errors import ZkError
+from zkemu.paths import ROOT, validate_path
+from zkemu.tree import (
+    _CZXID,
+    _HDR,
+    _META_APPLIED,
+    _META_FORMAT,
+    _MZXID,
+    _NCHILDREN,
+    _NODE,
+    _OWNER,
+    _PZXID,
+    _SESSION_KEY_BYTES,
+    _SID,
+    _TIMEOUT,
+    _U32,
+    _U64,
+)
+
+_DB_NAMES = (b"nodes", b"children", b"ephemerals", b"sessions", b"meta")
+_MAX_DBS = 5
+
+
+def check_tree(path: Path) -> None:
+    """Raise DamagedRecordError (or the lmdb.Error a damaged page causes) unless the tree reads back whole."""
+    env = open_read_only(path, _MAX_DBS)
+    try:
+        with env.begin() as txn:
+            names = {bytes(k) for k, _ in txn.cursor()}
+            if names != set(_DB_NAMES):
+                raise DamagedRecordError(f"the main database names {sorted(names)}, expected {sorted(_DB_NAMES)}")
+            dbs = {name: env.open_db(name, txn=txn, create=False) for name in _DB_NAMES}
+            applied = _check_meta(txn, dbs[b"meta"])
+            nodes = _check_nodes(txn, dbs[b"nodes"], applied)
+            _check_children(txn, dbs[b"children"], nodes)
+            sessions = _check_sessions(txn, dbs[b"sessions"])
+            _check_ephemerals(txn, dbs[b"ephemerals"], nodes, sessions)
+    finally:
+        env.close()
+
+
+def _check_meta(txn: lmdb.Transaction, db: lmdb._Database) -> int:
+    fmt = txn.get(_META_FORMAT, db=db)
+    applied = txn.get(_META_APPLIED, db=db)
+    if fmt is None or len(fmt) != _U32.size:
+        raise DamagedRecordError(f"meta: format record {fmt!r} is not 4 bytes")
+    if applied is None or len(applied) != _U64.size:
+        raise DamagedRecordError(f"meta: applied index record {applied!r} is not 8 bytes")
+    return int(_U64.unpack(applied)[0])
+
+
+def _check_nodes(txn: lmdb.Transaction, db: lmdb._Database, applied: int) -> dict[bytes, tuple[int, int]]:
+    """key -> (child count, ephemeral owner) of every node, each decoded and within the applied index."""
+    nodes: dict[bytes, tuple[int, int]] = {}
+    for key, value in txn.cursor(db=db):
+        path = _path_of(key, "nodes")
+        if len(value) < _HDR:
+            raise DamagedRecordError(f"nodes: {path}: {len(value)} bytes, shorter than a stat ({_HDR})")
+        h = _NODE.unpack_from(value)
+        zxids = (h[_CZXID], h[_MZXID], h[_PZXID])
+        if min(zxids) < 0 or max(zxids) > applied:
+            raise DamagedRecordError(f"nodes: {path}: zxids {zxids} outside 0..{applied} (the applied index)")
+        if h[_NCHILDREN] < 0:
+            raise DamagedRecordError(f"nodes: {path}: {h[_NCHILDREN]} children")
+        nodes[bytes(key)] = (h[_NCHILDREN], h[_OWNER])
+    if ROOT.encode() not in nodes:
+        raise DamagedRecordError("nodes: the root is missing")
+    return nodes
+
+
+def _check_children(txn: lmdb.Transaction, db: lmdb._Database, nodes: dict[bytes, tuple[int, int]]) -> None:
+    listed: Counter[bytes] = Counter()
+    for key, value in txn.cursor(db=db):
+        parent, nul, name = bytes(key).partition(b"\0")
+        child = (b"" if parent == b"/" else parent) + b"/" + name
+        if not nul or value != b"" or parent not in nodes or child not in nodes:
+            raise DamagedRecordError(f"children: listing {bytes(key)!r} -> {bytes(value)!r} names no node")
+        listed[parent] += 1
+    if sum(listed.values()) != len(nodes) - 1:
+        raise DamagedRecordError(f"children: {sum(listed.values())} listings for {len(nodes)} nodes")
+    for key, (count, _) in nodes.items():
+        if listed[key] != count:
+            raise DamagedRecordError(f"nodes: {key!r} counts {count} children, {listed[key]} are listed")
+
+
+def _check_sessions(txn: lmdb.Transaction, db: lmdb._Database) -> set[int]:
+    sessions: set[int] = set()
+    for key, value in txn.cursor(db=db):
+        if len(key) != _SID.size or len(value) != _TIMEOUT.size or _TIMEOUT.unpack(value)[0] <= 0:
+            raise DamagedRecordError(f"sessions: record {bytes(key)!r} -> {bytes(value)!r}")
+        sessions.add(_SID.unpack(key)[0])
+    return sessions
+
+
+def _check_ephemerals(
+    txn: lmdb.Transaction, db: lmdb._Database, nodes: dict[bytes, tuple[int, int]], sessions: set[int]
+) -> None:
+    count = 0
+    for key, value in txn.cursor(db=db):
+        sid = _SID.unpack_from(key)[0] if len(key) > _SESSION_KEY_BYTES else 0
+        node = nodes.get(bytes(key[_SESSION_KEY_BYTES:]))
+        if value != b"" or sid == 0 or sid not in sessions or node is None or node[1] != sid:
+            raise DamagedRecordError(f"ephemerals: index record {bytes(key)!r} names no ephemeral of a live session")
+        count += 1
+    owned = sum(1 for _, owner in nodes.values() if owner != 0)
+    if owned != count:
+        raise DamagedRecordError(f"ephemerals: {count} index records for {owned} ephemeral nodes")
+
+
+def _path_of(key: bytes, db: str) -> str:
+    try:
+        path = bytes(key).decode()
+        validate_path(path)
+    except (UnicodeDecodeError, ZkError) as exc:
+        raise DamagedRecordError(f"{db}: key {bytes(key)!r} is not a znode path ({exc})") from None
+    return path
