@@ -33,7 +33,8 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -41,7 +42,7 @@ import lmdb
 import structlog
 
 from quorum.raft.types import Entry, EntryKind, HardState, PersistentState, SnapshotMeta
-from quorum.wal import WriteAheadLog
+from quorum.wal import WalDamage, WriteAheadLog
 
 MAP_SIZE_BYTES_DEFAULT = 8 * 1024**3  # address space only: the file grows as used
 # How much write-ahead log makes a checkpoint into LMDB. The checkpoint runs in
@@ -62,6 +63,8 @@ _META_HARD_STATE = b"hard_state"
 _META_COMPACTION = b"compaction"
 _META_SNAPSHOT = b"snapshot"
 _META_IDENTITY = b"identity"
+_META_REPAIR = b"repair_index"  # PersistentState.repair_index, >Q
+_INDEX = struct.Struct(">Q")
 
 _KINDS = {kind.value: kind for kind in EntryKind}
 
@@ -105,6 +108,59 @@ def decode_entry(index: int, value: bytes) -> Entry | None:
         # version does not know: refuse to start rather than drop it.
         raise LogStoreError(f"entry {index} has unknown kind {kind_value}")
     return Entry(index=index, term=term, data=data, kind=kind)
+
+
+@dataclass(frozen=True, slots=True)
+class TailCut:
+    """What recovery cut off the end of the stored log because it was damaged, and where the damage was.
+
+    The indexes are those of the entries the cut bytes still name (a damaged record's may be unreadable);
+    None when none could be read. The node adds what its state machine applied (quorum.raft.recovery)."""
+
+    reason: str
+    last_valid_index: int
+    first_index_cut: int | None
+    last_index_cut: int | None
+    segment: str = ""  # the write-ahead log segment with the damage; "" when the damage was in LMDB
+    offset_bytes: int = 0
+
+
+def _indexes_in_saves(payloads: Iterable[bytes]) -> list[int]:
+    """The entry indexes that write-ahead saves name, as far as each can be read (a damaged one may end
+    early or carry garbage: reading stops at its first field that does not fit)."""
+    indexes: list[int] = []
+    for payload in payloads:
+        try:
+            flags, _, _, _, count = _SAVE_HEAD.unpack_from(payload)
+            offset = _SAVE_HEAD.size
+            if flags & _SAVE_HAS_SNAPSHOT:
+                offset += _LENGTH.size + _LENGTH.unpack_from(payload, offset)[0]
+            for _ in range(min(count, len(payload))):
+                index, _, _, length = _SAVE_ENTRY.unpack_from(payload, offset)
+                indexes.append(index)
+                offset += _SAVE_ENTRY.size + length
+                if offset > len(payload):
+                    break
+        except struct.error:
+            continue
+    return indexes
+
+
+def _save_length(data: bytes, offset: int) -> int | None:
+    """The length of the save encoded at `offset` by its own framing (WriteAheadLog's PayloadMeasure), None
+    when it does not fit in `data`."""
+    try:
+        flags, _, _, _, count = _SAVE_HEAD.unpack_from(data, offset)
+        at = offset + _SAVE_HEAD.size
+        if flags & ~(_SAVE_HAS_HARD_STATE | _SAVE_HAS_SNAPSHOT) or count > (len(data) - at) // _SAVE_ENTRY.size:
+            return None
+        if flags & _SAVE_HAS_SNAPSHOT:
+            at += _LENGTH.size + _LENGTH.unpack_from(data, at)[0]
+        for _ in range(count):
+            at += _SAVE_ENTRY.size + _SAVE_ENTRY.unpack_from(data, at)[3]
+    except struct.error:
+        return None
+    return at - offset if at <= len(data) else None
 
 
 def _seal(payload: bytes) -> bytes:
@@ -211,20 +267,67 @@ class LmdbLogStore:
         self._log_db = self._env.open_db(b"log")
         self._meta_db = self._env.open_db(b"meta")
         self._pending = _Pending()
-        # Preallocated beyond the checkpoint size, so the save that crosses it still fits.
-        self._wal = WriteAheadLog(self._path / WAL_DIRECTORY, preallocate_bytes=max(4 * checkpoint_bytes, 1 << 16))
-        for payload in self._wal.recovered:
-            self._pending.merge(*_decode_save(payload))
-        if self._wal.recovered:
-            self._log.debug("write_ahead_log_replayed", saves=len(self._wal.recovered))
-        try:
-            self._checkpoint()
-        except ValueError as exc:
-            raise LogStoreError(f"the write-ahead log in {self._path} does not fit the stored log: {exc}") from None
+        # What recovery cut off the log's end (the write-ahead log's tail, then damaged LMDB entries).
+        self.tail_cuts: list[TailCut] = []
         with self._env.begin() as txn:
             # What `save` checks new entries against, kept here so a save needs no LMDB read.
             self._compacted_index, _ = self._read_compaction(txn)
             self._last_index = self._last_index_in(txn, self._compacted_index)
+        # Preallocated beyond the checkpoint size, so the save that crosses it still fits.
+        self._wal = WriteAheadLog(
+            self._path / WAL_DIRECTORY, preallocate_bytes=max(4 * checkpoint_bytes, 1 << 16), measure=_save_length
+        )
+        self._replay_write_ahead_log()
+        self._checkpoint()
+
+    def _replay_write_ahead_log(self) -> None:
+        """Merge the saves the write-ahead log still holds, up to its damage or the first save that does not
+        follow the stored log (what follows a lost save may depend on it); report what was cut."""
+        recovered = self._wal.recovered
+        replayed = 0
+        unfit: ValueError | None = None
+        for payload in recovered:
+            save = _decode_save(payload)
+            try:
+                self._compacted_index, self._last_index = self._check_follows(save[1], save[2])
+            except ValueError as exc:
+                unfit = exc
+                break
+            self._pending.merge(*save)
+            replayed += 1
+        if recovered:
+            self._log.debug("write_ahead_log_replayed", saves=replayed)
+        damage = self._wal.damage
+        if unfit is not None or damage is not None:
+            self._report_write_ahead_cut(recovered[replayed:], damage, unfit)
+
+    def _report_write_ahead_cut(
+        self, unfit_saves: list[bytes], damage: WalDamage | None, unfit: ValueError | None
+    ) -> None:
+        """One warning naming the entries cut off the write-ahead log's tail and where the damage was."""
+        cut_indexes = _indexes_in_saves([*unfit_saves, *(damage.unverified if damage else ())])
+        cut = TailCut(
+            reason=damage.reason if unfit is None and damage is not None else "save_does_not_follow_the_log",
+            last_valid_index=self._last_index,
+            first_index_cut=min(cut_indexes) if cut_indexes else None,
+            last_index_cut=max(cut_indexes) if cut_indexes else None,
+            segment=damage.segment if damage is not None else "",
+            offset_bytes=damage.offset_bytes if damage is not None else 0,
+        )
+        self.tail_cuts.append(cut)
+        self._log.warning(
+            "write_ahead_log_tail_cut",
+            reason=cut.reason,
+            first_index_cut=cut.first_index_cut,
+            last_index_cut=cut.last_index_cut,
+            last_valid_index=cut.last_valid_index,
+            segment=cut.segment,
+            offset_bytes=cut.offset_bytes,
+            cut_bytes=damage.cut_bytes if damage is not None else 0,
+            saves_cut=len(unfit_saves) + (len(damage.unverified) if damage is not None else 0),
+            unfit=str(unfit) if unfit is not None else "",
+            path=str(self._path),
+        )
 
     # -- reading ------------------------------------------------------------
 
@@ -238,10 +341,16 @@ class LmdbLogStore:
             compacted_index, compacted_term = self._read_compaction(txn)
             entries, bad_index = self._read_valid_prefix(txn, compacted_index)
             last_stored_index = self._last_index_in(txn, compacted_index)
+            repair = self._get_meta(txn, _META_REPAIR)
         if bad_index is not None:
             self._truncate_tail(bad_index)
             last_valid_index = entries[-1].index if entries else compacted_index
             self._last_index = last_valid_index
+            self.tail_cuts.append(
+                TailCut(
+                    "lmdb_entry_damaged", last_valid_index, bad_index, last_stored_index, segment="", offset_bytes=0
+                )
+            )
             # The commit index is left as stored: the core decides what a commit
             # beyond the log means. We only report it.
             self._log.warning(
@@ -258,6 +367,7 @@ class LmdbLogStore:
             compacted_index=compacted_index,
             compacted_term=compacted_term,
             entries=tuple(entries),
+            repair_index=_INDEX.unpack(repair)[0] if repair is not None else 0,
         )
 
     def identity(self) -> tuple[str, str] | None:
@@ -344,6 +454,12 @@ class LmdbLogStore:
                 self._put_meta(txn, _META_COMPACTION, _COMPACTION.pack(index, entry.term))
                 self._compacted_index = index
             self._put_meta(txn, _META_SNAPSHOT, _encode_snapshot(snapshot))
+
+    def set_repair_index(self, index: int) -> None:
+        """Record PersistentState.repair_index, durably (after the saves before it)."""
+        self._checkpoint()
+        with self._live_env().begin(write=True) as txn:
+            self._put_meta(txn, _META_REPAIR, _INDEX.pack(index))
 
     def set_identity(self, cluster_id: str, peers: str) -> None:
         env = self._live_env()

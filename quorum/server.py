@@ -73,6 +73,10 @@ async def run_node(
         if state_machine is not None:
             state_machine.close()
         raise errors.StartupError(f"refusing to start: {exc}") from None
+    except errors.StartupError:
+        if state_machine is not None:
+            state_machine.close()
+        raise
     # grpc enables SO_REUSEPORT by default on Linux, which would let a second
     # node silently share a port that is already taken.
     server = grpc.aio.server(options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)])
