@@ -17,7 +17,11 @@ LMDB in one transaction when the log grows past `checkpoint_bytes`, before a
 compaction, on load and on close; the write-ahead log then starts over.
 LMDB is opened with its default durability (data synced before the meta
 page that points at it), so a power loss leaves it consistent, and opening
-the store replays whatever the write-ahead log still holds. A save with
+the store replays whatever the write-ahead log still holds. A damaged record
+(or a save that does not follow the stored log) ends the replay: it and every
+later save are cut, with one `write_ahead_log_tail_cut` warning naming the
+indexes they held, the segment and the offset, and noted in `tail_cuts`, from
+which the node decides what else the cut costs (quorum.raft.recovery). A save with
 sync=False may be lost by a power loss, never by a process crash: the Raft
 core asks for it only when nothing it has promised depends on it.
 
