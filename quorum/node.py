@@ -152,7 +152,13 @@ class QuorumNode:
             # before the state machine installed it: install it now.
             snapshot = state.snapshot
             self.state_machine.restore(self._snapshots.path(snapshot), snapshot.index, snapshot.term)
-        state = self._reconcile_log_with_applied_state(state)
+        try:
+            state = self._reconcile_log_with_applied_state(state)
+        except errors.StartupError:
+            self._store.close()
+            if state_machine is None:  # ours to close; the caller closes one it passed
+                self.state_machine.close()
+            raise
         config = RaftConfig(
             node_id=settings.node_id,
             voters=settings.voters,
@@ -207,7 +213,7 @@ class QuorumNode:
         except RecoveryError as exc:
             raise errors.StartupError(
                 f"{exc}; move the state machine's directory in {self.settings.data_dir} aside "
-                "so that this node takes the state from the leader"
+                "so that this node rebuilds it from its log and the leader"
             ) from None
         if recovery.repair_index_changed:
             # Before anything else: a crash in what follows must not forget it.

@@ -166,3 +166,11 @@ def test_an_old_database_applied_beyond_the_cut_log_refuses_to_start_naming_the_
     _forget_applied_term(data_dir / "state")
     with pytest.raises(errors.StartupError, match="applied entry 8 but records no term for it .* log ends at 5"):
         QuorumNode(settings(data_dir))
+    # What the message says to do: with the state machine's directory moved aside, the node starts from
+    # its log (and would take the rest from the leader).
+    (data_dir / "state").rename(tmp_path / "state-aside")
+    node = QuorumNode(settings(data_dir))
+    try:
+        assert (node.core.applied_index, node.core.last_index) == (0, 5)
+    finally:
+        close(node)
