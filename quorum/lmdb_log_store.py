@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -129,25 +129,37 @@ class TailCut:
     offset_bytes: int = 0
 
 
-def _indexes_in_saves(payloads: Iterable[bytes]) -> list[int]:
-    """The entry indexes that write-ahead saves name, as far as each can be read (a damaged one may end
-    early or carry garbage: reading stops at its first field that does not fit)."""
+def _indexes_in_save(payload: bytes) -> list[int]:
+    """The entry indexes a write-ahead save names, as far as it can be read (reading stops at the first
+    field that does not fit: a damaged save may end early)."""
     indexes: list[int] = []
-    for payload in payloads:
-        try:
-            flags, _, _, _, count = _SAVE_HEAD.unpack_from(payload)
-            offset = _SAVE_HEAD.size
-            if flags & _SAVE_HAS_SNAPSHOT:
-                offset += _LENGTH.size + _LENGTH.unpack_from(payload, offset)[0]
-            for _ in range(min(count, len(payload))):
-                index, _, _, length = _SAVE_ENTRY.unpack_from(payload, offset)
-                indexes.append(index)
-                offset += _SAVE_ENTRY.size + length
-                if offset > len(payload):
-                    break
-        except struct.error:
-            continue
+    try:
+        flags, _, _, _, count = _SAVE_HEAD.unpack_from(payload)
+        offset = _SAVE_HEAD.size
+        if flags & _SAVE_HAS_SNAPSHOT:
+            offset += _LENGTH.size + _LENGTH.unpack_from(payload, offset)[0]
+        for _ in range(min(count, len(payload))):
+            index, _, _, length = _SAVE_ENTRY.unpack_from(payload, offset)
+            indexes.append(index)
+            offset += _SAVE_ENTRY.size + length
+            if offset > len(payload):
+                break
+    except struct.error:
+        pass
     return indexes
+
+
+def _plausible_indexes(damaged: bytes, last_valid_index: int) -> list[int]:
+    """The indexes a damaged save names, as far as they look like a save's: contiguous, and starting
+    where a save may start (at most right after the log it follows). A flipped bit in an index or a
+    count yields none or fewer, never a wild index."""
+    indexes = _indexes_in_save(damaged)
+    if not indexes or not 0 < indexes[0] <= last_valid_index + 1:
+        return []
+    run = 1
+    while run < len(indexes) and indexes[run] == indexes[0] + run:
+        run += 1
+    return indexes[:run]
 
 
 def _save_length(data: bytes, offset: int) -> int | None:
@@ -309,11 +321,17 @@ class LmdbLogStore:
         self, unfit_saves: list[bytes], damage: WalDamage | None, unfit: ValueError | None
     ) -> None:
         """One warning naming the entries cut off the write-ahead log's tail and where the damage was."""
-        cut_indexes = _indexes_in_saves([*unfit_saves, *(damage.unverified if damage else ())])
+        cut_indexes = [i for save in unfit_saves for i in _indexes_in_save(save)]
+        if damage is not None:
+            cut_indexes += _plausible_indexes(damage.damaged, self._last_index)
+            cut_indexes += [i for save in damage.after for i in _indexes_in_save(save)]
+        # The damaged save followed the log kept: what the readable saves do not name from the log's end on
+        # was in it.
+        first_cut = min(*cut_indexes, self._last_index + 1) if cut_indexes else None
         cut = TailCut(
             reason=damage.reason if unfit is None and damage is not None else "save_does_not_follow_the_log",
             last_valid_index=self._last_index,
-            first_index_cut=min(cut_indexes) if cut_indexes else None,
+            first_index_cut=min(cut_indexes, default=None) if unfit is not None else first_cut,
             last_index_cut=max(cut_indexes) if cut_indexes else None,
             segment=damage.segment if damage is not None else "",
             offset_bytes=damage.offset_bytes if damage is not None else 0,
@@ -328,7 +346,7 @@ class LmdbLogStore:
             segment=cut.segment,
             offset_bytes=cut.offset_bytes,
             cut_bytes=damage.cut_bytes if damage is not None else 0,
-            saves_cut=len(unfit_saves) + (len(damage.unverified) if damage is not None else 0),
+            saves_cut=len(unfit_saves) + (1 + len(damage.after) if damage is not None else 0),
             unfit=str(unfit) if unfit is not None else "",
             path=str(self._path),
         )

@@ -50,16 +50,17 @@ def _seq_of(path: Path) -> int | None:
 class WalDamage:
     """Where reading a segment stopped before the end of its written bytes: damage, or a torn write.
 
-    `unverified`: what was cut, for the log store to name the entries it held: the damaged record's
-    payload as far as it can be delimited (its length field may be damaged too), then the records after
-    it that still pass their crc. Never replayed: a log is a prefix, and what follows a lost save may
-    depend on it."""
+    What was cut, for the log store to name the entries it held: `damaged`, the damaged record's payload
+    as far as it can be delimited (its length field may be damaged too; its bytes are not verified), and
+    `after`, the records after it that still pass their crc. Never replayed: a log is a prefix, and what
+    follows a lost save may depend on it."""
 
     segment: str  # the segment file's name
     offset_bytes: int  # where the first bad record starts in it
     reason: str  # "crc_mismatch", "record_cut_short" or "zero_length_header"
     cut_bytes: int  # written bytes from the damage on, later segments included
-    unverified: tuple[bytes, ...]
+    damaged: bytes
+    after: tuple[bytes, ...]
 
 
 def _written_end(data: bytes) -> int:
@@ -95,7 +96,7 @@ def _damage_reason(data: bytes, offset: int) -> str:
 
 def _records_after_damage(
     data: bytes, seq: int, offset: int, written_end: int, measure: PayloadMeasure | None
-) -> list[bytes]:
+) -> tuple[bytes, list[bytes]]:
     """The damaged record's payload as far as it can be delimited, then the valid records after it.
 
     The damaged record ends where its length field says, when that is plausible, else where its payload's
@@ -106,10 +107,10 @@ def _records_after_damage(
     if not (0 < length and offset + head + length <= written_end) and measure is not None:
         length = measure(data, offset + head) or 0
     if 0 < length and offset + head + length <= written_end:
-        found = [data[offset + head : offset + head + length]]
+        damaged = data[offset + head : offset + head + length]
         start = offset + head + length
     else:
-        found = [data[offset + head : written_end]]
+        damaged = data[offset + head : written_end]
         start = offset + 1
     budget = RESYNC_CRC_BYTES_MAX
     for candidate in range(start, max(start, written_end - head)):
@@ -121,9 +122,8 @@ def _records_after_damage(
         if budget < 0:
             break
         if zlib.crc32(data[candidate + head : end], seq & 0xFFFFFFFF) == crc:
-            found += _read_records(data, seq, candidate)[0]
-            break
-    return [payload for payload in found if payload]
+            return damaged, _read_records(data, seq, candidate)[0]
+    return damaged, []
 
 
 def _read_segments(
@@ -140,19 +140,19 @@ def _read_segments(
         written_end = _written_end(data)
         if damage is not None:
             records, _ = _read_records(data, seq)
-            damage = replace(
-                damage, cut_bytes=damage.cut_bytes + written_end, unverified=damage.unverified + tuple(records)
-            )
+            damage = replace(damage, cut_bytes=damage.cut_bytes + written_end, after=damage.after + tuple(records))
             continue
         records, stop = _read_records(data, seq)
         recovered += records
         if stop < written_end:
+            damaged, after = _records_after_damage(data, seq, stop, written_end, measure)
             damage = WalDamage(
                 segment=path.name,
                 offset_bytes=stop,
                 reason=_damage_reason(data, stop),
                 cut_bytes=written_end - stop,
-                unverified=tuple(_records_after_damage(data, seq, stop, written_end, measure)),
+                damaged=damaged,
+                after=tuple(after),
             )
     return recovered, damage
 

@@ -460,3 +460,18 @@ def test_lmdb_a_write_ahead_save_that_does_not_follow_the_stored_log_is_cut_not_
         )
     finally:
         store.close()
+
+
+def test_lmdb_a_flipped_bit_in_a_damaged_saves_index_names_no_wild_index(tmp_path: Path) -> None:
+    segment, offsets = _three_saves(tmp_path / "log")
+    data = bytearray(segment.read_bytes())
+    data[offsets[1] + 8 + 29] ^= 0x80  # the high byte of the first entry's index (after the 29-byte save head)
+    segment.write_bytes(bytes(data))
+    store = LmdbLogStore(segment.parent.parent)
+    try:
+        [cut] = store.tail_cuts
+        # The damaged save's own indexes are not believed; the intact save after it still names 9-10, and
+        # 6-8, which none names, were in the damaged one.
+        assert (cut.first_index_cut, cut.last_index_cut, cut.last_valid_index) == (6, 10, 5)
+    finally:
+        store.close()

@@ -135,7 +135,8 @@ def test_a_flipped_byte_cuts_its_record_and_every_later_one_and_says_where(tmp_p
     )
     damaged = bytearray(PAYLOADS[1])
     damaged[3] ^= 0x01
-    assert wal.damage.unverified == (bytes(damaged), PAYLOADS[2], PAYLOADS[3])  # to name what was cut, never replayed
+    # What was cut, to name it, never replayed.
+    assert (wal.damage.damaged, wal.damage.after) == (bytes(damaged), (PAYLOADS[2], PAYLOADS[3]))
     assert wal.damage.cut_bytes == sum(8 + len(p) for p in PAYLOADS[1:])
 
 
@@ -146,7 +147,7 @@ def test_a_record_cut_mid_way_is_reported_as_cut_short(tmp_path: Path) -> None:
     wal = WriteAheadLog(tmp_path)
     assert wal.recovered == PAYLOADS[:3]
     assert wal.damage is not None and (wal.damage.offset_bytes, wal.damage.reason) == (offsets[3], "record_cut_short")
-    assert wal.damage.unverified == (PAYLOADS[3][:10],)
+    assert (wal.damage.damaged, wal.damage.after) == (PAYLOADS[3][:10], ())
 
 
 def test_after_a_zeroed_header_the_next_valid_record_is_found_again(tmp_path: Path) -> None:
@@ -158,9 +159,9 @@ def test_after_a_zeroed_header_the_next_valid_record_is_found_again(tmp_path: Pa
     assert wal.recovered == PAYLOADS[:1]
     assert wal.damage is not None and wal.damage.reason == "zero_length_header"
     # Without the payload's own framing the damaged record runs to the end of the written bytes.
-    assert wal.damage.unverified[1:] == (PAYLOADS[2], PAYLOADS[3])
+    assert wal.damage.after == (PAYLOADS[2], PAYLOADS[3])
     framed = WriteAheadLog(tmp_path, measure=lambda data, offset: len(PAYLOADS[1]))
-    assert framed.damage is not None and framed.damage.unverified == tuple(PAYLOADS[1:])
+    assert framed.damage is not None and framed.damage.damaged == PAYLOADS[1]
 
 
 def test_damage_in_a_segment_also_cuts_the_segments_after_it(tmp_path: Path) -> None:
@@ -175,4 +176,4 @@ def test_damage_in_a_segment_also_cuts_the_segments_after_it(tmp_path: Path) -> 
     wal = WriteAheadLog(tmp_path)
     assert wal.recovered == PAYLOADS[:1]
     assert wal.damage is not None and wal.damage.segment == segment.name
-    assert wal.damage.unverified[-1] == PAYLOADS[2]
+    assert wal.damage.after == (PAYLOADS[2],)
