@@ -293,12 +293,14 @@ class LmdbLogStore:
         self._wal = WriteAheadLog(
             self._path / WAL_DIRECTORY, preallocate_bytes=max(4 * checkpoint_bytes, 1 << 16), measure=_save_length
         )
-        self._replay_write_ahead_log()
-        self._checkpoint()
+        # The cut becomes durable with this checkpoint (the damaged segment goes), and so, in the same
+        # transaction, does the last index the node may have acknowledged before it.
+        self._checkpoint(repair_index=self._replay_write_ahead_log())
 
-    def _replay_write_ahead_log(self) -> None:
+    def _replay_write_ahead_log(self) -> int:
         """Merge the saves the write-ahead log still holds, up to its damage or the first save that does not
-        follow the stored log (what follows a lost save may depend on it); report what was cut."""
+        follow the stored log (what follows a lost save may depend on it); report what was cut. Returns
+        the last index the cut saves held (PersistentState.repair_index), 0 when nothing was cut."""
         recovered = self._wal.recovered
         replayed = 0
         unfit: ValueError | None = None
@@ -314,12 +316,15 @@ class LmdbLogStore:
         if recovered:
             self._log.debug("write_ahead_log_replayed", saves=replayed)
         damage = self._wal.damage
-        if unfit is not None or damage is not None:
-            self._report_write_ahead_cut(recovered[replayed:], damage, unfit)
+        if unfit is None and damage is None:
+            return 0
+        cut = self._report_write_ahead_cut(recovered[replayed:], damage, unfit)
+        # When no cut save could be read, at least the entry after the log kept may have been in one.
+        return cut.last_index_cut if cut.last_index_cut is not None else self._last_index + 1
 
     def _report_write_ahead_cut(
         self, unfit_saves: list[bytes], damage: WalDamage | None, unfit: ValueError | None
-    ) -> None:
+    ) -> TailCut:
         """One warning naming the entries cut off the write-ahead log's tail and where the damage was."""
         cut_indexes = [i for save in unfit_saves for i in _indexes_in_save(save)]
         if damage is not None:
@@ -350,6 +355,7 @@ class LmdbLogStore:
             unfit=str(unfit) if unfit is not None else "",
             path=str(self._path),
         )
+        return cut
 
     # -- reading ------------------------------------------------------------
 
@@ -364,8 +370,10 @@ class LmdbLogStore:
             entries, bad_index = self._read_valid_prefix(txn, compacted_index)
             last_stored_index = self._last_index_in(txn, compacted_index)
             repair = self._get_meta(txn, _META_REPAIR)
+        repair_index = _INDEX.unpack(repair)[0] if repair is not None else 0
         if bad_index is not None:
-            self._truncate_tail(bad_index)
+            repair_index = max(repair_index, last_stored_index)
+            self._truncate_tail(bad_index, repair_index)
             last_valid_index = entries[-1].index if entries else compacted_index
             self._last_index = last_valid_index
             self.tail_cuts.append(
@@ -389,7 +397,7 @@ class LmdbLogStore:
             compacted_index=compacted_index,
             compacted_term=compacted_term,
             entries=tuple(entries),
-            repair_index=_INDEX.unpack(repair)[0] if repair is not None else 0,
+            repair_index=repair_index,
         )
 
     def identity(self) -> tuple[str, str] | None:
@@ -439,10 +447,11 @@ class LmdbLogStore:
             last_index = entries[-1].index
         return compacted_index, last_index
 
-    def _checkpoint(self) -> None:
-        """Write the saves since the last checkpoint to LMDB (one durable transaction); the WAL starts over."""
+    def _checkpoint(self, repair_index: int = 0) -> None:
+        """Write the saves since the last checkpoint to LMDB (one durable transaction); the WAL starts over.
+        `repair_index`: raise the stored PersistentState.repair_index to it in the same transaction."""
         pending = self._pending
-        if pending:
+        if pending or repair_index:
             env = self._live_env()
             with env.begin(write=True) as txn:  # aborts on exception: all or nothing
                 if pending.snapshot is not None:
@@ -455,6 +464,8 @@ class LmdbLogStore:
                 if pending.hard_state is not None:
                     hs = pending.hard_state
                     self._put_meta(txn, _META_HARD_STATE, _HARD_STATE.pack(hs.term, hs.vote, hs.commit))
+                if repair_index:
+                    self._raise_repair_index(txn, repair_index)
             self._pending = _Pending()
         self._wal.reset()
 
@@ -478,9 +489,15 @@ class LmdbLogStore:
             self._put_meta(txn, _META_SNAPSHOT, _encode_snapshot(snapshot))
 
     def set_repair_index(self, index: int) -> None:
-        """Record PersistentState.repair_index, durably (after the saves before it)."""
+        """Record PersistentState.repair_index, durably (after the saves before it). The store records it
+        itself with every cut it makes; this is for tools and tests."""
         self._checkpoint()
         with self._live_env().begin(write=True) as txn:
+            self._put_meta(txn, _META_REPAIR, _INDEX.pack(index))
+
+    def _raise_repair_index(self, txn: lmdb.Transaction, index: int) -> None:
+        stored = self._get_meta(txn, _META_REPAIR)
+        if stored is None or _INDEX.unpack(stored)[0] < index:
             self._put_meta(txn, _META_REPAIR, _INDEX.pack(index))
 
     def set_identity(self, cluster_id: str, peers: str) -> None:
@@ -540,10 +557,11 @@ class LmdbLogStore:
         while cast(bytes, cursor.key()) <= limit and cursor.delete():
             pass
 
-    def _truncate_tail(self, index: int) -> None:
+    def _truncate_tail(self, index: int, repair_index: int) -> None:
         env = self._live_env()
         with env.begin(write=True) as txn:
             self._delete_from(txn.cursor(db=self._log_db), index)
+            self._raise_repair_index(txn, repair_index)
 
     def _read_valid_prefix(self, txn: lmdb.Transaction, compacted_index: int) -> tuple[list[Entry], int | None]:
         """Entries after the compaction point up to the first bad or missing one, and that one's index."""

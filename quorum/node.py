@@ -208,31 +208,20 @@ class QuorumNode:
                 self.settings.voters,
                 self.node_id,
                 cut=bool(self._store.tail_cuts),
-                cut_through=self._cut_through(),
             )
         except RecoveryError as exc:
             raise errors.StartupError(
                 f"{exc}; move the state machine's directory in {self.settings.data_dir} aside "
                 "so that this node rebuilds it from its log and the leader"
             ) from None
-        if recovery.repair_index_changed:
-            # Before anything else: a crash in what follows must not forget it.
-            self._store.set_repair_index(recovery.state.repair_index)
         if recovery.rebase is not None:
             self._snapshot_state_machine_now(recovery.rebase)
         if recovery.rebase is not None or recovery.hard_state_changed:
             entries = recovery.state.entries if recovery.rebase is not None else ()
             self._store.save(recovery.state.hard_state, entries, recovery.rebase, sync=True)
-        if recovery.rebase is not None or recovery.hard_state_changed or recovery.repair_index_changed:
+        if recovery.rebase is not None or recovery.hard_state_changed:
             self._log_recovery(state, recovery)
         return recovery.state
-
-    def _cut_through(self) -> int | None:
-        """The largest index the log store's cuts still named; None when one of them named none."""
-        cuts = self._store.tail_cuts
-        if not cuts or any(c.last_index_cut is None for c in cuts):
-            return None
-        return max(c.last_index_cut or 0 for c in cuts)
 
     def _snapshot_state_machine_now(self, meta: SnapshotMeta) -> None:
         """A snapshot of the state machine at `meta` (its applied point), durable, with its state synced

@@ -20,7 +20,7 @@ from quorum.log_store import MemoryLogStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.core import Raft
 from quorum.raft.errors import NotLeaderError, ProposalDroppedError
-from quorum.raft.recovery import RecoveryError, reconcile, recovered_hard_state, repair_index_after_cut
+from quorum.raft.recovery import RecoveryError, reconcile, recovered_hard_state
 from quorum.raft.types import (
     SENDABLE_BEFORE_PERSIST,
     Entry,
@@ -1040,10 +1040,11 @@ def test_a_cut_hard_state_never_lets_the_node_vote_twice_in_a_term(
     assert recovered_hard_state(stored, evidence_term, last_index=5, node_id=1, cut=False).vote == stored.vote
 
 
-def test_the_repair_index_is_what_the_node_may_have_acknowledged_beyond_what_it_applied() -> None:
-    assert repair_index_after_cut(last_index=10, cut_through=20, applied_index=15) == 20
-    assert repair_index_after_cut(last_index=10, cut_through=14, applied_index=15) == 0
-    assert repair_index_after_cut(last_index=10, cut_through=None, applied_index=8) == 11  # at least one lost
+@pytest.mark.parametrize(("repair_index", "incomplete"), [(9, True), (8, False), (0, False)])
+def test_a_log_is_incomplete_while_its_commit_is_short_of_the_repair_index(repair_index: int, incomplete: bool) -> None:
+    state = PersistentState(hard_state=HardState(2, 1, 8), entries=_entries(1, 8, 2), repair_index=repair_index)
+    core = Raft(RaftConfig(node_id=1, voters=(1, 2, 3)), state, random.Random(1), applied=8)
+    assert core.log_incomplete is incomplete
 
 
 def _restart_cut(net: Net, i: int, keep_through: int) -> None:
@@ -1054,10 +1055,10 @@ def _restart_cut(net: Net, i: int, keep_through: int) -> None:
     cut_state = replace(stored, entries=tuple(e for e in stored.entries if e.index <= keep_through))
     applied = min(len(net.machines[i]), keep_through)
     applied_term = cut_state.entries[applied - 1].term if applied else 0
-    recovery = reconcile(cut_state, applied, applied_term, net.voters, i, cut=True, cut_through=last)
+    recovery = reconcile(cut_state, applied, applied_term, net.voters, i, cut=True)
     store = MemoryLogStore()
     store.save(recovery.state.hard_state, recovery.state.entries, None, sync=True)
-    store.set_repair_index(recovery.state.repair_index)
+    store.set_repair_index(last)  # as the log store records it with the cut
     net.stores[i] = store
     net.machines[i] = net.machines[i][:applied]
     net.nodes[i] = net._new_core(i, store.load(), applied)

@@ -29,12 +29,14 @@ gone with the tail, although they may be committed: counted on this node's
 acknowledgement. §5.4.3 shows a winner holds every committed entry because a
 voter of its quorum holds each and grants only to a log at least as up to date;
 this node can no longer vouch for those entries. So until its commit index
-reaches the last index it may have acknowledged (`repair_index`, persisted),
-its grant counts only in an election every voter grants (Raft._poll): a quorum
-of the other voters' grants elects as usual, and when every node of a cluster
-lost its tail, the one whose log (or applied state) is the most up to date
-wins, since each other node grants only to a log at least as up to date as
-whatever it kept.
+reaches the last index it may have acknowledged (`repair_index`, which the log
+store records in the transaction that makes the cut durable), its grant counts
+only in an election every voter grants (Raft._poll): a quorum of the other
+voters' grants elects as usual, and when every node of a cluster lost its
+tail, the one whose log (or applied state) is the most up to date wins, since
+each other node grants only to a log at least as up to date as whatever it
+kept. What the state machine applied covers the entries up to it, so a cut
+within them leaves the log complete (its commit index starts there).
 """
 
 from __future__ import annotations
@@ -59,8 +61,6 @@ class Recovery:
     rebase: SnapshotMeta | None
     # Set when the hard state differs from the stored one (term raised, vote taken as given, commit clamped).
     hard_state_changed: bool
-    # Set when `state.repair_index` differs from the stored one: the runner persists it first.
-    repair_index_changed: bool
 
 
 def _term_at(state: PersistentState, index: int) -> int | None:
@@ -102,15 +102,6 @@ def recovered_hard_state(hs: HardState, evidence_term: int, last_index: int, nod
     return HardState(term=term, vote=vote, commit=commit)
 
 
-def repair_index_after_cut(last_index: int, cut_through: int | None, applied_index: int) -> int:
-    """The last index a node may have acknowledged, when it exceeds what its state machine applied (else 0).
-
-    `cut_through`: the largest index the cut bytes still named; None when none could be read (then at
-    least the entry after the last one kept was lost)."""
-    acknowledged = max(last_index, cut_through if cut_through is not None else last_index + 1)
-    return acknowledged if acknowledged > applied_index else 0
-
-
 def reconcile(
     state: PersistentState,
     applied_index: int,
@@ -118,15 +109,10 @@ def reconcile(
     voters: tuple[int, ...],
     node_id: int,
     cut: bool,
-    cut_through: int | None = None,
 ) -> Recovery:
-    """Fit the stored log to what the state machine applied; `cut`: the log store cut a damaged tail,
-    whose entries went up to `cut_through` (None: unknown).
+    """Fit the stored log to what the state machine applied; `cut`: the log store cut a damaged tail.
 
     The state machine must not be behind the stored snapshot (the runner restores that first)."""
-    repair_index = state.repair_index
-    if cut:
-        repair_index = max(repair_index, repair_index_after_cut(_last(state)[0], cut_through, applied_index))
     rebase: SnapshotMeta | None = None
     if applied_index > state.compacted_index:
         term = applied_term_of(state, applied_index, applied_term)
@@ -142,9 +128,4 @@ def reconcile(
     last_index, last_term = _last(state)
     evidence_term = max(last_term, applied_term or 0)
     hs = recovered_hard_state(state.hard_state, evidence_term, last_index, node_id, cut or rebase is not None)
-    return Recovery(
-        state=replace(state, hard_state=hs, repair_index=repair_index),
-        rebase=rebase,
-        hard_state_changed=hs != state.hard_state,
-        repair_index_changed=repair_index != state.repair_index,
-    )
+    return Recovery(state=replace(state, hard_state=hs), rebase=rebase, hard_state_changed=hs != state.hard_state)
