@@ -9,6 +9,8 @@ persisted, and the snapshot it can serve.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import lmdb
@@ -21,6 +23,7 @@ from quorum.node import QuorumNode
 from quorum.raft.types import Entry, HardState, SnapshotMeta
 from quorum.settings import NodeSettings
 from quorum.state_machine import RegisterMap
+from tests.quorum_harness import REPO_ROOT, subprocess_env
 from zkemu.tree import ZnodeTree
 from zkraft_proto import zk_pb2
 
@@ -174,3 +177,23 @@ def test_an_old_database_applied_beyond_the_cut_log_refuses_to_start_naming_the_
         assert (node.core.applied_index, node.core.last_index) == (0, 5)
     finally:
         close(node)
+
+
+def test_the_refusal_is_one_line_and_a_non_zero_exit_of_the_command(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node"
+    offsets = crashed_node(data_dir, [sets(1, 5, 2), sets(6, 8, 3)], HardState(3, 1, 8), 8)
+    flip_record(data_dir, offsets[1])
+    _forget_applied_term(data_dir / "state")
+    config = tmp_path / "quorum.properties"
+    config.write_text("quorum.state.machine=register\n", encoding="utf-8")
+    peers = ",".join(f"{i}={a}" for i, a in sorted(PEERS.items()))
+    result = subprocess.run(
+        [sys.executable, "-m", "zkraft", "quorum", "start", "--id", "1", "--data-dir", str(data_dir),
+         "--listen", PEERS[1], "--peers", peers, "--cluster-id", "zkraft", "--config", str(config)],
+        cwd=REPO_ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    # Besides the node's JSON log (the cut it made is in it), exactly one line: the error.
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("zkraft: error:") and "records no term" in lines[0], lines
+    assert '"event": "write_ahead_log_tail_cut"' in result.stderr
