@@ -29,6 +29,7 @@ def message_to_pb(m: Message) -> pb.RaftMessage:
         reject_hint=m.reject_hint,
         context=m.context,
         lazy_commits=m.lazy_commits,
+        log_incomplete=m.log_incomplete,
     )
     setattr(p, "from", m.frm)  # `from` is a Python keyword
     if m.entries:
@@ -61,4 +62,5 @@ def message_from_pb(p: pb.RaftMessage) -> Message:
         snapshot=snapshot_meta_from_pb(p.snapshot) if p.has_snapshot else None,
         context=p.context,
         lazy_commits=p.lazy_commits,
+        log_incomplete=p.log_incomplete,
     )

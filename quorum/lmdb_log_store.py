@@ -17,7 +17,11 @@ LMDB in one transaction when the log grows past `checkpoint_bytes`, before a
 compaction, on load and on close; the write-ahead log then starts over.
 LMDB is opened with its default durability (data synced before the meta
 page that points at it), so a power loss leaves it consistent, and opening
-the store replays whatever the write-ahead log still holds. A save with
+the store replays whatever the write-ahead log still holds. A damaged record
+(or a save that does not follow the stored log) ends the replay: it and every
+later save are cut, with one `write_ahead_log_tail_cut` warning naming the
+indexes they held, the segment and the offset, and noted in `tail_cuts`, from
+which the node decides what else the cut costs (quorum.raft.recovery). A save with
 sync=False may be lost by a power loss, never by a process crash: the Raft
 core asks for it only when nothing it has promised depends on it.
 
@@ -34,6 +38,7 @@ import json
 import struct
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -41,7 +46,7 @@ import lmdb
 import structlog
 
 from quorum.raft.types import Entry, EntryKind, HardState, PersistentState, SnapshotMeta
-from quorum.wal import WriteAheadLog
+from quorum.wal import WalDamage, WriteAheadLog
 
 MAP_SIZE_BYTES_DEFAULT = 8 * 1024**3  # address space only: the file grows as used
 # How much write-ahead log makes a checkpoint into LMDB. The checkpoint runs in
@@ -62,6 +67,8 @@ _META_HARD_STATE = b"hard_state"
 _META_COMPACTION = b"compaction"
 _META_SNAPSHOT = b"snapshot"
 _META_IDENTITY = b"identity"
+_META_REPAIR = b"repair_index"  # PersistentState.repair_index, >Q
+_INDEX = struct.Struct(">Q")
 
 _KINDS = {kind.value: kind for kind in EntryKind}
 
@@ -105,6 +112,71 @@ def decode_entry(index: int, value: bytes) -> Entry | None:
         # version does not know: refuse to start rather than drop it.
         raise LogStoreError(f"entry {index} has unknown kind {kind_value}")
     return Entry(index=index, term=term, data=data, kind=kind)
+
+
+@dataclass(frozen=True, slots=True)
+class TailCut:
+    """What recovery cut off the end of the stored log because it was damaged, and where the damage was.
+
+    The indexes are those of the entries the cut bytes still name (a damaged record's may be unreadable);
+    None when none could be read. The node adds what its state machine applied (quorum.raft.recovery)."""
+
+    reason: str
+    last_valid_index: int
+    first_index_cut: int | None
+    last_index_cut: int | None
+    segment: str = ""  # the write-ahead log segment with the damage; "" when the damage was in LMDB
+    offset_bytes: int = 0
+
+
+def _indexes_in_save(payload: bytes) -> list[int]:
+    """The entry indexes a write-ahead save names, as far as it can be read (reading stops at the first
+    field that does not fit: a damaged save may end early)."""
+    indexes: list[int] = []
+    try:
+        flags, _, _, _, count = _SAVE_HEAD.unpack_from(payload)
+        offset = _SAVE_HEAD.size
+        if flags & _SAVE_HAS_SNAPSHOT:
+            offset += _LENGTH.size + _LENGTH.unpack_from(payload, offset)[0]
+        for _ in range(min(count, len(payload))):
+            index, _, _, length = _SAVE_ENTRY.unpack_from(payload, offset)
+            indexes.append(index)
+            offset += _SAVE_ENTRY.size + length
+            if offset > len(payload):
+                break
+    except struct.error:
+        pass
+    return indexes
+
+
+def _plausible_indexes(damaged: bytes, last_valid_index: int) -> list[int]:
+    """The indexes a damaged save names, as far as they look like a save's: contiguous, and starting
+    where a save may start (at most right after the log it follows). A flipped bit in an index or a
+    count yields none or fewer, never a wild index."""
+    indexes = _indexes_in_save(damaged)
+    if not indexes or not 0 < indexes[0] <= last_valid_index + 1:
+        return []
+    run = 1
+    while run < len(indexes) and indexes[run] == indexes[0] + run:
+        run += 1
+    return indexes[:run]
+
+
+def _save_length(data: bytes, offset: int) -> int | None:
+    """The length of the save encoded at `offset` by its own framing (WriteAheadLog's PayloadMeasure), None
+    when it does not fit in `data`."""
+    try:
+        flags, _, _, _, count = _SAVE_HEAD.unpack_from(data, offset)
+        at = offset + _SAVE_HEAD.size
+        if flags & ~(_SAVE_HAS_HARD_STATE | _SAVE_HAS_SNAPSHOT) or count > (len(data) - at) // _SAVE_ENTRY.size:
+            return None
+        if flags & _SAVE_HAS_SNAPSHOT:
+            at += _LENGTH.size + _LENGTH.unpack_from(data, at)[0]
+        for _ in range(count):
+            at += _SAVE_ENTRY.size + _SAVE_ENTRY.unpack_from(data, at)[3]
+    except struct.error:
+        return None
+    return at - offset if at <= len(data) else None
 
 
 def _seal(payload: bytes) -> bytes:
@@ -211,20 +283,79 @@ class LmdbLogStore:
         self._log_db = self._env.open_db(b"log")
         self._meta_db = self._env.open_db(b"meta")
         self._pending = _Pending()
-        # Preallocated beyond the checkpoint size, so the save that crosses it still fits.
-        self._wal = WriteAheadLog(self._path / WAL_DIRECTORY, preallocate_bytes=max(4 * checkpoint_bytes, 1 << 16))
-        for payload in self._wal.recovered:
-            self._pending.merge(*_decode_save(payload))
-        if self._wal.recovered:
-            self._log.debug("write_ahead_log_replayed", saves=len(self._wal.recovered))
-        try:
-            self._checkpoint()
-        except ValueError as exc:
-            raise LogStoreError(f"the write-ahead log in {self._path} does not fit the stored log: {exc}") from None
+        # What recovery cut off the log's end (the write-ahead log's tail, then damaged LMDB entries).
+        self.tail_cuts: list[TailCut] = []
         with self._env.begin() as txn:
             # What `save` checks new entries against, kept here so a save needs no LMDB read.
             self._compacted_index, _ = self._read_compaction(txn)
             self._last_index = self._last_index_in(txn, self._compacted_index)
+        # Preallocated beyond the checkpoint size, so the save that crosses it still fits.
+        self._wal = WriteAheadLog(
+            self._path / WAL_DIRECTORY, preallocate_bytes=max(4 * checkpoint_bytes, 1 << 16), measure=_save_length
+        )
+        # The cut becomes durable with this checkpoint (the damaged segment goes), and so, in the same
+        # transaction, does the last index the node may have acknowledged before it.
+        self._checkpoint(repair_index=self._replay_write_ahead_log())
+
+    def _replay_write_ahead_log(self) -> int:
+        """Merge the saves the write-ahead log still holds, up to its damage or the first save that does not
+        follow the stored log (what follows a lost save may depend on it); report what was cut. Returns
+        the last index the cut saves held (PersistentState.repair_index), 0 when nothing was cut."""
+        recovered = self._wal.recovered
+        replayed = 0
+        unfit: ValueError | None = None
+        for payload in recovered:
+            save = _decode_save(payload)
+            try:
+                self._compacted_index, self._last_index = self._check_follows(save[1], save[2])
+            except ValueError as exc:
+                unfit = exc
+                break
+            self._pending.merge(*save)
+            replayed += 1
+        if recovered:
+            self._log.debug("write_ahead_log_replayed", saves=replayed)
+        damage = self._wal.damage
+        if unfit is None and damage is None:
+            return 0
+        cut = self._report_write_ahead_cut(recovered[replayed:], damage, unfit)
+        # When no cut save could be read, at least the entry after the log kept may have been in one.
+        return cut.last_index_cut if cut.last_index_cut is not None else self._last_index + 1
+
+    def _report_write_ahead_cut(
+        self, unfit_saves: list[bytes], damage: WalDamage | None, unfit: ValueError | None
+    ) -> TailCut:
+        """One warning naming the entries cut off the write-ahead log's tail and where the damage was."""
+        cut_indexes = [i for save in unfit_saves for i in _indexes_in_save(save)]
+        if damage is not None:
+            cut_indexes += _plausible_indexes(damage.damaged, self._last_index)
+            cut_indexes += [i for save in damage.after for i in _indexes_in_save(save)]
+        # The damaged save followed the log kept: what the readable saves do not name from the log's end on
+        # was in it.
+        first_cut = min(*cut_indexes, self._last_index + 1) if cut_indexes else None
+        cut = TailCut(
+            reason=damage.reason if unfit is None and damage is not None else "save_does_not_follow_the_log",
+            last_valid_index=self._last_index,
+            first_index_cut=min(cut_indexes, default=None) if unfit is not None else first_cut,
+            last_index_cut=max(cut_indexes) if cut_indexes else None,
+            segment=damage.segment if damage is not None else "",
+            offset_bytes=damage.offset_bytes if damage is not None else 0,
+        )
+        self.tail_cuts.append(cut)
+        self._log.warning(
+            "write_ahead_log_tail_cut",
+            reason=cut.reason,
+            first_index_cut=cut.first_index_cut,
+            last_index_cut=cut.last_index_cut,
+            last_valid_index=cut.last_valid_index,
+            segment=cut.segment,
+            offset_bytes=cut.offset_bytes,
+            cut_bytes=damage.cut_bytes if damage is not None else 0,
+            saves_cut=len(unfit_saves) + (1 + len(damage.after) if damage is not None else 0),
+            unfit=str(unfit) if unfit is not None else "",
+            path=str(self._path),
+        )
+        return cut
 
     # -- reading ------------------------------------------------------------
 
@@ -238,10 +369,18 @@ class LmdbLogStore:
             compacted_index, compacted_term = self._read_compaction(txn)
             entries, bad_index = self._read_valid_prefix(txn, compacted_index)
             last_stored_index = self._last_index_in(txn, compacted_index)
+            repair = self._get_meta(txn, _META_REPAIR)
+        repair_index = _INDEX.unpack(repair)[0] if repair is not None else 0
         if bad_index is not None:
-            self._truncate_tail(bad_index)
+            repair_index = max(repair_index, last_stored_index)
+            self._truncate_tail(bad_index, repair_index)
             last_valid_index = entries[-1].index if entries else compacted_index
             self._last_index = last_valid_index
+            self.tail_cuts.append(
+                TailCut(
+                    "lmdb_entry_damaged", last_valid_index, bad_index, last_stored_index, segment="", offset_bytes=0
+                )
+            )
             # The commit index is left as stored: the core decides what a commit
             # beyond the log means. We only report it.
             self._log.warning(
@@ -258,6 +397,7 @@ class LmdbLogStore:
             compacted_index=compacted_index,
             compacted_term=compacted_term,
             entries=tuple(entries),
+            repair_index=repair_index,
         )
 
     def identity(self) -> tuple[str, str] | None:
@@ -307,10 +447,11 @@ class LmdbLogStore:
             last_index = entries[-1].index
         return compacted_index, last_index
 
-    def _checkpoint(self) -> None:
-        """Write the saves since the last checkpoint to LMDB (one durable transaction); the WAL starts over."""
+    def _checkpoint(self, repair_index: int = 0) -> None:
+        """Write the saves since the last checkpoint to LMDB (one durable transaction); the WAL starts over.
+        `repair_index`: raise the stored PersistentState.repair_index to it in the same transaction."""
         pending = self._pending
-        if pending:
+        if pending or repair_index:
             env = self._live_env()
             with env.begin(write=True) as txn:  # aborts on exception: all or nothing
                 if pending.snapshot is not None:
@@ -323,6 +464,8 @@ class LmdbLogStore:
                 if pending.hard_state is not None:
                     hs = pending.hard_state
                     self._put_meta(txn, _META_HARD_STATE, _HARD_STATE.pack(hs.term, hs.vote, hs.commit))
+                if repair_index:
+                    self._raise_repair_index(txn, repair_index)
             self._pending = _Pending()
         self._wal.reset()
 
@@ -344,6 +487,18 @@ class LmdbLogStore:
                 self._put_meta(txn, _META_COMPACTION, _COMPACTION.pack(index, entry.term))
                 self._compacted_index = index
             self._put_meta(txn, _META_SNAPSHOT, _encode_snapshot(snapshot))
+
+    def set_repair_index(self, index: int) -> None:
+        """Record PersistentState.repair_index, durably (after the saves before it). The store records it
+        itself with every cut it makes; this is for tools and tests."""
+        self._checkpoint()
+        with self._live_env().begin(write=True) as txn:
+            self._put_meta(txn, _META_REPAIR, _INDEX.pack(index))
+
+    def _raise_repair_index(self, txn: lmdb.Transaction, index: int) -> None:
+        stored = self._get_meta(txn, _META_REPAIR)
+        if stored is None or _INDEX.unpack(stored)[0] < index:
+            self._put_meta(txn, _META_REPAIR, _INDEX.pack(index))
 
     def set_identity(self, cluster_id: str, peers: str) -> None:
         env = self._live_env()
@@ -402,10 +557,11 @@ class LmdbLogStore:
         while cast(bytes, cursor.key()) <= limit and cursor.delete():
             pass
 
-    def _truncate_tail(self, index: int) -> None:
+    def _truncate_tail(self, index: int, repair_index: int) -> None:
         env = self._live_env()
         with env.begin(write=True) as txn:
             self._delete_from(txn.cursor(db=self._log_db), index)
+            self._raise_repair_index(txn, repair_index)
 
     def _read_valid_prefix(self, txn: lmdb.Transaction, compacted_index: int) -> tuple[list[Entry], int | None]:
         """Entries after the compaction point up to the first bad or missing one, and that one's index."""

@@ -7,6 +7,7 @@ Durability contract (every implementation):
   it returns only after all of it is on stable storage (fsync).
 * `compact` drops entries <= index and records the latest snapshot's metadata,
   atomically and durably.
+* `set_repair_index` records PersistentState.repair_index durably.
 * `load` returns exactly what the last completed `save`/`compact` left.
 """
 
@@ -31,6 +32,8 @@ class LogStore(Protocol):
 
     def compact(self, index: int, snapshot: SnapshotMeta) -> None: ...
 
+    def set_repair_index(self, index: int) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -47,6 +50,7 @@ class MemoryLogStore:
         self._compacted_index = 0
         self._compacted_term = 0
         self._entries: list[Entry] = []  # contiguous, starting at compacted_index + 1
+        self._repair_index = 0
 
     def load(self) -> PersistentState:
         return PersistentState(
@@ -55,6 +59,7 @@ class MemoryLogStore:
             compacted_index=self._compacted_index,
             compacted_term=self._compacted_term,
             entries=tuple(self._entries),
+            repair_index=self._repair_index,
         )
 
     def save(
@@ -100,6 +105,9 @@ class MemoryLogStore:
         self._compacted_index = index
         del self._entries[:drop]
         self._snapshot = snapshot
+
+    def set_repair_index(self, index: int) -> None:
+        self._repair_index = index
 
     def close(self) -> None:
         pass

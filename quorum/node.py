@@ -51,6 +51,7 @@ from quorum.raft import (
 )
 from quorum.raft import NotLeaderError as CoreNotLeader
 from quorum.raft import ProposalDroppedError as CoreDropped
+from quorum.raft.recovery import Recovery, RecoveryError, reconcile
 from quorum.settings import NodeSettings, parse_host_port
 from quorum.snapshot_store import SnapshotStore
 from quorum.state_check import StateMachineDamagedError
@@ -148,7 +149,14 @@ class QuorumNode:
         self._check_identity()
         self._snapshots = SnapshotStore(data_dir / "snapshots", logger=self.log)
         self.state_machine: StateMachine = state_machine or RegisterMap(data_dir / "state", log=self.log)
-        state = self._open_state_machine(self._store.load())
+        try:
+            state = self._open_state_machine(self._store.load())
+            state = self._reconcile_log_with_applied_state(state)
+        except errors.StartupError:
+            self._store.close()
+            if state_machine is None:  # ours to close; the caller closes one it passed
+                self.state_machine.close()
+            raise
         config = RaftConfig(
             node_id=settings.node_id,
             voters=settings.voters,
@@ -158,6 +166,7 @@ class QuorumNode:
         )
         self.core = Raft(config, state, random.Random(), applied=self.state_machine.applied_index())
         self._last_snapshot_index = state.snapshot.index if state.snapshot else 0
+        self._log_incomplete = self.core.log_incomplete  # logged once when it ends (_note_log_repaired)
         self._soft = SoftState(self.core.role, self.core.leader_id)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
         self._placement = LoopPlacement.for_node(
@@ -183,6 +192,71 @@ class QuorumNode:
         self._stopped: asyncio.Event | None = None
 
     # ---------------------------------------------------------------- startup
+    def _reconcile_log_with_applied_state(self, state: PersistentState) -> PersistentState:
+        """Start from whatever the disk still holds (quorum.raft.recovery): when the log lost entries the
+        state machine applied (a damaged write-ahead log tail was cut), the applied point becomes the
+        snapshot base, snapshotted here so that this node can serve InstallSnapshot; a hard state a cut
+        may have outdated is raised. Persisted before the core starts from it."""
+        sm = self.state_machine
+        try:
+            recovery = reconcile(
+                state,
+                sm.applied_index(),
+                sm.applied_term(),
+                self.settings.voters,
+                self.node_id,
+                cut=bool(self._store.tail_cuts),
+            )
+        except RecoveryError as exc:
+            raise errors.StartupError(
+                f"{exc}; move the state machine's directory in {self.settings.data_dir} aside "
+                "so that this node rebuilds it from its log and the leader"
+            ) from None
+        if recovery.rebase is not None:
+            self._snapshot_state_machine_now(recovery.rebase)
+        if recovery.rebase is not None or recovery.hard_state_changed:
+            entries = recovery.state.entries if recovery.rebase is not None else ()
+            self._store.save(recovery.state.hard_state, entries, recovery.rebase, sync=True)
+        if recovery.rebase is not None or recovery.hard_state_changed:
+            self._log_recovery(state, recovery)
+        return recovery.state
+
+    def _snapshot_state_machine_now(self, meta: SnapshotMeta) -> None:
+        """A snapshot of the state machine at `meta` (its applied point), durable, with its state synced
+        (the log forgets the entries before it next)."""
+        writer = self._snapshots.create(meta)
+        try:
+            for chunk in self.state_machine.snapshot_chunks():
+                writer.write(chunk)
+        except BaseException:
+            writer.abort()
+            raise
+        writer.commit()
+        sync = getattr(self.state_machine, "sync", None)
+        if sync is not None:
+            sync()
+        self._snapshots.prune(SNAPSHOTS_KEPT)
+
+    def _log_recovery(self, before: PersistentState, recovery: Recovery) -> None:
+        after = recovery.state
+        last_before = before.entries[-1].index if before.entries else before.compacted_index
+        self.log.warning(
+            "log_recovered_from_applied_state",
+            snapshot_base=recovery.rebase.index if recovery.rebase else None,
+            snapshot_base_term=recovery.rebase.term if recovery.rebase else None,
+            log_end_before=last_before,
+            log_end=after.entries[-1].index if after.entries else after.compacted_index,
+            entries_kept_after_base=len(after.entries) if recovery.rebase else None,
+            term_before=before.hard_state.term,
+            term=after.hard_state.term,
+            vote_before=before.hard_state.vote,
+            vote=after.hard_state.vote,
+            commit_before=before.hard_state.commit,
+            commit=after.hard_state.commit,
+            repair_index=after.repair_index,
+            tail_cuts=len(self._store.tail_cuts),
+        )
+
     def _check_identity(self) -> None:
         s = self.settings
         stored = self._store.identity()
@@ -492,12 +566,21 @@ class QuorumNode:
                 fut.set_result(rs.index)
         self.core.advance(rd)
         self._release_applied_waiters()
+        if self._log_incomplete:
+            self._note_log_repaired()
         if rd.entries and self._prepare is not None:
             # After what this turn of the loop already has to do, and after what the rest of this
             # step wakes (the sender tasks of a follower's acknowledgement, of the DURABLE notice
             # the next Ready of a leader holds): the wait for the commit absorbs the apply.
             loop = asyncio.get_running_loop()
             loop.call_soon(loop.call_soon, self._prepare_ahead)
+
+    def _note_log_repaired(self) -> None:
+        """Log once that this node's log again holds everything it may have acknowledged before its tail
+        was cut (quorum.raft.recovery): its votes count as any other's from now on."""
+        if not self.core.log_incomplete:
+            self._log_incomplete = False
+            self.log.info("log_repaired", commit=self.core.commit_index, term=self.core.term)
 
     def _prepare_ahead(self) -> None:
         """Let the state machine apply the entries this node holds durably while their commit is under
@@ -579,7 +662,7 @@ class QuorumNode:
     async def _install_snapshot(self, meta: SnapshotMeta) -> None:
         path = self._snapshots.path(meta)
         await self._in_writer(self._snapshots.verify, meta)
-        self.state_machine.restore(path, meta.index)
+        self.state_machine.restore(path, meta.index, meta.term)
         self._last_snapshot_index = meta.index
         for index in [i for i in self._waiters if i <= meta.index]:
             self._waiters.pop(index).batch.fail(

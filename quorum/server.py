@@ -73,7 +73,7 @@ async def run_node(
         if state_machine is not None:
             state_machine.close()
         raise errors.StartupError(f"refusing to start: {exc}") from None
-    except errors.StartupError:  # no state to rebuild a damaged state machine from (quorum.state_fetch)
+    except errors.StartupError:  # nothing to rebuild a damaged state machine from, or a log it cannot start on
         if state_machine is not None:
             state_machine.close()
         raise

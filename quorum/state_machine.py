@@ -26,6 +26,7 @@ from quorum.raft.types import Entry, EntryKind
 from quorum.state_check import DamagedRecordError, is_damage, mark_damaged, open_read_only, set_aside_if_damaged
 
 _APPLIED_KEY = b"applied_index"
+_APPLIED_TERM_KEY = b"applied_term"
 _RECORD_LENS = struct.Struct(">II")
 _DB_NAMES = frozenset({b"data", b"meta"})
 # The start-up check of the environment, run in a child process (quorum.state_check).
@@ -35,6 +36,14 @@ REGISTER_CHECKER = "quorum.state_machine:check_register_map"
 class StateMachine(Protocol):
     def applied_index(self) -> int: ...
 
+    def applied_term(self) -> int | None:
+        """The term of the entry at applied_index(), written in the same transaction as the index (0 before
+        the first apply). None when the database predates the stored term and has applied something: the
+        node then takes the term from its log, or refuses to start if the log no longer holds that entry.
+        The node makes (applied_index, applied_term) its snapshot base when its log lost entries the state
+        machine had applied (quorum.raft.recovery)."""
+        ...
+
     def apply(self, entries: Sequence[Entry]) -> list[bytes]:
         """Apply committed entries in order; one result per entry (b"" for no-ops)."""
         ...
@@ -43,8 +52,9 @@ class StateMachine(Protocol):
         """The state as of applied_index(), as bytes to write into a snapshot file."""
         ...
 
-    def restore(self, snapshot_path: Path, index: int) -> None:
-        """Replace the whole state by the snapshot file taken at `index`."""
+    def restore(self, snapshot_path: Path, index: int, term: int | None = None) -> None:
+        """Replace the whole state by the snapshot file taken at `index`, whose entry had `term`
+        (None: unknown; the node always passes it)."""
         ...
 
     def read(self, key: bytes) -> bytes | None: ...
@@ -71,10 +81,15 @@ class RegisterMap:
         self._meta = self._env.open_db(b"meta")
         with self._env.begin() as txn:
             raw = txn.get(_APPLIED_KEY, db=self._meta)
+            raw_term = txn.get(_APPLIED_TERM_KEY, db=self._meta)
         self._applied = int(raw) if raw else 0
+        self._applied_term: int | None = int(raw_term) if raw_term else (0 if self._applied == 0 else None)
 
     def applied_index(self) -> int:
         return self._applied
+
+    def applied_term(self) -> int | None:
+        return self._applied_term
 
     def apply(self, entries: Sequence[Entry]) -> list[bytes]:
         results: list[bytes] = []
@@ -91,9 +106,11 @@ class RegisterMap:
                     results.append(b"")
                 last = entries[-1].index
                 txn.put(_APPLIED_KEY, str(last).encode(), db=self._meta)
+                txn.put(_APPLIED_TERM_KEY, str(entries[-1].term).encode(), db=self._meta)
         except lmdb.Error as exc:
             raise (mark_damaged(self._path, exc) if is_damage(exc) else exc) from exc
         self._applied = last
+        self._applied_term = entries[-1].term
         return results
 
     def read(self, key: bytes) -> bytes | None:
@@ -113,7 +130,7 @@ class RegisterMap:
             if batch:
                 yield b"".join(batch)
 
-    def restore(self, snapshot_path: Path, index: int) -> None:
+    def restore(self, snapshot_path: Path, index: int, term: int | None = None) -> None:
         data = snapshot_path.read_bytes()
         try:
             with self._env.begin(write=True) as txn:
@@ -125,10 +142,15 @@ class RegisterMap:
                     txn.put(data[pos : pos + klen], data[pos + klen : pos + klen + vlen], db=self._data)
                     pos += klen + vlen
                 txn.put(_APPLIED_KEY, str(index).encode(), db=self._meta)
+                if term is None:
+                    txn.delete(_APPLIED_TERM_KEY, db=self._meta)
+                else:
+                    txn.put(_APPLIED_TERM_KEY, str(term).encode(), db=self._meta)
             self._env.sync(True)
         except lmdb.Error as exc:
             raise (mark_damaged(self._path, exc) if is_damage(exc) else exc) from exc
         self._applied = index
+        self._applied_term = term if term is not None or index else 0
 
     def sync(self) -> None:
         self._env.sync(True)

@@ -72,7 +72,7 @@ def _restore_from_own_snapshot(
             continue  # older than the log's start, or not this log's (its entries were replaced since)
         try:
             snapshots.verify(meta)
-            state_machine.restore(snapshots.path(meta), meta.index)
+            state_machine.restore(snapshots.path(meta), meta.index, meta.term)
         except (SnapshotStoreError, ValueError, struct.error) as exc:
             log.error("snapshot_damaged", index=meta.index, term=meta.term, error=str(exc))
             snapshots.set_aside(meta)
@@ -106,7 +106,7 @@ def _restore_from_peer(
         )
         store.save(None, (), meta, True)
         state = PersistentState(state.hard_state, meta, meta.index, meta.term, ())
-    state_machine.restore(snapshots.path(meta), meta.index)
+    state_machine.restore(snapshots.path(meta), meta.index, meta.term)
     _restored(log, "peer_snapshot", meta.index, meta.term, state, peer=peer)
     return state
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -18,9 +19,10 @@ import lmdb
 import pytest
 from structlog.testing import capture_logs
 
-from quorum.lmdb_log_store import LmdbLogStore, LogStoreError
+from quorum.lmdb_log_store import LmdbLogStore, LogStoreError, TailCut, _encode_save
 from quorum.log_store import LogStore, MemoryLogStore
 from quorum.raft.types import Entry, EntryKind, HardState, PersistentState, SnapshotMeta
+from quorum.wal import WriteAheadLog
 from tests.lmdb_crash_writer import payload, term_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -201,7 +203,8 @@ def test_lmdb_a_torn_last_write_ahead_record_is_not_replayed(tmp_path: Path) -> 
         f.write(b"\0" * 100)
     crashed = LmdbLogStore(crashed_path)
     try:
-        assert crashed.load() == expected
+        # Entry 13 may have been acknowledged: recorded with the cut (quorum.raft.recovery).
+        assert crashed.load() == replace(expected, repair_index=13)
     finally:
         crashed.close()
 
@@ -375,3 +378,103 @@ def test_lmdb_acknowledged_entries_survive_sigkill(tmp_path: Path, checkpoint_by
         for i, entry in enumerate(state.entries, start=1):
             assert entry == Entry(index=i, term=term_of(i), data=payload(i)), f"entry {i}"
         assert state.hard_state.commit >= acked_index
+
+
+# -- a damaged write-ahead log tail: cut, named, never fatal --------------------------
+
+
+def test_repair_index_round_trip(store: LogStore) -> None:
+    store.save(HardState(term=1, vote=1, commit=2), entries(1, 3), None, sync=True)
+    store.set_repair_index(7)
+    assert store.load().repair_index == 7
+
+
+def _three_saves(path: Path) -> tuple[Path, list[int]]:
+    """A store whose write-ahead log holds three saves (entries 1-5, 6-8, 9-10); its segment and the
+    offset of each save's record."""
+    store = LmdbLogStore(path)
+    offsets = []
+    for first, last in ((1, 5), (6, 8), (9, 10)):
+        offsets.append(store._wal.size_bytes)
+        store.save(HardState(term=1, vote=1, commit=first - 1), entries(first, last), None, sync=True)
+    crashed = _as_a_crash_leaves_it(path, path.with_name("crashed"))
+    store.close()
+    [segment] = (crashed / "wal").iterdir()
+    return segment, offsets
+
+
+def _flip_in_record(segment: Path, offset: int) -> None:
+    data = bytearray(segment.read_bytes())
+    data[offset + 8 + 12] ^= 0x40  # inside the save's hard state: the payload fails its crc
+    segment.write_bytes(bytes(data))
+
+
+def _zero_header(segment: Path, offset: int) -> None:
+    data = bytearray(segment.read_bytes())
+    data[offset : offset + 8] = bytes(8)
+    segment.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [(_flip_in_record, "crc_mismatch"), (_zero_header, "zero_length_header")],
+    ids=["flip", "zeroed"],
+)
+def test_lmdb_a_damaged_write_ahead_save_is_cut_with_everything_after_it_and_named(
+    tmp_path: Path, damage: Callable[[Path, int], None], reason: str
+) -> None:
+    segment, offsets = _three_saves(tmp_path / "log")
+    damage(segment, offsets[1])
+    with capture_logs() as logs:
+        store = LmdbLogStore(segment.parent.parent)
+    try:
+        state = store.load()
+        assert state.entries == tuple(entries(1, 5)) and state.hard_state == HardState(term=1, vote=1, commit=0)
+        assert store.tail_cuts == [TailCut(reason, 5, 6, 10, segment=segment.name, offset_bytes=offsets[1])]
+        assert state.repair_index == 10  # what it may have acknowledged, recorded with the cut
+        [event] = [log for log in logs if log["event"] == "write_ahead_log_tail_cut"]
+        assert (event["first_index_cut"], event["last_index_cut"], event["last_valid_index"]) == (6, 10, 5)
+        assert (event["segment"], event["offset_bytes"], event["saves_cut"]) == (segment.name, offsets[1], 2)
+    finally:
+        store.close()
+    reopened = LmdbLogStore(segment.parent.parent)  # the cut is durable: the next start finds nothing to cut
+    assert reopened.load().entries == tuple(entries(1, 5)) and reopened.tail_cuts == []
+    reopened.close()
+
+
+def test_lmdb_a_write_ahead_save_that_does_not_follow_the_stored_log_is_cut_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    store = LmdbLogStore(path)
+    store.save(HardState(term=1, vote=1, commit=3), entries(1, 3), None, sync=True)
+    store.close()  # checkpointed into LMDB
+    wal = WriteAheadLog(path / "wal")
+    wal.reset()
+    wal.append(_encode_save(None, entries(7, 8), None), sync=True)  # a gap: 4-6 are nowhere
+    wal.close()
+    store = LmdbLogStore(path)
+    try:
+        assert store.load().entries == tuple(entries(1, 3))
+        [cut] = store.tail_cuts
+        assert (cut.reason, cut.first_index_cut, cut.last_index_cut, cut.last_valid_index) == (
+            "save_does_not_follow_the_log",
+            7,
+            8,
+            3,
+        )
+    finally:
+        store.close()
+
+
+def test_lmdb_a_flipped_bit_in_a_damaged_saves_index_names_no_wild_index(tmp_path: Path) -> None:
+    segment, offsets = _three_saves(tmp_path / "log")
+    data = bytearray(segment.read_bytes())
+    data[offsets[1] + 8 + 29] ^= 0x80  # the high byte of the first entry's index (after the 29-byte save head)
+    segment.write_bytes(bytes(data))
+    store = LmdbLogStore(segment.parent.parent)
+    try:
+        [cut] = store.tail_cuts
+        # The damaged save's own indexes are not believed; the intact save after it still names 9-10, and
+        # 6-8, which none names, were in the damaged one.
+        assert (cut.first_index_cut, cut.last_index_cut, cut.last_valid_index) == (6, 10, 5)
+    finally:
+        store.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -19,10 +20,12 @@ from quorum.log_store import MemoryLogStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.core import Raft
 from quorum.raft.errors import NotLeaderError, ProposalDroppedError
+from quorum.raft.recovery import RecoveryError, reconcile, recovered_hard_state
 from quorum.raft.types import (
     SENDABLE_BEFORE_PERSIST,
     Entry,
     EntryKind,
+    HardState,
     Message,
     MessageType,
     PersistentState,
@@ -986,3 +989,132 @@ def test_a_ready_can_leave_committed_entries_to_the_next_one() -> None:
     assert [e.index for e in rd.committed_entries] == [index] and rd.messages == ()
     leader.advance(rd)
     assert leader.applied_index == index
+
+
+# ---------------------------------------------------------------- recovery from a cut log (quorum.raft.recovery)
+
+
+def _entries(first: int, last: int, term: int) -> tuple[Entry, ...]:
+    return tuple(Entry(i, term, b"e%d" % i) for i in range(first, last + 1))
+
+
+def test_reconcile_makes_an_applied_index_beyond_the_log_end_the_snapshot_base() -> None:
+    stored = PersistentState(hard_state=HardState(term=2, vote=1, commit=8), entries=_entries(1, 8, 2))
+    recovery = reconcile(stored, applied_index=12, applied_term=3, voters=(1, 2, 3), node_id=2, cut=True)
+    assert recovery.rebase == SnapshotMeta(12, 3, (1, 2, 3))
+    state = recovery.state
+    assert (state.snapshot, state.compacted_index, state.compacted_term, state.entries) == (recovery.rebase, 12, 3, ())
+    # The term is at least the applied entry's, and in it the node counts its vote as given (to itself).
+    assert state.hard_state == HardState(term=3, vote=2, commit=8)
+    assert recovery.hard_state_changed and state.repair_index == 0  # what it applied covers what was cut
+
+
+def test_reconcile_keeps_the_entries_that_still_follow_the_applied_one_and_cuts_another_history() -> None:
+    stored = PersistentState(hard_state=HardState(term=2, vote=1, commit=4), entries=_entries(1, 6, 2))
+    same = reconcile(stored, applied_index=4, applied_term=2, voters=(1,), node_id=1, cut=False)
+    assert (same.rebase, same.state, same.hard_state_changed) == (None, stored, False)
+    other = reconcile(stored, applied_index=4, applied_term=1, voters=(1,), node_id=1, cut=False)
+    assert other.rebase == SnapshotMeta(4, 1, (1,)) and other.state.entries == ()
+
+
+def test_reconcile_takes_an_old_databases_applied_term_from_the_log_or_refuses() -> None:
+    stored = PersistentState(hard_state=HardState(term=2, vote=1, commit=6), entries=_entries(1, 6, 2))
+    recovery = reconcile(stored, applied_index=5, applied_term=None, voters=(1,), node_id=1, cut=False)
+    assert recovery.rebase is None and recovery.state == stored
+    with pytest.raises(RecoveryError, match="applied entry 9 but records no term for it"):
+        reconcile(stored, applied_index=9, applied_term=None, voters=(1,), node_id=1, cut=True)
+
+
+@pytest.mark.parametrize(
+    ("stored", "evidence_term", "expected"),
+    [
+        (HardState(3, 2, 9), 3, HardState(3, 2, 5)),  # a vote of that very term stays: it never changes
+        (HardState(3, 0, 4), 3, HardState(3, 1, 4)),  # no vote recorded: it may have been cut, count it given
+        (HardState(2, 2, 4), 3, HardState(3, 1, 4)),  # a later term's entries survived: it may have voted there
+    ],
+)
+def test_a_cut_hard_state_never_lets_the_node_vote_twice_in_a_term(
+    stored: HardState, evidence_term: int, expected: HardState
+) -> None:
+    assert recovered_hard_state(stored, evidence_term, last_index=5, node_id=1, cut=True) == expected
+    assert recovered_hard_state(stored, evidence_term, last_index=5, node_id=1, cut=False).vote == stored.vote
+
+
+@pytest.mark.parametrize(("repair_index", "incomplete"), [(9, True), (8, False), (0, False)])
+def test_a_log_is_incomplete_while_its_commit_is_short_of_the_repair_index(repair_index: int, incomplete: bool) -> None:
+    state = PersistentState(hard_state=HardState(2, 1, 8), entries=_entries(1, 8, 2), repair_index=repair_index)
+    core = Raft(RaftConfig(node_id=1, voters=(1, 2, 3)), state, random.Random(1), applied=8)
+    assert core.log_incomplete is incomplete
+
+
+def _restart_cut(net: Net, i: int, keep_through: int) -> None:
+    """Restart node `i` as if a damaged tail cut its log after `keep_through` (its state machine applied
+    nothing beyond it): reconcile, then the core starts from what that leaves."""
+    stored = net.stores[i].load()
+    last = stored.entries[-1].index
+    cut_state = replace(stored, entries=tuple(e for e in stored.entries if e.index <= keep_through))
+    applied = min(len(net.machines[i]), keep_through)
+    applied_term = cut_state.entries[applied - 1].term if applied else 0
+    recovery = reconcile(cut_state, applied, applied_term, net.voters, i, cut=True)
+    store = MemoryLogStore()
+    store.save(recovery.state.hard_state, recovery.state.entries, None, sync=True)
+    store.set_repair_index(last)  # as the log store records it with the cut
+    net.stores[i] = store
+    net.machines[i] = net.machines[i][:applied]
+    net.nodes[i] = net._new_core(i, store.load(), applied)
+    net.down.discard(i)
+
+
+def test_a_node_that_lost_acknowledged_entries_does_not_help_elect_a_leader_lacking_them() -> None:
+    net = Net(3)
+    net.elect(1)
+    net.isolate(3)
+    net.cut -= {(1, 2), (2, 1)}
+    before = net.nodes[1].last_index
+    for k in range(5):
+        net.propose(1, b"acknowledged-%d" % k)
+    net.stabilize()
+    committed = net.nodes[1].commit_index
+    assert committed == before + 5  # on nodes 1 and 2 only
+    net.crash(1)
+    net.crash(2)
+    _restart_cut(net, 2, keep_through=before)  # node 2 lost the five entries it acknowledged
+    assert net.nodes[2].log_incomplete
+    net.heal()
+    # Node 3 lacks them too: with node 1 down, nobody may lead (its grant and node 2's do not make a quorum
+    # of complete logs, and node 1's is missing from a unanimous one).
+    for _ in range(6 * ELECTION_TICKS):
+        net.tick_all()
+        assert net.leaders() == []
+    net.restart(1)
+    for _ in range(6 * ELECTION_TICKS):
+        if net.leaders():
+            break
+        net.tick_all()
+    assert net.leaders() == [1]
+    net.stabilize()
+    for i in net.voters:
+        assert net.nodes[i].commit_index >= committed
+        assert applied_data(net.machines[i])[-5:] == [b"acknowledged-%d" % k for k in range(5)]
+    assert not net.nodes[2].log_incomplete  # repaired: its votes count as any other's again
+
+
+def test_when_every_node_lost_its_tail_the_most_up_to_date_one_is_elected() -> None:
+    net = Net(3)
+    net.elect(1)
+    for k in range(6):
+        net.propose(1, b"x%d" % k)
+    net.stabilize()
+    last = net.nodes[1].last_index
+    for i in net.voters:
+        net.crash(i)
+    for i, keep in ((1, last - 4), (2, last - 1), (3, last - 3)):
+        _restart_cut(net, i, keep_through=keep)
+        assert net.nodes[i].log_incomplete
+    for _ in range(10 * ELECTION_TICKS):
+        if net.leaders():
+            break
+        net.tick_all()
+    assert net.leaders() == [2]  # every grant is needed, and only node 2's log is at least as long as each
+    net.stabilize()
+    assert all(applied_data(net.machines[i])[-5:] == [b"x%d" % k for k in range(5)] for i in net.voters)

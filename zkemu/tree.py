@@ -16,7 +16,7 @@ Raft log is the durable record; `sync()` runs before the log is compacted):
   scan (NUL cannot occur in a valid path, so parents never interleave);
 * `ephemerals`: session id (8 bytes) + path -> b"";
 * `sessions`: session id -> timeout (ms);
-* `meta`: format version, applied index.
+* `meta`: format version, applied index and the term of its entry.
 
 Single operations check everything before their first write; a multi runs
 in a nested LMDB transaction that is aborted when one of its ops fails.
@@ -96,6 +96,9 @@ _U32 = struct.Struct(">I")
 
 _META_FORMAT = b"format"
 _META_APPLIED = b"applied_index"
+# The term of the entry at the applied index, in the same transaction (StateMachine.applied_term); absent
+# in a tree written before it was stored.
+_META_APPLIED_TERM = b"applied_term"
 
 # Snapshot framing: header, records (tag, key length, value length, key, value), end record with a
 # count and a crc32 of every record byte before it.
@@ -273,6 +276,7 @@ class ZnodeTree:
             elif (stored := _U32.unpack(fmt)[0]) != FORMAT_VERSION:
                 raise TreeFormatError(f"{path}: tree format {stored}, this version reads {FORMAT_VERSION}")
             self._applied = self._applied_in(txn)
+            self._applied_term = self._applied_term_in(txn, self._applied)
 
     def _init_empty(self, txn: lmdb.Transaction, applied: int) -> None:
         """The built-in nodes, all-zero stats, identical on every replica (DataTree constructor)."""
@@ -287,10 +291,14 @@ class ZnodeTree:
                 txn.put(_child_key(key), b"", db=self._children)
         txn.put(_META_FORMAT, _U32.pack(FORMAT_VERSION), db=self._meta)
         txn.put(_META_APPLIED, _U64.pack(applied), db=self._meta)
+        txn.put(_META_APPLIED_TERM, _U64.pack(0), db=self._meta)
 
     # ------------------------------------------------------------ state machine
     def applied_index(self) -> int:
         return self._applied
+
+    def applied_term(self) -> int | None:
+        return self._applied_term
 
     def apply(self, entries: Sequence[Entry]) -> list[bytes]:
         """Apply committed entries in order; one serialized TxnResult per entry (b"" for no-ops)."""
@@ -301,15 +309,15 @@ class ZnodeTree:
             prepared = self._take_prepared(entries)
             if prepared is not None:
                 prepared.txn.commit()
-                results = self._applied_now(prepared.entries[-1].index, prepared.done, prepared.results)
+                results = self._applied_now(prepared.entries[-1], prepared.done, prepared.results)
                 entries = entries[len(prepared.entries) :]
                 if not entries:
                     return results
             with self._env.begin(write=True) as txn:
-                more, done, last = self._apply_in(txn, entries)
+                more, done, _ = self._apply_in(txn, entries)
         except lmdb.Error as exc:
             raise self._failed(exc) from exc
-        return results + self._applied_now(last, done, more)
+        return results + self._applied_now(entries[-1], done, more)
 
     def _failed(self, exc: lmdb.Error) -> Exception:
         """What an LMDB error while running becomes: StateMachineDamagedError (marked for the next start) when
@@ -374,11 +382,15 @@ class ZnodeTree:
             results.append(applied.result.SerializeToString())
             done.append(applied)
         txn.put(_META_APPLIED, _U64.pack(last), db=self._meta)
+        # In the same transaction as the index: what the node rebases its log on if the log lost entries
+        # applied here (quorum.raft.recovery). A prepared transaction commits it only with its entries.
+        txn.put(_META_APPLIED_TERM, _U64.pack(entries[-1].term), db=self._meta)
         return results, done, last
 
-    def _applied_now(self, last: int, done: list[AppliedTxn], results: list[bytes]) -> list[bytes]:
-        """After a commit: the new applied index, and the watches and sessions of what was applied."""
-        self._applied = last
+    def _applied_now(self, last: Entry, done: list[AppliedTxn], results: list[bytes]) -> list[bytes]:
+        """After a commit: the new applied index and term, and the watches and sessions of what was applied."""
+        self._applied = last.index
+        self._applied_term = last.term
         if self._on_applied is not None:
             for applied in done:
                 self._on_applied(applied)
@@ -680,6 +692,12 @@ class ZnodeTree:
         invariant(raw is not None, "tree without an applied index")
         return int(_U64.unpack(cast(bytes, raw))[0])
 
+    def _applied_term_in(self, txn: lmdb.Transaction, applied: int) -> int | None:
+        raw = cast("bytes | None", txn.get(_META_APPLIED_TERM, db=self._meta))
+        if raw is None:
+            return 0 if applied == 0 else None  # a tree written before the term was stored
+        return int(_U64.unpack(raw)[0])
+
     # ------------------------------------------------------------ reads (local state, no log)
     def _raw(self, txn: lmdb.Transaction, path: str) -> bytes | None:
         key = path.encode()
@@ -797,14 +815,15 @@ class ZnodeTree:
             batch.append(_SNAP_RECORD.pack(_TAG_END, 0, _SNAP_END.size) + _SNAP_END.pack(count, crc))
             yield b"".join(batch)
 
-    def restore(self, snapshot_path: Path, index: int) -> None:
-        """Replace the whole state by the snapshot file taken at `index` (atomically: one LMDB transaction)."""
+    def restore(self, snapshot_path: Path, index: int, term: int | None = None) -> None:
+        """Replace the whole state by the snapshot file taken at `index`, whose entry had `term` (None:
+        unknown), atomically: one LMDB transaction."""
         try:
-            self._restore(snapshot_path, index)
+            self._restore(snapshot_path, index, term)
         except lmdb.Error as exc:
             raise self._failed(exc) from exc
 
-    def _restore(self, snapshot_path: Path, index: int) -> None:
+    def _restore(self, snapshot_path: Path, index: int, term: int | None) -> None:
         self._abandon_prepared()
         dbs = dict(self._tagged_dbs)
         with open(snapshot_path, "rb") as f, self._env.begin(write=True) as txn:
@@ -841,8 +860,13 @@ class ZnodeTree:
                     f"the end record says {end_count} with crc {end_crc:#x}"
                 )
             txn.put(_META_APPLIED, _U64.pack(index), db=self._meta)
+            if term is None:
+                txn.delete(_META_APPLIED_TERM, db=self._meta)
+            else:
+                txn.put(_META_APPLIED_TERM, _U64.pack(term), db=self._meta)
         self._env.sync(True)
         self._applied = index
+        self._applied_term = term if term is not None or index else 0
 
     def sync(self) -> None:
         # Runs in the node's writer thread: a prepared transaction (the event loop's thread) stays as it is;

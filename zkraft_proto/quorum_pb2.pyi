@@ -29,7 +29,7 @@ class SnapshotMeta(_message.Message):
     def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., voters: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RaftMessage(_message.Message):
-    __slots__ = ("type", "to", "term", "log_term", "index", "entries", "commit", "reject", "reject_hint", "snapshot", "has_snapshot", "context", "lazy_commits")
+    __slots__ = ("type", "to", "term", "log_term", "index", "entries", "commit", "reject", "reject_hint", "snapshot", "has_snapshot", "context", "lazy_commits", "log_incomplete")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     TO_FIELD_NUMBER: _ClassVar[int]
     FROM_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +44,7 @@ class RaftMessage(_message.Message):
     HAS_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     LAZY_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    LOG_INCOMPLETE_FIELD_NUMBER: _ClassVar[int]
     type: int
     to: int
     term: int
@@ -57,7 +58,8 @@ class RaftMessage(_message.Message):
     has_snapshot: bool
     context: bytes
     lazy_commits: bool
-    def __init__(self, type: _Optional[int] = ..., to: _Optional[int] = ..., term: _Optional[int] = ..., log_term: _Optional[int] = ..., index: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., commit: _Optional[int] = ..., reject: _Optional[bool] = ..., reject_hint: _Optional[int] = ..., snapshot: _Optional[_Union[SnapshotMeta, _Mapping]] = ..., has_snapshot: _Optional[bool] = ..., context: _Optional[bytes] = ..., lazy_commits: _Optional[bool] = ..., **kwargs) -> None: ...
+    log_incomplete: bool
+    def __init__(self, type: _Optional[int] = ..., to: _Optional[int] = ..., term: _Optional[int] = ..., log_term: _Optional[int] = ..., index: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., commit: _Optional[int] = ..., reject: _Optional[bool] = ..., reject_hint: _Optional[int] = ..., snapshot: _Optional[_Union[SnapshotMeta, _Mapping]] = ..., has_snapshot: _Optional[bool] = ..., context: _Optional[bytes] = ..., lazy_commits: _Optional[bool] = ..., log_incomplete: _Optional[bool] = ..., **kwargs) -> None: ...
 
 class RaftBatch(_message.Message):
     __slots__ = ("cluster_id", "peers_digest", "messages")

@@ -73,6 +73,8 @@ class Raft:
         self._msgs: list[Message] = []
         self._read_states: list[ReadState] = []
         self._votes: dict[int, bool] = {}
+        self._incomplete_votes: set[int] = set()  # grants of voters whose logs may lack what they acknowledged
+        self._repair_index = state.repair_index
         self._progress: dict[int, Progress] = {}
         self._read_only = ReadOnlyTracker()
         self._pending_reads: list[Message] = []  # waiting for a commit in this term
@@ -111,6 +113,12 @@ class Raft:
     def lazy_commits(self) -> bool:
         """Whether this node asked to learn commits late (set_lazy_commits)."""
         return self._lazy_commits
+
+    @property
+    def log_incomplete(self) -> bool:
+        """Whether this node's log may lack entries it acknowledged: it cut a damaged tail and its commit
+        index has not reached what it may have acknowledged (PersistentState.repair_index)."""
+        return self._repair_index > self.log.committed
 
     @property
     def commit_index(self) -> int:
@@ -163,6 +171,7 @@ class Raft:
         )
         self._lead_transferee = NO_LEADER
         self._votes = {}
+        self._incomplete_votes = set()
         self._progress = {}
         self._read_only = ReadOnlyTracker()
         self._pending_reads = []
@@ -180,6 +189,7 @@ class Raft:
         # Neither the term nor the vote changes: a pre-election is harmless
         # to the cluster it may not be able to reach (thesis §9.6).
         self._votes = {}
+        self._incomplete_votes = set()
         self.leader_id = NO_LEADER
         self.role = Role.PRE_CANDIDATE
 
@@ -255,7 +265,7 @@ class Raft:
             self._become_candidate()
             vote_type = MT.VOTE
             term = self.term
-        if self._poll(self.node_id, True):
+        if self._poll(self.node_id, True, self.log_incomplete):
             self._won_vote(kind)
             return
         context = CAMPAIGN_TRANSFER if kind is _Campaign.TRANSFER else b""
@@ -272,14 +282,33 @@ class Raft:
                 )
             )
 
-    def _poll(self, voter: int, granted: bool) -> bool:
-        """Record a vote; True once a quorum granted."""
-        self._votes.setdefault(voter, granted)
-        return sum(1 for g in self._votes.values() if g) >= self.config.quorum
+    def _poll(self, voter: int, granted: bool, log_incomplete: bool = False) -> bool:
+        """Record a vote; True once the election is won.
+
+        Raft §5.4.3 proves a winner holds every committed entry because some
+        voter of its quorum holds each and grants only to a log at least as
+        up to date as its own. A voter that cut a damaged tail may have lost
+        entries it acknowledged, so it cannot vouch for them: the election is
+        won by a quorum of the other voters' grants, or by every voter's (then
+        each entry that still exists on any node was vouched for: what a whole
+        cluster that lost its tails can still do, quorum.raft.recovery)."""
+        if voter not in self._votes:
+            self._votes[voter] = granted
+            if granted and log_incomplete:
+                self._incomplete_votes.add(voter)
+        granted_count = sum(1 for g in self._votes.values() if g)
+        complete_count = granted_count - len(self._incomplete_votes)
+        return complete_count >= self.config.quorum or granted_count == len(self.config.voters)
 
     def _lost_vote(self) -> bool:
+        """Whether the election can no longer be won (_poll): a rejection rules out every voter's grant,
+        and the voters yet to answer cannot bring the other grants to a quorum."""
         rejected = sum(1 for g in self._votes.values() if not g)
-        return rejected > len(self.config.voters) - self.config.quorum
+        if rejected > len(self.config.voters) - self.config.quorum:
+            return True
+        complete = sum(1 for v, g in self._votes.items() if g and v not in self._incomplete_votes)
+        unanswered = len(self.config.voters) - len(self._votes)
+        return rejected > 0 and complete + unanswered < self.config.quorum
 
     def _won_vote(self, kind: _Campaign) -> None:
         if kind is _Campaign.PRE_ELECTION:
@@ -414,7 +443,7 @@ class Raft:
         resp_type = MT.VOTE_RESP if m.type is MT.VOTE else MT.PRE_VOTE_RESP
         if can_vote and self.log.is_up_to_date(m.index, m.log_term):
             # A grant answers in the candidate's term (for a pre-vote, the future term).
-            self._send(Message(resp_type, m.frm, self.node_id, m.term))
+            self._send(Message(resp_type, m.frm, self.node_id, m.term, log_incomplete=self.log_incomplete))
             if m.type is MT.VOTE:
                 self._election_elapsed = 0
                 self.vote = m.frm
@@ -538,7 +567,7 @@ class Raft:
             t is MT.VOTE_RESP and self.role is Role.CANDIDATE
         ):
             kind = _Campaign.PRE_ELECTION if self.role is Role.PRE_CANDIDATE else _Campaign.ELECTION
-            if self._poll(m.frm, not m.reject):
+            if self._poll(m.frm, not m.reject, m.log_incomplete):
                 self._won_vote(kind)
             elif self._lost_vote():
                 self._become_follower(self.term, NO_LEADER)

@@ -138,6 +138,9 @@ class Message:
     # (Raft.set_lazy_commits); it learns the commit index from the next APPEND
     # or HEARTBEAT instead.
     lazy_commits: bool = False
+    # VOTE_RESP, PRE_VOTE_RESP: the voter's log may lack entries it acknowledged before a damaged tail was
+    # cut (quorum.raft.recovery): its grant counts toward a quorum only when every voter grants.
+    log_incomplete: bool = False
 
 
 CAMPAIGN_TRANSFER = b"transfer"
@@ -191,3 +194,7 @@ class PersistentState:
     compacted_index: int = 0
     compacted_term: int = 0
     entries: tuple[Entry, ...] = ()
+    # Nonzero after a damaged log tail was cut: this node may have acknowledged entries up to here that its
+    # log no longer holds. Until its commit index reaches it, its votes count only in a unanimous election
+    # (quorum.raft.recovery says why).
+    repair_index: int = 0
