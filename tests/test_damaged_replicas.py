@@ -7,10 +7,14 @@ tests/test_damaged_segment_cluster.py.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from broker.controller.channel import RequestBatch
+from broker.controller.context import ControllerContext, LiveBroker
+from broker.controller.damaged_replicas import DamagedReplicaHandler
 from broker.controller.election import (
     DAMAGED_MAY_LEAD,
     ISR_FROM_ELIGIBLE,
@@ -24,6 +28,7 @@ from broker.controller.election import (
     next_eligible_leader_replicas,
     remove_replica_from_isr,
 )
+from broker.controller.states import PartitionState as PState
 from broker.damaged_logs import (
     ClaimDataError,
     LostData,
@@ -35,6 +40,7 @@ from broker.damaged_logs import (
 from broker.log import LogConfig, OffsetCheckpointFile
 from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from broker.log_manager import LogManager
+from client import kafka_znodes as kz
 from client.kafka_znodes import PartitionState, decode_partition_state, encode_partition_state
 from client.structs import TopicPartition
 from tests.test_partition_log import RecordingLogger, fill, open_log
@@ -278,3 +284,89 @@ def test_recovery_below_the_recovery_point_after_a_crash_is_damage(tmp_path: Pat
     (event,) = logger.events("log_recovered_below_checkpoint")
     assert event["checkpoint"] == "recovery-point-offset-checkpoint" and event["checkpointed_offset"] == leo
     logs.close()
+
+
+# --- the controller's handler, over a fake store -------------------------------------------
+
+
+class FakeStore:
+    """The four ControllerZkStore calls the handler makes, on dicts; versions as ZooKeeper counts them."""
+
+    def __init__(self, states: dict[TopicPartition, LeaderAndIsr], claims: dict[int, list[LostData]]) -> None:
+        self.states = dict(states)
+        self.claims = {b: (lost, 0) for b, lost in claims.items()}
+        self.deleted: list[int] = []
+
+    async def read_damage_claim(self, broker_id: int) -> tuple[list[LostData], int] | None:
+        return self.claims.get(broker_id)
+
+    async def delete_damage_claim(self, broker_id: int, version: int, epoch_zk_version: int) -> bool:
+        assert self.claims[broker_id][1] == version
+        del self.claims[broker_id]
+        self.deleted.append(broker_id)
+        return True
+
+    async def read_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        return self.states.get(tp)
+
+    async def update_partition_state(self, tp: TopicPartition, state: LeaderAndIsr, epoch_zk_version: int) -> int:
+        assert state.zk_version == self.states[tp].zk_version  # conditional, as ZooKeeper would check
+        self.states[tp] = state.with_zk_version(state.zk_version + 1)
+        return state.zk_version + 1
+
+
+class StateLog:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def controller(self, epoch: int, message: str, level: str = "INFO") -> None:
+        self.lines.append((level, message))
+
+
+def _handler_setup(
+    state_: LeaderAndIsr, live: tuple[int, ...]
+) -> tuple[DamagedReplicaHandler, FakeStore, ControllerContext, RequestBatch, StateLog, RecordingLogger]:
+    ctx = ControllerContext()
+    ctx.epoch = 5
+    for broker_id in live:
+        endpoint = kz.EndPoint("127.0.0.1", 9090 + broker_id, "PLAINTEXT", "PLAINTEXT")
+        ctx.add_live_brokers([LiveBroker(kz.BrokerRegistration(broker_id, (endpoint,)), broker_id)])
+    ctx.set_assignment("t", {0: ASSIGNMENT})
+    ctx.leadership[TP] = state_
+    ctx.partition_states[TP] = PState.ONLINE_PARTITION
+    store = FakeStore({TP: state_}, {1: [LostData("t", 0, 97, 100, REPLICATION_OFFSET_CHECKPOINT)]})
+    batch, state_log, logger = RequestBatch(), StateLog(), RecordingLogger()
+    handler = DamagedReplicaHandler(ctx, store, lambda: batch, state_log, logger)  # type: ignore[arg-type]
+    return handler, store, ctx, batch, state_log, logger
+
+
+def test_the_handler_moves_leadership_off_a_damaged_starting_broker_and_deletes_its_claim() -> None:
+    handler, store, ctx, batch, state_log, logger = _handler_setup(state(1, (1, 2, 3)), live=(1, 2, 3))
+    asyncio.run(handler.on_broker_startup([1]))
+    written = store.states[TP]
+    assert (written.leader, written.isr, written.leader_epoch) == (2, (2, 3), 5)
+    assert ctx.leadership[TP] == written and ctx.partition_states[TP] is PState.ONLINE_PARTITION
+    assert sorted(batch.leader_and_isr) == [2, 3]  # the starting broker learns it from its own start-up
+    assert store.deleted == [1]
+    (event,) = logger.events("damaged_replica_handled")
+    assert (event["target"], event["outcome"], event["new_leader"]) == (1, REMOVED_FROM_ISR, 2)
+    assert event["checkpointed_offset"] == 100 and event["log_end_offset"] == 97
+    assert (
+        state_log.lines and state_log.lines[0][0] == "WARN" and "Damaged replica out of sync" in state_log.lines[0][1]
+    )
+
+
+def test_the_handler_at_failover_leaves_the_partition_offline_and_sends_nothing() -> None:
+    handler, store, ctx, batch, _, _ = _handler_setup(state(1, (1, 2, 3)), live=(1,))
+    asyncio.run(handler.on_failover())
+    assert (store.states[TP].leader, store.states[TP].isr) == (NO_LEADER, (2, 3))
+    assert ctx.partition_states[TP] is PState.OFFLINE_PARTITION
+    assert not batch.leader_and_isr and store.deleted == [1]
+
+
+def test_the_handler_logs_an_unclean_lead_when_no_other_replica_has_the_data() -> None:
+    handler, store, _, _, state_log, _ = _handler_setup(state(NO_LEADER, (1,)), live=(1, 2, 3))
+    asyncio.run(handler.on_broker_startup([1]))
+    assert store.states[TP].leader == 1
+    (level, message), *_ = state_log.lines
+    assert level == "WARN" and message.startswith("Unclean leader election: replica 1 of t-0 lost acknowledged data")

@@ -2,7 +2,8 @@
 
 Real processes on loopback (3 quorum nodes, 3 brokers). 5,000 records are
 produced with acks=all to one partition (RF 3, min.insync.replicas 2); the
-brokers stop with SIGTERM; the last 100 bytes of the partition leader's
+brokers stop with SIGTERM (or are SIGKILLed once the leader checkpointed
+its high watermark); the last 100 bytes of the partition leader's
 active segment are overwritten; the brokers start again. Recovery cuts the
 damaged tail, the broker reports the partition as damaged before it
 registers, and the controller moves it out of the ISR: a healthy replica
@@ -38,9 +39,14 @@ REJOIN_DEADLINE_S = 30.0
 READ_DEADLINE_S = 30.0
 
 
+# SIGTERM runs the controlled shutdown; the last leader's attempts cannot move its partition (no other
+# broker is left), so a short back-off keeps the stop quick without changing what happens.
+BROKER_PROPERTIES = {"replica.lag.time.max.ms": "2000", "controlled.shutdown.retry.backoff.ms": "500"}
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
-    with KafkaCluster(tmp_path, brokers=3, broker_properties={"replica.lag.time.max.ms": "2000"}) as kafka:
+    with KafkaCluster(tmp_path, brokers=3, broker_properties=BROKER_PROPERTIES) as kafka:
         kafka.start()
         yield kafka
 
@@ -112,12 +118,34 @@ def state_change_text(cluster: KafkaCluster) -> str:
     return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in paths if p.exists())
 
 
-def prepare_damage(cluster: KafkaCluster) -> tuple[dict[int, bytes], int]:
+def checkpointed_high_watermark(cluster: KafkaCluster, broker_id: int) -> int:
+    path = cluster.data_dir(broker_id) / "replication-offset-checkpoint"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return next((int(line.split()[2]) for line in lines[2:] if line.split()[:2] == [TOPIC, "0"]), 0)
+
+
+def kill_all_brokers_once_checkpointed(cluster: KafkaCluster) -> None:
+    """SIGKILL every broker once the leader has checkpointed the high watermark of every acknowledged record."""
+    leader = cluster.partition_state(TOPIC, 0).leader
+    wait_until(
+        lambda: checkpointed_high_watermark(cluster, leader) == RECORDS,
+        STOP_DEADLINE_S,
+        interval_s=0.1,
+        message="the leader never checkpointed its high watermark",
+    )
+    for broker_id in cluster.broker_ids:
+        cluster.kill_broker(broker_id)
+
+
+def prepare_damage(cluster: KafkaCluster, kill: bool = False) -> tuple[dict[int, bytes], int]:
     """Produce, stop every broker, damage the leader-to-be; (acknowledged records, damaged broker)."""
     cluster.create_topic(TOPIC, partitions=1, replication_factor=3, min_insync_replicas="2")
     wait_until(lambda: len(cluster.partition_state(TOPIC, 0).isr) == 3, 30, message="ISR never filled")
     acked = produce_acknowledged(cluster)
-    stop_all_brokers(cluster)
+    if kill:
+        kill_all_brokers_once_checkpointed(cluster)
+    else:
+        stop_all_brokers(cluster)
     # The broker the partition state names leader is the one that would lead again: damage it.
     damaged = cluster.partition_state(TOPIC, 0).leader
     assert damaged in cluster.broker_ids
@@ -148,16 +176,27 @@ def assert_recovered(cluster: KafkaCluster, acked: dict[int, bytes], damaged: in
     assert lost[0]["log_end_offset"] < lost[0]["checkpointed_offset"] <= RECORDS
     assert lost[0]["checkpoint"] in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint")
     # Out of the ISR, in favour of a healthy ISR member or of the replicas that left the ISR below
-    # min.insync.replicas (SIGTERM's controlled shutdowns usually leave the leader alone in the ISR).
+    # min.insync.replicas (SIGTERM's controlled shutdowns usually leave the leader alone in the ISR), or
+    # out of sync already when a healthy broker registered first and led: never a damaged leader.
     handled = events_everywhere(cluster, "damaged_replica_handled")
     assert [e["target"] for e in handled] == [damaged], handled
-    assert handled[0]["outcome"] in ("isr_from_eligible", "removed_from_isr"), handled
+    assert handled[0]["outcome"] in ("isr_from_eligible", "removed_from_isr", "not_in_isr"), handled
     assert "Damaged replica out of sync: replica" in state_change_text(cluster)
+    assert "Unclean leader election" not in state_change_text(cluster)
     assert not claim_exists(cluster, damaged)
 
 
 def test_a_damaged_leader_tail_loses_no_acknowledged_record(cluster: KafkaCluster) -> None:
     acked, damaged = prepare_damage(cluster)
+    for broker_id in cluster.broker_ids:
+        cluster.start_broker(broker_id, wait=False)
+    cluster.wait_registered(cluster.broker_ids)
+    assert_recovered(cluster, acked, damaged)
+
+
+def test_a_damaged_leader_tail_after_sigkill_loses_no_acknowledged_record(cluster: KafkaCluster) -> None:
+    # No controlled shutdown: the ISR is still full, so a healthy ISR member takes over.
+    acked, damaged = prepare_damage(cluster, kill=True)
     for broker_id in cluster.broker_ids:
         cluster.start_broker(broker_id, wait=False)
     cluster.wait_registered(cluster.broker_ids)
