@@ -10,7 +10,14 @@ it had written down before, in one of three places:
 * `recovery-point-offset-checkpoint`: every offset below it had been fsynced;
 * `replication-offset-checkpoint`: the high watermark, so every offset below
   it had been committed (and acks=all records acknowledged);
-* `leader-epoch-checkpoint`: the log held a batch at each epoch's start offset.
+* `leader-epoch-checkpoint`: the log reached each epoch's start offset;
+
+and, with no checkpoint to compare, when recovery cut bytes off a segment's
+tail at all (`RECOVERY_CUT`, reported as one offset past the new end): a
+process crash does not tear a write, so a cut tail is a disk that lost or
+garbled data, and the records cut may have been acknowledged (acks=all does
+not wait for an fsync). Better out of the ISR for a while than leading with
+a hole.
 
 Such a partition is *damaged* on this broker. The broker tells the controller
 before it registers, by the claim znode below, and the controller treats the
@@ -46,6 +53,7 @@ from client.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from client.structs import TopicPartition
 
 DAMAGED_LOGS_PATH = "/brokers/damaged_logs"
+RECOVERY_CUT = "recovery-cut-tail"  # the `checkpoint` of a loss known only from recovery cutting a tail
 CLAIM_VERSION = 1
 # A claim listing more partitions than this is cut to fit a znode (jute.maxbuffer 1 MiB; ~120 bytes an entry).
 CLAIM_PARTITIONS_MAX = 8000

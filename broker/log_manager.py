@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.damaged_logs import LostData, find_lost_data
+from broker.damaged_logs import RECOVERY_CUT, LostData, find_lost_data
 from broker.log import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -90,17 +90,20 @@ class LogManager:
                 log_start_offset=start_offsets.get(tp, 0),
             )
             self._dir_of[tp] = directory
-            checkpointed = {
-                REPLICATION_OFFSET_CHECKPOINT: high_watermarks.get(tp, 0),
-                RECOVERY_POINT_CHECKPOINT: recovery_points.get(tp, 0),
-                LEADER_EPOCH_CHECKPOINT: self._logs[tp].epoch_checkpoint_end_offset,
-            }
-            self._note_lost_data(find_lost_data(tp, self._logs[tp].log_end_offset, checkpointed), directory)
+            self._check_lost_data(tp, directory, high_watermarks.get(tp, 0), recovery_points.get(tp, 0))
         if clean:
             marker.unlink()  # from now until a clean close, a crash means recovery
 
-    def _note_lost_data(self, lost: LostData | None, directory: Path) -> None:
-        """Once per partition and start: the replica lost data it had; the controller must not let it lead."""
+    def _check_lost_data(self, tp: TopicPartition, directory: Path, high_watermark: int, recovery_point: int) -> None:
+        """Once per partition and start: did recovery cut data the broker had? (broker/damaged_logs.py)"""
+        log = self._logs[tp]
+        checkpointed = {
+            REPLICATION_OFFSET_CHECKPOINT: high_watermark,
+            RECOVERY_POINT_CHECKPOINT: recovery_point,
+            LEADER_EPOCH_CHECKPOINT: log.epoch_checkpoint_end_offset,
+            RECOVERY_CUT: log.log_end_offset + 1 if log.recovery_cut_bytes else 0,
+        }
+        lost = find_lost_data(tp, log.log_end_offset, checkpointed)
         if lost is None:
             return
         self.lost_data.append(lost)

@@ -30,6 +30,7 @@ from broker.controller.election import (
 )
 from broker.controller.states import PartitionState as PState
 from broker.damaged_logs import (
+    RECOVERY_CUT,
     ClaimDataError,
     LostData,
     decode_claim,
@@ -370,3 +371,19 @@ def test_the_handler_logs_an_unclean_lead_when_no_other_replica_has_the_data() -
     assert store.states[TP].leader == 1
     (level, message), *_ = state_log.lines
     assert level == "WARN" and message.startswith("Unclean leader election: replica 1 of t-0 lost acknowledged data")
+
+
+def test_a_tail_cut_after_a_crash_is_damage_even_with_no_checkpoint_above_it(tmp_path: Path) -> None:
+    # A power loss shows as a file longer than what landed in it: the cut records may have been acknowledged.
+    directory = tmp_path / "t-0"
+    log, _ = open_log(directory)
+    fill(log, 40, seed=6)
+    leo = log.log_end_offset
+    log.close()
+    with sorted(directory.glob("*.log"))[-1].open("ab") as f:
+        f.write(bytes(4096))
+    logger = RecordingLogger()
+    logs = LogManager((tmp_path,), LogConfig(segment_bytes=8192, index_interval_bytes=512), logger)
+    (event,) = logger.events("log_recovered_below_checkpoint")
+    assert (event["checkpoint"], event["log_end_offset"], event["checkpointed_offset"]) == (RECOVERY_CUT, leo, leo + 1)
+    logs.close()

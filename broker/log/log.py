@@ -170,6 +170,7 @@ class PartitionLog:
         # Read before recovery re-assigns epochs.
         latest = self._epochs.entries[-1:]
         self.epoch_checkpoint_end_offset = latest[0].start_offset if latest else 0
+        self.recovery_cut_bytes = 0  # what recovery cut from a segment's tail (`log_truncated`)
         recovered = self._load_segments(recovery_point, had_clean_shutdown, log_start_offset)
         self._leo = self._segments[-1].next_offset
         self._log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), self._leo)
@@ -269,6 +270,7 @@ class PartitionLog:
         result = segment.recover(bound, on_batch)
         if not result.truncated_bytes:
             return False
+        self.recovery_cut_bytes += result.truncated_bytes
         self._log.warning(
             "log_truncated",
             dir=str(self.dir),
