@@ -26,6 +26,7 @@ from broker.controller.election import (
     apply_election,
     damaged_replica_decision,
     next_eligible_leader_replicas,
+    offline_partition_leader,
     remove_replica_from_isr,
 )
 from broker.controller.states import PartitionState as PState
@@ -117,6 +118,21 @@ def test_partition_state_znode_carries_the_eligible_replicas_only_when_there_are
     assert decode_partition_state("t", 0, encode_partition_state(with_elr)) == with_elr
     kafka_written = b'{"controller_epoch":2,"leader":1,"version":1,"leader_epoch":4,"isr":[1,2]}'
     assert decode_partition_state("t", 0, kafka_written) == plain
+
+
+@pytest.mark.parametrize(
+    ("case", "isr", "live", "unclean", "excluded", "leader"),
+    [
+        ("clean_pick_unaffected", (2, 3), {1, 2, 3}, True, {2}, 2),
+        ("unclean_skips_the_damaged", (2, 3), {1}, True, {1}, None),
+        ("unclean_takes_the_next", (3,), {1, 2}, True, {1}, 2),
+        ("unclean_off", (3,), {1, 2}, False, (), None),
+    ],
+)
+def test_offline_partition_leader_never_picks_a_damaged_replica_uncleanly(
+    case: str, isr: tuple[int, ...], live: set[int], unclean: bool, excluded: set[int], leader: int | None
+) -> None:
+    assert offline_partition_leader(ASSIGNMENT, isr, live, unclean, excluded) == leader, case
 
 
 # --- the damaged-replica decision ---------------------------------------------------------
@@ -348,6 +364,8 @@ def test_the_handler_moves_leadership_off_a_damaged_starting_broker_and_deletes_
     assert (written.leader, written.isr, written.leader_epoch) == (2, (2, 3), 5)
     assert ctx.leadership[TP] == written and ctx.partition_states[TP] is PState.ONLINE_PARTITION
     assert sorted(batch.leader_and_isr) == [2, 3]  # the starting broker learns it from its own start-up
+    assert ctx.unclean_excluded(TP, written.isr) == {1}  # no unclean pick until it rejoins the ISR
+    assert ctx.unclean_excluded(TP, (1, 2, 3)) == frozenset() and not ctx.damaged_replicas
     assert store.deleted == [1]
     (event,) = logger.events("damaged_replica_handled")
     assert (event["target"], event["outcome"], event["new_leader"]) == (1, REMOVED_FROM_ISR, 2)

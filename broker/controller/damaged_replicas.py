@@ -16,7 +16,11 @@ or nobody until one registers; if every ISR member is damaged, the eligible
 leader replicas (KIP-966's ELR: they left the ISR while it was below
 min.insync.replicas, so they hold every acknowledged record) become the ISR;
 only if no replica is known to have the data may a damaged one lead, logged
-as an unclean election. The write is conditional on the znode version and
+as an unclean election. Until it is back in the ISR, a replica moved out this
+way is never the pick of an unclean election either (`unclean.leader.election.enable`
+trades data for availability, but not for data another replica still holds);
+this controller remembers that in memory, so a controller failover in between
+forgets it. The write is conditional on the znode version and
 fenced by the controller epoch; the claim is deleted afterwards (at the
 version read), so a replica that caught up and rejoined the ISR is never
 pushed out by it again. A crash between the two repeats only an idempotent
@@ -29,7 +33,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from broker.controller.channel import RequestBatch
-from broker.controller.context import ControllerContext, tp_text
+from broker.controller.context import ControllerContext, PartitionReplica, tp_text
 from broker.controller.election import (
     DamagedReplicaDecision,
     LeaderAndIsr,
@@ -103,6 +107,8 @@ class DamagedReplicaHandler:
             except BadVersionError:
                 self._log.info("partition_state_write_conflict", topic=tp.topic, partition=tp.partition)
                 continue
+            if not decision.unclean:
+                self._ctx.damaged_replicas.add(PartitionReplica(tp, broker_id))
             self._report(item, broker_id, current, written, decision)
             if send and decision.state is not None:
                 self._send(tp, written, exclude=(broker_id,))

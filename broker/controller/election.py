@@ -111,14 +111,19 @@ def offline_partition_leader(
     isr: Collection[int],
     live_replicas: Collection[int],
     unclean_leader_election_enabled: bool,
+    unclean_excluded: Collection[int] = (),
 ) -> int | None:
-    """The first live ISR member in assignment order; else, if unclean election is on, the first live replica."""
+    """The first live ISR member in assignment order; else, if unclean election is on, the first live replica.
+
+    `unclean_excluded`: replicas known to have lost acknowledged data (damaged_replicas); an unclean
+    election never picks them, since they would make the replicas that still hold the data truncate.
+    """
     for replica in assignment:
         if replica in live_replicas and replica in isr:
             return replica
     if not unclean_leader_election_enabled:
         return None
-    return next((replica for replica in assignment if replica in live_replicas), None)
+    return next((r for r in assignment if r in live_replicas and r not in unclean_excluded), None)
 
 
 def reassign_partition_leader(
@@ -176,9 +181,10 @@ def offline_election(
     isr: Sequence[int],
     live_replicas: Collection[int],
     unclean_leader_election_enabled: bool,
+    unclean_excluded: Collection[int] = (),
 ) -> ElectionResult | None:
     """Offline strategy: new ISR = the live ISR members, or just the leader when it was an unclean pick."""
-    leader = offline_partition_leader(assignment, isr, live_replicas, unclean_leader_election_enabled)
+    leader = offline_partition_leader(assignment, isr, live_replicas, unclean_leader_election_enabled, unclean_excluded)
     if leader is None:
         return None
     unclean = leader not in isr

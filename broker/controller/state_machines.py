@@ -269,7 +269,9 @@ class PartitionStateMachine:
         unclean = False
         if not any(r in online for r in current.isr):  # Kafka reads the topic config only for these
             unclean = await self._unclean_allowed(tp.topic)
-        return offline_election(replicas, current.isr, online, unclean), f"{strategy.value}({str(unclean).lower()})"
+        excluded = self._ctx.unclean_excluded(tp, current.isr) if unclean else frozenset()
+        election = offline_election(replicas, current.isr, online, unclean, excluded)
+        return election, f"{strategy.value}({str(unclean).lower()})"
 
     async def _unclean_allowed(self, topic: str) -> bool:
         override = await self._store.topic_unclean_override(topic)
