@@ -156,6 +156,7 @@ LIVE_ALL = frozenset({1, 2, 3})
         ("eligible_first_live", state(3, (3,), (1, 2)), {3}, {2, 3}, ISR_FROM_ELIGIBLE, 2, (1, 2), ()),
         # Every ISR member damaged, one of them eligible too: it is no longer eligible.
         ("damaged_eligible_dropped", state(3, (3,), (1, 2)), {1, 3}, LIVE_ALL, ISR_FROM_ELIGIBLE, 2, (2,), ()),
+        ("eligible_no_longer_assigned", state(3, (3,), (4, 1)), {3}, LIVE_ALL, ISR_FROM_ELIGIBLE, 1, (1,), ()),
         # Not in the ISR: it only stops being eligible.
         ("out_of_sync_and_eligible", state(1, (1,), (2, 3)), {3}, LIVE_ALL, NOT_IN_ISR, 1, (1,), (2,)),
         # Nobody else has the data: the damaged replica may lead (an unclean election).

@@ -334,7 +334,8 @@ def damaged_replica_decision(
     live or not: when none of those is live the partition has no leader
     until one registers (the offline election then picks it).
     """
-    eligible = tuple(r for r in current.eligible if r not in damaged)
+    # A reassignment may have dropped an eligible replica from the assignment: it is no candidate then.
+    eligible = tuple(r for r in current.eligible if r not in damaged and r in assignment)
     healthy_isr = tuple(r for r in current.isr if r not in damaged)
     if len(healthy_isr) == len(current.isr):
         if eligible == current.eligible:
