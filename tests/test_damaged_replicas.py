@@ -48,6 +48,7 @@ from client.structs import TopicPartition
 from tests.test_partition_log import RecordingLogger, fill, open_log
 
 ASSIGNMENT = (1, 2, 3)
+MIN_ISR = 2
 
 
 def state(leader: int, isr: tuple[int, ...], eligible: tuple[int, ...] = ()) -> LeaderAndIsr:
@@ -175,7 +176,7 @@ def test_damaged_replica_decision(
     isr: tuple[int, ...],
     eligible: tuple[int, ...],
 ) -> None:
-    decision = damaged_replica_decision(current, ASSIGNMENT, damaged, live, 5)
+    decision = damaged_replica_decision(current, ASSIGNMENT, damaged, live, 5, MIN_ISR)
     assert decision.outcome == outcome, case
     assert decision.unclean == (outcome == DAMAGED_MAY_LEAD)
     after = decision.state or current
@@ -198,7 +199,15 @@ def test_damaged_replica_decision(
 def test_damaged_replica_decision_writes_nothing_when_nothing_changes(
     case: str, current: LeaderAndIsr, damaged: set[int]
 ) -> None:
-    assert damaged_replica_decision(current, ASSIGNMENT, damaged, LIVE_ALL, 5).state is None, case
+    assert damaged_replica_decision(current, ASSIGNMENT, damaged, LIVE_ALL, 5, MIN_ISR).state is None, case
+
+
+def test_eligible_replicas_do_not_count_once_the_isr_is_as_large_as_min_insync_replicas() -> None:
+    # min.insync.replicas lowered to 1 after replica 1 left: acknowledgements went on without it.
+    current = state(NO_LEADER, (3,), (1,))
+    decision = damaged_replica_decision(current, ASSIGNMENT, {3}, LIVE_ALL, 5, min_insync_replicas=1)
+    assert decision.outcome == DAMAGED_MAY_LEAD and decision.state is not None
+    assert (decision.state.leader, decision.state.isr) == (3, (3,))
 
 
 # --- detection and the claim --------------------------------------------------------------
@@ -314,6 +323,9 @@ class FakeStore:
         self.states = dict(states)
         self.claims = {b: (lost, 0) for b, lost in claims.items()}
         self.deleted: list[int] = []
+
+    async def topic_min_isr_override(self, topic: str) -> int | None:
+        return MIN_ISR
 
     async def read_damage_claim(self, broker_id: int) -> tuple[list[LostData], int] | None:
         return self.claims.get(broker_id)

@@ -134,8 +134,9 @@ class KafkaController:
         )  # fmt: skip
         self._preferred = PreferredReplicaElectionManager(self._ctx, self._partitions, self._base_log)
         self._damaged = DamagedReplicaHandler(
-            self._ctx, self._store, lambda: self._batch, state_change_log, self._base_log
-        )
+            self._ctx, self._store, lambda: self._batch, state_change_log, self._base_log,
+            config.min_insync_replicas,
+        )  # fmt: skip
         self._auto_rebalance: asyncio.TimerHandle | None = None
 
     # ---- public surface

@@ -40,6 +40,7 @@ from broker.controller.election import (
     damaged_replica_decision,
     is_stale_controller_epoch,
 )
+from broker.controller.state_machines import topic_min_isr
 from broker.controller.states import PartitionState
 from broker.controller.zk_store import ControllerZkStore
 from broker.damaged_logs import ClaimDataError, LostData
@@ -59,7 +60,9 @@ class DamagedReplicaHandler:
         batch: Callable[[], RequestBatch],
         state_log: StateChangeLogger,
         logger: Any,
+        min_insync_replicas_default: int = 1,
     ) -> None:
+        self._min_isr_default = min_insync_replicas_default
         self._ctx = ctx
         self._store = store
         self._batch = batch
@@ -95,13 +98,13 @@ class DamagedReplicaHandler:
 
     async def _handle(self, item: LostData, broker_id: int, send: bool) -> None:
         tp = item.tp
+        min_isr = await topic_min_isr(self._store, tp.topic, self._min_isr_default)
         for _ in range(DAMAGE_WRITE_RETRIES_MAX):
             current = await self._store.read_partition_state(tp)
             if current is None or is_stale_controller_epoch(self._ctx.epoch, current.controller_epoch):
                 return  # deleted, or another controller owns it now (its own failover reads the claim)
-            decision = damaged_replica_decision(
-                current, self._ctx.replicas(tp), (broker_id,), self._ctx.online_broker_ids, self._ctx.epoch
-            )
+            replicas, live = self._ctx.replicas(tp), self._ctx.online_broker_ids
+            decision = damaged_replica_decision(current, replicas, (broker_id,), live, self._ctx.epoch, min_isr)
             try:
                 written = await self._write(tp, current, decision)
             except BadVersionError:

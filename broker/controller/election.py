@@ -317,6 +317,20 @@ ISR_FROM_ELIGIBLE = "isr_from_eligible"
 DAMAGED_MAY_LEAD = "damaged_may_lead"
 
 
+def _still_eligible(
+    current: LeaderAndIsr, assignment: Sequence[int], damaged: Collection[int], min_insync_replicas: int
+) -> tuple[int, ...]:
+    """The eligible replicas that still vouch for every acknowledged record.
+
+    None once the ISR is as large as `min.insync.replicas` (lowered since, say: acknowledgements went on
+    without them, which is why Kafka clears the ELR when the setting changes); never a damaged replica, nor
+    one a reassignment dropped from the assignment.
+    """
+    if len(current.isr) >= min_insync_replicas:
+        return ()
+    return tuple(r for r in current.eligible if r not in damaged and r in assignment)
+
+
 def _first_live(assignment: Sequence[int], candidates: Collection[int], live: Collection[int]) -> int:
     return next((r for r in assignment if r in candidates and r in live), NO_LEADER)
 
@@ -327,6 +341,7 @@ def damaged_replica_decision(
     damaged: Collection[int],
     live_replicas: Collection[int],
     controller_epoch: int,
+    min_insync_replicas: int,
 ) -> DamagedReplicaDecision:
     """The partition's next state when `damaged` replicas lost acknowledged data (pure; table-tested).
 
@@ -334,8 +349,7 @@ def damaged_replica_decision(
     live or not: when none of those is live the partition has no leader
     until one registers (the offline election then picks it).
     """
-    # A reassignment may have dropped an eligible replica from the assignment: it is no candidate then.
-    eligible = tuple(r for r in current.eligible if r not in damaged and r in assignment)
+    eligible = _still_eligible(current, assignment, damaged, min_insync_replicas)
     healthy_isr = tuple(r for r in current.isr if r not in damaged)
     if len(healthy_isr) == len(current.isr):
         if eligible == current.eligible:
