@@ -40,7 +40,7 @@ from broker.controller.election import (
     damaged_replica_decision,
     is_stale_controller_epoch,
 )
-from broker.controller.state_machines import topic_min_isr
+from broker.controller.state_machines import concurrently, topic_min_isr
 from broker.controller.states import PartitionState
 from broker.controller.zk_store import ControllerZkStore
 from broker.damaged_logs import ClaimDataError, LostData
@@ -85,24 +85,34 @@ class DamagedReplicaHandler:
                 # Unreadable: treat nothing as damaged rather than block the broker; say so loudly.
                 self._log.error("damage_claim_unreadable", target=broker_id, error=str(exc))
                 continue
-            if claim is None:
-                continue
-            lost, version = claim
-            for item in lost:
-                if item.tp in self._ctx.leadership and broker_id in self._ctx.replicas(item.tp):
-                    await self._handle(item, broker_id, send)
-                else:
-                    self._log.info("damage_claim_partition_unknown", target=broker_id, topic=item.topic)
-            if not await self._store.delete_damage_claim(broker_id, version, self._ctx.epoch_zk_version):
-                self._log.info("damage_claim_changed_meanwhile", target=broker_id)
+            if claim is not None:
+                await self._process_claim(broker_id, claim[0], claim[1], send)
 
-    async def _handle(self, item: LostData, broker_id: int, send: bool) -> None:
+    async def _process_claim(self, broker_id: int, lost: list[LostData], version: int, send: bool) -> None:
+        """Every claimed partition, then the claim's deletion, unless one could not be handled (kept: retried)."""
+        known = [i for i in lost if i.tp in self._ctx.leadership and broker_id in self._ctx.replicas(i.tp)]
+        if len(known) < len(lost):  # deleted since, or never created: nothing to protect
+            self._log.info("damage_claim_partitions_unknown", target=broker_id, partitions=len(lost) - len(known))
+        failed: list[LostData] = []
+
+        async def handle(item: LostData) -> None:
+            if not await self._handle(item, broker_id, send):
+                failed.append(item)
+
+        await concurrently(handle, known)
+        if failed:
+            self._log.error("damage_claim_kept", target=broker_id, partitions_not_handled=len(failed))
+        elif not await self._store.delete_damage_claim(broker_id, version, self._ctx.epoch_zk_version):
+            self._log.info("damage_claim_changed_meanwhile", target=broker_id)
+
+    async def _handle(self, item: LostData, broker_id: int, send: bool) -> bool:
+        """False if the partition state kept changing under every attempt."""
         tp = item.tp
         min_isr = await topic_min_isr(self._store, tp.topic, self._min_isr_default)
         for _ in range(DAMAGE_WRITE_RETRIES_MAX):
             current = await self._store.read_partition_state(tp)
             if current is None or is_stale_controller_epoch(self._ctx.epoch, current.controller_epoch):
-                return  # deleted, or another controller owns it now (its own failover reads the claim)
+                return True  # deleted, or another controller owns it now (its own failover reads the claim)
             replicas, live = self._ctx.replicas(tp), self._ctx.online_broker_ids
             decision = damaged_replica_decision(current, replicas, (broker_id,), live, self._ctx.epoch, min_isr)
             try:
@@ -115,8 +125,9 @@ class DamagedReplicaHandler:
             self._report(item, broker_id, current, written, decision)
             if send and decision.state is not None:
                 self._send(tp, written, exclude=(broker_id,))
-            return
+            return True
         self._log.error("damaged_replica_not_handled", topic=tp.topic, partition=tp.partition, target=broker_id)
+        return False
 
     async def _write(self, tp: TopicPartition, current: LeaderAndIsr, decision: DamagedReplicaDecision) -> LeaderAndIsr:
         state = current
