@@ -7,6 +7,12 @@ and its log start offset from `log-start-offset-checkpoint`. The marker file
 whether recovery may trust the recovery point (Kafka's behaviour: after a
 crash every segment past the recovery point is re-validated).
 
+A log whose recovery cut it below what a checkpoint says it held (high
+watermark, recovery point, latest leader epoch's start) lost data the broker
+had: it is logged once (`log_recovered_below_checkpoint`) and listed in
+`lost_data`, which the broker publishes before it registers
+(broker/damaged_logs.py).
+
 A new log goes to the log dir holding the fewest partitions. Checkpoints are
 written per log dir: recovery points by `flush_checkpoints`, high watermarks by
 `write_high_watermarks` (the replica manager owns the HW values).
@@ -18,7 +24,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from broker.damaged_logs import RECOVERY_CUT, LostData, find_lost_data
 from broker.log import (
+    LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -41,6 +49,8 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}
+        # Partitions whose recovery cut the log below a checkpointed offset (broker/damaged_logs.py).
+        self.lost_data: list[LostData] = []
         for directory in self._dirs:
             directory.mkdir(parents=True, exist_ok=True)
             self._load_dir(directory)
@@ -60,7 +70,8 @@ class LogManager:
         clean = marker.exists()
         recovery_points = self._read_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
-        self.high_watermarks.update(self._read_checkpoint(directory / REPLICATION_OFFSET_CHECKPOINT))
+        high_watermarks = self._read_checkpoint(directory / REPLICATION_OFFSET_CHECKPOINT)
+        self.high_watermarks.update(high_watermarks)
         for child in sorted(directory.iterdir()):
             if not child.is_dir():
                 continue
@@ -79,8 +90,32 @@ class LogManager:
                 log_start_offset=start_offsets.get(tp, 0),
             )
             self._dir_of[tp] = directory
+            self._check_lost_data(tp, directory, high_watermarks.get(tp, 0), recovery_points.get(tp, 0))
         if clean:
             marker.unlink()  # from now until a clean close, a crash means recovery
+
+    def _check_lost_data(self, tp: TopicPartition, directory: Path, high_watermark: int, recovery_point: int) -> None:
+        """Once per partition and start: did recovery cut data the broker had? (broker/damaged_logs.py)"""
+        log = self._logs[tp]
+        checkpointed = {
+            REPLICATION_OFFSET_CHECKPOINT: high_watermark,
+            RECOVERY_POINT_CHECKPOINT: recovery_point,
+            LEADER_EPOCH_CHECKPOINT: log.epoch_checkpoint_end_offset,
+            RECOVERY_CUT: log.log_end_offset + 1 if log.recovery_cut_bytes else 0,
+        }
+        lost = find_lost_data(tp, log.log_end_offset, checkpointed)
+        if lost is None:
+            return
+        self.lost_data.append(lost)
+        self._log.error(
+            "log_recovered_below_checkpoint",
+            topic=lost.topic,
+            partition=lost.partition,
+            log_end_offset=lost.log_end_offset,
+            checkpointed_offset=lost.checkpointed_offset,
+            checkpoint=lost.checkpoint,
+            dir=str(directory),
+        )
 
     # ---------------------------------------------------------------- lookup
 

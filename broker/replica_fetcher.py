@@ -117,6 +117,7 @@ class ReplicaFetcher:
                 leader_epoch=partition.log.leader_epoch_cache.latest_epoch,
             )
         response = await stub.OffsetForLeaderEpoch(request, timeout=self._config.request_timeout_ms / 1000)
+        truncated = False
         for topic in response.topics:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic, result.partition)
@@ -149,7 +150,12 @@ class ReplicaFetcher:
                     )
                     log.truncate_to(target)
                     partition.high_watermark = min(partition.high_watermark, log.log_end_offset)
+                    truncated = True
                 state.needs_truncation = False
+        if truncated:
+            # As Kafka's LogManager.truncateTo: the checkpoints follow a truncation at once, so that a
+            # restart does not mistake the cut for a recovery that lost checkpointed data.
+            self._rm.checkpoint_hw()
 
     async def _fetch_once(self, stub: broker_pb2_grpc.BrokerStub) -> bool:
         """One fetch round; False when nothing could be fetched (back off)."""
@@ -223,6 +229,7 @@ class ReplicaFetcher:
             else:
                 log.truncate_fully_and_start_at(max(data.log_start_offset, 0))
             partition.high_watermark = min(partition.high_watermark, log.log_end_offset)
+            self._rm.checkpoint_hw()
             self._log.info(
                 "follower_offset_out_of_range", topic=tp.topic, partition=tp.partition, now=log.log_end_offset
             )

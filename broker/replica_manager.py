@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.config import BrokerConfig
+from broker.controller.election import next_eligible_leader_replicas
 from broker.fetch_response import FetchReply
 from broker.log import LogError
 from broker.log_manager import LogManager
@@ -613,10 +614,17 @@ class ReplicaManager:
     async def _write_isr(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
         """Conditional write of the state znode; on success the local ISR changes (Kafka's updateIsr)."""
         tp, epoch = partition.tp, partition.leader_epoch
-        state = PartitionState(
-            leader=self.broker_id, leader_epoch=epoch, isr=new_isr, controller_epoch=partition.controller_epoch
-        )
         path = partition_state_path(tp.topic, tp.partition)
+        eligible = next_eligible_leader_replicas(
+            partition.isr, new_isr, await self._eligible_leader_replicas(partition, path), self._min_isr(tp.topic)
+        )
+        state = PartitionState(
+            leader=self.broker_id,
+            leader_epoch=epoch,
+            isr=new_isr,
+            controller_epoch=partition.controller_epoch,
+            eligible_leader_replicas=eligible,
+        )
         try:
             stat = await self.zk.set(path, encode_partition_state(state), version=partition.zk_version)
         except BadVersionError:
@@ -641,6 +649,18 @@ class ReplicaManager:
             self._hw_moved(partition)
         else:
             self._complete_produces(partition)  # a shrink may make waiting acks=all fail or succeed
+
+    async def _eligible_leader_replicas(self, partition: Partition, path: str) -> tuple[int, ...]:
+        """The ELR in the state znode at the version this leader knows (KIP-966; the LeaderAndIsr request
+        does not carry it). Read only on an ISR change, never on the produce or fetch path; any other
+        version makes the conditional write fail anyway."""
+        try:
+            data, stat = await self.zk.get(path)
+            state = decode_partition_state(partition.tp.topic, partition.tp.partition, data)
+        except Exception as exc:  # the write that follows fails or succeeds on its own; an empty ELR is safe
+            self._log.info("eligible_replicas_unread", topic=partition.tp.topic, error=type(exc).__name__)
+            return ()
+        return state.eligible_leader_replicas if stat.version == partition.zk_version else ()
 
     async def _reconcile_isr(self, partition: Partition, path: str) -> None:
         """The znode moved under us: adopt it if it is our own epoch's state, else wait for the controller."""

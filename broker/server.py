@@ -28,6 +28,7 @@ import structlog
 from broker.admin_manager import AdminManager
 from broker.config import BrokerConfig
 from broker.config_changes import ConfigChangeListener
+from broker.damaged_logs import publish_damage_claim
 from broker.group.api import build_group_api
 from broker.log import LogConfig
 from broker.log_housekeeping import LogHousekeeper
@@ -196,6 +197,8 @@ class Broker:
         await self.server.start()
         replicas.start()
         self._start_housekeeping(replicas)
+        # Before registering: a controller that sees this broker live must see its damaged logs too.
+        await publish_damage_claim(zk, config.broker_id, self.logs.lost_data, self.log)
         self.broker_epoch = broker_epoch = await register_broker(zk, config, self.log)
         await self._guard_registration()
         self.controller = _make_controller(config, zk, broker_epoch, state_change, self.log)

@@ -490,18 +490,22 @@ class PartitionState:
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+    # KIP-966's eligible leader replicas (broker/controller/election.py). Written only when there are
+    # some, under a key Kafka's own reader ignores, so the znode stays readable by Kafka tools.
+    eligible_leader_replicas: tuple[int, ...] = ()
 
 
 def encode_partition_state(state: PartitionState) -> bytes:
-    return _dumps(
-        {
-            "controller_epoch": state.controller_epoch,
-            "leader": state.leader,
-            "version": 1,
-            "leader_epoch": state.leader_epoch,
-            "isr": list(state.isr),
-        }
-    )
+    payload: dict[str, Any] = {
+        "controller_epoch": state.controller_epoch,
+        "leader": state.leader,
+        "version": 1,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+    }
+    if state.eligible_leader_replicas:
+        payload["eligible_leader_replicas"] = list(state.eligible_leader_replicas)
+    return _dumps(payload)
 
 
 def decode_partition_state(topic: str, partition: int, data: bytes | None) -> PartitionState:
@@ -513,6 +517,7 @@ def decode_partition_state(topic: str, partition: int, data: bytes | None) -> Pa
         leader_epoch=_int(obj, "leader_epoch", path),
         isr=_int_list(obj.get("isr"), path, "'isr'"),
         controller_epoch=_int(obj, "controller_epoch", path),
+        eligible_leader_replicas=_int_list(obj.get("eligible_leader_replicas", []), path, "'eligible_leader_replicas'"),
     )
 
 

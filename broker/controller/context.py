@@ -130,6 +130,16 @@ class ControllerContext:
         self.topics_to_be_deleted: set[str] = set()
         self.topics_with_deletion_started: set[str] = set()
         self.topics_ineligible_for_deletion: set[str] = set()
+        # Replicas this controller moved out of the ISR because they lost acknowledged data
+        # (damaged_replicas): never an unclean leader until they are back in the ISR.
+        self.damaged_replicas: set[PartitionReplica] = set()
+
+    def unclean_excluded(self, tp: TopicPartition, isr: Iterable[int]) -> frozenset[int]:
+        """Replicas of `tp` that lost data and have not rejoined the ISR since (forgotten once they have)."""
+        in_isr = set(isr)
+        rejoined = {pr for pr in self.damaged_replicas if pr.partition == tp and pr.replica in in_isr}
+        self.damaged_replicas -= rejoined
+        return frozenset(pr.replica for pr in self.damaged_replicas if pr.partition == tp)
 
     # ---- brokers
 

@@ -35,6 +35,7 @@ from broker.controller.channel import (
     controlled_shutdown_response,
 )
 from broker.controller.context import ControllerContext, LiveBroker, PartitionReplica
+from broker.controller.damaged_replicas import DamagedReplicaHandler
 from broker.controller.events import (
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
@@ -116,11 +117,12 @@ class KafkaController:
         self._stopping = False
         self._partitions = PartitionStateMachine(
             self._id, self._ctx, self._store, lambda: self._batch, state_change_log,
-            config.unclean_leader_election_enable, self._base_log,
+            config.unclean_leader_election_enable, self._base_log, config.min_insync_replicas,
         )  # fmt: skip
         self._replicas = ReplicaStateMachine(
-            self._id, self._ctx, self._store, lambda: self._batch, state_change_log, self._base_log
-        )
+            self._id, self._ctx, self._store, lambda: self._batch, state_change_log, self._base_log,
+            config.min_insync_replicas,
+        )  # fmt: skip
         self._deletion = TopicDeletionManager(
             self._ctx, self._store, self._partitions, self._replicas, lambda: self._batch,
             config.delete_topic_enable, self._schedule_deletion_retry, self._base_log,
@@ -131,6 +133,10 @@ class KafkaController:
             lambda: self._batch, state_change_log, self._on_reassigning_partition_state, self._base_log,
         )  # fmt: skip
         self._preferred = PreferredReplicaElectionManager(self._ctx, self._partitions, self._base_log)
+        self._damaged = DamagedReplicaHandler(
+            self._ctx, self._store, lambda: self._batch, state_change_log, self._base_log,
+            config.min_insync_replicas,
+        )  # fmt: skip
         self._auto_rebalance: asyncio.TimerHandle | None = None
 
     # ---- public surface
@@ -432,6 +438,8 @@ class KafkaController:
         stale = await self._store.read_isr_change_notifications(watch=self._on_isr_change)
         await self._store.delete_isr_change_notifications(sorted(stale), self._ctx.epoch_zk_version)
         await self._initialize_context()
+        # Before any request names them: replicas that lost acknowledged data leave the ISR (damaged_replicas).
+        await self._damaged.on_failover()
         # §2.3 step 5: deletions in progress are queued before the state machines start.
         await self._deletion.init(await self._store.read_topic_deletions(watch=self._on_delete_topics))
         self._channel = ControllerChannelManager(
@@ -511,6 +519,8 @@ class KafkaController:
             await self._on_broker_failure(dead)
 
     async def _on_broker_startup(self, new: Sequence[int]) -> None:
+        # First: a replica that lost acknowledged data must not get a LeaderAndIsr that lets it lead.
+        await self._damaged.on_broker_startup(new)
         existing = self._ctx.live_broker_ids - set(new)
         self._batch.add_update_metadata(existing, [])
         self._send_batch()

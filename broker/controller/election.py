@@ -43,6 +43,9 @@ class LeaderAndIsr:
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int = INITIAL_ZK_VERSION
+    # KIP-966's eligible leader replicas: left the ISR while it was below min.insync.replicas, so they hold
+    # every acknowledged record (see `next_eligible_leader_replicas`). Only the damaged-replica rules use them.
+    eligible: tuple[int, ...] = ()
 
     @classmethod
     def initial(cls, leader: int, isr: Sequence[int], controller_epoch: int) -> LeaderAndIsr:
@@ -64,7 +67,11 @@ class LeaderAndIsr:
     ) -> LeaderAndIsr:
         """Every controller-driven change bumps the leader epoch, even an ISR-only one (§2.7)."""
         epoch = self.controller_epoch if controller_epoch is None else controller_epoch
-        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), epoch, self.zk_version)
+        eligible = tuple(r for r in self.eligible if r not in isr)  # an ISR member is not also "eligible"
+        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), epoch, self.zk_version, eligible)
+
+    def with_eligible(self, eligible: Sequence[int]) -> LeaderAndIsr:
+        return replace(self, eligible=tuple(eligible))
 
     def new_leader(self, leader: int, *, controller_epoch: int | None = None) -> LeaderAndIsr:
         """A new leader, same ISR, next leader epoch (K28 `newLeader`)."""
@@ -104,14 +111,19 @@ def offline_partition_leader(
     isr: Collection[int],
     live_replicas: Collection[int],
     unclean_leader_election_enabled: bool,
+    unclean_excluded: Collection[int] = (),
 ) -> int | None:
-    """The first live ISR member in assignment order; else, if unclean election is on, the first live replica."""
+    """The first live ISR member in assignment order; else, if unclean election is on, the first live replica.
+
+    `unclean_excluded`: replicas known to have lost acknowledged data (damaged_replicas); an unclean
+    election never picks them, since they would make the replicas that still hold the data truncate.
+    """
     for replica in assignment:
         if replica in live_replicas and replica in isr:
             return replica
     if not unclean_leader_election_enabled:
         return None
-    return next((replica for replica in assignment if replica in live_replicas), None)
+    return next((r for r in assignment if r in live_replicas and r not in unclean_excluded), None)
 
 
 def reassign_partition_leader(
@@ -169,9 +181,10 @@ def offline_election(
     isr: Sequence[int],
     live_replicas: Collection[int],
     unclean_leader_election_enabled: bool,
+    unclean_excluded: Collection[int] = (),
 ) -> ElectionResult | None:
     """Offline strategy: new ISR = the live ISR members, or just the leader when it was an unclean pick."""
-    leader = offline_partition_leader(assignment, isr, live_replicas, unclean_leader_election_enabled)
+    leader = offline_partition_leader(assignment, isr, live_replicas, unclean_leader_election_enabled, unclean_excluded)
     if leader is None:
         return None
     unclean = leader not in isr
@@ -219,25 +232,147 @@ def controlled_shutdown_election(
 
 
 def apply_election(current: LeaderAndIsr, result: ElectionResult, controller_epoch: int) -> LeaderAndIsr:
-    """The state to write for an election result: next leader epoch, stamped with the controller's epoch."""
-    return current.new_leader_and_isr(result.leader, result.new_isr, controller_epoch=controller_epoch)
+    """The state to write for an election result: next leader epoch, stamped with the controller's epoch.
+
+    An unclean leader's log becomes the partition's history: the eligible replicas no longer vouch for it.
+    """
+    state = current.new_leader_and_isr(result.leader, result.new_isr, controller_epoch=controller_epoch)
+    return state.with_eligible(()) if result.unclean else state
 
 
 # --- ISR removal when a replica goes offline (K28 ReplicaStateMachine.doRemoveReplicasFromIsr) ---
 
 
-def remove_replica_from_isr(current: LeaderAndIsr, replica: int, controller_epoch: int) -> LeaderAndIsr | None:
+def remove_replica_from_isr(
+    current: LeaderAndIsr, replica: int, controller_epoch: int, min_insync_replicas: int | None = None
+) -> LeaderAndIsr | None:
     """The state after `replica` goes offline, or None when it is not in the ISR (nothing to write).
 
     A leader that goes offline leaves leader -1. The ISR never becomes empty:
     a one-member ISR is kept as it is, so the last ISR member stays the
-    candidate for a clean election when it returns.
+    candidate for a clean election when it returns. With the topic's
+    `min_insync_replicas`, the eligible leader replicas follow the change.
     """
     if replica not in current.isr:
         return None
     new_leader = NO_LEADER if replica == current.leader else current.leader
     new_isr = current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != replica)
-    return current.new_leader_and_isr(new_leader, new_isr, controller_epoch=controller_epoch)
+    new_state = current.new_leader_and_isr(new_leader, new_isr, controller_epoch=controller_epoch)
+    if min_insync_replicas is None:
+        return new_state
+    return new_state.with_eligible(
+        next_eligible_leader_replicas(current.isr, new_isr, current.eligible, min_insync_replicas)
+    )
+
+
+def next_eligible_leader_replicas(
+    old_isr: Sequence[int], new_isr: Sequence[int], old_eligible: Sequence[int], min_insync_replicas: int
+) -> tuple[int, ...]:
+    """KIP-966's ELR after an ISR change (Kafka 3.7 `PartitionChangeBuilder`, the ELR part).
+
+    A replica that leaves an ISR now smaller than `min.insync.replicas` has
+    every acknowledged record: an acks=all record is acknowledged only while
+    the ISR has at least `min.insync.replicas` members, every one of which
+    holds it. From then until the ISR is that large again nothing more is
+    acknowledged, so it stays eligible; once the ISR is large enough again,
+    new acknowledgements pass it by and the list is cleared.
+    """
+    if len(new_isr) >= min_insync_replicas:
+        return ()
+    left = [r for r in old_isr if r not in new_isr]
+    merged = list(dict.fromkeys([*old_eligible, *left]))
+    return tuple(r for r in merged if r not in new_isr)
+
+
+# --- a replica that lost acknowledged data (KIP-966 motivation; broker/damaged_logs.py) ------
+
+
+@dataclass(frozen=True, slots=True)
+class DamagedReplicaDecision:
+    """What the controller does when brokers report damaged replicas of one partition.
+
+    `state` is the partition state to write (None: nothing to write).
+    `outcome` names the rule that applied, for the logs:
+
+    * `not_in_isr`: the replica was out of sync already (it only leaves the eligible replicas);
+    * `removed_from_isr`: other ISR members have the data; if the damaged one led, one of them
+      leads now, or none until one is live (the partition stays offline);
+    * `isr_from_eligible`: every ISR member is damaged, but replicas that left the ISR below
+      min.insync.replicas hold every acknowledged record: they become the ISR;
+    * `damaged_may_lead`: no other replica is known to have the data: a damaged ISR member may
+      lead, an unclean election in effect.
+    """
+
+    state: LeaderAndIsr | None
+    outcome: str
+
+    @property
+    def unclean(self) -> bool:
+        return self.outcome == DAMAGED_MAY_LEAD
+
+
+NOT_IN_ISR = "not_in_isr"
+REMOVED_FROM_ISR = "removed_from_isr"
+ISR_FROM_ELIGIBLE = "isr_from_eligible"
+DAMAGED_MAY_LEAD = "damaged_may_lead"
+
+
+def _still_eligible(
+    current: LeaderAndIsr, assignment: Sequence[int], damaged: Collection[int], min_insync_replicas: int
+) -> tuple[int, ...]:
+    """The eligible replicas that still vouch for every acknowledged record.
+
+    None once the ISR is as large as `min.insync.replicas` (lowered since, say: acknowledgements went on
+    without them, which is why Kafka clears the ELR when the setting changes); never a damaged replica, nor
+    one a reassignment dropped from the assignment.
+    """
+    if len(current.isr) >= min_insync_replicas:
+        return ()
+    return tuple(r for r in current.eligible if r not in damaged and r in assignment)
+
+
+def _first_live(assignment: Sequence[int], candidates: Collection[int], live: Collection[int]) -> int:
+    return next((r for r in assignment if r in candidates and r in live), NO_LEADER)
+
+
+def damaged_replica_decision(
+    current: LeaderAndIsr,
+    assignment: Sequence[int],
+    damaged: Collection[int],
+    live_replicas: Collection[int],
+    controller_epoch: int,
+    min_insync_replicas: int,
+) -> DamagedReplicaDecision:
+    """The partition's next state when `damaged` replicas lost acknowledged data (pure; table-tested).
+
+    Never a damaged leader while a healthy ISR or eligible replica exists,
+    live or not: when none of those is live the partition has no leader
+    until one registers (the offline election then picks it).
+    """
+    eligible = _still_eligible(current, assignment, damaged, min_insync_replicas)
+    healthy_isr = tuple(r for r in current.isr if r not in damaged)
+    if len(healthy_isr) == len(current.isr):
+        if eligible == current.eligible:
+            return DamagedReplicaDecision(None, NOT_IN_ISR)
+        state = current.new_leader_and_isr(current.leader, current.isr, controller_epoch=controller_epoch)
+        return DamagedReplicaDecision(state.with_eligible(eligible), NOT_IN_ISR)
+    if healthy_isr:
+        leader = (
+            current.leader if current.leader in healthy_isr else _first_live(assignment, healthy_isr, live_replicas)
+        )
+        state = current.new_leader_and_isr(leader, healthy_isr, controller_epoch=controller_epoch)
+        return DamagedReplicaDecision(state.with_eligible(eligible), REMOVED_FROM_ISR)
+    if eligible:
+        leader = _first_live(assignment, eligible, live_replicas)
+        state = current.new_leader_and_isr(leader, eligible, controller_epoch=controller_epoch)
+        return DamagedReplicaDecision(state.with_eligible(()), ISR_FROM_ELIGIBLE)
+    if current.leader in current.isr and current.leader in live_replicas:
+        return DamagedReplicaDecision(None, DAMAGED_MAY_LEAD)  # it leads already; nothing better exists
+    leader = _first_live(assignment, current.isr, live_replicas)
+    if leader == current.leader:
+        return DamagedReplicaDecision(None, DAMAGED_MAY_LEAD)
+    state = current.new_leader_and_isr(leader, current.isr, controller_epoch=controller_epoch)
+    return DamagedReplicaDecision(state, DAMAGED_MAY_LEAD)
 
 
 # --- epoch fencing (§2.9) ------------------------------------------------------------------

@@ -25,6 +25,7 @@ from broker.controller.election import (
     controlled_shutdown_election,
     is_stale_controller_epoch,
     new_partition_election,
+    next_eligible_leader_replicas,
     offline_election,
     preferred_replica_election,
     reassign_election,
@@ -55,6 +56,22 @@ P = PartitionState
 R = ReplicaState
 
 
+async def topic_min_isr(store: ControllerZkStore, topic: str, default: int) -> int:
+    """The topic's `min.insync.replicas`: its override in `/config/topics/<t>`, else the broker default."""
+    override = await store.topic_min_isr_override(topic)
+    return default if override is None else override
+
+
+async def with_eligible_after_shrink(
+    store: ControllerZkStore, tp: TopicPartition, current: LeaderAndIsr, new: LeaderAndIsr, min_isr_default: int
+) -> LeaderAndIsr:
+    """`new` with KIP-966's eligible leader replicas updated for the replicas that left the ISR."""
+    if not set(current.isr) - set(new.isr):
+        return new
+    min_isr = await topic_min_isr(store, tp.topic, min_isr_default)
+    return new.with_eligible(next_eligible_leader_replicas(current.isr, new.isr, current.eligible, min_isr))
+
+
 class ElectionStrategy(enum.Enum):
     """Which leader election an Online transition runs (Kafka's PartitionLeaderElectionStrategy)."""
 
@@ -79,6 +96,7 @@ class PartitionStateMachine:
         state_log: StateChangeLogger,
         unclean_default: bool,
         logger: Any,
+        min_insync_replicas_default: int = 1,
     ) -> None:
         self._id = controller_id
         self._ctx = ctx
@@ -87,6 +105,7 @@ class PartitionStateMachine:
         self._state_log = state_log
         self._unclean_default = unclean_default
         self._log = logger
+        self._min_isr_default = min_insync_replicas_default
 
     def initialize_states(self) -> None:
         """Failover: Online if the cached leader is live, Offline if not, New without a state znode."""
@@ -227,6 +246,8 @@ class PartitionStateMachine:
                 level="WARN",
             )
         new_state = apply_election(current, election, self._ctx.epoch)
+        if not election.unclean:  # an ISR member shut down or went offline: it may become eligible
+            new_state = await with_eligible_after_shrink(self._store, tp, current, new_state, self._min_isr_default)
         version = await self._store.update_partition_state(tp, new_state, self._ctx.epoch_zk_version)
         self._became_online(tp, new_state.with_zk_version(version), election.recipients, is_new=False)
 
@@ -248,7 +269,9 @@ class PartitionStateMachine:
         unclean = False
         if not any(r in online for r in current.isr):  # Kafka reads the topic config only for these
             unclean = await self._unclean_allowed(tp.topic)
-        return offline_election(replicas, current.isr, online, unclean), f"{strategy.value}({str(unclean).lower()})"
+        excluded = self._ctx.unclean_excluded(tp, current.isr) if unclean else frozenset()
+        election = offline_election(replicas, current.isr, online, unclean, excluded)
+        return election, f"{strategy.value}({str(unclean).lower()})"
 
     async def _unclean_allowed(self, topic: str) -> bool:
         override = await self._store.topic_unclean_override(topic)
@@ -291,6 +314,7 @@ class ReplicaStateMachine:
         batch: Callable[[], RequestBatch],
         state_log: StateChangeLogger,
         logger: Any,
+        min_insync_replicas_default: int = 1,
     ) -> None:
         self._id = controller_id
         self._ctx = ctx
@@ -298,6 +322,7 @@ class ReplicaStateMachine:
         self._batch = batch
         self._state_log = state_log
         self._log = logger
+        self._min_isr_default = min_insync_replicas_default
 
     def initialize_states(self) -> list[PartitionReplica]:
         """Failover: replicas on live brokers are Online, the others DeletionIneligible; returns the online ones."""
@@ -389,6 +414,7 @@ class ReplicaStateMachine:
     async def _remove_from_isr(self, pr: PartitionReplica) -> LeaderAndIsr | None:
         """The partition's state after the write, or None when there was nothing to write."""
         tp = pr.partition
+        min_isr: int | None = None
         for _ in range(ZK_WRITE_RETRIES_MAX):
             current = await self._store.read_partition_state(tp)
             if current is None:
@@ -396,7 +422,9 @@ class ReplicaStateMachine:
             if is_stale_controller_epoch(self._ctx.epoch, current.controller_epoch):
                 self._error(aborted_election_message(tp_text(tp), self._id, current.controller_epoch))
                 return None
-            new_state = remove_replica_from_isr(current, pr.replica, self._ctx.epoch)
+            if min_isr is None and pr.replica in current.isr:  # for the eligible leader replicas
+                min_isr = await topic_min_isr(self._store, tp.topic, self._min_isr_default)
+            new_state = remove_replica_from_isr(current, pr.replica, self._ctx.epoch, min_isr)
             if new_state is None:
                 self._ctx.leadership[tp] = current
                 return None

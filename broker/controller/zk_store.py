@@ -15,6 +15,7 @@ from typing import Any
 
 from broker.controller.context import LiveBroker
 from broker.controller.election import LeaderAndIsr
+from broker.damaged_logs import LostData, claim_path, decode_claim
 from client import kafka_znodes as kz
 from client.aio import AsyncZkClient
 from client.exceptions import (
@@ -32,6 +33,7 @@ from client.zk_transaction import AsyncTransaction
 from client.zk_watches import Watcher
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 # Kafka's InitialControllerEpoch / InitialControllerEpochZkVersion (2.x).
 INITIAL_CONTROLLER_EPOCH = 0
 # A topic subtree that changes under its deletion is re-listed this often before giving up (STYLE 10).
@@ -164,13 +166,41 @@ class ControllerZkStore:
 
     async def topic_unclean_override(self, topic: str) -> bool | None:
         """The topic's `unclean.leader.election.enable` from `/config/topics/<t>`, None if not set."""
+        value = await self._topic_config_value(topic, UNCLEAN_LEADER_ELECTION_ENABLE)
+        return None if value is None else value.strip().lower() == "true"
+
+    async def topic_min_isr_override(self, topic: str) -> int | None:
+        """The topic's `min.insync.replicas` from `/config/topics/<t>`, None if not set or not a number."""
+        value = await self._topic_config_value(topic, MIN_INSYNC_REPLICAS)
+        return int(value) if value is not None and value.strip().isdigit() else None
+
+    async def _topic_config_value(self, topic: str, key: str) -> str | None:
         path = kz.topic_config_path(topic)
         try:
             data, _ = await self.zk.get(path)
         except NoNodeError:
             return None
-        value = kz.decode_config(data, path).get(UNCLEAN_LEADER_ELECTION_ENABLE)
-        return None if value is None else value.strip().lower() == "true"
+        return kz.decode_config(data, path).get(key)
+
+    # ---- /brokers/damaged_logs/<id> (broker/damaged_logs.py)
+
+    async def read_damage_claim(self, broker_id: int) -> tuple[list[LostData], int] | None:
+        """The broker's claim and its znode version, None if it has none. Raises ClaimDataError if unreadable."""
+        path = claim_path(broker_id)
+        try:
+            data, stat = await self.zk.get(path)
+        except NoNodeError:
+            return None
+        return decode_claim(path, data), stat.version
+
+    async def delete_damage_claim(self, broker_id: int, version: int, epoch_zk_version: int) -> bool:
+        """Fenced delete at `version`; False if the broker wrote a newer claim meanwhile (or it is gone)."""
+        path = claim_path(broker_id)
+        try:
+            await self.fenced(lambda t: t.delete(path, version), epoch_zk_version)
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
 
     # ---- partition state znodes
 
@@ -181,7 +211,10 @@ class ControllerZkStore:
         except NoNodeError:
             return None
         state = kz.decode_partition_state(tp.topic, tp.partition, data)
-        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version)
+        return LeaderAndIsr(
+            state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version,
+            state.eligible_leader_replicas,
+        )  # fmt: skip
 
     async def read_partition_states(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:
         reads = await asyncio.gather(*(self.read_partition_state(tp) for tp in partitions))
@@ -335,7 +368,7 @@ class ControllerZkStore:
 
 def _encode_state(state: LeaderAndIsr) -> bytes:
     return kz.encode_partition_state(
-        kz.PartitionState(state.leader, state.leader_epoch, state.isr, state.controller_epoch)
+        kz.PartitionState(state.leader, state.leader_epoch, state.isr, state.controller_epoch, state.eligible)
     )
 
 

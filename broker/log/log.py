@@ -165,6 +165,12 @@ class PartitionLog:
             (self.dir / LEADER_EPOCH_CHECKPOINT).unlink()
             self._epochs = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, logger)
             recovery_point, had_clean_shutdown = 0, False
+        # The log reached at least the latest checkpointed epoch's start offset (a leader assigns its epoch at
+        # its log end offset): recovery cutting below it lost data the broker had (broker/damaged_logs.py).
+        # Read before recovery re-assigns epochs.
+        latest = self._epochs.entries[-1:]
+        self.epoch_checkpoint_end_offset = latest[0].start_offset if latest else 0
+        self.recovery_cut_bytes = 0  # what recovery cut from a segment's tail (`log_truncated`)
         recovered = self._load_segments(recovery_point, had_clean_shutdown, log_start_offset)
         self._leo = self._segments[-1].next_offset
         self._log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), self._leo)
@@ -203,7 +209,7 @@ class PartitionLog:
             needs_recovery = not clean and (is_last or bases[i + 1] > recovery_point)
             if not needs_recovery:
                 try:
-                    segment.load()
+                    segment.load(verify_tail_crc=is_last)
                 except IndexProblem as exc:
                     self._log.warning(
                         "log_index_rebuilt", dir=str(self.dir), segment=segment.log_path.name, problem=str(exc)
@@ -264,6 +270,7 @@ class PartitionLog:
         result = segment.recover(bound, on_batch)
         if not result.truncated_bytes:
             return False
+        self.recovery_cut_bytes += result.truncated_bytes
         self._log.warning(
             "log_truncated",
             dir=str(self.dir),

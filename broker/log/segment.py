@@ -157,11 +157,15 @@ class LogSegment:
 
     # ------------------------------------------------------------------ load
 
-    def load(self) -> None:
+    def load(self, verify_tail_crc: bool = False) -> None:
         """Loads and sanity-checks the indexes, then scans the tail after the last index entry.
 
         Raises IndexProblem when an index is missing (for a non-empty `.log`) or
         insane, or the tail's framing is broken: the caller then runs `recover`.
+        `verify_tail_crc` also checks the CRC-32C of every batch after the last
+        index entry (at most `index.interval.bytes` plus one append): the
+        active segment's tail is where a disk that lost or garbled a last write
+        shows it, also after a clean shutdown, which skips recovery.
         """
         if self._size > 0 and not (self._index_existed and self._time_index_existed):
             missing = [
@@ -173,8 +177,21 @@ class LogSegment:
         self._load_index()
         self._load_time_index()
         self._scan_tail()
+        if verify_tail_crc:
+            self._verify_tail_crc()
         self._check_index_entries()
         self._check_time_index()
+
+    def _verify_tail_crc(self) -> None:
+        position = self._index_positions[-1] if self._index_positions else 0
+        if position >= self._size:
+            return
+        try:
+            validate_batches(os.pread(self._fd, self._size - position, position), from_client=False)
+        except CorruptRecordError as exc:
+            raise IndexProblem(
+                f"{self.log_path.name}: tail after position {position} fails validation: {exc}"
+            ) from None
 
     def _load_index(self) -> None:
         data = _read_all(self._index_fd)
