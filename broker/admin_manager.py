@@ -5,6 +5,10 @@ planners of client.topic_admin decide them); the controller, watching
 `/brokers/topics` and `/admin/delete_topics`, does the rest. With a
 `timeout_ms` the answer waits until this broker's metadata shows a leader for
 every new partition, so a client may produce right after.
+
+Every request is bounded before an assignment is built (client/assignment_bounds.py):
+the assignment znode must fit in `jute.maxbuffer`, and a manual assignment may name
+registered brokers only (Kafka's KRaft controller check and message).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from broker.metadata_cache import MetadataCache
 from client import kafka_errors as errors
 from client.aio import AsyncZkClient
 from client.assignment import AdminOperationError, BrokerMetadata, RackAwareMode, broker_metadatas
+from client.assignment_bounds import check_manual_assignment_brokers
 from client.exceptions import NodeExistsError, NoNodeError
 from client.kafka_znodes import (
     BROKER_IDS_PATH,
@@ -36,6 +41,17 @@ def _error_of(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, AdminOperationError):
         return errors.InvalidReplicaAssignmentError.code, str(exc)
     return errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+
+
+def _check_new_partition_assignments(topic: pb.CreatePartitionsTopic, existing: int, registered: set[int]) -> None:
+    """Kafka 2.8 AdminManager.createPartitions: one replica list per new partition, each naming registered
+    brokers (KRaft's message for those); a count that does not grow is left to the planner's own error."""
+    check_manual_assignment_brokers((a.broker_ids for a in topic.assignments), registered)
+    increase = topic.count - existing
+    if increase > 0 and len(topic.assignments) != increase:
+        raise errors.InvalidReplicaAssignmentError(
+            f"Increasing the number of partitions by {increase} but {len(topic.assignments)} assignments provided."
+        )
 
 
 class AdminManager:
@@ -81,10 +97,13 @@ class AdminManager:
         response = pb.CreateTopicsResponse()
         created: dict[str, int] = {}
         brokers = await self._live_brokers()
+        registered = {b.id for b in brokers}
         existing = await self._existing_topics()
         for topic in request.topics:
             result = response.topics.add(name=topic.name)
             try:
+                if topic.assignments:
+                    check_manual_assignment_brokers((a.broker_ids for a in topic.assignments), registered)
                 assignment = (
                     {a.partition_index: list(a.broker_ids) for a in topic.assignments} if topic.assignments else None
                 )
@@ -105,6 +124,7 @@ class AdminManager:
                     configs=dict(topic.configs),
                     brokers=brokers,
                     existing_topics=existing,
+                    znode_bytes_max=self.config.jute_maxbuffer,
                 )
                 if not request.validate_only:
                     await self._write(plan.znodes, topic.name)
@@ -158,12 +178,21 @@ class AdminManager:
                     raise errors.UnknownTopicOrPartitionError(f"The topic '{topic.name}' does not exist.") from None
                 current = decode_topic(topic.name, data)
                 first_new = len(current.partitions)
+                if topic.assignments:
+                    _check_new_partition_assignments(topic, first_new, {b.id for b in brokers})
                 new_assignment = (
                     {first_new + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
                     if topic.assignments
                     else None
                 )
-                full, znode = plan_partition_addition(topic.name, current, topic.count, new_assignment, brokers)
+                full, znode = plan_partition_addition(
+                    topic.name,
+                    current,
+                    topic.count,
+                    new_assignment,
+                    brokers,
+                    znode_bytes_max=self.config.jute_maxbuffer,
+                )
                 if not request.validate_only:
                     await self.zk.set(topic_path(topic.name), znode, version=stat.version)
                     grown[topic.name] = len(full)

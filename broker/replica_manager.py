@@ -57,8 +57,10 @@ CONSUMER_REPLICA_ID = -1
 DEBUG_REPLICA_ID = -2
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
-# Fetch responses are capped so that one gRPC message stays well under its limit.
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Kafka 2.8 ProduceRequest.validateRecords (v3+, every version this broker speaks) refuses a partition whose
+# records hold no batch: InvalidRecordException("Produce requests with version " + version + " must have at least
+# one record batch"), INVALID_RECORD for that partition, no offset assigned.
+EMPTY_PRODUCE_MESSAGE = "Produce requests with version 3 and above must have at least one record batch"
 
 
 def now_ms() -> int:
@@ -325,6 +327,10 @@ class ReplicaManager:
                 if acks not in (0, 1, -1):
                     result.error_code = errors.InvalidRequiredAcksError.code
                     continue
+                if not data.records:
+                    result.error_code = errors.InvalidRecordError.code
+                    result.error_message = EMPTY_PRODUCE_MESSAGE
+                    continue
                 tp = TopicPartition(topic_data.name, data.index)
                 future = self._append_as_leader(tp, data.records, acks, result)
                 if future is not None:
@@ -433,9 +439,12 @@ class ReplicaManager:
     async def fetch(self, request: pb.FetchRequest) -> FetchReply:
         replica_id = request.replica_id
         is_follower = replica_id >= 0
-        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-        max_bytes = request.max_bytes if request.max_bytes > 0 else MAX_RESPONSE_BYTES
-        max_bytes = min(max_bytes, MAX_RESPONSE_BYTES)
+        # Clamped as Kafka clamps them: a wait of at most fetch.max.wait.ms.max (a negative one answers at once),
+        # a response of at most fetch.max.bytes (0 or less: that much; Kafka's ReplicaManager.fetchMessages).
+        wait_ms = min(max(request.max_wait_ms, 0), self.config.fetch_max_wait_ms_max)
+        deadline = time.monotonic() + wait_ms / 1000
+        response_bytes_max = self.config.fetch_max_bytes
+        max_bytes = min(request.max_bytes, response_bytes_max) if request.max_bytes > 0 else response_bytes_max
         while True:
             reply, total, errored = self._read(request, replica_id, is_follower, max_bytes)
             remaining = deadline - time.monotonic()

@@ -16,6 +16,7 @@ import grpc
 
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
+from broker.request_bounds import BytesInFlight, bounded_handler
 from broker.state_change_log import update_metadata_partition_text
 from client import kafka_errors as errors
 from zkraft_proto import broker_pb2 as pb
@@ -26,15 +27,21 @@ _SERVICE = pb.DESCRIPTOR.services_by_name["Broker"]
 _ENCODED_RESPONSES = frozenset({"Fetch"})
 
 
-def add_broker_service(service: BrokerServicer, server: grpc.aio.Server) -> None:
-    """`broker_pb2_grpc.add_BrokerServicer_to_server`, except that Fetch answers bytes it encoded itself."""
+def add_broker_service(
+    service: BrokerServicer, server: grpc.aio.Server, budget: BytesInFlight, wait_for_room_s: float
+) -> None:
+    """`broker_pb2_grpc.add_BrokerServicer_to_server`, except that each request waits for room in `budget`
+    (queued.max.request.bytes) before it is parsed, and Fetch answers bytes it encoded itself."""
     handlers = {}
     for method in _SERVICE.methods:
         request_type = getattr(pb, method.input_type.name)
         response_type = getattr(pb, method.output_type.name)
+        handler = bounded_handler(
+            getattr(service, method.name), request_type.FromString, method.input_type.name, budget, wait_for_room_s
+        )
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-            getattr(service, method.name),
-            request_deserializer=request_type.FromString,
+            handler,
+            request_deserializer=None,  # raw bytes: parsed by bounded_handler once they fit in the budget
             response_serializer=None if method.name in _ENCODED_RESPONSES else response_type.SerializeToString,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE.full_name, handlers),))
