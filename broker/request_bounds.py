@@ -10,8 +10,10 @@ budget, and only then is it parsed and worked on. It waits at most until its
 gRPC deadline (or `request.timeout.ms` without one) and then fails with
 RESOURCE_EXHAUSTED, naming the limit: backpressure instead of allocation.
 
-When a burst ends (nothing in flight for `QUIET_PERIOD_S` after at least
-`BURST_BYTES_MIN` were), the heap's free pages go back to the kernel
+When a burst ends (at least `BURST_BYTES_MIN` of requests arrived, then a
+period of `QUIET_PERIOD_S` in which less than `QUIET_BYTES_PER_PERIOD` did:
+followers' and consumers' long polls never stop, so "nothing in flight" would
+never come), the heap's free pages go back to the kernel
 (`client.heap_tuning.release_freed_memory`). Not sooner: the broker keeps
 freed buffers on purpose while it serves (`retain_freed_buffers`, the fetch
 path's speed), and a trim walks the whole heap. glibc's malloc_trim leaves
@@ -31,10 +33,11 @@ import grpc
 
 from client.heap_tuning import release_freed_memory
 
-# A burst worth handing back: smaller peaks leave little to return.
+# A burst worth handing back: fewer request bytes leave little to return.
 BURST_BYTES_MIN = 4 * 1024 * 1024
-# Nothing in flight for this long ends a burst.
+# A period with less than this arriving ends a burst (long polls are a few hundred bytes each).
 QUIET_PERIOD_S = 1.0
+QUIET_BYTES_PER_PERIOD = 1024 * 1024
 
 
 class RequestBytesExhausted(Exception):
@@ -59,20 +62,15 @@ class BytesInFlight:
     ) -> None:
         self.limit_bytes = limit_bytes
         self.used_bytes = 0
-        self.peak_bytes = 0  # since the last release of memory
         self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
-        self._log = logger
-        self._release_memory = release_memory
-        self._quiet_period_s = quiet_period_s
-        self._burst_bytes_min = burst_bytes_min
-        self._quiet_timer: asyncio.TimerHandle | None = None
-        self.releases = 0  # how many times memory was handed back (tests and logs)
+        self.bursts = BurstMemoryRelease(logger, release_memory, quiet_period_s, burst_bytes_min)
 
     def _fits(self, size_bytes: int) -> bool:
         return self.limit_bytes < 0 or self.used_bytes == 0 or self.used_bytes + size_bytes <= self.limit_bytes
 
     async def acquire(self, size_bytes: int, timeout_s: float) -> None:
         """Take `size_bytes` of the budget, waiting in line up to `timeout_s`; RequestBytesExhausted after."""
+        self.bursts.arrived(size_bytes)
         if not self._waiters and self._fits(size_bytes):
             self._take(size_bytes)
             return
@@ -106,17 +104,11 @@ class BytesInFlight:
 
     def _take(self, size_bytes: int) -> None:
         self.used_bytes += size_bytes
-        if self.used_bytes > self.peak_bytes:
-            self.peak_bytes = self.used_bytes
-        if self._quiet_timer is not None:
-            self._quiet_timer.cancel()
-            self._quiet_timer = None
+        self.bursts.in_flight(self.used_bytes)
 
     def release(self, size_bytes: int) -> None:
         self.used_bytes -= size_bytes
         self._grant_waiters()
-        if self.used_bytes == 0 and self.peak_bytes >= self._burst_bytes_min and self._quiet_timer is None:
-            self._quiet_timer = asyncio.get_running_loop().call_later(self._quiet_period_s, self._burst_ended)
 
     def _grant_waiters(self) -> None:
         while self._waiters and self._fits(self._waiters[0][0]):
@@ -126,14 +118,51 @@ class BytesInFlight:
             self._take(size_bytes)
             waiter.set_result(None)
 
-    def _burst_ended(self) -> None:
-        self._quiet_timer = None
-        if self.used_bytes != 0:
-            return  # a request arrived in the same tick; its release schedules the next check
-        peak, self.peak_bytes = self.peak_bytes, 0
+
+class BurstMemoryRelease:
+    """Hands the heap's free pages back once a burst of request bytes is over (see the module's docstring).
+
+    O(1) per request: a counter, and a timer armed by the first request after a quiet spell; while requests
+    keep coming the timer re-arms once per `quiet_period_s`.
+    """
+
+    def __init__(
+        self, logger: Any, release_memory: Callable[[], bool], quiet_period_s: float, burst_bytes_min: int
+    ) -> None:
+        self._log = logger
+        self._release_memory = release_memory
+        self._quiet_period_s = quiet_period_s
+        self._burst_bytes_min = burst_bytes_min
+        self._quiet_bytes = min(QUIET_BYTES_PER_PERIOD, burst_bytes_min)
+        self._period_bytes = 0  # arrived in the current period
+        self._burst_bytes = 0  # arrived since the last quiet period
+        self._peak_in_flight_bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self.releases = 0  # how many times memory was handed back (tests and logs)
+
+    def arrived(self, size_bytes: int) -> None:
+        self._period_bytes += size_bytes
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._quiet_period_s, self._period_ended)
+
+    def in_flight(self, used_bytes: int) -> None:
+        if used_bytes > self._peak_in_flight_bytes:
+            self._peak_in_flight_bytes = used_bytes
+
+    def _period_ended(self) -> None:
+        self._timer = None
+        arrived, self._period_bytes = self._period_bytes, 0
+        self._burst_bytes += arrived
+        if arrived >= self._quiet_bytes:
+            self._timer = asyncio.get_running_loop().call_later(self._quiet_period_s, self._period_ended)
+            return  # still busy: look again after the next period
+        burst, peak = self._burst_bytes, self._peak_in_flight_bytes
+        self._burst_bytes = self._peak_in_flight_bytes = 0
+        if burst < self._burst_bytes_min:
+            return
         released = self._release_memory()
         self.releases += 1
-        self._log.info("request_burst_memory_released", peak_bytes=peak, released=released)
+        self._log.info("request_burst_memory_released", burst_bytes=burst, peak_in_flight_bytes=peak, released=released)
 
 
 Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]

@@ -210,30 +210,44 @@ def test_no_limit_with_minus_one() -> None:
     asyncio.run(scenario())
 
 
+async def _until(predicate: Any, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
 def test_memory_is_handed_back_once_after_a_burst_and_not_after_small_requests() -> None:
-    async def scenario() -> int:
-        released = asyncio.Event()
+    async def scenario() -> list[float]:
         calls: list[float] = []
 
         def release_memory() -> bool:
             calls.append(time.monotonic())
-            released.set()
             return True
 
         budget = BytesInFlight(1000, _NoLog(), release_memory, quiet_period_s=0.05, burst_bytes_min=500)
-        await budget.acquire(100, 1.0)  # a small request: no burst
-        budget.release(100)
-        await budget.acquire(600, 1.0)
-        await budget.acquire(300, 1.0)
-        budget.release(600)
-        assert budget._quiet_timer is None  # still 300 in flight
-        budget.release(300)
+        for size in (300, 300):  # one after the other: a burst is bytes arriving, not bytes at once
+            await budget.acquire(size, 1.0)
+            budget.release(size)
         ended = time.monotonic()
-        await asyncio.wait_for(released.wait(), 5.0)
-        assert calls[0] - ended >= 0.04  # after the quiet period, not at once
+        await _until(lambda: calls)
+        assert calls[0] - ended >= 0.05  # a busy period, then a quiet one, not at once
         await budget.acquire(100, 1.0)  # a small request after the burst: no second release
         budget.release(100)
-        assert budget._quiet_timer is None
-        return len(calls)
+        await _until(lambda: budget.bursts._timer is None)
+        return calls
 
-    assert asyncio.run(scenario()) == 1
+    assert len(asyncio.run(scenario())) == 1
+
+
+def test_steady_small_requests_never_release_memory() -> None:
+    async def scenario() -> int:
+        budget = BytesInFlight(1000, _NoLog(), lambda: True, quiet_period_s=0.02, burst_bytes_min=500)
+        for _ in range(200):  # 2000 bytes in all, more than a burst, but never 500 in one period
+            await budget.acquire(10, 1.0)
+            budget.release(10)
+            await asyncio.sleep(0.005)  # the traffic's pace, not synchronisation
+        await _until(lambda: budget.bursts._timer is None)
+        return budget.bursts.releases
+
+    assert asyncio.run(scenario()) == 0
