@@ -47,6 +47,7 @@ from client.kafka_znodes import (
     encode_partition_state,
     partition_state_path,
     topic_config_path,
+    validate_topic_name,
 )
 from client.records import CorruptRecordError, RecordsError
 from client.structs import TopicPartition
@@ -61,6 +62,15 @@ EARLIEST_TIMESTAMP = -2
 # records hold no batch: InvalidRecordException("Produce requests with version " + version + " must have at least
 # one record batch"), INVALID_RECORD for that partition, no offset assigned.
 EMPTY_PRODUCE_MESSAGE = "Produce requests with version 3 and above must have at least one record batch"
+
+
+def _is_valid_partition(tp: TopicPartition) -> bool:
+    """A topic name Kafka accepts (Topic.validate) and a partition id that is not negative."""
+    try:
+        validate_topic_name(tp.topic)
+    except errors.InvalidTopicError:
+        return False
+    return tp.partition >= 0
 
 
 def now_ms() -> int:
@@ -246,6 +256,9 @@ class ReplicaManager:
     ) -> int:
         if self.broker_id not in state.replicas:
             return errors.UnknownTopicOrPartitionError.code
+        if tp not in self.partitions and not _is_valid_partition(tp):
+            # The name becomes a directory: "../x" or "a/b" must never reach the file system.
+            return errors.InvalidTopicError.code
         partition = self.partitions.get(tp)
         if partition is not None and state.leader_epoch <= partition.leader_epoch:
             self._state_change(

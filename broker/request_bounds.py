@@ -169,10 +169,17 @@ Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 
 
 def bounded_handler(
-    handler: Handler, parse: Callable[[bytes], Any], type_name: str, budget: BytesInFlight, default_timeout_s: float
+    handler: Handler,
+    parse: Callable[[bytes], Any],
+    type_name: str,
+    budget: BytesInFlight,
+    default_timeout_s: float,
+    logger: Any,
 ) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Any]]:
     """`handler` behind the budget: the raw request waits for room, then is parsed (a malformed one is refused
-    with INVALID_ARGUMENT and one line) and handled; its bytes are returned to the budget when it is answered."""
+    with INVALID_ARGUMENT and one line) and handled; its bytes are returned to the budget when it is answered.
+    A handler's unexpected exception is logged with its traceback and answered INTERNAL in one line
+    (Kafka's UNKNOWN_SERVER_ERROR)."""
 
     async def bounded(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
         size_bytes = len(raw)
@@ -187,7 +194,13 @@ def bounded_handler(
                 request = parse(raw)
             except Exception as exc:  # protobuf's DecodeError and friends: the client sent bytes we cannot read
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {type_name}: {exc}")
-            return await handler(request, context)
+            try:
+                return await handler(request, context)
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:  # the loop boundary of one request: log it, answer it, serve the next
+                logger.exception("request_failed", request=type_name, error=str(exc))
+                await context.abort(grpc.StatusCode.INTERNAL, f"UNKNOWN_SERVER_ERROR: {type(exc).__name__}: {exc}")
         finally:
             budget.release(size_bytes)
 

@@ -200,7 +200,7 @@ class Broker:
         service.groups = build_group_api(config, replicas, metadata, admin, self.log)
         self.server = grpc.aio.server(options=grpc_server_options(config))
         self.requests_in_flight = BytesInFlight(config.queued_max_request_bytes, self.log)
-        add_broker_service(service, self.server, self.requests_in_flight, config.request_timeout_ms / 1000)
+        add_broker_service(service, self.server, self.requests_in_flight, config.request_timeout_ms / 1000, self.log)
         try:
             port = self.server.add_insecure_port(config.address)
         except RuntimeError:

@@ -28,7 +28,7 @@ _ENCODED_RESPONSES = frozenset({"Fetch"})
 
 
 def add_broker_service(
-    service: BrokerServicer, server: grpc.aio.Server, budget: BytesInFlight, wait_for_room_s: float
+    service: BrokerServicer, server: grpc.aio.Server, budget: BytesInFlight, wait_for_room_s: float, logger: Any
 ) -> None:
     """`broker_pb2_grpc.add_BrokerServicer_to_server`, except that each request waits for room in `budget`
     (queued.max.request.bytes) before it is parsed, and Fetch answers bytes it encoded itself."""
@@ -37,7 +37,12 @@ def add_broker_service(
         request_type = getattr(pb, method.input_type.name)
         response_type = getattr(pb, method.output_type.name)
         handler = bounded_handler(
-            getattr(service, method.name), request_type.FromString, method.input_type.name, budget, wait_for_room_s
+            getattr(service, method.name),
+            request_type.FromString,
+            method.input_type.name,
+            budget,
+            wait_for_room_s,
+            logger,
         )
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             handler,
@@ -108,7 +113,8 @@ class BrokerService(BrokerServicer):
         return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
 
     async def Metadata(self, request: pb.MetadataRequest, context: grpc.aio.ServicerContext) -> pb.MetadataResponse:
-        topics = None if request.all_topics else list(request.topics)
+        # A set, as Kafka's KafkaApis takes it: a name repeated 20,000 times is answered once, not 20,000 times.
+        topics = None if request.all_topics else list(dict.fromkeys(request.topics))
         if topics and request.allow_auto_topic_creation and self._admin is not None:
             missing = [t for t in topics if not self._metadata.contains(t)]
             if missing:
