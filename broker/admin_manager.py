@@ -18,6 +18,7 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.metadata_cache import MetadataCache
+from broker.request_bounds import release_request_bytes
 from client import kafka_errors as errors
 from client.aio import AsyncZkClient
 from client.assignment import AdminOperationError, BrokerMetadata, RackAwareMode, broker_metadatas
@@ -152,6 +153,7 @@ class AdminManager:
 
     async def _wait_for_leaders(self, topics: dict[str, int], timeout_ms: int) -> None:
         """Bounded wait until every new partition has a live leader in this broker's metadata."""
+        release_request_bytes()
 
         def ready() -> bool:
             for name, count in topics.items():

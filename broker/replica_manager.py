@@ -33,6 +33,7 @@ from broker.log import LogError
 from broker.log_manager import LogManager
 from broker.partition import Partition
 from broker.periodic import every
+from broker.request_bounds import release_request_bytes
 from broker.state_change_log import leader_and_isr_partition_text
 from broker.topic_config import log_config_for
 from client import kafka_errors as errors
@@ -349,6 +350,7 @@ class ReplicaManager:
                 if future is not None:
                     waits.append((result, future, tp))
         if waits:
+            release_request_bytes()  # appended: what is left is a wait (Kafka's delayed produce)
             await self._await_produces(waits, request.timeout_ms)
         return response
 
@@ -463,6 +465,7 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if total >= max(request.min_bytes, 1) or errored or remaining <= 0:
                 return reply
+            release_request_bytes()  # a delayed fetch holds no request bytes worth counting
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             for topic in request.topics:
                 for item in topic.partitions:

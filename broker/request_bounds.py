@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -38,6 +39,21 @@ BURST_BYTES_MIN = 4 * 1024 * 1024
 # A period with less than this arriving ends a burst (long polls are a few hundred bytes each).
 QUIET_PERIOD_S = 1.0
 QUIET_BYTES_PER_PERIOD = 1024 * 1024
+
+
+# The current request's "leave the budget" callback (each gRPC handler runs in its own task and context).
+_RELEASE_CURRENT: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "release_request_bytes", default=None
+)
+
+
+def release_request_bytes() -> None:
+    """Called by a handler before it waits (a delayed produce or fetch, a topic's leaders): its bytes leave the
+    budget. Kafka frees a request's buffer once it has been read, before purgatory; so must we, or acks=all
+    produces waiting for followers would keep out the very follower fetches they wait for."""
+    release = _RELEASE_CURRENT.get()
+    if release is not None:
+        release()
 
 
 class RequestBytesExhausted(Exception):
@@ -189,6 +205,15 @@ def bounded_handler(
             await budget.acquire(size_bytes, timeout_s)
         except RequestBytesExhausted as exc:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        released = False
+
+        def release_once() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                budget.release(size_bytes)
+
+        token = _RELEASE_CURRENT.set(release_once)
         try:
             try:
                 request = parse(raw)
@@ -202,6 +227,7 @@ def bounded_handler(
                 logger.exception("request_failed", request=type_name, error=str(exc))
                 await context.abort(grpc.StatusCode.INTERNAL, f"UNKNOWN_SERVER_ERROR: {type(exc).__name__}: {exc}")
         finally:
-            budget.release(size_bytes)
+            release_once()
+            _RELEASE_CURRENT.reset(token)
 
     return bounded

@@ -251,3 +251,41 @@ def test_steady_small_requests_never_release_memory() -> None:
         return budget.bursts.releases
 
     assert asyncio.run(scenario()) == 0
+
+
+def test_a_waiting_request_leaves_the_budget_so_the_requests_it_waits_for_get_in() -> None:
+    """An acks=all produce waits for a follower's fetch: once appended it must not keep that fetch out."""
+    from unittest import mock
+
+    import grpc
+
+    from broker.request_bounds import bounded_handler, release_request_bytes
+
+    async def scenario() -> list[str]:
+        budget = BytesInFlight(100, _NoLog(), lambda: True)
+        followed = asyncio.Event()
+        order: list[str] = []
+
+        async def produce(request: bytes, context: object) -> str:
+            order.append("appended")
+            release_request_bytes()  # what ReplicaManager.produce does before its delayed wait
+            await asyncio.wait_for(followed.wait(), 5.0)
+            return "acknowledged"
+
+        async def fetch(request: bytes, context: object) -> str:
+            order.append("fetched")
+            followed.set()
+            return "records"
+
+        context = mock.Mock(spec=grpc.aio.ServicerContext)
+        context.time_remaining.return_value = 5.0
+        bounded_produce = bounded_handler(produce, bytes, "ProduceRequest", budget, 5.0, _NoLog())
+        bounded_fetch = bounded_handler(fetch, bytes, "FetchRequest", budget, 5.0, _NoLog())
+        produced = asyncio.create_task(bounded_produce(b"p" * 100, context))  # the whole budget
+        await asyncio.sleep(0)
+        assert await asyncio.wait_for(bounded_fetch(b"f" * 10, context), 5.0) == "records"
+        assert await produced == "acknowledged"
+        assert budget.used_bytes == 0
+        return order
+
+    assert asyncio.run(scenario()) == ["appended", "fetched"]
