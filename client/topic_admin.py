@@ -118,8 +118,14 @@ def plan_topic_creation(
     frozen = {p: tuple(assignment[p]) for p in sorted(assignment)}
     assignment_znode = encode_topic(TopicAssignment(topic, frozen))
     check_znode_fits(topic, assignment_znode, len(frozen), znode_bytes_max)
+    config_znode = encode_config(checked)
+    if len(config_znode) > znode_bytes_max:
+        raise InvalidConfigurationError(
+            f"The configs of topic '{topic}' are {len(config_znode)} bytes in /config/topics/{topic}, "
+            f"more than jute.maxbuffer ({znode_bytes_max} bytes)."
+        )
     znodes = [
-        (topic_config_path(topic), encode_config(checked)),
+        (topic_config_path(topic), config_znode),
         (topic_path(topic), assignment_znode),
     ]
     return TopicCreationPlan(topic, frozen, checked, znodes)

@@ -20,7 +20,12 @@ from client.assignment_bounds import (
     decimal_digits_total,
     partitions_bytes_min,
 )
-from client.kafka_errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
+from client.kafka_errors import (
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+)
 from client.kafka_znodes import TopicAssignment, encode_topic
 from client.topic_admin import plan_partition_addition, plan_topic_creation
 from zkemu.tree import DATA_BYTES_MAX
@@ -101,6 +106,15 @@ def test_a_smaller_jute_maxbuffer_is_honoured() -> None:
         plan_topic_creation(
             "t", partitions=20, replication_factor=1, replica_assignment=None, configs={},
             brokers=[BrokerMetadata(1)], znode_bytes_max=100,
+        )  # fmt: skip
+
+
+def test_topic_configs_too_large_for_their_znode_are_refused() -> None:
+    throttled = ",".join(["1:2"] * 300_000)  # a legal value of 1.2 MB
+    with pytest.raises(InvalidConfigurationError, match=r"/config/topics/t, more than jute.maxbuffer \(1048575"):
+        plan_topic_creation(
+            "t", partitions=1, replication_factor=1, replica_assignment=None,
+            configs={"leader.replication.throttled.replicas": throttled}, brokers=[BrokerMetadata(1)],
         )  # fmt: skip
 
 
