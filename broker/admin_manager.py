@@ -5,6 +5,10 @@ planners of client.topic_admin decide them); the controller, watching
 `/brokers/topics` and `/admin/delete_topics`, does the rest. With a
 `timeout_ms` the answer waits until this broker's metadata shows a leader for
 every new partition, so a client may produce right after.
+
+Every request is bounded before an assignment is built (client/assignment_bounds.py):
+the assignment znode must fit in `jute.maxbuffer`, and a manual assignment may name
+registered brokers only (Kafka's KRaft controller check and message).
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.metadata_cache import MetadataCache
+from broker.request_bounds import release_request_bytes
 from client import kafka_errors as errors
 from client.aio import AsyncZkClient
 from client.assignment import AdminOperationError, BrokerMetadata, RackAwareMode, broker_metadatas
+from client.assignment_bounds import check_manual_assignment_brokers
 from client.exceptions import NodeExistsError, NoNodeError
 from client.kafka_znodes import (
     BROKER_IDS_PATH,
@@ -36,6 +42,17 @@ def _error_of(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, AdminOperationError):
         return errors.InvalidReplicaAssignmentError.code, str(exc)
     return errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+
+
+def _check_new_partition_assignments(topic: pb.CreatePartitionsTopic, existing: int, registered: set[int]) -> None:
+    """Kafka 2.8 AdminManager.createPartitions: one replica list per new partition, each naming registered
+    brokers (KRaft's message for those); a count that does not grow is left to the planner's own error."""
+    check_manual_assignment_brokers((a.broker_ids for a in topic.assignments), registered)
+    increase = topic.count - existing
+    if increase > 0 and len(topic.assignments) != increase:
+        raise errors.InvalidReplicaAssignmentError(
+            f"Increasing the number of partitions by {increase} but {len(topic.assignments)} assignments provided."
+        )
 
 
 class AdminManager:
@@ -81,10 +98,13 @@ class AdminManager:
         response = pb.CreateTopicsResponse()
         created: dict[str, int] = {}
         brokers = await self._live_brokers()
+        registered = {b.id for b in brokers}
         existing = await self._existing_topics()
         for topic in request.topics:
             result = response.topics.add(name=topic.name)
             try:
+                if topic.assignments:
+                    check_manual_assignment_brokers((a.broker_ids for a in topic.assignments), registered)
                 assignment = (
                     {a.partition_index: list(a.broker_ids) for a in topic.assignments} if topic.assignments else None
                 )
@@ -105,6 +125,7 @@ class AdminManager:
                     configs=dict(topic.configs),
                     brokers=brokers,
                     existing_topics=existing,
+                    znode_bytes_max=self.config.jute_maxbuffer,
                 )
                 if not request.validate_only:
                     await self._write(plan.znodes, topic.name)
@@ -132,6 +153,7 @@ class AdminManager:
 
     async def _wait_for_leaders(self, topics: dict[str, int], timeout_ms: int) -> None:
         """Bounded wait until every new partition has a live leader in this broker's metadata."""
+        release_request_bytes()
 
         def ready() -> bool:
             for name, count in topics.items():
@@ -158,12 +180,21 @@ class AdminManager:
                     raise errors.UnknownTopicOrPartitionError(f"The topic '{topic.name}' does not exist.") from None
                 current = decode_topic(topic.name, data)
                 first_new = len(current.partitions)
+                if topic.assignments:
+                    _check_new_partition_assignments(topic, first_new, {b.id for b in brokers})
                 new_assignment = (
                     {first_new + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
                     if topic.assignments
                     else None
                 )
-                full, znode = plan_partition_addition(topic.name, current, topic.count, new_assignment, brokers)
+                full, znode = plan_partition_addition(
+                    topic.name,
+                    current,
+                    topic.count,
+                    new_assignment,
+                    brokers,
+                    znode_bytes_max=self.config.jute_maxbuffer,
+                )
                 if not request.validate_only:
                     await self.zk.set(topic_path(topic.name), znode, version=stat.version)
                     grown[topic.name] = len(full)
@@ -177,9 +208,12 @@ class AdminManager:
 
     async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
         response = pb.DeleteTopicsResponse()
+        # One read of /brokers/topics for the whole request: a request naming 20,000 topics must not cost
+        # 20,000 quorum round trips (nor may a name like "a/b" address a znode below a topic).
+        existing = set(await self._existing_topics())
         for name in request.topic_names:
             result = response.responses.add(name=name)
-            if await self.zk.exists(topic_path(name)) is None:
+            if name not in existing:
                 result.error_code = errors.UnknownTopicOrPartitionError.code
                 result.error_message = f"Topic '{name}' does not exist."
                 continue

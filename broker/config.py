@@ -109,6 +109,13 @@ PROPERTIES: tuple[Property, ...] = (
     Property("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", _int, 0),
     Property("group.min.session.timeout.ms", "group_min_session_timeout_ms", _int, 0),
     Property("group.max.session.timeout.ms", "group_max_session_timeout_ms", _int, 0),
+    # Request bounds (broker/request_bounds.py): what one request, or all of them at once, may take.
+    Property("socket.request.max.bytes", "socket_request_max_bytes", _int, 1),
+    Property("queued.max.request.bytes", "queued_max_request_bytes", _int, -1),
+    Property("max.concurrent.streams.per.connection", "max_concurrent_streams_per_connection", _int, 1),
+    Property("jute.maxbuffer", "jute_maxbuffer", _int, 1),
+    Property("fetch.max.bytes", "fetch_max_bytes", _int, 1024),
+    Property("fetch.max.wait.ms.max", "fetch_max_wait_ms_max", _int, 0),
 )
 _BY_NAME = {p.name: p for p in PROPERTIES}
 
@@ -173,6 +180,18 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
+    # Kafka's: the largest request the broker reads (gRPC's max receive message length here).
+    socket_request_max_bytes: int = 104857600
+    # Kafka's (there -1, no limit): bytes of requests being worked on at once; beyond, new ones wait for room.
+    queued_max_request_bytes: int = 104857600
+    # zkraft's (Kafka serves one request per connection at a time): HTTP/2 streams at once on one connection.
+    max_concurrent_streams_per_connection: int = 100
+    # ZooKeeper's (0xfffff): the largest znode a request may make the broker write (/brokers/topics/<t>).
+    jute_maxbuffer: int = 0xFFFFF
+    # Kafka's (KIP-541): the most bytes one Fetch response carries, whatever the request asks.
+    fetch_max_bytes: int = 57671680
+    # zkraft's: the longest a Fetch waits for min_bytes (its max_wait_ms is capped to this); Kafka's request.timeout.ms.
+    fetch_max_wait_ms_max: int = 30000
     # Properties as given (after overrides), for the record in the start-up log.
     given: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -226,7 +245,20 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
     config = BrokerConfig(**values, given=dict(properties))
     if config.min_insync_replicas < 1:
         raise BrokerConfigError("min.insync.replicas must be at least 1")
+    _check_request_bounds(config)
     return config
+
+
+def _check_request_bounds(config: BrokerConfig) -> None:
+    """Kafka's KafkaConfig check: one request of the largest size must fit in the queue, or it could never run."""
+    queued = config.queued_max_request_bytes
+    if queued == 0 or queued < -1:
+        raise BrokerConfigError(f"queued.max.request.bytes={queued}: must be -1 (no limit) or positive")
+    if queued > 0 and queued < config.socket_request_max_bytes:
+        raise BrokerConfigError(
+            f"queued.max.request.bytes={queued} must be -1 or at least socket.request.max.bytes "
+            f"({config.socket_request_max_bytes})"
+        )
 
 
 def _kind(prop: Property) -> str:

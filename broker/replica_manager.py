@@ -34,6 +34,7 @@ from broker.log import LogError
 from broker.log_manager import LogManager
 from broker.partition import Partition
 from broker.periodic import every
+from broker.request_bounds import release_request_bytes
 from broker.state_change_log import leader_and_isr_partition_text
 from broker.topic_config import log_config_for
 from client import kafka_errors as errors
@@ -48,6 +49,7 @@ from client.kafka_znodes import (
     encode_partition_state,
     partition_state_path,
     topic_config_path,
+    validate_topic_name,
 )
 from client.records import CorruptRecordError, RecordsError
 from client.structs import TopicPartition
@@ -58,8 +60,19 @@ CONSUMER_REPLICA_ID = -1
 DEBUG_REPLICA_ID = -2
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
-# Fetch responses are capped so that one gRPC message stays well under its limit.
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Kafka 2.8 ProduceRequest.validateRecords (v3+, every version this broker speaks) refuses a partition whose
+# records hold no batch: InvalidRecordException("Produce requests with version " + version + " must have at least
+# one record batch"), INVALID_RECORD for that partition, no offset assigned.
+EMPTY_PRODUCE_MESSAGE = "Produce requests with version 3 and above must have at least one record batch"
+
+
+def _is_valid_partition(tp: TopicPartition) -> bool:
+    """A topic name Kafka accepts (Topic.validate) and a partition id that is not negative."""
+    try:
+        validate_topic_name(tp.topic)
+    except errors.InvalidTopicError:
+        return False
+    return tp.partition >= 0
 
 
 def now_ms() -> int:
@@ -245,6 +258,9 @@ class ReplicaManager:
     ) -> int:
         if self.broker_id not in state.replicas:
             return errors.UnknownTopicOrPartitionError.code
+        if tp not in self.partitions and not _is_valid_partition(tp):
+            # The name becomes a directory: "../x" or "a/b" must never reach the file system.
+            return errors.InvalidTopicError.code
         partition = self.partitions.get(tp)
         if partition is not None and state.leader_epoch <= partition.leader_epoch:
             self._state_change(
@@ -326,11 +342,16 @@ class ReplicaManager:
                 if acks not in (0, 1, -1):
                     result.error_code = errors.InvalidRequiredAcksError.code
                     continue
+                if not data.records:
+                    result.error_code = errors.InvalidRecordError.code
+                    result.error_message = EMPTY_PRODUCE_MESSAGE
+                    continue
                 tp = TopicPartition(topic_data.name, data.index)
                 future = self._append_as_leader(tp, data.records, acks, result)
                 if future is not None:
                     waits.append((result, future, tp))
         if waits:
+            release_request_bytes()  # appended: what is left is a wait (Kafka's delayed produce)
             await self._await_produces(waits, request.timeout_ms)
         return response
 
@@ -434,14 +455,18 @@ class ReplicaManager:
     async def fetch(self, request: pb.FetchRequest) -> FetchReply:
         replica_id = request.replica_id
         is_follower = replica_id >= 0
-        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-        max_bytes = request.max_bytes if request.max_bytes > 0 else MAX_RESPONSE_BYTES
-        max_bytes = min(max_bytes, MAX_RESPONSE_BYTES)
+        # Clamped as Kafka clamps them: a wait of at most fetch.max.wait.ms.max (a negative one answers at once),
+        # a response of at most fetch.max.bytes (0 or less: that much; Kafka's ReplicaManager.fetchMessages).
+        wait_ms = min(max(request.max_wait_ms, 0), self.config.fetch_max_wait_ms_max)
+        deadline = time.monotonic() + wait_ms / 1000
+        response_bytes_max = self.config.fetch_max_bytes
+        max_bytes = min(request.max_bytes, response_bytes_max) if request.max_bytes > 0 else response_bytes_max
         while True:
             reply, total, errored = self._read(request, replica_id, is_follower, max_bytes)
             remaining = deadline - time.monotonic()
             if total >= max(request.min_bytes, 1) or errored or remaining <= 0:
                 return reply
+            release_request_bytes()  # a delayed fetch holds no request bytes worth counting
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             for topic in request.topics:
                 for item in topic.partitions:

@@ -39,6 +39,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.registration_guard import RegistrationGuard
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.request_bounds import BytesInFlight
 from broker.service import BrokerService, add_broker_service
 from broker.topic_config import log_config_for
 from client import event_loop
@@ -63,12 +64,25 @@ from client.structs import TopicPartition
 from client.zk_states import ZkState
 from zkraft_proto import broker_pb2, broker_pb2_grpc
 
-# gRPC messages carry whole fetch responses and produce requests.
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 128 * 1024 * 1024),
-    ("grpc.max_send_message_length", 128 * 1024 * 1024),
-    ("grpc.so_reuseport", 0),
-]
+# gRPC messages carry whole fetch responses (fetch.max.bytes at most) and produce requests.
+GRPC_SEND_MESSAGE_BYTES_MAX = 128 * 1024 * 1024
+
+
+def grpc_server_options(config: BrokerConfig) -> list[tuple[str, int]]:
+    """The request bounds gRPC enforces before the broker sees a request (broker/request_bounds.py).
+
+    `socket.request.max.bytes` is the largest message gRPC reads (a larger one is
+    refused with RESOURCE_EXHAUSTED before the handler runs); the HTTP/2 streams
+    one connection may hold at once are `max.concurrent.streams.per.connection`
+    (further calls wait in the client), so one connection can never have more
+    than that many requests in the broker.
+    """
+    return [
+        ("grpc.max_receive_message_length", config.socket_request_max_bytes),
+        ("grpc.max_send_message_length", GRPC_SEND_MESSAGE_BYTES_MAX),
+        ("grpc.max_concurrent_streams", config.max_concurrent_streams_per_connection),
+        ("grpc.so_reuseport", 0),
+    ]
 
 
 # A lost ZooKeeper session is re-established with this many attempts (backing off to 5 s).
@@ -164,6 +178,7 @@ class Broker:
         self.config_changes: ConfigChangeListener | None = None
         self._reregister_task: asyncio.Future[None] | None = None
         self.registration_guard: RegistrationGuard | None = None
+        self.requests_in_flight: BytesInFlight | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -186,8 +201,9 @@ class Broker:
             service.state_change = state_change.broker
         service.producer_ids = ProducerIdManager(config.broker_id, zk, self.log)
         service.groups = build_group_api(config, replicas, metadata, admin, self.log)
-        self.server = grpc.aio.server(options=GRPC_OPTIONS)
-        add_broker_service(service, self.server)
+        self.server = grpc.aio.server(options=grpc_server_options(config))
+        self.requests_in_flight = BytesInFlight(config.queued_max_request_bytes, self.log)
+        add_broker_service(service, self.server, self.requests_in_flight, config.request_timeout_ms / 1000, self.log)
         try:
             port = self.server.add_insecure_port(config.address)
         except RuntimeError:

@@ -16,6 +16,7 @@ import grpc
 
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
+from broker.request_bounds import BytesInFlight, bounded_handler
 from broker.state_change_log import update_metadata_partition_text
 from client import kafka_errors as errors
 from zkraft_proto import broker_pb2 as pb
@@ -26,15 +27,26 @@ _SERVICE = pb.DESCRIPTOR.services_by_name["Broker"]
 _ENCODED_RESPONSES = frozenset({"Fetch"})
 
 
-def add_broker_service(service: BrokerServicer, server: grpc.aio.Server) -> None:
-    """`broker_pb2_grpc.add_BrokerServicer_to_server`, except that Fetch answers bytes it encoded itself."""
+def add_broker_service(
+    service: BrokerServicer, server: grpc.aio.Server, budget: BytesInFlight, wait_for_room_s: float, logger: Any
+) -> None:
+    """`broker_pb2_grpc.add_BrokerServicer_to_server`, except that each request waits for room in `budget`
+    (queued.max.request.bytes) before it is parsed, and Fetch answers bytes it encoded itself."""
     handlers = {}
     for method in _SERVICE.methods:
         request_type = getattr(pb, method.input_type.name)
         response_type = getattr(pb, method.output_type.name)
-        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+        handler = bounded_handler(
             getattr(service, method.name),
-            request_deserializer=request_type.FromString,
+            request_type.FromString,
+            method.input_type.name,
+            budget,
+            wait_for_room_s,
+            logger,
+        )
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            handler,
+            request_deserializer=None,  # raw bytes: parsed by bounded_handler once they fit in the budget
             response_serializer=None if method.name in _ENCODED_RESPONSES else response_type.SerializeToString,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE.full_name, handlers),))
@@ -101,7 +113,8 @@ class BrokerService(BrokerServicer):
         return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
 
     async def Metadata(self, request: pb.MetadataRequest, context: grpc.aio.ServicerContext) -> pb.MetadataResponse:
-        topics = None if request.all_topics else list(request.topics)
+        # A set, as Kafka's KafkaApis takes it: a name repeated 20,000 times is answered once, not 20,000 times.
+        topics = None if request.all_topics else list(dict.fromkeys(request.topics))
         if topics and request.allow_auto_topic_creation and self._admin is not None:
             missing = [t for t in topics if not self._metadata.contains(t)]
             if missing:

@@ -36,6 +36,7 @@ from client.assignment import (
     validate_replica_assignment,
     validate_topic_assignment,
 )
+from client.assignment_bounds import JUTE_MAXBUFFER_DEFAULT, check_partitions_fit, check_znode_fits
 from client.kafka_errors import (
     InvalidConfigurationError,
     InvalidRequestError,
@@ -98,33 +99,47 @@ def plan_topic_creation(
     rack_aware: bool = True,
     existing_topics: Collection[str] = (),
     rng: random.Random | None = None,
+    znode_bytes_max: int = JUTE_MAXBUFFER_DEFAULT,
 ) -> TopicCreationPlan:
     """AdminZkClient.createTopic / createTopicWithAssignment, without the writes.
 
     `brokers` sorted by id (as `live_brokers` returns them); with `rack_aware=False` their racks are
     ignored (`--disable-rack-aware`). `existing_topics` are checked for the name and for a '.'/'_'
     collision, as validateTopicCreate does. Kafka's order of checks is kept: the assignment first,
-    then the name, then the assignment's shape, then the configs.
+    then the name, then the assignment's shape, then the configs. The assignment znode must fit in
+    `znode_bytes_max` (ZooKeeper's jute.maxbuffer): checked before the assignment is built, and again encoded.
     """
-    assignment = _initial_assignment(partitions, replication_factor, replica_assignment, brokers, rack_aware, rng)
+    assignment = _initial_assignment(
+        topic, partitions, replication_factor, replica_assignment, brokers, rack_aware, rng, znode_bytes_max
+    )
     _validate_new_topic_name(topic, existing_topics)
     validate_topic_assignment(assignment)
     checked = validate_topic_configs(configs)
     frozen = {p: tuple(assignment[p]) for p in sorted(assignment)}
+    assignment_znode = encode_topic(TopicAssignment(topic, frozen))
+    check_znode_fits(topic, assignment_znode, len(frozen), znode_bytes_max)
+    config_znode = encode_config(checked)
+    if len(config_znode) > znode_bytes_max:
+        raise InvalidConfigurationError(
+            f"The configs of topic '{topic}' are {len(config_znode)} bytes in /config/topics/{topic}, "
+            f"more than jute.maxbuffer ({znode_bytes_max} bytes)."
+        )
     znodes = [
-        (topic_config_path(topic), encode_config(checked)),
-        (topic_path(topic), encode_topic(TopicAssignment(topic, frozen))),
+        (topic_config_path(topic), config_znode),
+        (topic_path(topic), assignment_znode),
     ]
     return TopicCreationPlan(topic, frozen, checked, znodes)
 
 
 def _initial_assignment(
+    topic: str,
     partitions: int | None,
     replication_factor: int | None,
     replica_assignment: Mapping[int, Sequence[int]] | None,
     brokers: Sequence[BrokerMetadata],
     rack_aware: bool,
     rng: random.Random | None,
+    znode_bytes_max: int,
 ) -> dict[int, list[int]]:
     if replica_assignment is not None:
         if partitions is not None or replication_factor is not None:
@@ -132,9 +147,15 @@ def _initial_assignment(
                 "Both numPartitions or replicationFactor and replicasAssignments were set. "
                 "Both cannot be used at the same time."
             )
+        fewest_replicas = min((len(r) for r in replica_assignment.values()), default=0)
+        check_partitions_fit(topic, len(replica_assignment), fewest_replicas, znode_bytes_max)
         return {p: list(r) for p, r in replica_assignment.items()}
     if partitions is None or replication_factor is None:
         raise InvalidRequestError("Either numPartitions and replicationFactor or replicasAssignments must be set.")
+    if 0 < replication_factor <= len(brokers):  # other factors get Kafka's own errors from the assignment
+        check_partitions_fit(
+            topic, partitions, replication_factor, znode_bytes_max, broker_id_min=min(b.id for b in brokers)
+        )
     usable = list(brokers) if rack_aware else [BrokerMetadata(b.id) for b in brokers]
     return assign_replicas_to_brokers(usable, partitions, replication_factor, rng=rng)
 
@@ -157,6 +178,7 @@ def plan_partition_addition(
     new_assignment: Mapping[int, Sequence[int]] | None,
     brokers: Sequence[BrokerMetadata],
     rng: random.Random | None = None,
+    znode_bytes_max: int = JUTE_MAXBUFFER_DEFAULT,
 ) -> tuple[dict[int, tuple[int, ...]], bytes]:
     """AdminZkClient.addPartitions: the full assignment after growing to `new_total`, and the new topic znode.
 
@@ -175,6 +197,8 @@ def plan_partition_addition(
             f"Assignment: Map({shown})"
         )
     to_add = check_partition_increase(topic, len(existing), new_total)
+    broker_id_min = min((b.id for b in brokers), default=0)
+    check_partitions_fit(topic, to_add, len(existing[0]), znode_bytes_max, len(existing), broker_id_min)
     if new_assignment is not None:
         validate_replica_assignment(new_assignment, len(existing[0]), {b.id for b in brokers})
         added: Mapping[int, Sequence[int]] = new_assignment
@@ -182,8 +206,9 @@ def plan_partition_addition(
         added = assign_new_partitions(brokers, existing, to_add, rng)
     full = {**{p: tuple(r) for p, r in existing.items()}, **{p: tuple(r) for p, r in added.items()}}
     full = dict(sorted(full.items()))
-    znode = TopicAssignment(topic, full, current.adding, current.removing, current.topic_id)
-    return full, encode_topic(znode)
+    znode = encode_topic(TopicAssignment(topic, full, current.adding, current.removing, current.topic_id))
+    check_znode_fits(topic, znode, len(full), znode_bytes_max)
+    return full, znode
 
 
 # --- topic configs (LogConfig.configDef, K28) -----------------------------------------------

@@ -236,7 +236,7 @@ class GroupApi:
 
     async def describe_groups(self, request: pb.DescribeGroupsRequest) -> pb.DescribeGroupsResponse:
         response = pb.DescribeGroupsResponse()
-        for group_id in request.groups:
+        for group_id in dict.fromkeys(request.groups):  # each group once, however often it is named
             error, group = self.coordinator.describe_group(group_id)
             out = response.groups.add(error_code=error, group_id=group_id)
             if error != errors.NONE:

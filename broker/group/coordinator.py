@@ -53,6 +53,7 @@ from broker.group.records import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
+    fits_kafka_string,
 )
 from broker.group.store import KeyValue, OffsetsStore
 from broker.periodic import every
@@ -186,7 +187,7 @@ class GroupCoordinator:
     def _validate(self, group_id: str, api: str) -> int:
         """Kafka's validateGroupStatus: INVALID_GROUP_ID,
         COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR."""
-        if not group_id and api not in _EMPTY_ID_ALLOWED:
+        if (not group_id and api not in _EMPTY_ID_ALLOWED) or not fits_kafka_string(group_id):
             return errors.InvalidGroupIdError.code
         if not self.active:
             return COORDINATOR_NOT_AVAILABLE
@@ -223,6 +224,8 @@ class GroupCoordinator:
         error = self._validate(group_id, _Api.JOIN)
         if error != NONE:
             return JoinResult(error, member_id)
+        if not all(fits_kafka_string(s) for s in (member_id, client_id, protocol_type, *(n for n, _ in protocols))):
+            return JoinResult(errors.InvalidRequestError.code, member_id)  # they could not be stored (records.py)
         config = self.config
         if not config.group_min_session_timeout_ms <= session_timeout_ms <= config.group_max_session_timeout_ms:
             return JoinResult(errors.InvalidSessionTimeoutError.code, member_id)
@@ -604,7 +607,9 @@ class GroupCoordinator:
         results: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, value in offsets.items():
-            if len(value.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+            if not fits_kafka_string(tp.topic):  # no topic has such a name (Kafka's 249 characters at most)
+                results[tp] = errors.UnknownTopicOrPartitionError.code
+            elif len(value.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
                 results[tp] = errors.OffsetMetadataTooLargeError.code
             else:
                 valid[tp] = value

@@ -84,6 +84,14 @@ class StoredGroup:
 # ---------------------------------------------------------------- writer / reader
 
 
+KAFKA_STRING_BYTES_MAX = 0x7FFF
+
+
+def fits_kafka_string(text: str) -> bool:
+    """Whether `text` fits a Kafka STRING (int16 length, UTF-8): what the group records can store."""
+    return len(text) <= KAFKA_STRING_BYTES_MAX // 4 or len(text.encode("utf-8")) <= KAFKA_STRING_BYTES_MAX
+
+
 class _Writer:
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -104,7 +112,7 @@ class _Writer:
         if v is None:
             return self.i16(-1)
         data = v.encode("utf-8")
-        if len(data) > 0x7FFF:
+        if len(data) > KAFKA_STRING_BYTES_MAX:
             raise GroupRecordError(f"string of {len(data)} bytes is longer than 32767")
         self.i16(len(data))
         self.parts.append(data)
