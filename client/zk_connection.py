@@ -40,6 +40,7 @@ import grpc
 
 from client import zk_codec as codec
 from client.exceptions import (
+    BadArgumentsError,
     ConnectionClosedError,
     ConnectionLoss,
     SessionExpiredError,
@@ -94,6 +95,7 @@ class _Outstanding:
     request: WireRequest
     future: asyncio.Future[Reply] | None  # None: internal (ping, SetWatches), nobody awaits it
     on_reply: ReplyHook | None  # runs in the reader, before the next message is read
+    size_bytes: int = 0  # serialized, without the xid the write loop adds
 
 
 class _ConnectionBroken(Exception):
@@ -236,11 +238,19 @@ class ZkSession:
             raise ConnectionClosedError("the client is stopping")
         if len(self._outbox) + len(self._inflight) >= OUTSTANDING_REQUESTS_MAX:
             raise ThrottledError(f"{OUTSTANDING_REQUESTS_MAX} requests are outstanding on this session")
-        return self._enqueue(request, on_reply)
+        size_bytes = request.ByteSize()
+        if size_bytes > codec.JUTE_MAX_BUFFER_BYTES_DEFAULT:
+            # A server closes the stream of a message over its jute.maxbuffer, and every other request
+            # in flight would fail with it: refused here, with the reason, and the connection kept.
+            raise BadArgumentsError(
+                f"request of {size_bytes} bytes exceeds jute.maxbuffer ({codec.JUTE_MAX_BUFFER_BYTES_DEFAULT} bytes)",
+                codec.request_path(request),
+            )
+        return self._enqueue(request, on_reply, size_bytes)
 
-    def _enqueue(self, request: WireRequest, on_reply: ReplyHook | None) -> asyncio.Future[Reply]:
+    def _enqueue(self, request: WireRequest, on_reply: ReplyHook | None, size_bytes: int = 0) -> asyncio.Future[Reply]:
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        self._outbox.append(_Outstanding(request, future, on_reply))
+        self._outbox.append(_Outstanding(request, future, on_reply, size_bytes))
         if self._wake is not None:
             self._wake.set()
         return future
@@ -445,10 +455,15 @@ class ZkSession:
         loop = asyncio.get_running_loop()
         while True:
             while self._outbox:
-                # Everything queued since the last write goes in one stream message.
+                # Everything queued since the last write goes in one stream message, up to jute.maxbuffer.
                 requests = []
+                message_bytes = 0
                 while self._outbox and len(requests) < REQUESTS_PER_MESSAGE_MAX:
-                    outstanding = self._outbox.popleft()
+                    outstanding = self._outbox[0]
+                    message_bytes += outstanding.size_bytes + codec.BATCH_FRAMING_BYTES
+                    if requests and message_bytes > codec.JUTE_MAX_BUFFER_BYTES_DEFAULT:
+                        break
+                    self._outbox.popleft()
                     if outstanding.future is not None and outstanding.future.done():
                         continue  # the caller gave up before it was sent
                     self._xid += 1

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from client import properties
+from client.zk_codec import JUTE_MAX_BUFFER_BYTES_DEFAULT
 from quorum.cpu_placement import PLACEMENTS
 
 # Raft needs a majority of a fixed voter set; membership is static (no joint
@@ -64,6 +65,21 @@ class NodeSettings:
     max_session_timeout_ms: int = 0
     # Where the event-loop thread runs when the voters share this machine (quorum.cpu_placement).
     cpu_placement: str = "auto"
+    # ---- what one client may make a node hold (zkemu.admission). ZooKeeper's jute.maxbuffer: the
+    # largest session-stream message a node reads; a larger one closes the stream, as ZooKeeper
+    # closes the connection of a packet over it (NIOServerCnxn.readLength, "Len error").
+    jute_max_buffer_bytes: int = JUTE_MAX_BUFFER_BYTES_DEFAULT
+    # ZooKeeper's globalOutstandingLimit: requests the node works on at once, all sessions together;
+    # above it, a session with requests of its own in flight stops reading more until the count falls
+    # (ZooKeeperServer.shouldThrottle).
+    global_outstanding_limit: int = 1000
+    # The same bound in request bytes (ZooKeeper has largeRequestMaxBytes, 100 MiB, which closes the
+    # connection instead); and both bounds for one session alone.
+    global_outstanding_bytes_max: int = 64 << 20
+    session_outstanding_requests_max: int = 1000
+    session_outstanding_bytes_max: int = 16 << 20
+    # After a burst, once nothing was in flight for this long, the heap's free pages go back to the kernel.
+    memory_release_quiet_ms: int = 1000
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -147,7 +163,10 @@ def _parse_node_id(text: str, what: str) -> int:
 
 
 def _parse_int(text: str, what: str) -> int:
+    """Decimal, or hexadecimal with 0x as Java's Integer.decode reads ZooKeeper's `jute.maxbuffer=0xfffff`."""
     value = text.strip()
+    if re.fullmatch(r"[+-]?0[xX][0-9a-fA-F]+", value):
+        return int(value, 16)
     if not re.fullmatch(r"[+-]?\d+", value):
         raise SettingsError(f"{what}: expected an integer, got {text!r}")
     return int(value)
@@ -167,6 +186,13 @@ _INT_MINIMUMS = {
     "tick_time_ms": 1,
     "min_session_timeout_ms": 0,
     "max_session_timeout_ms": 0,
+    # A session stream must carry at least one write of a path and a little data.
+    "jute_max_buffer_bytes": 4096,
+    "global_outstanding_limit": 1,
+    "global_outstanding_bytes_max": 1,
+    "session_outstanding_requests_max": 1,
+    "session_outstanding_bytes_max": 1,
+    "memory_release_quiet_ms": 1,
 }
 STATE_MACHINES = ("zookeeper", "register")
 
@@ -256,6 +282,12 @@ _FIELD_OF_PROPERTY = {
     "tickTime": "tick_time_ms",
     "minSessionTimeout": "min_session_timeout_ms",
     "maxSessionTimeout": "max_session_timeout_ms",
+    "jute.maxbuffer": "jute_max_buffer_bytes",
+    "globalOutstandingLimit": "global_outstanding_limit",
+    "global.outstanding.bytes.max": "global_outstanding_bytes_max",
+    "session.outstanding.requests.max": "session_outstanding_requests_max",
+    "session.outstanding.bytes.max": "session_outstanding_bytes_max",
+    "memory.release.quiet.ms": "memory_release_quiet_ms",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}
