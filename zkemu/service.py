@@ -289,9 +289,11 @@ class SessionConnection:
     async def read_loop(self, requests: AsyncIterator[Received]) -> None:
         try:
             first = await anext(requests, None)
+            if first is not None and first.message is None:
+                await self._take_message(first)  # over jute.maxbuffer, or not a message: refused
+                return
             if first is None or first.message is None or first.message.WhichOneof("kind") != "connect":
-                why = first.problem if first is not None and first.problem else "the first message must be connect"
-                self.end(grpc.StatusCode.INVALID_ARGUMENT, why)
+                self.end(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a session must be connect")
                 return
             if not await self._connect(first.message.connect):
                 return
@@ -300,6 +302,9 @@ class SessionConnection:
                     return
                 if self._must_pause():
                     await self._paused_until_admitted()
+            # The client closed its side: it sends nothing more, so the stream ends once what it
+            # sent is answered (ZooKeeper closes a connection whose client closed it).
+            self.session_closed()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # loop boundary: one bad stream must not hurt the server
