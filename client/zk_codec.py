@@ -20,8 +20,9 @@ from zkraft_proto import zk_pb2
 # connection, NIOServerCnxn.readLength). The SDK refuses a larger request itself and sends no stream
 # message larger than this (a batch is cut before it), so that a server with the default takes every one.
 JUTE_MAX_BUFFER_BYTES_DEFAULT = 0xFFFFF
-# What one request adds to a batch message beyond its own bytes (field tag and length); 6 at most.
-BATCH_FRAMING_BYTES = 8
+# What one request adds to a stream message beyond its bytes as submitted: its field tag and length
+# (5 bytes at most under 2 MiB) and the xid the connection sets (11 at most).
+BATCH_FRAMING_BYTES = 16
 # What a server allows on top of jute.maxbuffer for the stream message around a request (ClientMessage,
 # RequestBatch headers), so that a request of exactly jute.maxbuffer bytes still fits.
 ENVELOPE_BYTES_MAX = 4096

@@ -53,6 +53,10 @@ class NodeSettings:
     # Entries kept behind a snapshot so that a slightly-behind follower catches
     # up by appends instead of a whole snapshot transfer.
     snapshot_trailing_entries: int = 5000
+    # The same two in bytes of entry data: the Raft log holds its entries in memory until a snapshot
+    # compacts it, so these bound that memory whatever the entries' size (quorum.node._snapshot_due).
+    snapshot_interval_bytes: int = 64 << 20
+    snapshot_trailing_bytes: int = 16 << 20
     inflight_appends_max: int = 64
     proposal_timeout_ms: int = 10000
     # What the quorum replicates: "zookeeper" (the znode tree and the session
@@ -181,6 +185,8 @@ _INT_MINIMUMS = {
     "heartbeat_interval_ticks": 1,
     "snapshot_interval_entries": 1,
     "snapshot_trailing_entries": 0,
+    "snapshot_interval_bytes": 1,
+    "snapshot_trailing_bytes": 0,
     "inflight_appends_max": 1,
     "proposal_timeout_ms": 1,
     "tick_time_ms": 1,
@@ -275,6 +281,8 @@ _FIELD_OF_PROPERTY = {
     "raft.heartbeat.interval.ticks": "heartbeat_interval_ticks",
     "snapshot.interval.entries": "snapshot_interval_entries",
     "snapshot.trailing.entries": "snapshot_trailing_entries",
+    "snapshot.interval.bytes": "snapshot_interval_bytes",
+    "snapshot.trailing.bytes": "snapshot_trailing_bytes",
     "raft.inflight.appends.max": "inflight_appends_max",
     "proposal.timeout.ms": "proposal_timeout_ms",
     "quorum.state.machine": "state_machine",

@@ -40,6 +40,9 @@ PROPERTIES = {
     "globalOutstandingLimit": str(GLOBAL_OUTSTANDING_LIMIT),
     "session.outstanding.requests.max": str(SESSION_OUTSTANDING_MAX),
     "memory.release.quiet.ms": "200",
+    # Snapshots by bytes, small enough for the burst below to take one.
+    "snapshot.interval.bytes": str(8 << 20),
+    "snapshot.trailing.bytes": str(1 << 20),
 }
 WAIT_S = 30.0
 SESSION_MS = 10_000
@@ -226,6 +229,31 @@ def test_a_node_hands_back_its_heap_after_a_burst_of_large_requests(cluster: Quo
         return len(cluster.log_events(node, "memory_released")) > before
 
     run(poll_until(released, WAIT_S, f"node {node} never logged memory_released after the burst"))
+
+
+def test_a_burst_of_large_writes_is_snapshotted_and_leaves_the_log_by_bytes(cluster: QuorumProcesses) -> None:
+    """The Raft log keeps entries in memory until a snapshot compacts it: 20 MB of writes (over
+    snapshot.interval.bytes) bring a snapshot on every node, after which at most snapshot.trailing.bytes
+    (1 MiB: two of these entries) stay behind it, not snapshot.trailing.entries (5,000)."""
+    before = {node: len(cluster.log_events(node, "snapshot_taken")) for node in cluster.addresses}
+
+    async def burst() -> None:
+        zk = await _client(cluster.addresses[1])
+        try:
+            await asyncio.gather(*(zk.create(f"/log-burst-{k}", b"l" * 500_000) for k in range(40)))
+        finally:
+            await zk.close()
+
+    run(burst())
+
+    async def snapshotted_everywhere() -> bool:
+        return all(len(cluster.log_events(node, "snapshot_taken")) > n for node, n in before.items())
+
+    run(poll_until(snapshotted_everywhere, WAIT_S, "not every node took a snapshot after 20 MB of writes"))
+    for node in cluster.addresses:
+        taken = cluster.log_events(node, "snapshot_taken")[-1]
+        # Two of these entries, and maybe a few small ones after them (a session's close): far from 5,000.
+        assert taken["index"] - taken["compacted_to"] <= 10, f"node {node} kept more than 1 MiB of log: {taken}"
 
 
 def test_transaction_ops_that_fit_are_not_refused(cluster: QuorumProcesses) -> None:

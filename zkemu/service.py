@@ -34,7 +34,7 @@ from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
 from zkemu.request_checks import write_problem
-from zkemu.session_intake import Received, add_service
+from zkemu.session_intake import Received, Refused, add_service
 from zkemu.session_outbox import SessionOutbox
 from zkemu.session_writes import SessionWrite, SessionWrites
 from zkemu.sessions import SessionIds, SessionTracker, session_password
@@ -50,6 +50,10 @@ from zkemu.watches import AddWatchMode, WatcherType, WatchManager
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 OUTBOUND_MESSAGES_MAX = 100_000
+# getData replies from this size on count as bytes in flight until they leave (zkemu.admission), so
+# that a client pipelining reads of large znodes without reading the replies is paused too; smaller
+# ones are not counted (the request count bounds them), which keeps a small read's path as it was.
+LARGE_REPLY_BYTES = 64 << 10
 # A stream message's requests are dispatched this many at a time, with a loop turn between: the
 # replies to the first ones leave while the rest are worked on, so client and server work at once
 # instead of taking turns with whole batches of a few hundred. Measured on the 2-core machine,
@@ -238,6 +242,7 @@ class SessionConnection:
         self._released = False  # detached: what was in flight was given back
         self._resume = asyncio.Event()  # set when a paused stream may read again
         self._paused = False
+        self._reply_bytes = 0  # a large reply's data, between the read that made it and `_answer`
 
     def __hash__(self) -> int:
         return id(self)
@@ -289,16 +294,20 @@ class SessionConnection:
     async def read_loop(self, requests: AsyncIterator[Received]) -> None:
         try:
             first = await anext(requests, None)
-            if first is not None and first.message is None:
-                await self._take_message(first)  # over jute.maxbuffer, or not a message: refused
+            if isinstance(first, Refused):
+                self._refuse(first)
                 return
-            if first is None or first.message is None or first.message.WhichOneof("kind") != "connect":
+            if first is None or first[1].WhichOneof("kind") != "connect":
                 self.end(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a session must be connect")
                 return
-            if not await self._connect(first.message.connect):
+            if not await self._connect(first[1].connect):
                 return
             async for received in requests:
-                if not await self._take_message(received):
+                rest = self._take_message(received)
+                while rest is not None and not self._closed:
+                    await asyncio.sleep(0)  # a large batch: the replies to its first requests leave meanwhile
+                    rest = self._dispatch_chunk(*rest)
+                if self._closed:
                     return
                 if self._must_pause():
                     await self._paused_until_admitted()
@@ -311,35 +320,40 @@ class SessionConnection:
             self.service.log.warning("session_stream_error", session_id=self.session_id, error=repr(exc))
             self.end(grpc.StatusCode.INTERNAL, f"server error: {exc}")
 
-    async def _take_message(self, received: Received) -> bool:
-        """Dispatch one stream message's requests; False when the stream is to end."""
-        msg = received.message
-        if msg is None:
-            # Over jute.maxbuffer or not parsable: ZooKeeper closes such a connection (zkemu.session_intake).
-            self.service.log.warning("session_message_refused", session_id=self.session_id, reason=received.problem)
-            code = grpc.StatusCode.INVALID_ARGUMENT if "not a ClientMessage" in received.problem else None
-            self.end(code or grpc.StatusCode.RESOURCE_EXHAUSTED, received.problem)
-            return False
+    def _refuse(self, refused: Refused) -> None:
+        """Over jute.maxbuffer, or not parsable: ZooKeeper closes such a connection (zkemu.session_intake)."""
+        self.service.log.warning("session_message_refused", session_id=self.session_id, reason=refused.problem)
+        self.end(refused.status, refused.problem)
+
+    def _take_message(self, received: Received) -> tuple[Sequence[zk_pb2.Request], int] | None:
+        """Dispatch one stream message's requests, or its first INTAKE_CHUNK_REQUESTS: then the rest
+        (and each request's bytes) is returned, to dispatch after a loop turn. Ends the stream when
+        the message is refused or not a request."""
+        if isinstance(received, Refused):
+            self._refuse(received)
+            return None
+        size_bytes, msg = received
         kind = msg.WhichOneof("kind")
         if kind == "request":
-            self._take_in_flight(1, received.size_bytes)
-            self._dispatch_all((msg.request,), received.size_bytes)
-        elif kind == "batch":
+            self._take_in_flight(1, size_bytes)
+            self._dispatch_all((msg.request,), size_bytes)
+            return None
+        if kind == "batch":
             requests_in = msg.batch.requests
             if not requests_in:
-                return not self._closed
-            share_bytes = received.size_bytes // len(requests_in)
+                return None
+            share_bytes = size_bytes // len(requests_in)
             self._take_in_flight(len(requests_in), share_bytes * len(requests_in))
-            for start in range(0, len(requests_in), INTAKE_CHUNK_REQUESTS):
-                if start:
-                    await asyncio.sleep(0)
-                self._dispatch_all(requests_in[start : start + INTAKE_CHUNK_REQUESTS], share_bytes)
-                if self._closed:
-                    return False
-        else:
-            self.end(grpc.StatusCode.INVALID_ARGUMENT, "connect may only be sent once per stream")
-            return False
-        return not self._closed
+            return self._dispatch_chunk(requests_in, share_bytes)
+        self.end(grpc.StatusCode.INVALID_ARGUMENT, "connect may only be sent once per stream")
+        return None
+
+    def _dispatch_chunk(
+        self, requests: Sequence[zk_pb2.Request], size_bytes: int
+    ) -> tuple[Sequence[zk_pb2.Request], int] | None:
+        self._dispatch_all(requests[:INTAKE_CHUNK_REQUESTS], size_bytes)
+        rest = requests[INTAKE_CHUNK_REQUESTS:]
+        return (rest, size_bytes) if len(rest) else None
 
     # ---- what this stream holds in flight (zkemu.admission)
     def _take_in_flight(self, count: int, size_bytes: int) -> None:
@@ -690,6 +704,11 @@ class SessionConnection:
         )
 
     def _answer(self, slot: _Slot, response: zk_pb2.Response) -> None:
+        if self._reply_bytes:
+            # The large getData reply just made (_get_data) is held until it leaves, like a request's bytes.
+            slot.size_bytes += self._reply_bytes
+            self._take_in_flight(0, self._reply_bytes)
+            self._reply_bytes = 0
         slot.response = response
         self._flush_replies()
 
@@ -702,12 +721,7 @@ class SessionConnection:
                 self.end()
                 return
             if not self._closed:
-                # A reply's data is held until it leaves, like the request's bytes (zkemu.admission).
-                reply_bytes = len(head.response.data)
-                if reply_bytes:
-                    self._take_in_flight(0, reply_bytes)
-                reply = zk_pb2.ServerMessage(response=head.response)
-                self.outbound.put(reply, size_bytes=head.size_bytes + reply_bytes)
+                self.outbound.put(zk_pb2.ServerMessage(response=head.response), False, head.size_bytes)
 
     # ---- writes
     async def _write(
@@ -785,6 +799,8 @@ class SessionConnection:
         data, stat = self.service.tree.get_data(r.path)
         if r.watch:
             self.service.watches.add_data_watch(self, r.path)
+        if len(data) >= LARGE_REPLY_BYTES:
+            self._reply_bytes = len(data)  # charged to its request's slot by `_answer`, which comes next
         return self._reply(req, data=data, stat=stat.to_pb())
 
     def _exists(self, req: zk_pb2.Request) -> zk_pb2.Response:

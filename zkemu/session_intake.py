@@ -15,7 +15,7 @@ holds in flight (zkemu.admission) at no cost per request.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -26,30 +26,39 @@ from zkraft_proto import zk_pb2
 SERVICE_NAME = "zkraft.zk.ZooKeeper"
 
 
-class Received(NamedTuple):
-    """One session-stream message as read: its length, the message, or why it was not parsed."""
+class Refused:
+    """A session-stream message that is not read: why, and the status the stream ends with."""
 
-    size_bytes: int
-    message: zk_pb2.ClientMessage | None
-    problem: str = ""
+    __slots__ = ("problem", "size_bytes", "status")
+
+    def __init__(self, size_bytes: int, problem: str, status: grpc.StatusCode) -> None:
+        self.size_bytes = size_bytes
+        self.problem = problem
+        self.status = status
+
+
+# One session-stream message as read: (its length in bytes, the message), or why it was not read.
+# A plain tuple: it is made for every message (a NamedTuple cost 2 µs more, more than the parse).
+Received = tuple[int, zk_pb2.ClientMessage] | Refused
 
 
 def session_message_reader(jute_max_buffer_bytes: int) -> Callable[[bytes], Received]:
     limit_bytes = jute_max_buffer_bytes + ENVELOPE_BYTES_MAX
+    parse = zk_pb2.ClientMessage.FromString
 
     def read(raw: bytes) -> Received:
         size_bytes = len(raw)
         if size_bytes > limit_bytes:
-            return Received(
-                size_bytes,
-                None,
+            problem = (
                 f"a stream message of {size_bytes} bytes exceeds jute.maxbuffer ({jute_max_buffer_bytes} bytes "
-                f"and {ENVELOPE_BYTES_MAX} of envelope)",
+                f"and {ENVELOPE_BYTES_MAX} of envelope)"
             )
+            return Refused(size_bytes, problem, grpc.StatusCode.RESOURCE_EXHAUSTED)
         try:
-            return Received(size_bytes, zk_pb2.ClientMessage.FromString(raw))
+            return size_bytes, parse(raw)
         except DecodeError as exc:
-            return Received(size_bytes, None, f"a stream message of {size_bytes} bytes is not a ClientMessage: {exc}")
+            problem = f"a stream message of {size_bytes} bytes is not a ClientMessage: {exc}"
+            return Refused(size_bytes, problem, grpc.StatusCode.INVALID_ARGUMENT)
 
     return read
 
