@@ -201,6 +201,7 @@ _INT_MINIMUMS = {
     "memory_release_quiet_ms": 1,
 }
 STATE_MACHINES = ("zookeeper", "register")
+JUTE_MAX_BUFFER_BYTES_MAX = 1 << 30
 
 
 def _validate(settings: NodeSettings) -> None:
@@ -226,6 +227,11 @@ def _validate(settings: NodeSettings) -> None:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: expected an integer, got {value!r}")
         if value < minimum:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: must be >= {minimum}, got {value}")
+    if settings.jute_max_buffer_bytes > JUTE_MAX_BUFFER_BYTES_MAX:
+        raise SettingsError(
+            f"jute.maxbuffer: must be <= {JUTE_MAX_BUFFER_BYTES_MAX} (1 GiB; gRPC messages stay under 2 GiB), "
+            f"got {settings.jute_max_buffer_bytes}"
+        )
     if settings.state_machine not in STATE_MACHINES:
         raise SettingsError(
             f"quorum.state.machine: must be one of {', '.join(STATE_MACHINES)}, got {settings.state_machine!r}"

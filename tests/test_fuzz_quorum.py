@@ -52,7 +52,7 @@ RAW_EXAMPLES = 600
 STRUCTURED_EXAMPLES = 600
 # A node starts at ~50 MB; the fuzz writes a few dozen znodes of up to 1 MiB, which the node keeps in
 # its tree and in its Raft log until the next snapshot.
-RSS_BOUND_MB = 400
+RSS_BOUND_MB = 300
 SYSTEMERROR = -1
 # What this process's gRPC reports when it writes to a call the node has already ended (the node ends a
 # stream at its first bad message; the rest were on their way): a client-side status, not the node's.

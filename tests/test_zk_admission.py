@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 
 from client.zk_codec import ENVELOPE_BYTES_MAX
+from quorum.server import server_options
 from quorum.settings import NodeSettings, SettingsError, load_node_settings
+from quorum.transport import GRPC_MESSAGE_BYTES_MAX
 from zkemu.admission import RELEASE_AFTER_BYTES, Admission
 from zkemu.errors import Code
+from zkemu.forward_stream import _parts_under
 from zkemu.request_checks import write_problem
 from zkemu.session_intake import Refused, session_message_reader
 from zkraft_proto import zk_pb2
@@ -140,3 +144,22 @@ def test_a_bad_bound_is_refused_with_its_name(tmp_path: Path, key: str, value: s
     config.write_text(f"id=1\ndataDir={tmp_path}\nserver.1=127.0.0.1:7001\n{key}={value}\n", encoding="utf-8")
     with pytest.raises(SettingsError, match=message):
         load_node_settings(None, config)
+
+
+def test_a_nodes_grpc_receive_limit_fits_a_session_message_of_jute_maxbuffer() -> None:
+    def receive_limit(settings: NodeSettings) -> object:
+        return dict(server_options(settings))["grpc.max_receive_message_length"]
+
+    assert receive_limit(_settings()) == GRPC_MESSAGE_BYTES_MAX  # the Raft peers' batches need more than 1 MiB
+    assert receive_limit(_settings(jute_max_buffer_bytes=100 << 20)) == (100 << 20) + ENVELOPE_BYTES_MAX
+    with pytest.raises(SettingsError, match="jute.maxbuffer: must be <= 1073741824"):
+        _settings(jute_max_buffer_bytes=2**31)
+
+
+def test_a_followers_forward_batch_is_cut_under_the_message_limit_in_order() -> None:
+    batch: Any = ["a", "b", "c", "d", "e"]  # stand-ins for (txn, future): only their order matters here
+    raws = [b"x" * 10, b"x" * 10, b"x" * 30, b"x" * 5, b"x" * 5]
+    parts = _parts_under(batch, raws, 20)
+    assert [part for part, _ in parts] == [["a", "b"], ["c"], ["d", "e"]]  # the 30-byte write goes alone
+    assert [len(b"".join(r)) for _, r in parts] == [20, 30, 10]
+    assert _parts_under(batch, raws, 60) == [(batch, raws)]
