@@ -150,6 +150,28 @@ def test_pipelined_large_requests_are_sent_in_messages_under_jute_maxbuffer(clus
     run(scenario())
 
 
+def test_a_burst_of_large_writes_through_a_follower_is_all_applied(cluster: QuorumProcesses) -> None:
+    """90 MB of pipelined writes from four sessions on a follower: its forward stream to the leader must
+    not carry them in one message over the leader's gRPC receive limit (64 MiB), which would fail them all."""
+    leader, _ = run(wait_for_leader(cluster.addresses, timeout_s=WAIT_S))
+    follower = next(node for node in cluster.addresses if node != leader)
+
+    async def scenario() -> None:
+        clients = [await _client(cluster.addresses[follower]) for _ in range(4)]
+        try:
+            value = b"f" * 900_000
+            writes = [zk.create(f"/forwarded-{k}-{i}", value) for k, zk in enumerate(clients) for i in range(25)]
+            assert len(await asyncio.gather(*writes)) == 100
+            stat = await clients[0].exists("/forwarded-3-24")
+            assert stat is not None and stat.dataLength == len(value)
+            await asyncio.gather(*(zk.delete(f"/forwarded-{k}-{i}") for k, zk in enumerate(clients) for i in range(25)))
+        finally:
+            for zk in clients:
+                await zk.close()
+
+    run(scenario())
+
+
 def test_a_raw_stream_message_over_jute_maxbuffer_ends_only_that_stream(cluster: QuorumProcesses) -> None:
     over = b"x" * (JUTE_MAX_BUFFER_BYTES_DEFAULT + ENVELOPE_BYTES_MAX)
     big = zk_pb2.ClientMessage(
