@@ -159,6 +159,7 @@ class QuorumNode:
         self.core = Raft(config, state, random.Random(), applied=self.state_machine.applied_index())
         self._last_snapshot_index = state.snapshot.index if state.snapshot else 0
         self._applied_bytes_since_snapshot = 0  # entry data applied since: the log holds it in memory
+        self._last_snapshot_bytes = 0
         self._soft = SoftState(self.core.role, self.core.leader_id)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
         self._placement = LoopPlacement.for_node(
@@ -313,10 +314,13 @@ class QuorumNode:
     def _snapshot_due(self) -> bool:
         """Every snapshot.interval.entries, or sooner once snapshot.interval.bytes of entry data were applied:
         the Raft log keeps each entry in memory until a snapshot lets it compact, so a burst of large
-        writes would otherwise hold up to 20,000 x 1 MiB there."""
+        writes would otherwise hold up to 20,000 x 1 MiB there. Not before as much was applied as the
+        last snapshot held, though: a snapshot writes the whole state, so its cost stays at most the
+        writes' own, and the log's memory at most the state's size."""
+        bytes_due = max(self.settings.snapshot_interval_bytes, self._last_snapshot_bytes)
         return (
             self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries
-            or self._applied_bytes_since_snapshot >= self.settings.snapshot_interval_bytes
+            or self._applied_bytes_since_snapshot >= bytes_due
         )
 
     def _persists_inline(self, rd: Ready) -> bool:
@@ -576,6 +580,7 @@ class QuorumNode:
         self.state_machine.restore(path, meta.index)
         self._last_snapshot_index = meta.index
         self._applied_bytes_since_snapshot = 0
+        self._last_snapshot_bytes = path.stat().st_size
         for index in [i for i in self._waiters if i <= meta.index]:
             self._waiters.pop(index).batch.fail(
                 errors.QuorumTimeoutError(f"outcome of entry {index} unknown: replaced by a snapshot from the leader")
@@ -589,9 +594,11 @@ class QuorumNode:
             return
         meta = SnapshotMeta(index, term, self.settings.voters)
         writer = self._snapshots.create(meta)
+        snapshot_bytes = 0
         try:
             for chunk in self.state_machine.snapshot_chunks():
                 writer.write(chunk)
+                snapshot_bytes += len(chunk)
         except BaseException:
             writer.abort()
             raise
@@ -606,7 +613,8 @@ class QuorumNode:
         await self._in_writer(self._snapshots.prune, SNAPSHOTS_KEPT)
         self._last_snapshot_index = index
         self._applied_bytes_since_snapshot = 0
-        self.log.info("snapshot_taken", index=index, term=term, compacted_to=compacted)
+        self._last_snapshot_bytes = snapshot_bytes
+        self.log.info("snapshot_taken", index=index, term=term, compacted_to=compacted, size_bytes=snapshot_bytes)
 
     def _trailing_compaction_point(self, index: int) -> int:
         """Where the log compacts after a snapshot at `index`: snapshot.trailing.entries stay behind it (a

@@ -78,10 +78,12 @@ class NodeSettings:
     # (ZooKeeperServer.shouldThrottle).
     global_outstanding_limit: int = 1000
     # The same bound in request bytes (ZooKeeper has largeRequestMaxBytes, 100 MiB, which closes the
-    # connection instead); and both bounds for one session alone.
-    global_outstanding_bytes_max: int = 64 << 20
+    # connection instead); and both bounds for one session alone. Half the Raft leader's bound on
+    # uncommitted data (64 MiB, quorum.raft.config): a follower forwarding all it holds must not have
+    # the leader refuse part of it, which fails the session's later writes with ConnectionLoss.
+    global_outstanding_bytes_max: int = 32 << 20
     session_outstanding_requests_max: int = 1000
-    session_outstanding_bytes_max: int = 16 << 20
+    session_outstanding_bytes_max: int = 8 << 20
     # After a burst, once nothing was in flight for this long, the heap's free pages go back to the kernel.
     memory_release_quiet_ms: int = 1000
 
