@@ -63,6 +63,9 @@ PREPARE_AHEAD_ENTRIES_MAX = 8
 # At most this many bytes of entries are applied during a follower's save (_prepares_during_save): the
 # apply must fit in what the disk takes anyway, or the acknowledgement the leader waits for is late.
 PREPARE_DURING_SAVE_BYTES_MAX = 4096
+# Snapshots by bytes come no sooner than the last snapshot's size was applied, but at least every this
+# many snapshot.interval.bytes (QuorumNode._snapshot_due): the Raft log's memory stays under 4 x 64 MiB.
+SNAPSHOT_INTERVAL_STRETCH_MAX = 4
 
 
 class _Batch:
@@ -315,9 +318,11 @@ class QuorumNode:
         """Every snapshot.interval.entries, or sooner once snapshot.interval.bytes of entry data were applied:
         the Raft log keeps each entry in memory until a snapshot lets it compact, so a burst of large
         writes would otherwise hold up to 20,000 x 1 MiB there. Not before as much was applied as the
-        last snapshot held, though: a snapshot writes the whole state, so its cost stays at most the
-        writes' own, and the log's memory at most the state's size."""
-        bytes_due = max(self.settings.snapshot_interval_bytes, self._last_snapshot_bytes)
+        last snapshot held, though, up to SNAPSHOT_INTERVAL_STRETCH_MAX times the interval: a snapshot
+        writes the whole state, so this keeps its cost near the writes' own while the log's memory
+        stays bounded."""
+        interval_bytes = self.settings.snapshot_interval_bytes
+        bytes_due = min(max(interval_bytes, self._last_snapshot_bytes), SNAPSHOT_INTERVAL_STRETCH_MAX * interval_bytes)
         return (
             self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries
             or self._applied_bytes_since_snapshot >= bytes_due
