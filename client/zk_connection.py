@@ -40,6 +40,7 @@ import grpc
 
 from client import zk_codec as codec
 from client.exceptions import (
+    BadArgumentsError,
     ConnectionClosedError,
     ConnectionLoss,
     SessionExpiredError,
@@ -48,7 +49,7 @@ from client.exceptions import (
     ZkTimeoutError,
     ZookeeperError,
 )
-from client.zk_codec import ConnectReply, Reply, WireEvent, WireRequest
+from client.zk_codec import ClientMessage, ConnectReply, Reply, WireEvent, WireRequest
 from client.zk_paths import Chroot
 from client.zk_states import (
     EVENT_TYPES_BY_CODE,
@@ -446,24 +447,68 @@ class ZkSession:
         while True:
             while self._outbox:
                 # Everything queued since the last write goes in one stream message.
-                requests = []
-                while self._outbox and len(requests) < REQUESTS_PER_MESSAGE_MAX:
+                batch = []
+                while self._outbox and len(batch) < REQUESTS_PER_MESSAGE_MAX:
                     outstanding = self._outbox.popleft()
-                    if outstanding.future is not None and outstanding.future.done():
-                        continue  # the caller gave up before it was sent
-                    self._xid += 1
-                    self._inflight.append((self._xid, outstanding))
-                    requests.append(codec.request_message(self._xid, outstanding.request).request)
-                if not requests:
+                    if outstanding.future is None or not outstanding.future.done():  # else the caller gave up
+                        batch.append(outstanding)
+                if not batch:
                     continue
-                self._last_sent_s = loop.time()
-                try:
-                    await call.write(codec.requests_message(requests))
-                except (grpc.RpcError, asyncio.InvalidStateError) as exc:
-                    raise _ConnectionBroken(f"{host}: {_rpc_error_text(exc)}") from None
+                message = self._sent_as_one(batch)
+                if message.ByteSize() > codec.JUTE_MAX_BUFFER_BYTES_DEFAULT:
+                    for _ in batch:  # not sent after all: taken apart below
+                        self._inflight.pop()
+                    messages = self._sent_under_jute_maxbuffer(batch)
+                else:
+                    messages = [message]
+                for message in messages:
+                    self._last_sent_s = loop.time()
+                    try:
+                        await call.write(message)
+                    except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                        raise _ConnectionBroken(f"{host}: {_rpc_error_text(exc)}") from None
             self._wake.clear()
             if not self._outbox:
                 await self._wake.wait()
+
+    def _sent_as_one(self, batch: list[_Outstanding]) -> ClientMessage:
+        """The stream message of `batch`, each request with its xid and in flight from now on."""
+        requests = []
+        for outstanding in batch:
+            self._xid += 1
+            self._inflight.append((self._xid, outstanding))
+            requests.append(codec.request_message(self._xid, outstanding.request).request)
+        return codec.requests_message(requests)
+
+    def _sent_under_jute_maxbuffer(self, batch: list[_Outstanding]) -> list[ClientMessage]:
+        """`batch` (its xids set) in messages of at most jute.maxbuffer bytes, in order, each request in
+        flight again. A request larger than that alone is refused here with the reason: a server closes
+        the stream of a message over its jute.maxbuffer (ZooKeeper closes the connection of a packet
+        over it), and every other request in flight would fail with it. Only a burst of large requests
+        comes here: the size is checked per message, not per request, on the usual path."""
+        limit_bytes = codec.JUTE_MAX_BUFFER_BYTES_DEFAULT
+        messages: list[ClientMessage] = []
+        part: list[WireRequest] = []
+        part_bytes = 0
+        for outstanding in batch:
+            request = outstanding.request
+            size_bytes = request.ByteSize() + codec.BATCH_FRAMING_BYTES
+            if size_bytes > limit_bytes:
+                problem = f"request of {request.ByteSize()} bytes exceeds jute.maxbuffer ({limit_bytes} bytes)"
+                if outstanding.future is not None:
+                    outstanding.future.set_exception(BadArgumentsError(problem, codec.request_path(request)))
+                else:
+                    log.warning("zk_request_not_sent session_id=%#x reason=%s", self.session_id, problem)
+                continue
+            if part and part_bytes + size_bytes > limit_bytes:
+                messages.append(codec.requests_message(part))
+                part, part_bytes = [], 0
+            self._inflight.append((request.xid, outstanding))
+            part.append(request)
+            part_bytes += size_bytes
+        if part:
+            messages.append(codec.requests_message(part))
+        return messages
 
     async def _keepalive(self, host: str) -> None:
         """ZooKeeper's client timers, in one task: ping after a third of the session timeout without sending;

@@ -68,6 +68,9 @@ PREPARE_AHEAD_ENTRIES_MAX = 8
 # At most this many bytes of entries are applied during a follower's save (_prepares_during_save): the
 # apply must fit in what the disk takes anyway, or the acknowledgement the leader waits for is late.
 PREPARE_DURING_SAVE_BYTES_MAX = 4096
+# Snapshots by bytes come no sooner than the last snapshot's size was applied, but at least every this
+# many snapshot.interval.bytes (QuorumNode._snapshot_due): the Raft log's memory stays under 4 x 64 MiB.
+SNAPSHOT_INTERVAL_STRETCH_MAX = 4
 
 
 class _Batch:
@@ -167,6 +170,8 @@ class QuorumNode:
         self.core = Raft(config, state, random.Random(), applied=self.state_machine.applied_index())
         self._last_snapshot_index = state.snapshot.index if state.snapshot else 0
         self._log_incomplete = self.core.log_incomplete  # logged once when it ends (_note_log_repaired)
+        self._applied_bytes_since_snapshot = 0  # entry data applied since: the log holds it in memory
+        self._last_snapshot_bytes = 0
         self._soft = SoftState(self.core.role, self.core.leader_id)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
         self._placement = LoopPlacement.for_node(
@@ -394,7 +399,18 @@ class QuorumNode:
             self._wake()
 
     def _snapshot_due(self) -> bool:
-        return self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries
+        """Every snapshot.interval.entries, or sooner once snapshot.interval.bytes of entry data were applied:
+        the Raft log keeps each entry in memory until a snapshot lets it compact, so a burst of large
+        writes would otherwise hold up to 20,000 x 1 MiB there. Not before as much was applied as the
+        last snapshot held, though, up to SNAPSHOT_INTERVAL_STRETCH_MAX times the interval: a snapshot
+        writes the whole state, so this keeps its cost near the writes' own while the log's memory
+        stays bounded."""
+        interval_bytes = self.settings.snapshot_interval_bytes
+        bytes_due = min(max(interval_bytes, self._last_snapshot_bytes), SNAPSHOT_INTERVAL_STRETCH_MAX * interval_bytes)
+        return (
+            self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries
+            or self._applied_bytes_since_snapshot >= bytes_due
+        )
 
     def _persists_inline(self, rd: Ready) -> bool:
         return rd.snapshot is None and len(rd.entries) <= INLINE_PERSIST_ENTRIES_MAX
@@ -600,6 +616,7 @@ class QuorumNode:
         if entries:
             results = self.state_machine.apply(entries)
             self._complete_proposals(entries, results)
+            self._applied_bytes_since_snapshot += sum(len(e.data) for e in entries)
 
     async def _in_writer(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
@@ -664,6 +681,8 @@ class QuorumNode:
         await self._in_writer(self._snapshots.verify, meta)
         self.state_machine.restore(path, meta.index, meta.term)
         self._last_snapshot_index = meta.index
+        self._applied_bytes_since_snapshot = 0
+        self._last_snapshot_bytes = path.stat().st_size
         for index in [i for i in self._waiters if i <= meta.index]:
             self._waiters.pop(index).batch.fail(
                 errors.QuorumTimeoutError(f"outcome of entry {index} unknown: replaced by a snapshot from the leader")
@@ -677,9 +696,11 @@ class QuorumNode:
             return
         meta = SnapshotMeta(index, term, self.settings.voters)
         writer = self._snapshots.create(meta)
+        snapshot_bytes = 0
         try:
             for chunk in self.state_machine.snapshot_chunks():
                 writer.write(chunk)
+                snapshot_bytes += len(chunk)
         except BaseException:
             writer.abort()
             raise
@@ -688,12 +709,29 @@ class QuorumNode:
         if sync is not None:
             # The log may only forget entries whose effect is on disk.
             await self._in_writer(sync)
-        compact_to = max(0, index - self.settings.snapshot_trailing_entries)
+        compact_to = self._trailing_compaction_point(index)
         compacted = self.core.snapshot_taken(meta, compact_to)
         await self._in_writer(self._store.compact, compacted, meta)
         await self._in_writer(self._snapshots.prune, SNAPSHOTS_KEPT)
         self._last_snapshot_index = index
-        self.log.info("snapshot_taken", index=index, term=term, compacted_to=compacted)
+        self._applied_bytes_since_snapshot = 0
+        self._last_snapshot_bytes = snapshot_bytes
+        self.log.info("snapshot_taken", index=index, term=term, compacted_to=compacted, size_bytes=snapshot_bytes)
+
+    def _trailing_compaction_point(self, index: int) -> int:
+        """Where the log compacts after a snapshot at `index`: snapshot.trailing.entries stay behind it (a
+        slightly late follower catches up by appends), but no more than snapshot.trailing.bytes of entry
+        data (they stay in memory). One walk back per snapshot, over the kept entries only."""
+        log = self.core.log
+        lowest = max(0, index - self.settings.snapshot_trailing_entries, log.compacted_index)
+        kept_bytes = 0
+        point = index
+        while point > lowest:
+            kept_bytes += len(log.entry(point).data)
+            if kept_bytes > self.settings.snapshot_trailing_bytes:
+                break
+            point -= 1
+        return point
 
     # ---------------------------------------------------- transport callbacks
     def deliver(self, messages: Sequence[Message]) -> None:

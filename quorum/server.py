@@ -11,12 +11,13 @@ import grpc
 from client import event_loop
 from client.heap_tuning import freeze_startup_objects
 from client.json_logging import configure_logging
+from client.zk_codec import ENVELOPE_BYTES_MAX
 from quorum import errors
 from quorum.node import QuorumNode
 from quorum.service import QuorumService, RaftPeerService
 from quorum.settings import NodeSettings
 from quorum.state_machine import StateMachine
-from quorum.transport import GRPC_OPTIONS
+from quorum.transport import GRPC_MESSAGE_BYTES_MAX, GRPC_OPTIONS
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
@@ -51,6 +52,19 @@ async def check_peers_agree(settings: NodeSettings, digest: str) -> None:
             raise errors.StartupError(f"refusing to start: {problem}")
 
 
+def server_options(settings: NodeSettings) -> list[tuple[str, object]]:
+    """The peers' gRPC options, with the receive limit at least one session-stream message of jute.maxbuffer
+    (zkemu.session_intake checks that bound itself: the Raft peers on the same port send larger batches).
+
+    grpc enables SO_REUSEPORT by default on Linux, which would let a second node silently share a port
+    that is already taken."""
+    receive_bytes_max = max(GRPC_MESSAGE_BYTES_MAX, settings.jute_max_buffer_bytes + ENVELOPE_BYTES_MAX)
+    options: list[tuple[str, object]] = [
+        (key, receive_bytes_max if key == "grpc.max_receive_message_length" else value) for key, value in GRPC_OPTIONS
+    ]
+    return [*options, ("grpc.so_reuseport", 0)]
+
+
 class NodeExtension(Protocol):
     """A service that runs inside a quorum node process (zkemu's ZooKeeper service)."""
 
@@ -77,9 +91,7 @@ async def run_node(
         if state_machine is not None:
             state_machine.close()
         raise
-    # grpc enables SO_REUSEPORT by default on Linux, which would let a second
-    # node silently share a port that is already taken.
-    server = grpc.aio.server(options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(options=server_options(settings))
     pb_grpc.add_RaftPeerServicer_to_server(RaftPeerService(node), server)
     pb_grpc.add_QuorumServicer_to_server(QuorumService(node), server)
     if extension is not None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from client import properties
+from client.zk_codec import JUTE_MAX_BUFFER_BYTES_DEFAULT
 from quorum.cpu_placement import PLACEMENTS
 
 # Raft needs a majority of a fixed voter set; membership is static (no joint
@@ -52,6 +53,10 @@ class NodeSettings:
     # Entries kept behind a snapshot so that a slightly-behind follower catches
     # up by appends instead of a whole snapshot transfer.
     snapshot_trailing_entries: int = 5000
+    # The same two in bytes of entry data: the Raft log holds its entries in memory until a snapshot
+    # compacts it, so these bound that memory whatever the entries' size (quorum.node._snapshot_due).
+    snapshot_interval_bytes: int = 64 << 20
+    snapshot_trailing_bytes: int = 16 << 20
     inflight_appends_max: int = 64
     proposal_timeout_ms: int = 10000
     # What the quorum replicates: "zookeeper" (the znode tree and the session
@@ -67,6 +72,23 @@ class NodeSettings:
     init_limit_ticks: int = 10
     # Where the event-loop thread runs when the voters share this machine (quorum.cpu_placement).
     cpu_placement: str = "auto"
+    # ---- what one client may make a node hold (zkemu.admission). ZooKeeper's jute.maxbuffer: the
+    # largest session-stream message a node reads; a larger one closes the stream, as ZooKeeper
+    # closes the connection of a packet over it (NIOServerCnxn.readLength, "Len error").
+    jute_max_buffer_bytes: int = JUTE_MAX_BUFFER_BYTES_DEFAULT
+    # ZooKeeper's globalOutstandingLimit: requests the node works on at once, all sessions together;
+    # above it, a session with requests of its own in flight stops reading more until the count falls
+    # (ZooKeeperServer.shouldThrottle).
+    global_outstanding_limit: int = 1000
+    # The same bound in request bytes (ZooKeeper has largeRequestMaxBytes, 100 MiB, which closes the
+    # connection instead); and both bounds for one session alone. Half the Raft leader's bound on
+    # uncommitted data (64 MiB, quorum.raft.config): a follower forwarding all it holds must not have
+    # the leader refuse part of it, which fails the session's later writes with ConnectionLoss.
+    global_outstanding_bytes_max: int = 32 << 20
+    session_outstanding_requests_max: int = 1000
+    session_outstanding_bytes_max: int = 8 << 20
+    # After a burst, once nothing was in flight for this long, the heap's free pages go back to the kernel.
+    memory_release_quiet_ms: int = 1000
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -155,7 +177,10 @@ def _parse_node_id(text: str, what: str) -> int:
 
 
 def _parse_int(text: str, what: str) -> int:
+    """Decimal, or hexadecimal with 0x as Java's Integer.decode reads ZooKeeper's `jute.maxbuffer=0xfffff`."""
     value = text.strip()
+    if re.fullmatch(r"[+-]?0[xX][0-9a-fA-F]+", value):
+        return int(value, 16)
     if not re.fullmatch(r"[+-]?\d+", value):
         raise SettingsError(f"{what}: expected an integer, got {text!r}")
     return int(value)
@@ -170,14 +195,24 @@ _INT_MINIMUMS = {
     "heartbeat_interval_ticks": 1,
     "snapshot_interval_entries": 1,
     "snapshot_trailing_entries": 0,
+    "snapshot_interval_bytes": 1,
+    "snapshot_trailing_bytes": 0,
     "inflight_appends_max": 1,
     "proposal_timeout_ms": 1,
     "tick_time_ms": 1,
     "min_session_timeout_ms": 0,
     "max_session_timeout_ms": 0,
     "init_limit_ticks": 1,
+    # A session stream must carry at least one write of a path and a little data.
+    "jute_max_buffer_bytes": 4096,
+    "global_outstanding_limit": 1,
+    "global_outstanding_bytes_max": 1,
+    "session_outstanding_requests_max": 1,
+    "session_outstanding_bytes_max": 1,
+    "memory_release_quiet_ms": 1,
 }
 STATE_MACHINES = ("zookeeper", "register")
+JUTE_MAX_BUFFER_BYTES_MAX = 1 << 30
 
 
 def _validate(settings: NodeSettings) -> None:
@@ -203,6 +238,11 @@ def _validate(settings: NodeSettings) -> None:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: expected an integer, got {value!r}")
         if value < minimum:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: must be >= {minimum}, got {value}")
+    if settings.jute_max_buffer_bytes > JUTE_MAX_BUFFER_BYTES_MAX:
+        raise SettingsError(
+            f"jute.maxbuffer: must be <= {JUTE_MAX_BUFFER_BYTES_MAX} (1 GiB; gRPC messages stay under 2 GiB), "
+            f"got {settings.jute_max_buffer_bytes}"
+        )
     if settings.state_machine not in STATE_MACHINES:
         raise SettingsError(
             f"quorum.state.machine: must be one of {', '.join(STATE_MACHINES)}, got {settings.state_machine!r}"
@@ -258,6 +298,8 @@ _FIELD_OF_PROPERTY = {
     "raft.heartbeat.interval.ticks": "heartbeat_interval_ticks",
     "snapshot.interval.entries": "snapshot_interval_entries",
     "snapshot.trailing.entries": "snapshot_trailing_entries",
+    "snapshot.interval.bytes": "snapshot_interval_bytes",
+    "snapshot.trailing.bytes": "snapshot_trailing_bytes",
     "raft.inflight.appends.max": "inflight_appends_max",
     "proposal.timeout.ms": "proposal_timeout_ms",
     "quorum.state.machine": "state_machine",
@@ -266,6 +308,12 @@ _FIELD_OF_PROPERTY = {
     "minSessionTimeout": "min_session_timeout_ms",
     "maxSessionTimeout": "max_session_timeout_ms",
     "initLimit": "init_limit_ticks",
+    "jute.maxbuffer": "jute_max_buffer_bytes",
+    "globalOutstandingLimit": "global_outstanding_limit",
+    "global.outstanding.bytes.max": "global_outstanding_bytes_max",
+    "session.outstanding.requests.max": "session_outstanding_requests_max",
+    "session.outstanding.bytes.max": "session_outstanding_bytes_max",
+    "memory.release.quiet.ms": "memory_release_quiet_ms",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}

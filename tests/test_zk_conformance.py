@@ -73,8 +73,10 @@ from kazoo.protocol.states import EVENT_TYPE_MAP, Callback, WatchedEvent  # noqa
 from kazoo.security import OPEN_ACL_UNSAFE  # noqa: E402
 
 from client import AddWatchMode, WatcherType, ZkClient  # noqa: E402
+from client import zk_codec as codec  # noqa: E402
 from client.zk_client import _SharedLoop  # noqa: E402
 from tests.quorum_harness import QuorumProcesses, wait_for_leader  # noqa: E402
+from zkraft_proto import zk_pb2  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -120,6 +122,15 @@ def code_name(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------- kazoo: the requests kazoo 2.11 lacks
+
+
+class _NoOperation:
+    """A multi op of a type no multi takes: MultiOperationRecord.deserialize throws "Invalid type of op"."""
+
+    type = 99
+
+    def serialize(self) -> bytes:
+        return b""
 
 
 class _AddWatch(namedtuple("_AddWatch", "path mode")):
@@ -321,6 +332,8 @@ class KazooSession(Session):
                 records.append(Delete(*args))
             elif name == "set_data":
                 records.append(SetData(*args))
+            elif name == "no_operation":
+                records.append(_NoOperation())
             else:
                 records.append(CheckVersion(*args))
         return list(self._request(Transaction(records)))
@@ -390,10 +403,21 @@ class ZkraftSession(Session):
         return self.client.delete(path, version=version)
 
     def commit(self, ops: list[Op]) -> list[Any]:
+        if any(name == "no_operation" for name, _, _ in ops):
+            return self._commit_raw(ops)
         t = self.client.transaction()
         for name, args, flags in ops:
             getattr(t, name)(*args, **flags)
         return list(t.commit())
+
+    def _commit_raw(self, ops: list[Op]) -> list[Any]:
+        """A multi the SDK's builder cannot make (an op with no operation set), sent as the SDK sends one."""
+        wire = []
+        for name, args, _ in ops:
+            assert name in ("create", "no_operation"), f"{name} is not supported next to no_operation"
+            wire.append(zk_pb2.Op(create=zk_pb2.CreateOp(path=args[0], data=args[1])) if args else zk_pb2.Op())
+        request = zk_pb2.Request(multi=zk_pb2.MultiOp(ops=wire))
+        return codec.reply_op_outcomes(self.client._run(self.client._aio._call(request, None)))
 
     def sync(self, path: str) -> Any:
         return self.client.sync(path)
@@ -538,6 +562,11 @@ def t_set(path: str, value: bytes, version: int = -1) -> Op:
 
 def t_check(path: str, version: int) -> Op:
     return ("check", (path, version), {})
+
+
+def t_no_operation() -> Op:
+    """An op with no operation: zkraft's Op message with nothing set, ZooKeeper's MultiHeader of an unknown type."""
+    return ("no_operation", (), {})
 
 
 class Run:
@@ -1153,6 +1182,17 @@ def multi_failure(r: Run) -> None:
     r.multi([t_check(r.p("a"), -1), t_delete(r.p("a")), t_check(r.p("a"), -1)])
     r.exists(r.root)
     r.exists(r.p("a"))
+    r.children(r.root)
+
+
+@script
+def multi_with_an_op_of_no_operation(r: Run) -> None:
+    """§1.6: a multi holding an op of no known type fails whole with MARSHALLINGERROR (the call's error, no
+    per-op results: PrepRequestProcessor turns the failed MultiOperationRecord read into an error txn)."""
+    r.create(r.root)
+    r.multi([t_create(r.p("x")), t_no_operation()])
+    r.multi([t_no_operation()])
+    r.exists(r.p("x"))
     r.children(r.root)
 
 

@@ -23,6 +23,9 @@ import grpc
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 NOT_APPLIED_CODES = frozenset({"NOT_LEADER", "PROPOSAL_DROPPED", "PROPOSAL_LOST", "SHUTTING_DOWN"})
+# A forward message holds at most this much (one larger write goes alone): a quarter of the gRPC
+# receive limit the leader shares with its Raft peers (quorum.transport.GRPC_MESSAGE_BYTES_MAX).
+FORWARD_MESSAGE_BYTES_MAX = 16 << 20
 
 Pending = list[tuple[zk_pb2.Txn, "asyncio.Future[tuple[int, bytes]]"]]
 
@@ -47,9 +50,12 @@ class LeaderStream:
         self._reader = asyncio.get_running_loop().create_task(self._read_replies(), name=f"zk-forward-{address}")
 
     async def send(self, batch: Pending) -> None:
-        self._in_flight.append(batch)
+        raws = [t.SerializeToString() for t, _ in batch]
+        parts = _parts_under(batch, raws, FORWARD_MESSAGE_BYTES_MAX)
+        self._in_flight.extend(part for part, _ in parts)  # each part is one request, answered in order
         try:
-            await self._call.write(zk_pb2.ForwardRequest(txns=[t.SerializeToString() for t, _ in batch]))
+            for _, part_raws in parts:
+                await self._call.write(zk_pb2.ForwardRequest(txns=part_raws))
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
             # A write error names the cause (a leader never reached can be
             # retried), so it fails what is in flight here; a bare state error
@@ -112,6 +118,23 @@ def _resolve(batch: Pending, reply: zk_pb2.ForwardResponse) -> None:
         for (_, fut), zxid, raw in zip(batch, reply.zxids, reply.results, strict=True):
             if not fut.done():
                 fut.set_result((zxid, raw))
+
+
+def _parts_under(batch: Pending, raws: list[bytes], limit_bytes: int) -> list[tuple[Pending, list[bytes]]]:
+    """`batch` as one part, or, when its writes hold more than `limit_bytes`, as consecutive parts of at
+    most that much each (a single larger write goes alone): pipelined large writes would otherwise make
+    a message over the leader's gRPC receive limit, which ends the stream and fails every write on it."""
+    if sum(len(raw) for raw in raws) <= limit_bytes:
+        return [(batch, raws)]
+    parts: list[tuple[Pending, list[bytes]]] = []
+    start, part_bytes = 0, 0
+    for k, raw in enumerate(raws):
+        if k > start and part_bytes + len(raw) > limit_bytes:
+            parts.append((batch[start:k], raws[start:k]))
+            start, part_bytes = k, 0
+        part_bytes += len(raw)
+    parts.append((batch[start:], raws[start:]))
+    return parts
 
 
 def fail_batch(batch: Pending, exc: BaseException) -> None:

@@ -29,9 +29,12 @@ from quorum.deadline import await_owned
 from quorum.node import QuorumNode
 from quorum.raft import Role
 from quorum.settings import NodeSettings
+from zkemu.admission import Admission
 from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
+from zkemu.request_checks import write_problem
+from zkemu.session_intake import Received, Refused, add_service
 from zkemu.session_outbox import SessionOutbox
 from zkemu.session_writes import SessionWrite, SessionWrites
 from zkemu.sessions import SessionIds, SessionTracker, session_password
@@ -46,8 +49,11 @@ from zkemu.tree import AppliedTxn, ZnodeTree
 from zkemu.watches import AddWatchMode, WatcherType, WatchManager
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
-DATA_BYTES_MAX = 1 << 20
 OUTBOUND_MESSAGES_MAX = 100_000
+# getData replies from this size on count as bytes in flight until they leave (zkemu.admission), so
+# that a client pipelining reads of large znodes without reading the replies is paused too; smaller
+# ones are not counted (the request count bounds them), which keeps a small read's path as it was.
+LARGE_REPLY_BYTES = 64 << 10
 # A stream message's requests are dispatched this many at a time, with a loop turn between: the
 # replies to the first ones leave while the rest are worked on, so client and server work at once
 # instead of taking turns with whole batches of a few hundred. Measured on the 2-core machine,
@@ -73,12 +79,13 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.submitter: TxnSubmitter | None = None
         self.tracker: SessionTracker | None = None
         self.ids: SessionIds | None = None
+        self.admission = Admission(settings)
         self.log = structlog.get_logger("zk").bind(node=settings.node_id)
 
     # ---- NodeExtension
     def register(self, node: QuorumNode, server: grpc.aio.Server) -> None:
         self.node = node
-        zk_pb2_grpc.add_ZooKeeperServicer_to_server(self, server)
+        add_service(self, server, self.settings.jute_max_buffer_bytes)
 
     async def start(self) -> None:
         assert self.node is not None
@@ -86,6 +93,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.submitter.start()
         self.tracker = SessionTracker(self.node, self.tree.sessions, self.submitter, self.settings.tick_time_ms)
         self.tracker.start()
+        self.admission.start()
         self.ids = SessionIds(self.settings.node_id, lambda: int(time.time() * 1000))
         # Until a client connects here, this node (as a follower) learns commits
         # with the leader's next append or heartbeat (QuorumNode.set_commit_interest says why).
@@ -94,6 +102,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
     async def stop(self) -> None:
         for conn in list(self._connections.values()):
             conn.end()
+        await self.admission.stop()
         if self.tracker is not None:
             await self.tracker.stop()
         if self.submitter is not None:
@@ -118,7 +127,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
 
     # ---- the session stream
     async def Session(  # noqa: N802
-        self, request_iterator: AsyncIterator[zk_pb2.ClientMessage], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[Received], context: grpc.aio.ServicerContext
     ) -> None:
         """One session stream: the connection's read loop takes the requests, `outbound` writes the
         replies and events (zkemu.session_outbox)."""
@@ -217,7 +226,7 @@ class SessionConnection:
         self.context = context
         self.session_id = 0
         self.linearizable = False
-        self.outbound = SessionOutbox(context)
+        self.outbound = SessionOutbox(context, self._replies_sent)
         self.abort_status: tuple[grpc.StatusCode, str] | None = None
         # Requests in the order they came, until their replies are queued; a
         # reply leaves only when every earlier one has (ZooKeeper's FIFO).
@@ -227,6 +236,13 @@ class SessionConnection:
         self._last_read: asyncio.Task[None] | None = None
         self._writes = SessionWrites()  # in the order they must reach the log
         self._closed = False
+        # Requests read and not yet answered to gRPC, and their bytes (zkemu.admission).
+        self._requests_in_flight = 0
+        self._bytes_in_flight = 0
+        self._released = False  # detached: what was in flight was given back
+        self._resume = asyncio.Event()  # set when a paused stream may read again
+        self._paused = False
+        self._reply_bytes = 0  # a large reply's data, between the read that made it and `_answer`
 
     def __hash__(self) -> int:
         return id(self)
@@ -268,39 +284,119 @@ class SessionConnection:
         self._closed = True
         for t in list(self._working):
             t.cancel()
+        if not self._released:
+            self._released = True
+            self.service.admission.forget(self._resume)
+            self.service.admission.give_back(self._requests_in_flight, self._bytes_in_flight)
         if self.session_id:
             self.service.detach(self)
 
-    async def read_loop(self, requests: AsyncIterator[zk_pb2.ClientMessage]) -> None:
+    async def read_loop(self, requests: AsyncIterator[Received]) -> None:
         try:
             first = await anext(requests, None)
-            if first is None or first.WhichOneof("kind") != "connect":
+            if isinstance(first, Refused):
+                self._refuse(first)
+                return
+            if first is None or first[1].WhichOneof("kind") != "connect":
                 self.end(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a session must be connect")
                 return
-            if not await self._connect(first.connect):
+            if not await self._connect(first[1].connect):
                 return
-            async for msg in requests:
-                kind = msg.WhichOneof("kind")
-                if kind == "request":
-                    self._dispatch_all((msg.request,))
-                elif kind == "batch":
-                    requests_in = msg.batch.requests
-                    for start in range(0, len(requests_in), INTAKE_CHUNK_REQUESTS):
-                        if start:
-                            await asyncio.sleep(0)
-                        self._dispatch_all(requests_in[start : start + INTAKE_CHUNK_REQUESTS])
-                        if self._closed:
-                            return
-                else:
-                    self.end(grpc.StatusCode.INVALID_ARGUMENT, "connect may only be sent once per stream")
-                    return
+            async for received in requests:
+                rest = self._take_message(received)
+                while rest is not None and not self._closed:
+                    await asyncio.sleep(0)  # a large batch: the replies to its first requests leave meanwhile
+                    rest = self._dispatch_chunk(*rest)
                 if self._closed:
                     return
+                if self._must_pause():
+                    await self._paused_until_admitted()
+            # The client closed its side: it sends nothing more, so the stream ends once what it
+            # sent is answered (ZooKeeper closes a connection whose client closed it).
+            self.session_closed()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # loop boundary: one bad stream must not hurt the server
             self.service.log.warning("session_stream_error", session_id=self.session_id, error=repr(exc))
             self.end(grpc.StatusCode.INTERNAL, f"server error: {exc}")
+
+    def _refuse(self, refused: Refused) -> None:
+        """Over jute.maxbuffer, or not parsable: ZooKeeper closes such a connection (zkemu.session_intake)."""
+        self.service.log.warning("session_message_refused", session_id=self.session_id, reason=refused.problem)
+        self.end(refused.status, refused.problem)
+
+    def _take_message(self, received: Received) -> tuple[Sequence[zk_pb2.Request], int] | None:
+        """Dispatch one stream message's requests, or its first INTAKE_CHUNK_REQUESTS: then the rest
+        (and each request's bytes) is returned, to dispatch after a loop turn. Ends the stream when
+        the message is refused or not a request."""
+        if isinstance(received, Refused):
+            self._refuse(received)
+            return None
+        size_bytes, msg = received
+        kind = msg.WhichOneof("kind")
+        if kind == "request":
+            self._take_in_flight(1, size_bytes)
+            self._dispatch_all((msg.request,), size_bytes)
+            return None
+        if kind == "batch":
+            requests_in = msg.batch.requests
+            if not requests_in:
+                return None
+            share_bytes = size_bytes // len(requests_in)
+            self._take_in_flight(len(requests_in), share_bytes * len(requests_in))
+            return self._dispatch_chunk(requests_in, share_bytes)
+        self.end(grpc.StatusCode.INVALID_ARGUMENT, "connect may only be sent once per stream")
+        return None
+
+    def _dispatch_chunk(
+        self, requests: Sequence[zk_pb2.Request], size_bytes: int
+    ) -> tuple[Sequence[zk_pb2.Request], int] | None:
+        self._dispatch_all(requests[:INTAKE_CHUNK_REQUESTS], size_bytes)
+        rest = requests[INTAKE_CHUNK_REQUESTS:]
+        return (rest, size_bytes) if len(rest) else None
+
+    # ---- what this stream holds in flight (zkemu.admission)
+    def _take_in_flight(self, count: int, size_bytes: int) -> None:
+        self._requests_in_flight += count
+        self._bytes_in_flight += size_bytes
+        self.service.admission.take(count, size_bytes)
+
+    def _replies_sent(self, count: int, size_bytes: int) -> None:
+        """The outbox handed replies to gRPC: their requests are no longer in flight."""
+        if self._released:
+            return
+        self._requests_in_flight -= count
+        self._bytes_in_flight -= size_bytes
+        self.service.admission.give_back(count, size_bytes)
+        if self._paused and not self._must_pause():
+            self._resume.set()
+
+    def _must_pause(self) -> bool:
+        """ZooKeeperServer.shouldThrottle, and the same for this session alone: only with requests of
+        its own in flight (they finish without help, so the stream always resumes)."""
+        if not self._requests_in_flight:
+            return False
+        admission = self.service.admission
+        return (
+            admission.over
+            or self._requests_in_flight >= admission.session_requests_max
+            or self._bytes_in_flight >= admission.session_bytes_max
+        )
+
+    async def _paused_until_admitted(self) -> None:
+        """Read nothing more until this session and the node are below their bounds (backpressure:
+        the client's writes wait in gRPC's flow control)."""
+        admission = self.service.admission
+        self._paused = True
+        try:
+            while self._must_pause() and not self._closed:
+                self._resume.clear()
+                if admission.over:
+                    admission.wait_below(self._resume)
+                await self._resume.wait()
+        finally:
+            self._paused = False
+            admission.forget(self._resume)
 
     async def _connect(self, req: zk_pb2.ConnectRequest) -> bool:
         svc = self.service
@@ -377,8 +473,9 @@ class SessionConnection:
         return self.node.core.applied_index
 
     # ---- ordering
-    def _dispatch_all(self, requests: Sequence[zk_pb2.Request]) -> None:
-        """Dispatch one stream message's requests in order; each run of consecutive writes together."""
+    def _dispatch_all(self, requests: Sequence[zk_pb2.Request], size_bytes: int) -> None:
+        """Dispatch one stream message's requests in order; each run of consecutive writes together.
+        `size_bytes`: what each request holds in flight (its share of the stream message)."""
         run: list[tuple[zk_pb2.Request, str]] = []
         for req in requests:
             if self._closed:
@@ -388,13 +485,13 @@ class SessionConnection:
                 run.append((req, op))
                 continue
             if run:
-                self._dispatch_writes(run)
+                self._dispatch_writes(run, size_bytes)
                 run = []
-            self._dispatch(req, op)
+            self._dispatch(req, op, size_bytes)
         if run and not self._closed:
-            self._dispatch_writes(run)
+            self._dispatch_writes(run, size_bytes)
 
-    def _dispatch_writes(self, requests: list[tuple[zk_pb2.Request, str]]) -> None:
+    def _dispatch_writes(self, requests: list[tuple[zk_pb2.Request, str]], size_bytes: int) -> None:
         """Consecutive writes of the session. With no earlier read to wait for, the leader proposes
         them at once, as consecutive log entries, and a follower forwards them as one batch; one task
         answers them.
@@ -415,19 +512,19 @@ class SessionConnection:
         goes_somewhere = route is not None and (leading or route[0] != self.node.node_id)
         if not goes_somewhere or _unfinished(self._last_read) is not None:
             for req, op in requests:
-                self._dispatch(req, op)
+                self._dispatch(req, op, size_bytes)
             return
         self.service.tracker.touch(self.session_id)
         group: list[_GroupWrite] = []
         alone: list[_GroupWrite] = []  # after a write that may not join the group: one task each
         for req, op in requests:
             body = getattr(req, op)
-            item = _GroupWrite(_Slot(req.xid), req, op, body, self._writes.add())
+            item = _GroupWrite(_Slot(req.xid, size_bytes), req, op, body, self._writes.add())
             self._order.append(item.slot)
-            problem = _oversized(op, body)
-            if problem:
+            problem = write_problem(op, body)
+            if problem is not None:
                 item.write.settle()
-                self._answer(item.slot, self._reply(req, err=Code.BADARGUMENTS, error_message=problem))
+                self._answer(item.slot, self._reply(req, err=problem[0], error_message=problem[1]))
             elif not alone and item.write.try_take(route):
                 group.append(item)
             else:
@@ -557,11 +654,11 @@ class SessionConnection:
         getattr(txn, op).CopyFrom(body)
         return txn
 
-    def _dispatch(self, req: zk_pb2.Request, op: str | None) -> None:
+    def _dispatch(self, req: zk_pb2.Request, op: str | None, size_bytes: int) -> None:
         """One request (`op`: its WhichOneof("op")), in the session's order."""
         assert self.service.tracker is not None
         self.service.tracker.touch(self.session_id)
-        slot = _Slot(req.xid)
+        slot = _Slot(req.xid, size_bytes)
         self._order.append(slot)
         if op in WRITE_OPS:
             self._work_on(slot, self._write(req, op, _unfinished(self._last_read), self._writes.add()))
@@ -607,6 +704,11 @@ class SessionConnection:
         )
 
     def _answer(self, slot: _Slot, response: zk_pb2.Response) -> None:
+        if self._reply_bytes:
+            # The large getData reply just made (_get_data) is held until it leaves, like a request's bytes.
+            slot.size_bytes += self._reply_bytes
+            self._take_in_flight(0, self._reply_bytes)
+            self._reply_bytes = 0
         slot.response = response
         self._flush_replies()
 
@@ -619,7 +721,7 @@ class SessionConnection:
                 self.end()
                 return
             if not self._closed:
-                self.outbound.put(zk_pb2.ServerMessage(response=head.response))
+                self.outbound.put(zk_pb2.ServerMessage(response=head.response), False, head.size_bytes)
 
     # ---- writes
     async def _write(
@@ -629,9 +731,9 @@ class SessionConnection:
             if after is not None:
                 await asyncio.wait([after])  # type: ignore[list-item]
             body = getattr(req, op)
-            problem = _oversized(op, body)
-            if problem:
-                return self._reply(req, err=Code.BADARGUMENTS, error_message=problem)
+            problem = write_problem(op, body)
+            if problem is not None:
+                return self._reply(req, err=problem[0], error_message=problem[1])
             return await self._submit(req, self._txn(op, body), op, body, write)
         finally:
             write.settle()
@@ -697,6 +799,8 @@ class SessionConnection:
         data, stat = self.service.tree.get_data(r.path)
         if r.watch:
             self.service.watches.add_data_watch(self, r.path)
+        if len(data) >= LARGE_REPLY_BYTES:
+            self._reply_bytes = len(data)  # charged to its request's slot by `_answer`, which comes next
         return self._reply(req, data=data, stat=stat.to_pb())
 
     def _exists(self, req: zk_pb2.Request) -> zk_pb2.Response:
@@ -806,10 +910,11 @@ class _GroupWrite:
 class _Slot:
     """One request's place in its session's reply order (or the end of the stream)."""
 
-    __slots__ = ("xid", "response", "ends_stream")
+    __slots__ = ("xid", "size_bytes", "response", "ends_stream")
 
-    def __init__(self, xid: int = 0, ends_stream: bool = False) -> None:
+    def __init__(self, xid: int = 0, size_bytes: int = 0, ends_stream: bool = False) -> None:
         self.xid = xid  # the request's: a reply the client cannot match to it would break the session's stream
+        self.size_bytes = size_bytes  # what the request holds in flight until its reply leaves
         self.response: zk_pb2.Response | None = None
         self.ends_stream = ends_stream
 
@@ -821,16 +926,6 @@ def _refused(future: asyncio.Future[Any]) -> bool:
 def _unfinished(task: asyncio.Task[None] | None) -> asyncio.Task[None] | None:
     """The task, if it still runs: waiting on a finished task would still cost loop turns."""
     return task if task is not None and not task.done() else None
-
-
-def _oversized(op: str, body: Any) -> str:
-    """A write over ZooKeeper's 1 MiB limit is refused before it reaches the log."""
-    ops = [getattr(o, o.WhichOneof("op")) for o in body.ops] if op == "multi" else [body]
-    for o in ops:
-        data = getattr(o, "data", b"")
-        if len(data) > DATA_BYTES_MAX:
-            return f"data of {len(data)} bytes for {o.path} exceeds the 1 MiB (1048576 bytes) limit"
-    return ""
 
 
 _READ_HANDLERS: dict[str, Callable[[SessionConnection, zk_pb2.Request], zk_pb2.Response]] = {

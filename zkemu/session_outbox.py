@@ -15,6 +15,7 @@ load a burst's first reply would leave alone and the rest wait for its write
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import grpc
 
@@ -23,9 +24,14 @@ from zkraft_proto import zk_pb2
 
 
 class SessionOutbox:
-    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+    """`on_sent(requests, size_bytes)`: the replies put with those counts went to gRPC (zkemu.admission)."""
+
+    def __init__(self, context: grpc.aio.ServicerContext, on_sent: Callable[[int, int], None] | None = None) -> None:
         self._context = context
+        self._on_sent = on_sent
         self._pending: list[zk_pb2.ServerMessage] = []
+        self._pending_requests = 0  # the requests whose replies are in `_pending`, and their bytes
+        self._pending_bytes = 0
         self._write = WriteInFlight()
         self._wake = asyncio.Event()
         self._serving = False  # `serve` runs: the stream can be written
@@ -35,11 +41,16 @@ class SessionOutbox:
         """Messages put and not yet handed to gRPC."""
         return len(self._pending)
 
-    def put(self, message: zk_pb2.ServerMessage, at_once: bool = False) -> None:
-        """Queue `message`; `at_once`: hand it to gRPC now if no write is in flight (watch events)."""
+    def put(self, message: zk_pb2.ServerMessage, at_once: bool = False, size_bytes: int = -1) -> None:
+        """Queue `message`; `at_once`: hand it to gRPC now if no write is in flight (watch events).
+
+        `size_bytes` >= 0: `message` answers one request of that many bytes in flight (on_sent)."""
         if self._ended:
             return  # the stream is ending: nothing after its last message
         self._pending.append(message)
+        if size_bytes >= 0:
+            self._pending_requests += 1
+            self._pending_bytes += size_bytes
         if at_once and self._serving and self._write.idle:
             self._write.start(self._context.write(self._take_message()))
         self._wake.set()
@@ -70,4 +81,7 @@ class SessionOutbox:
     def _take_message(self) -> zk_pb2.ServerMessage:
         """Everything put so far, as one stream message."""
         batch, self._pending = self._pending, []
+        if self._pending_requests and self._on_sent is not None:
+            self._on_sent(self._pending_requests, self._pending_bytes)
+            self._pending_requests = self._pending_bytes = 0
         return batch[0] if len(batch) == 1 else zk_pb2.ServerMessage(batch=zk_pb2.ServerBatch(messages=batch))
