@@ -68,7 +68,7 @@ def _restore_from_own_snapshot(
     state: PersistentState, state_machine: StateMachine, store: LogStore, snapshots: SnapshotStore, log: Any
 ) -> PersistentState | None:
     for meta in snapshots.complete():
-        if meta.index < state.compacted_index or log_term(state, meta.index) != meta.term:
+        if meta.index < state.compacted_index or state.term_at(meta.index) != meta.term:
             continue  # older than the log's start, or not this log's (its entries were replaced since)
         try:
             snapshots.verify(meta)
@@ -93,7 +93,7 @@ def _restore_from_peer(
     log: Any,
 ) -> PersistentState:
     meta, peer = fetch(state.compacted_index)
-    if log_term(state, meta.index) == meta.term:
+    if state.term_at(meta.index) == meta.term:
         store.compact(state.compacted_index, meta)
         state = dataclasses.replace(state, snapshot=meta)
     else:
@@ -109,14 +109,6 @@ def _restore_from_peer(
     state_machine.restore(snapshots.path(meta), meta.index, meta.term)
     _restored(log, "peer_snapshot", meta.index, meta.term, state, peer=peer)
     return state
-
-
-def log_term(state: PersistentState, index: int) -> int | None:
-    """The term of the log's entry at `index` (its compaction point included), None when the log lacks it."""
-    if index == state.compacted_index:
-        return state.compacted_term
-    k = index - state.compacted_index - 1
-    return state.entries[k].term if 0 <= k < len(state.entries) else None
 
 
 def _restored(log: Any, source: str, index: int, term: int, state: PersistentState, **fields: Any) -> None:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import pytest
 
 from client.aio import AsyncZkClient
+from tests.disk_damage import DAMAGE_BYTES, damage_pages_holding
 from tests.quorum_harness import QuorumProcesses, node_status, poll_until, wait_applied, wait_for_leader
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -43,8 +44,6 @@ PARENTS = 30
 CHILDREN_PER_PARENT = 100  # one multi each: 3,000 znodes before the kill
 CHILDREN_WHILE_DOWN = 20  # per parent, written while the damaged node is down
 READS_IN_FLIGHT_MAX = 64
-DAMAGE_BYTES = 8192
-PAGE_BYTES = 4096
 MARKER = b"damage-me-" + b"m" * 40
 
 
@@ -92,24 +91,6 @@ async def read_all_through(address: str, expected: dict[str, bytes]) -> dict[str
                 return path, (await zk.get(path))[0] if found is not None else None
 
         return dict(await asyncio.gather(*(one(p) for p in expected)))
-
-
-def damage_pages_holding(path: Path, needle: bytes, seed: int) -> int:
-    """Write DAMAGE_BYTES of random bytes from the start of every page where `needle` occurs; returns how many.
-
-    LMDB copies a page on write, so stale copies of the needle's page may sit in free pages: each
-    occurrence is hit, so that the live page surely is."""
-    content = path.read_bytes()
-    rng = random.Random(seed)
-    hits = 0
-    with open(path, "r+b") as f:
-        at = content.find(needle)
-        while at != -1:
-            f.seek(at - at % PAGE_BYTES)
-            f.write(rng.randbytes(DAMAGE_BYTES))
-            hits += 1
-            at = content.find(needle, at - at % PAGE_BYTES + DAMAGE_BYTES)
-    return hits
 
 
 def damage_snapshots(data_dir: Path, seed: int) -> int:

@@ -9,7 +9,6 @@ with values that contradict the rest, a marker left by a failed apply.
 from __future__ import annotations
 
 import os
-import random
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,12 +30,11 @@ from quorum.state_check import (
     move_aside,
 )
 from quorum.state_machine import RegisterMap
+from tests.disk_damage import damage_pages_holding
 from zkemu.tree import TREE_CHECKER, ZnodeTree
 from zkraft_proto import zk_pb2 as pb
 
 MARKER = b"damage-me-" + b"m" * 40
-PAGE_BYTES = 4096
-DAMAGE_BYTES = 8192
 
 
 def create(index: int, path: str, data: bytes) -> Entry:
@@ -54,21 +52,6 @@ def build_tree(path: Path, znodes: int = 2000) -> str:
     digest = tree.digest()
     tree.close()
     return digest
-
-
-def damage_pages_holding(data_file: Path, needle: bytes, seed: int = 7) -> int:
-    """Random bytes from the start of every page where `needle` occurs (stale copies included)."""
-    content = data_file.read_bytes()
-    rng = random.Random(seed)
-    hits = 0
-    with open(data_file, "r+b") as f:
-        at = content.find(needle)
-        while at != -1:
-            f.seek(at - at % PAGE_BYTES)
-            f.write(rng.randbytes(DAMAGE_BYTES))
-            hits += 1
-            at = content.find(needle, at - at % PAGE_BYTES + DAMAGE_BYTES)
-    return hits
 
 
 def events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
@@ -91,7 +74,7 @@ def test_a_sound_tree_is_kept_as_it_is(tree_dir: Path) -> None:
 
 def test_random_bytes_over_a_live_page_are_found_and_the_file_moved_aside(tree_dir: Path) -> None:
     build_tree(tree_dir)
-    assert damage_pages_holding(tree_dir / "data.mdb", MARKER) >= 1
+    assert damage_pages_holding(tree_dir / "data.mdb", MARKER, seed=7) >= 1
     with capture_logs() as logs:
         tree = ZnodeTree(tree_dir)
     assert tree.rebuilt
@@ -221,7 +204,7 @@ def test_a_damaged_register_map_is_moved_aside_too(tmp_path: Path) -> None:
     sm = RegisterMap(path)
     sm.apply([Entry(i, 1, encode_set(b"key-%05d" % i, MARKER + b"%d" % i)) for i in range(1, 3001)])
     sm.close()
-    assert damage_pages_holding(path / "data.mdb", MARKER + b"1500") >= 1
+    assert damage_pages_holding(path / "data.mdb", MARKER + b"1500", seed=7) >= 1
     with capture_logs() as logs:
         reopened = RegisterMap(path)
     assert reopened.rebuilt and reopened.applied_index() == 0 and reopened.read(b"key-00001") is None

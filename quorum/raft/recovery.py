@@ -63,13 +63,6 @@ class Recovery:
     hard_state_changed: bool
 
 
-def _term_at(state: PersistentState, index: int) -> int | None:
-    if index == state.compacted_index:
-        return state.compacted_term
-    k = index - state.compacted_index - 1
-    return state.entries[k].term if 0 <= k < len(state.entries) else None
-
-
 def _last(state: PersistentState) -> tuple[int, int]:
     if state.entries:
         return state.entries[-1].index, state.entries[-1].term
@@ -78,14 +71,14 @@ def _last(state: PersistentState) -> tuple[int, int]:
 
 def applied_term_of(state: PersistentState, applied_index: int, applied_term: int | None) -> int | None:
     """The term of the applied entry: the state machine's, else (an old database) the log's, if it has it."""
-    return applied_term if applied_term is not None else _term_at(state, applied_index)
+    return applied_term if applied_term is not None else state.term_at(applied_index)
 
 
 def _rebased(state: PersistentState, applied: int, term: int, voters: tuple[int, ...]) -> PersistentState:
     """The log with its compaction point at (applied, term): entries after it are kept only if the entry at
     `applied` is the applied one (Log Matching, §5.3: then everything after it follows it); else they
     belong to another history and are cut."""
-    follows = _term_at(state, applied) == term
+    follows = state.term_at(applied) == term
     kept: tuple[Entry, ...] = tuple(e for e in state.entries if e.index > applied) if follows else ()
     meta = SnapshotMeta(index=applied, term=term, voters=voters)
     return replace(state, snapshot=meta, compacted_index=applied, compacted_term=term, entries=kept)
@@ -122,7 +115,7 @@ def reconcile(
                 f"the state machine applied entry {applied_index} but records no term for it (written by an "
                 f"older version) and the log ends at {last_index}: its term is unknown"
             )
-        if _term_at(state, applied_index) != term:
+        if state.term_at(applied_index) != term:
             state = _rebased(state, applied_index, term, voters)
             rebase = state.snapshot
     last_index, last_term = _last(state)

@@ -198,3 +198,10 @@ class PersistentState:
     # log no longer holds. Until its commit index reaches it, its votes count only in a unanimous election
     # (quorum.raft.recovery says why).
     repair_index: int = 0
+
+    def term_at(self, index: int) -> int | None:
+        """The term of the entry at `index` (the compaction point included), None when the log lacks it."""
+        if index == self.compacted_index:
+            return self.compacted_term
+        k = index - self.compacted_index - 1
+        return self.entries[k].term if 0 <= k < len(self.entries) else None
