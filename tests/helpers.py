@@ -32,3 +32,12 @@ def wait_until(
         if remaining_s <= 0:
             raise AssertionError(f"{message} (waited {timeout_s:g} s)")
         time.sleep(min(interval_s, remaining_s))
+
+
+def resident_bytes(pid: int) -> int:
+    """A live process's resident memory (VmRSS of /proc/<pid>/status), in bytes."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS in /proc/{pid}/status")

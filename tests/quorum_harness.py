@@ -46,6 +46,17 @@ LOG_TAIL_LINES = 15
 T = TypeVar("T")
 
 
+# A ZooKeeper-mode quorum that elects within about a second and allows sessions of 1 to 10 s: what the
+# cluster tests of znodes start with (ticks of 50 ms, elections after 10, heartbeats every 2).
+FAST_ZK_PROPERTIES = {
+    "quorum.state.machine": "zookeeper",
+    "raft.tick.ms": "50",
+    "raft.election.timeout.ticks": "10",
+    "raft.heartbeat.interval.ticks": "2",
+    "tickTime": "500",
+}
+
+
 def free_ports(n: int) -> list[int]:
     """`n` distinct loopback ports that were free a moment ago (the kernel picks them: bind to port 0).
 

@@ -22,18 +22,21 @@ import pytest
 
 from client.aio import AsyncZkClient
 from tests.disk_damage import DAMAGE_BYTES, damage_pages_holding
-from tests.quorum_harness import QuorumProcesses, node_status, poll_until, wait_applied, wait_for_leader
+from tests.quorum_harness import (
+    FAST_ZK_PROPERTIES,
+    QuorumProcesses,
+    node_status,
+    poll_until,
+    wait_applied,
+    wait_for_leader,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 T = TypeVar("T")
 
 PROPERTIES = {
-    "quorum.state.machine": "zookeeper",
-    "raft.tick.ms": "50",
-    "raft.election.timeout.ticks": "10",
-    "raft.heartbeat.interval.ticks": "2",
-    "tickTime": "500",
+    **FAST_ZK_PROPERTIES,
     # Snapshots every 20 entries, the log compacted to 5 behind: each node holds snapshots and a compacted log.
     "snapshot.interval.entries": "20",
     "snapshot.trailing.entries": "5",

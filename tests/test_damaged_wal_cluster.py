@@ -25,20 +25,14 @@ import pytest
 from client.aio import AsyncZkClient
 from client.exceptions import ZkException
 from client.zk_client import _SharedLoop
-from tests.quorum_harness import QuorumProcesses, node_status, wait_applied, wait_for_leader
+from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, node_status, wait_applied, wait_for_leader
 from zkemu.tree import ZnodeTree
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 T = TypeVar("T")
 
-PROPERTIES = {
-    "quorum.state.machine": "zookeeper",
-    "raft.tick.ms": "50",
-    "raft.election.timeout.ticks": "10",
-    "raft.heartbeat.interval.ticks": "2",
-    "tickTime": "500",
-}
+PROPERTIES = FAST_ZK_PROPERTIES
 LEADER_TIMEOUT_S = 20.0
 WAIT_S = 30.0
 CREATES_IN_FLIGHT = 64

@@ -42,6 +42,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from client.records import RecordBatchBuilder
+from tests.helpers import resident_bytes
 from tests.kafka_harness import KafkaCluster
 from zkraft_proto import broker_pb2 as pb
 from zkraft_proto import broker_pb2_grpc
@@ -91,14 +92,6 @@ def channel(cluster: KafkaCluster) -> Iterator[grpc.Channel]:
         yield ch
 
 
-def rss_bytes(cluster: KafkaCluster) -> int:
-    with open(f"/proc/{cluster._procs[1].pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 def call_raw(channel: grpc.Channel, path: str, payload: bytes) -> grpc.StatusCode:
     """One unary call with identity serializers; the status it ended with (OK included)."""
     method = channel.unary_unary(path, request_serializer=None, response_deserializer=None)
@@ -113,7 +106,8 @@ def check_broker(cluster: KafkaCluster, code: grpc.StatusCode, what: str) -> Non
     if not cluster.alive(1):
         raise AssertionError(f"the broker died after {what}\n{cluster.log_tail(1)}")
     assert code != grpc.StatusCode.UNAVAILABLE, f"the broker stopped answering after {what}"
-    assert rss_bytes(cluster) < RSS_BYTES_MAX, f"the broker grew past {RSS_BYTES_MAX} bytes after {what}"
+    rss_bytes = resident_bytes(cluster._procs[1].pid)
+    assert rss_bytes < RSS_BYTES_MAX, f"the broker grew past {RSS_BYTES_MAX} bytes after {what}"
 
 
 # ---------------------------------------------------------------- strategies from the descriptors
@@ -311,4 +305,4 @@ def assert_still_serves(cluster: KafkaCluster, channel: grpc.Channel) -> None:
         .partitions
     )
     assert read.error_code == 0 and b"fuzz" in read.records
-    assert cluster.alive(1) and rss_bytes(cluster) < RSS_BYTES_MAX
+    assert cluster.alive(1) and resident_bytes(cluster._procs[1].pid) < RSS_BYTES_MAX

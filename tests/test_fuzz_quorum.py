@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 
 from client.aio import AsyncZkClient
 from client.zk_client import _SharedLoop
+from tests.helpers import resident_bytes
 from tests.quorum_harness import QuorumProcesses, wait_for_leader
 from zkraft_proto import quorum_pb2, zk_pb2
 
@@ -426,16 +427,13 @@ def test_every_node_is_alive_serves_and_stays_small_after_the_fuzz(cluster: tupl
 
     for node in procs.addresses:
         run(serves(node))
-    rss_mb = {node: _rss_mb(procs.pid(node)) for node in procs.addresses}
+    rss_mb = {node: resident_bytes(_pid(procs, node)) >> 20 for node in procs.addresses}
     print(f"fuzz examples: raw {RAW_BUDGET.examples}, structured {STRUCTURED_BUDGET.examples}; VmRSS MB {rss_mb}")
     print(f"raw call outcomes (method, status): {sorted(RAW_CODES.items())}")
     assert max(rss_mb.values()) < RSS_BOUND_MB, f"VmRSS after the fuzz {rss_mb} MB (bound {RSS_BOUND_MB} MB)"
 
 
-def _rss_mb(pid: int | None) -> int:
-    assert pid is not None
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) // 1024
-    raise AssertionError(f"no VmRSS in /proc/{pid}/status")
+def _pid(procs: QuorumProcesses, node: int) -> int:
+    pid = procs.pid(node)
+    assert pid is not None, f"node {node} has no process"
+    return pid

@@ -28,6 +28,7 @@ from client.kafka_errors import (
 )
 from client.kafka_znodes import TopicAssignment, encode_topic
 from client.topic_admin import plan_partition_addition, plan_topic_creation
+from tests.quorum_harness import poll_until
 from zkemu.tree import DATA_BYTES_MAX
 
 
@@ -225,10 +226,10 @@ def test_no_limit_with_minus_one() -> None:
 
 
 async def _until(predicate: Any, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
+    async def probe() -> bool:
+        return bool(predicate())
+
+    await poll_until(probe, timeout_s, "condition not reached in time")
 
 
 def test_memory_is_handed_back_once_after_a_burst_and_not_after_small_requests() -> None:

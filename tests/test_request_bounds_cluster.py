@@ -27,7 +27,7 @@ from client.kafka_errors import (
     InvalidReplicaAssignmentError,
 )
 from client.records import RecordBatchBuilder
-from tests.helpers import wait_until
+from tests.helpers import resident_bytes, wait_until
 from tests.kafka_harness import KafkaCluster
 from zkraft_proto import broker_pb2 as pb
 from zkraft_proto import broker_pb2_grpc
@@ -69,15 +69,6 @@ def stub(cluster: KafkaCluster) -> Iterator[broker_pb2_grpc.BrokerStub]:
         yield broker_pb2_grpc.BrokerStub(channel)
 
 
-def broker_rss_bytes(cluster: KafkaCluster) -> int:
-    pid = cluster._procs[1].pid
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 def zkraft(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GRPC_VERBOSITY": "NONE"}
     return subprocess.run(
@@ -116,7 +107,7 @@ def assert_broker_serves(cluster: KafkaCluster, stub: broker_pb2_grpc.BrokerStub
     cluster.assert_alive(1)
     (result,) = stub.Produce(produce_request(batch()), timeout=30).responses[0].partitions
     assert result.error_code == 0 and result.base_offset >= 0
-    assert broker_rss_bytes(cluster) < RSS_BYTES_MAX
+    assert resident_bytes(cluster._procs[1].pid) < RSS_BYTES_MAX
 
 
 # ---------------------------------------------------------------- CreateTopics / CreatePartitions

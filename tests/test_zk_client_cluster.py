@@ -22,19 +22,13 @@ from client.exceptions import BadVersionError, NodeExistsError, NoNodeError, Ses
 from client.zk_client import _SharedLoop
 from client.zk_states import EventType, WatchedEvent, ZkState
 from tests.helpers import wait_until
-from tests.quorum_harness import QuorumProcesses, wait_for_leader
+from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 T = TypeVar("T")
 
-PROPERTIES = {
-    "quorum.state.machine": "zookeeper",
-    "raft.tick.ms": "50",
-    "raft.election.timeout.ticks": "10",
-    "raft.heartbeat.interval.ticks": "2",
-    "tickTime": "500",  # sessions of 1 to 10 s
-}
+PROPERTIES = FAST_ZK_PROPERTIES  # sessions of 1 to 10 s
 SESSION_MS = 4000
 LEADER_TIMEOUT_S = 20.0
 WAIT_S = 30.0
