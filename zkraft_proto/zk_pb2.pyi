@@ -32,17 +32,37 @@ class Stat(_message.Message):
     pzxid: int
     def __init__(self, czxid: _Optional[int] = ..., mzxid: _Optional[int] = ..., ctime: _Optional[int] = ..., mtime: _Optional[int] = ..., version: _Optional[int] = ..., cversion: _Optional[int] = ..., aversion: _Optional[int] = ..., ephemeral_owner: _Optional[int] = ..., data_length: _Optional[int] = ..., num_children: _Optional[int] = ..., pzxid: _Optional[int] = ...) -> None: ...
 
+class Id(_message.Message):
+    __slots__ = ("scheme", "id")
+    SCHEME_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    scheme: str
+    id: str
+    def __init__(self, scheme: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class Acl(_message.Message):
+    __slots__ = ("perms", "id")
+    PERMS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    perms: int
+    id: Id
+    def __init__(self, perms: _Optional[int] = ..., id: _Optional[_Union[Id, _Mapping]] = ...) -> None: ...
+
 class CreateOp(_message.Message):
-    __slots__ = ("path", "data", "mode", "make_parents")
+    __slots__ = ("path", "data", "mode", "make_parents", "acl", "ttl_ms")
     PATH_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     MAKE_PARENTS_FIELD_NUMBER: _ClassVar[int]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
     path: str
     data: bytes
     mode: int
     make_parents: bool
-    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., mode: _Optional[int] = ..., make_parents: _Optional[bool] = ...) -> None: ...
+    acl: _containers.RepeatedCompositeFieldContainer[Acl]
+    ttl_ms: int
+    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., mode: _Optional[int] = ..., make_parents: _Optional[bool] = ..., acl: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
 
 class DeleteOp(_message.Message):
     __slots__ = ("path", "version")
@@ -69,6 +89,16 @@ class CheckOp(_message.Message):
     path: str
     version: int
     def __init__(self, path: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class SetAclOp(_message.Message):
+    __slots__ = ("path", "acl", "version")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    acl: _containers.RepeatedCompositeFieldContainer[Acl]
+    version: int
+    def __init__(self, path: _Optional[str] = ..., acl: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class Op(_message.Message):
     __slots__ = ("create", "delete", "set_data", "check")
@@ -104,10 +134,17 @@ class CloseSessionTxn(_message.Message):
     expired: bool
     def __init__(self, session_id: _Optional[int] = ..., expired: _Optional[bool] = ...) -> None: ...
 
+class DeleteContainerTxn(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
 class Txn(_message.Message):
-    __slots__ = ("time_ms", "session_id", "forward_tag", "create_session", "close_session", "create", "delete", "set_data", "check", "multi")
+    __slots__ = ("time_ms", "session_id", "auth", "forward_tag", "create_session", "close_session", "create", "delete", "set_data", "check", "multi", "set_acl", "delete_container")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     FORWARD_TAG_FIELD_NUMBER: _ClassVar[int]
     CREATE_SESSION_FIELD_NUMBER: _ClassVar[int]
     CLOSE_SESSION_FIELD_NUMBER: _ClassVar[int]
@@ -116,8 +153,11 @@ class Txn(_message.Message):
     SET_DATA_FIELD_NUMBER: _ClassVar[int]
     CHECK_FIELD_NUMBER: _ClassVar[int]
     MULTI_FIELD_NUMBER: _ClassVar[int]
+    SET_ACL_FIELD_NUMBER: _ClassVar[int]
+    DELETE_CONTAINER_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     session_id: int
+    auth: _containers.RepeatedCompositeFieldContainer[Id]
     forward_tag: int
     create_session: CreateSessionTxn
     close_session: CloseSessionTxn
@@ -126,17 +166,23 @@ class Txn(_message.Message):
     set_data: SetDataOp
     check: CheckOp
     multi: MultiOp
-    def __init__(self, time_ms: _Optional[int] = ..., session_id: _Optional[int] = ..., forward_tag: _Optional[int] = ..., create_session: _Optional[_Union[CreateSessionTxn, _Mapping]] = ..., close_session: _Optional[_Union[CloseSessionTxn, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ...) -> None: ...
+    set_acl: SetAclOp
+    delete_container: DeleteContainerTxn
+    def __init__(self, time_ms: _Optional[int] = ..., session_id: _Optional[int] = ..., auth: _Optional[_Iterable[_Union[Id, _Mapping]]] = ..., forward_tag: _Optional[int] = ..., create_session: _Optional[_Union[CreateSessionTxn, _Mapping]] = ..., close_session: _Optional[_Union[CloseSessionTxn, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., delete_container: _Optional[_Union[DeleteContainerTxn, _Mapping]] = ...) -> None: ...
 
 class OpResult(_message.Message):
-    __slots__ = ("err", "path", "stat")
+    __slots__ = ("err", "path", "stat", "data", "children")
     ERR_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     STAT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
     err: int
     path: str
     stat: Stat
-    def __init__(self, err: _Optional[int] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ...) -> None: ...
+    data: bytes
+    children: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, err: _Optional[int] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ..., data: _Optional[bytes] = ..., children: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TxnResult(_message.Message):
     __slots__ = ("err", "path", "stat", "results")
@@ -254,6 +300,38 @@ class SetWatchesRequest(_message.Message):
     persistent_recursive_watches: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, relative_zxid: _Optional[int] = ..., data_watches: _Optional[_Iterable[str]] = ..., exist_watches: _Optional[_Iterable[str]] = ..., child_watches: _Optional[_Iterable[str]] = ..., persistent_watches: _Optional[_Iterable[str]] = ..., persistent_recursive_watches: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class GetAclRequest(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class AuthRequest(_message.Message):
+    __slots__ = ("scheme", "auth")
+    SCHEME_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
+    scheme: str
+    auth: bytes
+    def __init__(self, scheme: _Optional[str] = ..., auth: _Optional[bytes] = ...) -> None: ...
+
+class WhoAmIRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReadOp(_message.Message):
+    __slots__ = ("get_data", "get_children")
+    GET_DATA_FIELD_NUMBER: _ClassVar[int]
+    GET_CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    get_data: GetDataRequest
+    get_children: GetChildrenRequest
+    def __init__(self, get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ...) -> None: ...
+
+class MultiReadRequest(_message.Message):
+    __slots__ = ("ops",)
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    ops: _containers.RepeatedCompositeFieldContainer[ReadOp]
+    def __init__(self, ops: _Optional[_Iterable[_Union[ReadOp, _Mapping]]] = ...) -> None: ...
+
 class PingRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -263,7 +341,7 @@ class CloseRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("xid", "create", "delete", "set_data", "check", "multi", "get_data", "exists", "get_children", "sync", "get_ephemerals", "get_all_children_number", "add_watch", "remove_watches", "set_watches", "ping", "close")
+    __slots__ = ("xid", "create", "delete", "set_data", "check", "multi", "get_data", "exists", "get_children", "sync", "get_ephemerals", "get_all_children_number", "add_watch", "remove_watches", "set_watches", "ping", "close", "set_acl", "get_acl", "auth", "who_am_i", "multi_read")
     XID_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
@@ -281,6 +359,11 @@ class Request(_message.Message):
     SET_WATCHES_FIELD_NUMBER: _ClassVar[int]
     PING_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
+    SET_ACL_FIELD_NUMBER: _ClassVar[int]
+    GET_ACL_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
+    WHO_AM_I_FIELD_NUMBER: _ClassVar[int]
+    MULTI_READ_FIELD_NUMBER: _ClassVar[int]
     xid: int
     create: CreateOp
     delete: DeleteOp
@@ -298,10 +381,15 @@ class Request(_message.Message):
     set_watches: SetWatchesRequest
     ping: PingRequest
     close: CloseRequest
-    def __init__(self, xid: _Optional[int] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., exists: _Optional[_Union[ExistsRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ..., sync: _Optional[_Union[SyncRequest, _Mapping]] = ..., get_ephemerals: _Optional[_Union[GetEphemeralsRequest, _Mapping]] = ..., get_all_children_number: _Optional[_Union[GetAllChildrenNumberRequest, _Mapping]] = ..., add_watch: _Optional[_Union[AddWatchRequest, _Mapping]] = ..., remove_watches: _Optional[_Union[RemoveWatchesRequest, _Mapping]] = ..., set_watches: _Optional[_Union[SetWatchesRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ...) -> None: ...
+    set_acl: SetAclOp
+    get_acl: GetAclRequest
+    auth: AuthRequest
+    who_am_i: WhoAmIRequest
+    multi_read: MultiReadRequest
+    def __init__(self, xid: _Optional[int] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., exists: _Optional[_Union[ExistsRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ..., sync: _Optional[_Union[SyncRequest, _Mapping]] = ..., get_ephemerals: _Optional[_Union[GetEphemeralsRequest, _Mapping]] = ..., get_all_children_number: _Optional[_Union[GetAllChildrenNumberRequest, _Mapping]] = ..., add_watch: _Optional[_Union[AddWatchRequest, _Mapping]] = ..., remove_watches: _Optional[_Union[RemoveWatchesRequest, _Mapping]] = ..., set_watches: _Optional[_Union[SetWatchesRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., get_acl: _Optional[_Union[GetAclRequest, _Mapping]] = ..., auth: _Optional[_Union[AuthRequest, _Mapping]] = ..., who_am_i: _Optional[_Union[WhoAmIRequest, _Mapping]] = ..., multi_read: _Optional[_Union[MultiReadRequest, _Mapping]] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("xid", "zxid", "err", "error_message", "path", "stat", "data", "children", "results", "paths", "number", "exists")
+    __slots__ = ("xid", "zxid", "err", "error_message", "path", "stat", "data", "children", "results", "paths", "number", "exists", "acls", "client_infos")
     XID_FIELD_NUMBER: _ClassVar[int]
     ZXID_FIELD_NUMBER: _ClassVar[int]
     ERR_FIELD_NUMBER: _ClassVar[int]
@@ -314,6 +402,8 @@ class Response(_message.Message):
     PATHS_FIELD_NUMBER: _ClassVar[int]
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     EXISTS_FIELD_NUMBER: _ClassVar[int]
+    ACLS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_INFOS_FIELD_NUMBER: _ClassVar[int]
     xid: int
     zxid: int
     err: int
@@ -326,7 +416,17 @@ class Response(_message.Message):
     paths: _containers.RepeatedScalarFieldContainer[str]
     number: int
     exists: bool
-    def __init__(self, xid: _Optional[int] = ..., zxid: _Optional[int] = ..., err: _Optional[int] = ..., error_message: _Optional[str] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ..., data: _Optional[bytes] = ..., children: _Optional[_Iterable[str]] = ..., results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., paths: _Optional[_Iterable[str]] = ..., number: _Optional[int] = ..., exists: _Optional[bool] = ...) -> None: ...
+    acls: _containers.RepeatedCompositeFieldContainer[Acl]
+    client_infos: _containers.RepeatedCompositeFieldContainer[ClientInfo]
+    def __init__(self, xid: _Optional[int] = ..., zxid: _Optional[int] = ..., err: _Optional[int] = ..., error_message: _Optional[str] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ..., data: _Optional[bytes] = ..., children: _Optional[_Iterable[str]] = ..., results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., paths: _Optional[_Iterable[str]] = ..., number: _Optional[int] = ..., exists: _Optional[bool] = ..., acls: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ..., client_infos: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ...) -> None: ...
+
+class ClientInfo(_message.Message):
+    __slots__ = ("auth_scheme", "user")
+    AUTH_SCHEME_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    auth_scheme: str
+    user: str
+    def __init__(self, auth_scheme: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
 
 class WatchEvent(_message.Message):
     __slots__ = ("type", "state", "path", "zxid")
