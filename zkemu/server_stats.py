@@ -1,0 +1,117 @@
+"""What the four-letter words report about a node's client connections (ZooKeeper's ServerStats and
+the per-connection figures of `cons`): packets received and sent, request latency, and each
+connection's session.
+
+The ZooKeeper wire front end keeps these up to date (one `ConnectionStats` per client connection);
+zkemu.four_letter_words reads them. Counting is a few integer additions per request: the figures are
+kept whether or not anyone asks for them, as ZooKeeper keeps them.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class LatencyFigures:
+    """min/avg/max request latency in ms, as `srvr` prints them (ServerStats.getMinLatency...)."""
+
+    __slots__ = ("count", "total_ms", "min_ms", "max_ms")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.count = 0
+        self.total_ms = 0.0
+        self.min_ms = 0.0
+        self.max_ms = 0.0
+
+    def record(self, latency_ms: float) -> None:
+        if self.count == 0 or latency_ms < self.min_ms:
+            self.min_ms = latency_ms
+        if latency_ms > self.max_ms:
+            self.max_ms = latency_ms
+        self.count += 1
+        self.total_ms += latency_ms
+
+    @property
+    def avg_ms(self) -> float:
+        return self.total_ms / self.count if self.count else 0.0
+
+
+class ConnectionStats:
+    """One client connection (ZooKeeper's ServerCnxn figures that `cons` lists and `crst` resets)."""
+
+    __slots__ = (
+        "remote",
+        "session_id",
+        "timeout_ms",
+        "established_ms",
+        "packets_received",
+        "packets_sent",
+        "last_zxid",
+        "last_operation",
+        "latency",
+        "server",
+    )
+
+    def __init__(self, server: ServerStats, remote: str) -> None:
+        self.server = server
+        self.remote = remote  # "host:port" of the client
+        self.session_id = 0  # 0 until the handshake is done
+        self.timeout_ms = 0
+        self.established_ms = int(time.time() * 1000)
+        self.packets_received = 0
+        self.packets_sent = 0
+        self.last_zxid = -1
+        self.last_operation = "NA"
+        self.latency = LatencyFigures()
+
+    def received(self, packets: int = 1) -> None:
+        self.packets_received += packets
+        self.server.packets_received += packets
+
+    def sent(self, packets: int = 1) -> None:
+        self.packets_sent += packets
+        self.server.packets_sent += packets
+
+    def answered(self, operation: str, zxid: int, latency_ms: float) -> None:
+        """A reply left for a request named `operation` (ZooKeeper's op names: CREA, GETD, ...)."""
+        self.last_operation = operation
+        self.last_zxid = zxid
+        self.latency.record(latency_ms)
+        self.server.latency.record(latency_ms)
+
+    def reset(self) -> None:
+        self.packets_received = 0
+        self.packets_sent = 0
+        self.last_zxid = -1
+        self.last_operation = "NA"
+        self.latency.reset()
+
+
+class ServerStats:
+    """The node's figures over all client connections (`srvr`, `stat`, `mntr`; `srst` resets)."""
+
+    def __init__(self) -> None:
+        self.packets_received = 0
+        self.packets_sent = 0
+        self.latency = LatencyFigures()
+        self.connections: dict[int, ConnectionStats] = {}  # id(stats) -> stats, in the order opened
+
+    def connection_opened(self, remote: str) -> ConnectionStats:
+        stats = ConnectionStats(self, remote)
+        self.connections[id(stats)] = stats
+        return stats
+
+    def connection_closed(self, stats: ConnectionStats) -> None:
+        self.connections.pop(id(stats), None)
+
+    def reset(self) -> None:
+        self.packets_received = 0
+        self.packets_sent = 0
+        self.latency.reset()
+
+    def reset_connections(self) -> None:
+        for stats in self.connections.values():
+            stats.reset()
