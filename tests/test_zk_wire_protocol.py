@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
+from tests.helpers import resident_bytes, wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
 from tests.zk_wire_client import (
     WireClient,
@@ -33,7 +34,15 @@ from tests.zk_wire_client import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 LEADER_TIMEOUT_S = 20.0
-JUTE_MAX_BUFFER_BYTES = 1 << 16  # small, so that an oversized frame is cheap to send
+JUTE_MAX_BUFFER_BYTES = 256 << 10  # small, so that an oversized frame is cheap to send
+SESSIONLESS_TIMEOUT_MS = 1000
+MAX_CLIENT_CONNECTIONS = 12
+# getData replies this large count as bytes in flight (zkemu.service.LARGE_REPLY_BYTES is 64 KiB).
+LARGE_NODE_BYTES = 100 << 10
+SLOW_CLIENT_REQUESTS = 4000
+# What a client that never reads may make a node hold: the session's bytes in flight (8 MiB by default)
+# and the socket buffers, far below the 4000 x 100 KiB = 390 MiB it asks for.
+SLOW_CLIENT_GROWTH_BYTES_MAX = 64 << 20
 NONODE = -101
 NOWATCHER = -121
 MARSHALLINGERROR = -5
@@ -45,7 +54,12 @@ SYNC_CONNECTED = 3
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuorumProcesses]:
-    properties = {**FAST_ZK_PROPERTIES, "jute.maxbuffer": str(JUTE_MAX_BUFFER_BYTES)}
+    properties = {
+        **FAST_ZK_PROPERTIES,
+        "jute.maxbuffer": str(JUTE_MAX_BUFFER_BYTES),
+        "zookeeper.nio.sessionlessCnxnTimeout": str(SESSIONLESS_TIMEOUT_MS),
+        "maxClientCnxns": str(MAX_CLIENT_CONNECTIONS),
+    }
     with QuorumProcesses(tmp_path_factory.mktemp("wire"), n=3, properties=properties) as processes:
         processes.start_all()
         asyncio.run(wait_for_leader(processes.addresses, timeout_s=LEADER_TIMEOUT_S))
@@ -307,3 +321,63 @@ def test_pipelined_requests_in_one_write_are_answered_in_order(cluster: QuorumPr
         assert [r.xid for r in replies] == list(range(1, 202))
         assert all(r.err == 0 for r in replies)
         assert {f"burst-{xid}" for xid in range(1, 201)} <= set(replies[-1].strings())
+
+
+def test_a_connection_without_a_handshake_is_closed(cluster: QuorumProcesses) -> None:
+    with WireClient.open(cluster.zk_address(1)) as wire:
+        wire.sock.sendall(b"\x00\x00")  # half a frame length, then nothing
+        assert wire.closed_by_server()  # after zookeeper.nio.sessionlessCnxnTimeout (1 s here)
+    assert_still_serving(cluster, 1)
+
+
+def test_max_client_connections_per_ip(cluster: QuorumProcesses) -> None:
+    held = [WireClient.connect(cluster.zk_address(3)) for _ in range(MAX_CLIENT_CONNECTIONS - 1)]
+    try:
+        # The module's kazoo writer is on node 1: node 3 now holds MAX_CLIENT_CONNECTIONS - 1 of ours.
+        last = WireClient.connect(cluster.zk_address(3))
+        held.append(last)
+        with WireClient.open(cluster.zk_address(3)) as refused:
+            refused.sock.sendall(frame(connect_request()))
+            assert refused.closed_by_server()
+        last.sock.close()
+        held.pop()
+
+        def accepted() -> bool:
+            try:
+                with WireClient.connect(cluster.zk_address(3)) as again:
+                    return again.session_id != 0
+            except (EOFError, ConnectionError):
+                return False
+
+        wait_until(accepted, 10, message="a connection accepted once one of the IP's closed")
+    finally:
+        for wire in held:
+            wire.sock.close()
+
+
+def test_a_client_that_never_reads_is_bounded_and_holds_nobody_back(
+    cluster: QuorumProcesses, writer: KazooClient
+) -> None:
+    writer.create("/large", b"x" * LARGE_NODE_BYTES)
+    pid = cluster.pid(2)
+    assert pid is not None
+    before_bytes = resident_bytes(pid)
+    with WireClient.connect(cluster.zk_address(2)) as slow:
+        slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        request = ustring("/large") + boolean(False)
+        burst = b"".join(frame(struct.pack(">ii", xid, jute.OP_GET_DATA) + request) for xid in range(1, 1001))
+        slow.sock.settimeout(0.5)
+        sent = 0
+        for _ in range(SLOW_CLIENT_REQUESTS // 1000):
+            try:
+                slow.sock.sendall(burst)  # the node stops reading once the session is over its bounds
+                sent += 1
+            except TimeoutError:
+                break
+        # Another client on the same node is answered meanwhile.
+        with WireClient.connect(cluster.zk_address(2)) as other:
+            for _ in range(20):
+                assert other.call(jute.OP_EXISTS, ustring("/large") + boolean(False)).err == 0
+        growth_bytes = resident_bytes(pid) - before_bytes
+        assert growth_bytes < SLOW_CLIENT_GROWTH_BYTES_MAX, f"node grew {growth_bytes >> 20} MiB for {sent}k requests"
+    assert_still_serving(cluster, 2)
