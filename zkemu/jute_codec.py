@@ -652,7 +652,7 @@ class JuteEncoder:
         if opcode == OP_EXISTS and not err and not resp.exists:
             err = Code.NONODE  # exists on a missing node: NONODE and no record
         elif opcode in (OP_RECONFIG, OP_SASL, OP_UNKNOWN, OP_MARSHALLING_ERROR):
-            self._fixed_reply(opcode, resp.xid, out)
+            self._fixed_reply(opcode, resp.xid, zxid, out)
             return
         elif opcode == OP_AUTH:
             zxid = 0  # ZooKeeperServer.processPacket answers auth with zxid 0
@@ -675,7 +675,8 @@ class JuteEncoder:
         _write_body(out, opcode, resp)
         out[at] = _REPLY_HEADER.pack(16 + _length(out, at + 1), resp.xid, zxid, 0)
 
-    def _fixed_reply(self, opcode: int, xid: int, out: list[bytes]) -> None:
+    def _fixed_reply(self, opcode: int, xid: int, zxid: int, out: list[bytes]) -> None:
+        """The answers ZooKeeper gives without the core's help (the core answered an op-less request)."""
         if opcode == OP_SASL:
             # A server without SASL (no JAAS section): processSasl's NullPointerException is caught and
             # the reply is OK with a null token, zxid 0 (ZooKeeperServer.processSasl).
@@ -683,11 +684,11 @@ class JuteEncoder:
             out.append(_INT.pack(-1))
         elif opcode == OP_RECONFIG:
             # reconfigEnabled=false: PrepRequestProcessor throws ReconfigDisabledException.
-            out.append(_REPLY_HEADER.pack(16, xid, 0, Code.RECONFIGDISABLED))
+            out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.RECONFIGDISABLED))
         elif opcode == OP_MARSHALLING_ERROR:
-            out.append(_REPLY_HEADER.pack(16, xid, 0, Code.MARSHALLINGERROR))
+            out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.MARSHALLINGERROR))
         else:
-            out.append(_REPLY_HEADER.pack(16, xid, 0, Code.UNIMPLEMENTED))
+            out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.UNIMPLEMENTED))
             self.close_after = True
 
 
