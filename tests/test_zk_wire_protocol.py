@@ -9,6 +9,7 @@ its other clients.
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import struct
 from collections.abc import Iterator
@@ -40,6 +41,8 @@ MAX_CLIENT_CONNECTIONS = 12
 # getData replies this large count as bytes in flight (zkemu.service.LARGE_REPLY_BYTES is 64 KiB).
 LARGE_NODE_BYTES = 100 << 10
 SLOW_CLIENT_REQUESTS = 4000
+FUZZ_CONNECTIONS = 20
+FUZZ_FRAMES = 50
 # What a client that never reads may make a node hold: the session's bytes in flight (8 MiB by default)
 # and the socket buffers, far below the 4000 x 100 KiB = 390 MiB it asks for.
 SLOW_CLIENT_GROWTH_BYTES_MAX = 64 << 20
@@ -381,3 +384,20 @@ def test_a_client_that_never_reads_is_bounded_and_holds_nobody_back(
         growth_bytes = resident_bytes(pid) - before_bytes
         assert growth_bytes < SLOW_CLIENT_GROWTH_BYTES_MAX, f"node grew {growth_bytes >> 20} MiB for {sent}k requests"
     assert_still_serving(cluster, 2)
+
+
+def test_random_frames_leave_the_node_serving(cluster: QuorumProcesses) -> None:
+    """Random records under every opcode the server knows (and some it does not), pipelined on a few
+    connections: each is answered or ends its connection, and the node serves on."""
+    rng = random.Random(26)
+    opcodes = [*sorted(jute._DECODERS), 0, 10, 20, 23, 99, 108, -10]
+    for _ in range(FUZZ_CONNECTIONS):
+        with WireClient.connect(cluster.zk_address(1)) as wire:
+            frames = []
+            for xid in range(1, FUZZ_FRAMES + 1):
+                record = rng.randbytes(rng.randrange(0, 40))
+                frames.append(frame(struct.pack(">ii", xid, rng.choice(opcodes)) + record))
+            wire.sock.sendall(b"".join(frames))
+            wire.sock.shutdown(socket.SHUT_WR)
+            assert wire.closed_by_server()  # answered what it could, then closed: nothing more comes
+        assert_still_serving(cluster, 1)
