@@ -114,6 +114,7 @@ class JuteSink:
     """The core outbox's sink for one connection: encodes what it writes, one socket write per turn."""
 
     __slots__ = ("encoder", "writer", "stats", "on_close")
+    takes_lists = True  # the outbox hands over each turn's messages as a list (zkemu.session_outbox.Sink)
 
     def __init__(self, writer: asyncio.StreamWriter, stats: ConnectionStats) -> None:
         self.encoder = JuteEncoder(stats)
@@ -121,12 +122,15 @@ class JuteSink:
         self.stats = stats
         self.on_close: Any = None  # ends the session connection (an AUTHFAILED or UNIMPLEMENTED reply)
 
-    async def write(self, message: zk_pb2.ServerMessage) -> None:
+    async def write(self, messages: list[zk_pb2.ServerMessage]) -> None:
         writer = self.writer
         if writer.is_closing():
             raise ConnectionResetError("the client closed the connection")
         out: list[bytes] = []
-        frames = self.encoder.encode(message, out)
+        encode = self.encoder.encode
+        frames = 0
+        for message in messages:
+            frames += encode(message, out)
         writer.write(b"".join(out))
         self.stats.sent(frames)
         if self.encoder.close_after and self.on_close is not None:
