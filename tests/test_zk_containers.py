@@ -3,15 +3,24 @@ containers index, and deleteContainer decided at apply with the transaction's ti
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from client.zk_codec import create_request
+from client.zk_states import CreateMode
+from client.zk_transaction import CreateTxnOp
+from quorum.raft import Role
+from quorum.settings import NodeSettings, SettingsError, load_node_settings, properties_to_values
 from quorum.state_check import DamagedRecordError
+from zkemu.container_manager import ContainerManager, delete_spacing_s
 from zkemu.ephemeral_type import CONTAINER_OWNER, TTL_MS_MAX, NodeKind, kind_of, ttl_of, ttl_owner
 from zkemu.errors import Code
 from zkemu.events import EventType, WatchTrigger
+from zkemu.request_checks import write_problem
 from zkemu.tree_check import check_tree
 from zkraft_proto import zk_pb2 as pb
 
@@ -195,3 +204,140 @@ def test_snapshot_carries_the_index_and_the_digest_matches(tmp_path: Path) -> No
     assert c.tree.digest() == a.tree.digest()
     for z in (a, b, c):
         z.tree.close()
+
+
+# ---------------------------------------------------------------- settings, request checks, SDK, sweep
+def settings(**values: object) -> NodeSettings:
+    return load_node_settings({"id": 1, "data_dir": "/tmp/unused", "peers": "1=127.0.0.1:7001", **values}, None)
+
+
+def test_settings_take_zookeepers_property_names_and_defaults() -> None:
+    s = settings()
+    assert not s.extended_types_enabled
+    assert (s.container_check_interval_ms, s.container_max_per_minute) == (60000, 10000)
+    assert s.container_max_never_used_interval_ms == 0
+    values = properties_to_values(
+        {
+            "zookeeper.extendedTypesEnabled": "TRUE",
+            "znode.container.checkIntervalMs": "200",
+            "znode.container.maxPerMinute": "5",
+            "znode.container.maxNeverUsedIntervalMs": "1000",
+        }
+    )
+    assert values == {
+        "extended_types_enabled": True,
+        "container_check_interval_ms": 200,
+        "container_max_per_minute": 5,
+        "container_max_never_used_interval_ms": 1000,
+    }
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"extended_types_enabled": "yes"}, "--extended-types-enabled: expected true or false, got 'yes'"),
+        ({"container_check_interval_ms": 0}, "znode.container.checkIntervalMs: must be >= 1, got 0"),
+        ({"container_max_per_minute": 0}, "znode.container.maxPerMinute: must be >= 1, got 0"),
+        ({"container_max_never_used_interval_ms": -1}, "znode.container.maxNeverUsedIntervalMs: must be >= 0, got -1"),
+        (
+            {"extended_types_enabled": True, "id": 255, "peers": "255=127.0.0.1:7001"},
+            "zookeeper.extendedTypesEnabled: node ids must be <= 254 with extended types on, got 255",
+        ),
+    ],
+)
+def test_bad_settings_get_one_line_naming_the_property(values: dict[str, object], message: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        settings(**values)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_boolean_property_that_is_not_true_or_false_is_an_error() -> None:
+    with pytest.raises(SettingsError, match="^zookeeper.extendedTypesEnabled: expected true or false, got 'on'$"):
+        properties_to_values({"zookeeper.extendedTypesEnabled": "on"})
+
+
+def test_ttl_creates_are_refused_before_the_log_unless_extended_types_are_on() -> None:
+    ttl = pb.CreateOp(path="/t", mode=TTL, ttl_ms=5)
+    assert write_problem("create", ttl) == (
+        Code.UNIMPLEMENTED,
+        "TTL nodes are disabled on this server: /t needs zookeeper.extendedTypesEnabled=true",
+    )
+    assert write_problem("create", ttl, extended_types_enabled=True) is None
+    multi = pb.MultiOp(ops=[pb.Op(create=pb.CreateOp(path="/a")), pb.Op(create=ttl)])
+    assert write_problem("multi", multi) is not None
+    assert write_problem("multi", multi, extended_types_enabled=True) is None
+    assert write_problem("create", pb.CreateOp(path="/c", mode=CONTAINER)) is None
+
+
+def test_sdk_create_modes_and_the_request_they_send() -> None:
+    assert CreateMode.of(False, False, container=True) is CreateMode.CONTAINER
+    assert CreateMode.of(False, False, ttl_ms=5) is CreateMode.PERSISTENT_WITH_TTL
+    assert CreateMode.of(False, True, ttl_ms=5) is CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL
+    for bad in ({"ephemeral": True, "container": True}, {"sequence": True, "container": True}):
+        with pytest.raises(ValueError, match="a container node cannot be ephemeral, sequential or have a TTL"):
+            CreateMode.of(bad.get("ephemeral", False), bad.get("sequence", False), container=True)
+    with pytest.raises(ValueError, match="a TTL node cannot be ephemeral"):
+        CreateMode.of(True, False, ttl_ms=5)
+    with pytest.raises(ValueError, match="ttl_ms must be an int >= 0"):
+        CreateMode.of(False, False, ttl_ms=-1)
+    request = create_request(CreateTxnOp("/t", b"", CreateMode.PERSISTENT_WITH_TTL, ttl_ms=5))
+    assert (request.create.mode, request.create.ttl_ms) == (TTL, 5)
+
+
+class _FakeCore:
+    role = Role.LEADER
+
+
+class _FakeNode:
+    def __init__(self) -> None:
+        self.core = _FakeCore()
+
+
+class _FakeSubmitter:
+    """Applies each submitted txn to the test tree, stamped with the time the test chooses."""
+
+    def __init__(self, zk: Zk, node: _FakeNode, now_ms: int, lose_leadership_after: int = -1) -> None:
+        self.zk, self.node, self.now_ms = zk, node, now_ms
+        self.submitted: list[pb.Txn] = []
+        self.lose_after = lose_leadership_after
+
+    async def submit(self, txn: pb.Txn, timeout_s: float) -> tuple[int, pb.TxnResult]:
+        txn.time_ms = self.now_ms
+        self.submitted.append(txn)
+        result = pb.TxnResult.FromString(self.zk.append(txn.SerializeToString()))
+        if len(self.submitted) == self.lose_after:
+            self.node.core.role = Role.FOLLOWER
+        return self.zk.zxid, result
+
+
+def _manager(zk: Zk, submitter: _FakeSubmitter, **values: object) -> ContainerManager:
+    s = settings(**values)
+    return ContainerManager(submitter.node, zk.tree, submitter, s, now_ms=lambda: submitter.now_ms)  # type: ignore[arg-type]
+
+
+def test_a_sweep_deletes_its_candidates_through_the_log_spaced_by_max_per_minute(zk: Zk) -> None:
+    for path in ("/a", "/b", "/idle"):
+        create(zk, path, CONTAINER)
+    for path in ("/a", "/b"):
+        zk.create(f"{path}/x")
+        zk.delete(f"{path}/x")
+    create(zk, "/t", TTL, ttl_ms=10)
+    submitter = _FakeSubmitter(zk, _FakeNode(), now_ms=zk.time_of(zk.zxid) + 11)
+    manager = _manager(zk, submitter, container_max_per_minute=6000, container_max_never_used_interval_ms=0)
+    assert delete_spacing_s(6000) == 0.01
+    started = time.monotonic()
+    assert asyncio.run(manager.check()) == 3
+    assert time.monotonic() - started >= 3 * 0.01 * 0.9
+    assert [t.delete_container.path for t in submitter.submitted] == ["/a", "/b", "/t"]
+    assert all(t.delete_container.never_used_ms == 0 for t in submitter.submitted)
+    assert zk.tree.get_children("/")[0] == ["idle", "zookeeper"]
+
+
+def test_a_sweep_stops_when_the_node_stops_leading_and_counts_only_what_went(zk: Zk) -> None:
+    for i in range(3):
+        create(zk, f"/c{i}", CONTAINER)
+    submitter = _FakeSubmitter(zk, _FakeNode(), now_ms=zk.time_of(zk.zxid) + 1000, lose_leadership_after=1)
+    manager = _manager(zk, submitter, container_max_never_used_interval_ms=500)
+    assert asyncio.run(manager.check()) == 1
+    assert [t.delete_container.never_used_ms for t in submitter.submitted] == [500]
+    assert zk.tree.stat("/c0") is None and zk.tree.stat("/c1") is not None
