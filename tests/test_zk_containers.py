@@ -7,8 +7,12 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as settings_hypothesis
+from hypothesis import strategies as st
 
 from client.zk_codec import create_request
 from client.zk_states import CreateMode
@@ -341,3 +345,49 @@ def test_a_sweep_stops_when_the_node_stops_leading_and_counts_only_what_went(zk:
     assert asyncio.run(manager.check()) == 1
     assert [t.delete_container.never_used_ms for t in submitter.submitted] == [500]
     assert zk.tree.stat("/c0") is None and zk.tree.stat("/c1") is not None
+
+
+# ---------------------------------------------------------------- random histories keep the index exact
+_PATHS = ("/a", "/b", "/a/x", "/b/y", "/a/x/z")
+_ACTIONS = st.one_of(
+    st.tuples(st.just("create"), st.sampled_from(_PATHS), st.sampled_from([0, EPHEMERAL, CONTAINER, TTL])),
+    st.tuples(st.just("delete"), st.sampled_from(_PATHS), st.just(0)),
+    st.tuples(st.just("set"), st.sampled_from(_PATHS), st.just(0)),
+    st.tuples(st.just("sweep"), st.sampled_from(_PATHS), st.integers(0, 30)),
+    st.tuples(st.just("close"), st.just(""), st.just(0)),
+)
+
+
+@settings_hypothesis(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(actions=st.lists(_ACTIONS, max_size=30))
+def test_any_history_keeps_the_index_exact_and_the_checker_happy(tmp_path_factory: Any, actions: list[Any]) -> None:
+    zk = Zk(tmp_path_factory.mktemp("tree"))
+    session = 7
+    zk.open_session(session)
+    for kind, path, arg in actions:
+        match kind:
+            case "create":
+                create(zk, path, arg, ttl_ms=5 if arg == TTL else 0, session=session if arg == EPHEMERAL else 0)
+            case "delete":
+                zk.delete(path)
+            case "set":
+                zk.set_data(path, b"v")
+            case "sweep":
+                delete_container(zk, path, at_ms=zk.time_of(zk.zxid) + arg, never_used_ms=arg % 3)
+            case "close":
+                zk.close_session(session)
+                session += 1
+                zk.open_session(session)
+    now_ms = zk.time_of(zk.zxid) + 10
+    expected = []
+    for path in sorted(_PATHS):
+        st_ = zk.tree.stat(path)
+        owner = stored_owner(zk, path) if st_ is not None else 0
+        if st_ is None or st_.num_children or kind_of(owner) not in (NodeKind.CONTAINER, NodeKind.TTL):
+            continue
+        # A container that had a child shows cversion > 0 once childless (creates + deletes).
+        if kind_of(owner) is NodeKind.CONTAINER and st_.cversion > 0 or kind_of(owner) is NodeKind.TTL:
+            expected.append(path)
+    assert zk.tree.sweep_candidates(now_ms, 0, 100) == expected
+    zk.tree.close()
+    check_tree(zk.path)
