@@ -16,9 +16,12 @@ import pytest
 from client import ZkClient
 from client.exceptions import UnimplementedError
 from client.zk_states import EventType
+from tests import zk_wire_client as wire
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses
 from tests.test_zk_client_cluster import LEADER_TIMEOUT_S, WAIT_S, Recorder, connect, followers, run, wait_for_leader
+from zkemu import jute_codec as jute
+from zkemu.errors import Code
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -148,3 +151,22 @@ def test_never_used_containers_go_with_max_never_used_and_ttl_needs_extended_typ
         with pytest.raises(UnimplementedError):
             t.commit()
         assert zk.exists("/ttl") is None and zk.exists("/in-txn") is None
+        _wire_creates_without_extended_types(single.zk_address(1))
+
+
+def _wire_creates_without_extended_types(address: str) -> None:
+    """createContainer (19) and createTTL (21) as raw ZooKeeper wire frames: the container is created (a
+    Create2Response, ephemeralOwner 0); the TTL node gets UNIMPLEMENTED, the connection stays open."""
+    open_acl = wire.int32(1) + wire.int32(31) + wire.ustring("world") + wire.ustring("anyone")
+    with wire.WireClient.connect(address) as client:
+        record = wire.ustring("/box") + wire.buffer(b"") + open_acl + wire.int32(0)
+        reply = client.call(jute.OP_CREATE_CONTAINER, record)
+        assert (reply.err, reply.string()) == (0, "/box")
+        stat = reply.stat()
+        assert stat[7] == 0 and stat[0] == stat[1] == reply.zxid  # ephemeralOwner 0; czxid == mzxid == the txn
+        record = wire.ustring("/ttl") + wire.buffer(b"") + open_acl + wire.int32(5) + wire.int64(TTL_MS)
+        assert client.call(jute.OP_CREATE_TTL, record).err == Code.UNIMPLEMENTED
+        flags_only = wire.ustring("/ttl") + wire.buffer(b"") + open_acl + wire.int32(5)
+        assert client.call(jute.OP_CREATE, flags_only).err == Code.UNIMPLEMENTED
+        reply = client.call(jute.OP_EXISTS, wire.ustring("/box") + wire.boolean(False))  # still served
+        assert reply.err == 0 and reply.stat()[7] == 0

@@ -4,7 +4,8 @@ The reference is Apache ZooKeeper 3.9 from pyspark's jars (tests/real_zookeeper.
 `zookeeper.extendedTypesEnabled=true` and its ContainerManager checking every 200 ms
 (`-Dznode.container.checkIntervalMs`, a system property only), driven by kazoo with the createContainer
 (19) and createTTL (21) requests kazoo 2.11 lacks. The subject is a 3-node zkraft quorum with the same
-settings, driven by the SDK (`create(container=True)`, `create(ttl_ms=...)`).
+settings, driven by the SDK (`create(container=True)`, `create(ttl_ms=...)`) and by kazoo on its client
+ports (the ZooKeeper wire protocol: the same createContainer and createTTL requests).
 
 Each step records its return value or the ZooKeeper code name of its error, the created path and the
 Stat fields that do not depend on the clock or the zxid (version, cversion, aversion, ephemeralOwner,
@@ -276,6 +277,17 @@ def test_the_sdk_on_zkraft_matches_kazoo_on_zookeeper(
     driver = SdkDriver(",".join(zkraft_cluster.addresses[n] for n in sorted(zkraft_cluster.addresses)))
     try:
         actual = run_script(driver, "/containers")
+    finally:
+        driver.close()
+    assert actual == expected
+
+
+def test_kazoo_on_zkraft_client_ports_matches_kazoo_on_zookeeper(
+    expected: list[tuple[str, Any]], zkraft_cluster: QuorumProcesses
+) -> None:
+    driver = KazooDriver(zkraft_cluster.zk_connect_string)
+    try:
+        actual = run_script(driver, "/containers-over-the-wire")
     finally:
         driver.close()
     assert actual == expected
