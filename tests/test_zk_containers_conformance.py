@@ -97,6 +97,10 @@ class Driver:
     def create(self, path: str, mode: int = 0, ttl_ms: int = 0, data: bytes = b"") -> tuple[str, Any]:
         raise NotImplementedError
 
+    def create_flags(self, path: str, flags: int) -> tuple[str, Any]:
+        """create2 (15) with these CreateMode flags, as a client would send them (kazoo's Create2)."""
+        raise NotImplementedError
+
     def delete(self, path: str) -> None:
         raise NotImplementedError
 
@@ -123,6 +127,9 @@ class KazooDriver(Driver):
         if mode in (PERSISTENT_WITH_TTL, PERSISTENT_SEQUENTIAL_WITH_TTL):
             return self._request(CreateTtl(path, data, OPEN_ACL_UNSAFE, mode, ttl_ms))
         return self.client.create(path, data, ephemeral=bool(mode & 1), sequence=bool(mode & 2), include_data=True)
+
+    def create_flags(self, path: str, flags: int) -> tuple[str, Any]:
+        return self._request(Create2(path, b"", OPEN_ACL_UNSAFE, flags))
 
     def delete(self, path: str) -> None:
         self.client.delete(path)
@@ -156,6 +163,10 @@ class SdkDriver(Driver):
             include_data=True,
         )
         return created
+
+    def create_flags(self, path: str, flags: int) -> tuple[str, Any]:
+        """The SDK has no such request; a persistent create is what ZooKeeper makes of it."""
+        return self.create(path)
 
     def delete(self, path: str) -> None:
         self.client.delete(path)
@@ -224,6 +235,9 @@ def run_script(d: Driver, root: str) -> list[tuple[str, Any]]:
     step("create ttl 2^40", lambda: d.create(f"{root}/bad", mode=PERSISTENT_WITH_TTL, ttl_ms=1 << 40))
     step("create under a missing container", lambda: d.create(f"{root}/gone/x"))
     step("create container /idle", lambda: d.create(f"{root}/idle", mode=4))
+    step("create2 with the container flag /f4", lambda: d.create_flags(f"{root}/f4", 4))
+    step("create /f4/x", lambda: d.create(f"{root}/f4/x"))
+    step("delete /f4/x", lambda: d.delete(f"{root}/f4/x"))
     step("exists /c watch", lambda: d.exists(f"{root}/c", watch=on_event))
     step("delete /c/x", lambda: d.delete(f"{root}/c/x"))
     step("exists /c", lambda: d.exists(f"{root}/c"))
@@ -237,6 +251,7 @@ def run_script(d: Driver, root: str) -> list[tuple[str, Any]]:
     step("delete /t/child", lambda: d.delete(f"{root}/t/child"))
     swept(f"{root}/t")
     step("exists /idle (never used)", lambda: d.exists(f"{root}/idle"))
+    step("exists /f4 (a persistent node: create2 ignores the container flag)", lambda: d.exists(f"{root}/f4"))
     return rows
 
 
