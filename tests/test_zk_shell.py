@@ -845,6 +845,24 @@ def test_zk_commands_against_a_real_quorum(zk_server: str) -> None:
 @pytest.mark.integration
 @pytest.mark.timeout(180)
 @needs_zookeeper_service
+def test_zk_create_container_and_ttl_against_a_real_quorum(zk_server: str) -> None:
+    server = ["zk", "--server", zk_server]
+    created = zkraft(*server, "create", "-c", "/shell-box")
+    assert (created.returncode, created.stdout, created.stderr) == (0, "Created /shell-box\n", "")
+    assert "ephemeralOwner = 0x0" in zkraft(*server, "stat", "/shell-box").stdout
+    # The quorum runs without zookeeper.extendedTypesEnabled: TTL nodes are refused as ZooKeeper refuses them.
+    assert_error_line(
+        zkraft(*server, "create", "-t", "5000", "/shell-ttl"), "KeeperErrorCode = Unimplemented for /shell-ttl"
+    )
+    assert_error_line(
+        zkraft(*server, "create", "-t", "0", "/shell-ttl"),
+        "ttl must be positive and cannot be larger than: 1099511627775",
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+@needs_zookeeper_service
 def test_zk_repl_against_a_real_quorum(zk_server: str) -> None:
     script = "create /shell-r v1\nget -w /shell-r\nset /shell-r v2\nls /shell-r\ndelete /shell-r\nquit\n"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GRPC_VERBOSITY": "NONE"}
