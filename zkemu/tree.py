@@ -171,7 +171,7 @@ def _stat_pb(h: tuple[int, ...], data_length: int) -> zk_pb2.Stat:
         version=h[_VERSION],
         cversion=_i32(2 * h[_CVERSION] - h[_NCHILDREN]),  # DataNode.copyStat
         aversion=h[_AVERSION],
-        ephemeral_owner=client_owner(h[_OWNER]),
+        ephemeral_owner=h[_OWNER] if h[_OWNER] >= 0 else client_owner(h[_OWNER]),  # no call on the common path
         data_length=data_length,
         num_children=h[_NCHILDREN],
         pzxid=h[_PZXID],
@@ -187,7 +187,7 @@ def _stat(h: tuple[int, ...], data_length: int) -> Stat:
         h[_VERSION],
         _i32(2 * h[_CVERSION] - h[_NCHILDREN]),
         h[_AVERSION],
-        client_owner(h[_OWNER]),
+        h[_OWNER] if h[_OWNER] >= 0 else client_owner(h[_OWNER]),
         data_length,
         h[_NCHILDREN],
         h[_PZXID],
