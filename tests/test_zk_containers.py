@@ -391,3 +391,20 @@ def test_any_history_keeps_the_index_exact_and_the_checker_happy(tmp_path_factor
     assert zk.tree.sweep_candidates(now_ms, 0, 100) == expected
     zk.tree.close()
     check_tree(zk.path)
+
+
+def test_a_tree_written_before_the_containers_index_checks_and_opens(tmp_path: Path) -> None:
+    """An environment without the `containers` database (written by the version before it) is sound: the
+    start-up checker takes it and opening the tree adds the database empty."""
+    zk = Zk(tmp_path / "old")
+    zk.create("/p")
+    with zk.tree._env.begin(write=True) as txn:
+        txn.drop(zk.tree._containers, delete=True)
+    zk.tree.close()
+    check_tree(zk.path)
+    reopened = Zk(zk.path)
+    reopened.log = list(zk.log)  # the log goes on where it was
+    assert reopened.tree.stat("/p") is not None
+    assert create(reopened, "/c", CONTAINER).err == 0
+    reopened.tree.close()
+    check_tree(zk.path)
