@@ -237,11 +237,18 @@ class AsyncZkClient:
         sequence: bool = False,
         makepath: bool = False,
         include_data: bool = False,
+        container: bool = False,
+        ttl_ms: int = 0,
     ) -> str | tuple[str, ZnodeStat]:
-        """Create a node; returns its path (with the sequence suffix), or (path, stat) with include_data."""
+        """Create a node; returns its path (with the sequence suffix), or (path, stat) with include_data.
+
+        `container`: a container node, which the leader deletes once it has had a child and has none
+        (Curator's createContainers); `ttl_ms` > 0: a TTL node, deleted once unmodified and childless for
+        that long (the server needs zookeeper.extendedTypesEnabled=true)."""
         if acl is not None:
             raise UnimplementedError("ACLs are not supported by this server", path)
-        op = CreateTxnOp(self._server_path(path), check_value(value), CreateMode.of(ephemeral, sequence), makepath)
+        mode = CreateMode.of(ephemeral, sequence, container, ttl_ms)
+        op = CreateTxnOp(self._server_path(path), check_value(value), mode, makepath, ttl_ms)
         reply = await self._call(codec.create_request(op), path)
         created = self._paths.to_client(codec.reply_path(reply))
         return (created, _stat(reply)) if include_data else created
@@ -433,7 +440,7 @@ def _stat(reply: Reply) -> ZnodeStat:
 def _with_path(op: TxnOp, path: str) -> TxnOp:
     match op:
         case CreateTxnOp():
-            return CreateTxnOp(path, op.data, op.mode, op.make_parents)
+            return CreateTxnOp(path, op.data, op.mode, op.make_parents, op.ttl_ms)
         case DeleteTxnOp():
             return DeleteTxnOp(path, op.version)
         case SetDataTxnOp():

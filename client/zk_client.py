@@ -183,8 +183,12 @@ class ZkClient:
         sequence: bool = False,
         makepath: bool = False,
         include_data: bool = False,
+        container: bool = False,
+        ttl_ms: int = 0,
     ) -> Any:
-        return self._run(self._aio.create(path, value, acl, ephemeral, sequence, makepath, include_data))
+        return self._run(
+            self._aio.create(path, value, acl, ephemeral, sequence, makepath, include_data, container, ttl_ms)
+        )
 
     def ensure_path(self, path: str) -> bool:
         return self._run(self._aio.ensure_path(path))

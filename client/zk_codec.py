@@ -150,7 +150,9 @@ def request_path(request: WireRequest) -> str | None:
 
 
 def _create_op(op: CreateTxnOp) -> zk_pb2.CreateOp:
-    return zk_pb2.CreateOp(path=op.path, data=op.data, mode=int(op.mode), make_parents=op.make_parents)
+    return zk_pb2.CreateOp(
+        path=op.path, data=op.data, mode=int(op.mode), make_parents=op.make_parents, ttl_ms=op.ttl_ms
+    )
 
 
 def create_request(op: CreateTxnOp) -> WireRequest:

@@ -76,6 +76,9 @@ class WatcherType(enum.IntEnum):
     PERSISTENT_RECURSIVE = 5
 
 
+TTL_MS_MAX = (1 << 40) - 1  # the longest TTL a server takes (ZooKeeper's EphemeralType.TTL.maxValue())
+
+
 class CreateMode(enum.IntEnum):
     """ZooKeeper's CreateMode numbers as the wire carries them."""
 
@@ -83,9 +86,23 @@ class CreateMode(enum.IntEnum):
     EPHEMERAL = 1
     PERSISTENT_SEQUENTIAL = 2
     EPHEMERAL_SEQUENTIAL = 3
+    CONTAINER = 4
+    PERSISTENT_WITH_TTL = 5
+    PERSISTENT_SEQUENTIAL_WITH_TTL = 6
 
     @classmethod
-    def of(cls, ephemeral: bool, sequence: bool) -> CreateMode:
+    def of(cls, ephemeral: bool, sequence: bool, container: bool = False, ttl_ms: int = 0) -> CreateMode:
+        """The mode of kazoo's flags plus Curator's two: a container, or a TTL in ms (0: none)."""
+        if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
+            raise ValueError(f"ttl_ms must be an int >= 0 (0: no TTL), got {ttl_ms!r}")
+        if container:
+            if ephemeral or sequence or ttl_ms:
+                raise ValueError("a container node cannot be ephemeral, sequential or have a TTL")
+            return cls.CONTAINER
+        if ttl_ms:
+            if ephemeral:
+                raise ValueError("a TTL node cannot be ephemeral")
+            return cls.PERSISTENT_SEQUENTIAL_WITH_TTL if sequence else cls.PERSISTENT_WITH_TTL
         return cls(int(ephemeral) | (int(sequence) << 1))
 
 

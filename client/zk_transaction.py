@@ -33,6 +33,7 @@ class CreateTxnOp:
     data: bytes
     mode: CreateMode
     make_parents: bool = False
+    ttl_ms: int = 0  # TTL modes only
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +83,14 @@ class _TransactionBuilder:
         ephemeral: bool = False,
         sequence: bool = False,
         makepath: bool = False,
+        container: bool = False,
+        ttl_ms: int = 0,
     ) -> None:
         self._check_open()
         if acl is not None:
             raise UnimplementedError("ACLs are not supported by this server", path)
-        self._add(CreateTxnOp(_path(path), check_value(value), CreateMode.of(ephemeral, sequence), makepath))
+        mode = CreateMode.of(ephemeral, sequence, container, ttl_ms)
+        self._add(CreateTxnOp(_path(path), check_value(value), mode, makepath, ttl_ms))
 
     def delete(self, path: str, version: int = -1) -> None:
         self._check_open()

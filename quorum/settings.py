@@ -27,6 +27,7 @@ from typing import Any
 from client import properties
 from client.zk_codec import JUTE_MAX_BUFFER_BYTES_DEFAULT
 from quorum.cpu_placement import PLACEMENTS
+from zkemu.ephemeral_type import EXTENDED_SERVER_ID_MAX
 
 # Raft needs a majority of a fixed voter set; membership is static (no joint
 # consensus), so the sizes worth running are the odd ones.
@@ -91,6 +92,14 @@ class NodeSettings:
     session_outstanding_bytes_max: int = 8 << 20
     # After a burst, once nothing was in flight for this long, the heap's free pages go back to the kernel.
     memory_release_quiet_ms: int = 1000
+    # ---- container and TTL znodes (zkemu.container_manager), ZooKeeper's properties and defaults.
+    # TTL creates are refused with UNIMPLEMENTED unless this is on (EphemeralType.extendedEphemeralTypesEnabled).
+    extended_types_enabled: bool = False
+    # How often the leader looks for containers and TTL nodes to delete, and how many it deletes a minute.
+    container_check_interval_ms: int = 60000
+    container_max_per_minute: int = 10000
+    # A container that never had a child goes after this long unmodified; 0: it stays.
+    container_max_never_used_interval_ms: int = 0
     # ZooKeeper's clientPort and clientPortAddress: where the ZooKeeper wire protocol (jute) is served
     # to ZooKeeper clients (kazoo, zkCli, Curator); defaults as ZooKeeper's sample config. 0: not served.
     client_port: int = CLIENT_PORT_DEFAULT
@@ -221,6 +230,9 @@ _INT_MINIMUMS = {
     "session_outstanding_requests_max": 1,
     "session_outstanding_bytes_max": 1,
     "memory_release_quiet_ms": 1,
+    "container_check_interval_ms": 1,
+    "container_max_per_minute": 1,
+    "container_max_never_used_interval_ms": 0,
     "client_port": 0,
     "sessionless_connection_timeout_ms": 1,
     "max_client_connections": 0,
@@ -274,6 +286,16 @@ def _validate(settings: NodeSettings) -> None:
         raise SettingsError(
             f"maxSessionTimeout ({settings.max_session_timeout_ms}) is below minSessionTimeout "
             f"({settings.session_timeout_bounds_ms[0]})"
+        )
+    if not isinstance(settings.extended_types_enabled, bool):
+        raise SettingsError(
+            f"zookeeper.extendedTypesEnabled: expected true or false, got {settings.extended_types_enabled!r}"
+        )
+    if settings.extended_types_enabled and max(settings.peers) > EXTENDED_SERVER_ID_MAX:
+        # A session id carries its server id in the top byte; 255 would read as a TTL node's owner.
+        raise SettingsError(
+            f"zookeeper.extendedTypesEnabled: node ids must be <= {EXTENDED_SERVER_ID_MAX} with extended types "
+            f"on, got {max(settings.peers)}"
         )
     if settings.election_timeout_ticks <= settings.heartbeat_interval_ticks:
         raise SettingsError(
@@ -343,6 +365,10 @@ _FIELD_OF_PROPERTY = {
     "session.outstanding.requests.max": "session_outstanding_requests_max",
     "session.outstanding.bytes.max": "session_outstanding_bytes_max",
     "memory.release.quiet.ms": "memory_release_quiet_ms",
+    "zookeeper.extendedTypesEnabled": "extended_types_enabled",
+    "znode.container.checkIntervalMs": "container_check_interval_ms",
+    "znode.container.maxPerMinute": "container_max_per_minute",
+    "znode.container.maxNeverUsedIntervalMs": "container_max_never_used_interval_ms",
     "clientPort": "client_port",
     "clientPortAddress": "client_port_address",
     "zookeeper.nio.sessionlessCnxnTimeout": "sessionless_connection_timeout_ms",
@@ -354,6 +380,7 @@ for _prop, _field in _FIELD_OF_PROPERTY.items():
     _PROPERTY_OF_FIELD.setdefault(_field, _prop)
 _SERVER_KEY = re.compile(r"^server\.(.*)$")
 _INT_FIELDS = frozenset({"node_id", *_INT_MINIMUMS})
+_BOOL_FIELDS = frozenset({"extended_types_enabled"})
 
 # Properties a whole-cluster launcher sets per node; `zkraft up` refuses them as overrides.
 NODE_IDENTITY_PROPERTIES = frozenset(
@@ -440,6 +467,8 @@ def _convert(name: str, raw: Any, what: str) -> Any:
         if isinstance(raw, int):
             return raw
         return _parse_int(str(raw), what)
+    if name in _BOOL_FIELDS:
+        return _parse_bool(raw, what)
     if name == "peers":
         if isinstance(raw, Mapping):
             return {
@@ -455,6 +484,16 @@ def _convert(name: str, raw: Any, what: str) -> Any:
     if name == "listen":
         return _canonical_address(str(raw), what)
     return str(raw).strip()
+
+
+def _parse_bool(raw: Any, what: str) -> bool:
+    """true/false as Java's Boolean.parseBoolean reads a system property, but a typo is an error, not false."""
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise SettingsError(f"{what}: expected true or false, got {raw!r}")
+    return text == "true"
 
 
 def _argument_values(overrides: argparse.Namespace | Mapping[str, Any] | None) -> dict[str, Any]:

@@ -108,8 +108,17 @@ class FakeZk:
 
     # the API
     def create(
-        self, path: str, value: bytes = b"", ephemeral: bool = False, sequence: bool = False, makepath: bool = False
+        self,
+        path: str,
+        value: bytes = b"",
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+        container: bool = False,
+        ttl_ms: int = 0,
     ) -> str:
+        if container or ttl_ms:
+            self.calls.append(("create", path, container, ttl_ms))
         parent = path.rsplit("/", 1)[0] or "/"
         if parent not in self.nodes:
             raise zk_errors.NoNodeError(path=path)
@@ -269,7 +278,7 @@ def test_flags_parse_anywhere_clustered_or_with_values() -> None:
         ("ls", "usage: ls [-s] [-w] [-R] path"),
         ("ls /a /b", "usage: ls [-s] [-w] [-R] path"),
         ("set /a", "usage: set [-s] [-v version] path data"),
-        ("create", "usage: create [-s] [-e] path [data]"),
+        ("create", "usage: create [-s] [-e] [-c] [-t ttl] path [data]"),
     ],
 )
 def test_bad_arguments_are_usage_errors(line: str, message: str) -> None:
@@ -455,6 +464,17 @@ def test_create_get_set_stat_delete(console: Console) -> None:
     assert "/a" not in console.zk.nodes
 
 
+def test_create_containers_and_ttl_nodes_as_zkcli(console: Console) -> None:
+    assert console.run("create -c /c") == "Created /c\n"
+    assert console.run("create -t 5000 /t data") == "Created /t\n"
+    assert console.run("create -s -t 7 /s-") == "Created /s-0000000000\n"
+    assert [c for c in console.zk.calls if c[0] == "create"] == [
+        ("create", "/c", True, 0),
+        ("create", "/t", False, 5000),
+        ("create", "/s-", False, 7),
+    ]
+
+
 def test_ls_variants(console: Console) -> None:
     for line in ("create /b", "create /a", "create /a/y", "create /a/x", "create /a/x/z"):
         console.run(line)
@@ -491,7 +511,12 @@ def test_sequential_ephemeral_and_ephemerals(console: Console) -> None:
         ([], "removewatches /x -d", "KeeperErrorCode = No such watcher for /x"),
         ([], "set -v one /x d", "-v argument must be an int value"),
         ([], "bogus /x", "Command not found bogus"),
-        ([], "create -c /x", "container and TTL znodes (-c, -t) are not supported by zkraft"),
+        ([], "create -c -s /x", "-c cannot be combined with -s or -e. Containers cannot be ephemeral or sequential."),
+        ([], "create -t ten /x", "-t argument must be a long value"),
+        ([], "create -e -t 10 /x", "TTLs cannot be used with Ephemeral znodes"),
+        ([], "create -c -t 10 /x", "TTLs cannot be used with Container znodes"),
+        ([], "create -t 0 /x", "ttl must be positive and cannot be larger than: 1099511627775"),
+        ([], "create -t 1099511627776 /x", "ttl must be positive and cannot be larger than: 1099511627775"),
         ([], "addWatch -m ONCE /x", "usage: addWatch [-m mode] path"),
     ],
 )
@@ -815,6 +840,24 @@ def test_zk_commands_against_a_real_quorum(zk_server: str) -> None:
     assert_error_line(zkraft(*server, "get", "/shell-a"), "Node does not exist: /shell-a")
     assert_error_line(zkraft(*server, "ls", "shell-a"), "Path must start with / character")
     assert_error_line(zkraft(*server, "ls"), "usage: ls [-s] [-w] [-R] path", 2)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+@needs_zookeeper_service
+def test_zk_create_container_and_ttl_against_a_real_quorum(zk_server: str) -> None:
+    server = ["zk", "--server", zk_server]
+    created = zkraft(*server, "create", "-c", "/shell-box")
+    assert (created.returncode, created.stdout, created.stderr) == (0, "Created /shell-box\n", "")
+    assert "ephemeralOwner = 0x0" in zkraft(*server, "stat", "/shell-box").stdout
+    # The quorum runs without zookeeper.extendedTypesEnabled: TTL nodes are refused as ZooKeeper refuses them.
+    assert_error_line(
+        zkraft(*server, "create", "-t", "5000", "/shell-ttl"), "KeeperErrorCode = Unimplemented for /shell-ttl"
+    )
+    assert_error_line(
+        zkraft(*server, "create", "-t", "0", "/shell-ttl"),
+        "ttl must be positive and cannot be larger than: 1099511627775",
+    )
 
 
 @pytest.mark.integration

@@ -266,7 +266,12 @@ def _create_into(reader: JuteReader, op: zk_pb2.CreateOp, opcode: int) -> None:
     op.data = reader.buffer()
     reader.acls(op.acl)
     flags = reader.int()
-    op.mode = CREATE_MODE_CONTAINER if opcode == OP_CREATE_CONTAINER else flags
+    # create/create2 with the CONTAINER flag make a persistent node in ZooKeeper (their CreateTxn carries
+    # no container owner; only createContainer's CreateContainerTxn does): checked against ZooKeeper 3.9.
+    if opcode == OP_CREATE_CONTAINER:
+        op.mode = CREATE_MODE_CONTAINER
+    else:
+        op.mode = 0 if flags == CREATE_MODE_CONTAINER else flags
     if opcode == OP_CREATE_TTL:
         op.ttl_ms = reader.long()
 

@@ -31,6 +31,7 @@ from quorum.node import QuorumNode
 from quorum.raft import Role
 from quorum.settings import NodeSettings
 from zkemu.admission import Admission
+from zkemu.container_manager import ContainerManager
 from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
@@ -83,6 +84,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.submitter: TxnSubmitter | None = None
         self.tracker: SessionTracker | None = None
         self.ids: SessionIds | None = None
+        self.containers: ContainerManager | None = None  # its sweep runs while this node leads
         self.admission = Admission(settings)
         self.server_stats = ServerStats()  # the ZooKeeper wire front end's figures (four-letter words)
         self._jute_server: asyncio.Server | None = None
@@ -100,6 +102,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.tracker = SessionTracker(self.node, self.tree.sessions, self.submitter, self.settings.tick_time_ms)
         self.tracker.start()
         self.admission.start()
+        self.containers = ContainerManager(self.node, self.tree, self.submitter, self.settings)
+        self.containers.start()
         self.ids = SessionIds(self.settings.node_id, lambda: int(time.time() * 1000))
         # Until a client connects here, this node (as a follower) learns commits
         # with the leader's next append or heartbeat (QuorumNode.set_commit_interest says why).
@@ -115,6 +119,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         for conn in list(self._connections.values()):
             conn.end()
         await self.admission.stop()
+        if self.containers is not None:
+            await self.containers.stop()
         if self.tracker is not None:
             await self.tracker.stop()
         if self.submitter is not None:
@@ -548,7 +554,7 @@ class SessionConnection:
             body = getattr(req, op)
             item = _GroupWrite(_Slot(req.xid, size_bytes), req, op, body, self._writes.add())
             self._order.append(item.slot)
-            problem = write_problem(op, body)
+            problem = write_problem(op, body, self.service.settings.extended_types_enabled)
             if problem is not None:
                 item.write.settle()
                 self._answer(item.slot, self._reply(req, err=problem[0], error_message=problem[1]))
@@ -758,7 +764,7 @@ class SessionConnection:
             if after is not None:
                 await asyncio.wait([after])  # type: ignore[list-item]
             body = getattr(req, op)
-            problem = write_problem(op, body)
+            problem = write_problem(op, body, self.service.settings.extended_types_enabled)
             if problem is not None:
                 return self._reply(req, err=problem[0], error_message=problem[1])
             return await self._submit(req, self._txn(op, body), op, body, write)

@@ -16,6 +16,8 @@ Raft log is the durable record; `sync()` runs before the log is compacted):
   scan (NUL cannot occur in a valid path, so parents never interleave);
 * `ephemerals`: session id (8 bytes) + path -> b"";
 * `sessions`: session id -> timeout (ms);
+* `containers`: path -> b"" for every container and TTL node (DataTree's containers and
+  ttls sets), so that the leader's sweep (zkemu.container_manager) never scans the tree;
 * `meta`: format version, applied index and the term of its entry.
 
 Single operations check everything before their first write; a multi runs
@@ -42,6 +44,7 @@ from google.protobuf.message import DecodeError
 from quorum.raft.errors import invariant
 from quorum.raft.types import Entry, EntryKind
 from quorum.state_check import is_damage, mark_damaged, set_aside_if_damaged
+from zkemu.ephemeral_type import CONTAINER_OWNER, TTL_MS_MAX, NodeKind, client_owner, kind_of, ttl_of, ttl_owner
 from zkemu.errors import (
     BadArgumentsError,
     BadVersionError,
@@ -108,9 +111,13 @@ _SNAP_RECORD = struct.Struct(">BHI")
 _SNAP_END = struct.Struct(">QI")
 _TAG_END = 0
 _TAG_NODES, _TAG_CHILDREN, _TAG_EPHEMERALS, _TAG_SESSIONS = 1, 2, 3, 4
+_TAG_CONTAINERS = 6  # 5 is the ACL database's
 
-_CREATE_MODES = frozenset({0, 1, 2, 3})  # PERSISTENT, EPHEMERAL, PERSISTENT_SEQUENTIAL, EPHEMERAL_SEQUENTIAL
-_EXTENDED_MODES = frozenset({4, 5, 6})  # CONTAINER, PERSISTENT_WITH_TTL, PERSISTENT_SEQUENTIAL_WITH_TTL
+# CreateMode -> (ephemeral, sequential): PERSISTENT, EPHEMERAL, PERSISTENT_SEQUENTIAL, EPHEMERAL_SEQUENTIAL,
+# CONTAINER, PERSISTENT_WITH_TTL, PERSISTENT_SEQUENTIAL_WITH_TTL.
+_CREATE_MODES = {0: (0, 0), 1: (1, 0), 2: (0, 2), 3: (1, 2), 4: (0, 0), 5: (0, 0), 6: (0, 2)}
+_MODE_CONTAINER = 4
+_TTL_MODES = frozenset({5, 6})
 _SESSION_BODIES = frozenset({"create_session", "close_session"})
 
 
@@ -164,7 +171,7 @@ def _stat_pb(h: tuple[int, ...], data_length: int) -> zk_pb2.Stat:
         version=h[_VERSION],
         cversion=_i32(2 * h[_CVERSION] - h[_NCHILDREN]),  # DataNode.copyStat
         aversion=h[_AVERSION],
-        ephemeral_owner=h[_OWNER],
+        ephemeral_owner=h[_OWNER] if h[_OWNER] >= 0 else client_owner(h[_OWNER]),  # no call on the common path
         data_length=data_length,
         num_children=h[_NCHILDREN],
         pzxid=h[_PZXID],
@@ -180,7 +187,7 @@ def _stat(h: tuple[int, ...], data_length: int) -> Stat:
         h[_VERSION],
         _i32(2 * h[_CVERSION] - h[_NCHILDREN]),
         h[_AVERSION],
-        h[_OWNER],
+        h[_OWNER] if h[_OWNER] >= 0 else client_owner(h[_OWNER]),
         data_length,
         h[_NCHILDREN],
         h[_PZXID],
@@ -254,7 +261,7 @@ class ZnodeTree:
         # A damaged environment is moved aside and this tree starts empty: the node restores it
         # from a snapshot and its log (quorum.state_check, QuorumNode._open_state_machine).
         self.rebuilt = set_aside_if_damaged(path, TREE_CHECKER, log or structlog.get_logger("zkemu.tree"))
-        self._env = lmdb.open(str(path), map_size=map_size_bytes, max_dbs=5, sync=False, metasync=False)
+        self._env = lmdb.open(str(path), map_size=map_size_bytes, max_dbs=7, sync=False, metasync=False)
         invariant(self._env.max_key_size() >= _LMDB_KEY_BYTES_MAX, "LMDB built with keys shorter than 511 bytes")
         self._on_applied = on_applied
         self._prepared: _Prepared | None = None  # entries applied ahead of their commit (prepare)
@@ -262,12 +269,14 @@ class ZnodeTree:
         self._children = self._env.open_db(b"children")
         self._ephemerals = self._env.open_db(b"ephemerals")
         self._sessions = self._env.open_db(b"sessions")
+        self._containers = self._env.open_db(b"containers")  # absent in a tree written before it: created empty
         self._meta = self._env.open_db(b"meta")
         self._tagged_dbs = (
             (_TAG_NODES, self._nodes),
             (_TAG_CHILDREN, self._children),
             (_TAG_EPHEMERALS, self._ephemerals),
             (_TAG_SESSIONS, self._sessions),
+            (_TAG_CONTAINERS, self._containers),
         )
         with self._env.begin(write=True) as txn:
             fmt = txn.get(_META_FORMAT, db=self._meta)
@@ -426,6 +435,9 @@ class ZnodeTree:
             case "close_session":
                 self._close_session(w, t.close_session)
                 return zk_pb2.TxnResult()
+            case "delete_container":
+                self._delete_container(w, t.delete_container)
+                return zk_pb2.TxnResult()
             case _:
                 raise UnimplementedError(f"unknown transaction type {body!r}")
 
@@ -437,13 +449,13 @@ class ZnodeTree:
         """PrepRequestProcessor.pRequest2TxnCreate, then DataTree.createNode."""
         path, data, mode = op.path, op.data, op.mode
         check_data_length(path, data)
-        if mode not in _CREATE_MODES:
-            if mode in _EXTENDED_MODES:
-                raise UnimplementedError(f"create mode {mode} (container / TTL) is not supported")
+        flags = _CREATE_MODES.get(mode)
+        if flags is None:
             raise BadArgumentsError(f"Received an invalid flag value: {mode} to convert to a CreateMode")
-        ephemeral, sequential = mode & 1, mode & 2
+        ephemeral, sequential = flags
         if ephemeral and w.session_id == 0:
             raise BadArgumentsError("ephemeral nodes need a session")
+        owner = self._owner_of_new(w, mode, op.ttl_ms, path) if ephemeral or mode >= _MODE_CONTAINER else 0
         slash = path.rfind("/")
         if slash < 0 or "\0" in path:  # validatePathForCreate
             raise BadArgumentsError(message_for(Code.BADARGUMENTS, path))
@@ -454,7 +466,7 @@ class ZnodeTree:
         if praw is None:
             if not op.make_parents:
                 raise NoNodeError(message_for(Code.NONODE, path))
-            return self._create_with_parents(w, path, parent, data, ephemeral, sequential)
+            return self._create_with_parents(w, path, parent, data, owner, sequential)
         _check_writable(parent, path)
         phdr = _NODE.unpack_from(praw)
         if sequential:
@@ -463,13 +475,25 @@ class ZnodeTree:
         key = _path_key(path)
         if self._node(txn, key) is not None:
             raise NodeExistsError(message_for(Code.NODEEXISTS, path))
-        if phdr[_OWNER]:
+        if phdr[_OWNER] and kind_of(phdr[_OWNER]) is NodeKind.EPHEMERAL:  # containers and TTL nodes may have children
             raise NoChildrenForEphemeralsError(message_for(Code.NOCHILDRENFOREPHEMERALS, path))
-        hdr = self._add_node(w, parent, praw, path, key, data, w.session_id if ephemeral else 0)
+        hdr = self._add_node(w, parent, praw, path, key, data, owner)
         return path, _stat_pb(hdr, len(data))
 
+    @staticmethod
+    def _owner_of_new(w: _Write, mode: int, ttl_ms: int, path: str) -> int:
+        """The stored ephemeralOwner of a node created in `mode` (pRequest2TxnCreate), after
+        EphemeralType.validateTTL: a TTL within 0 < ttl <= 2^40-1 ms for the TTL modes, none for the rest."""
+        if mode in _TTL_MODES:
+            if not 0 < ttl_ms <= TTL_MS_MAX:
+                raise BadArgumentsError(f"{path}: ttl of {ttl_ms} ms is outside 1..{TTL_MS_MAX} (2^40-1) ms")
+            return ttl_owner(ttl_ms)
+        if ttl_ms:
+            raise BadArgumentsError(f"{path}: a ttl of {ttl_ms} ms is not valid for create mode {mode}")
+        return CONTAINER_OWNER if mode == _MODE_CONTAINER else w.session_id
+
     def _create_with_parents(
-        self, w: _Write, path: str, parent: str, data: bytes, ephemeral: int, sequential: int
+        self, w: _Write, path: str, parent: str, data: bytes, owner: int, sequential: int
     ) -> tuple[str, zk_pb2.Stat]:
         """kazoo's makepath in one zxid: missing ancestors become empty persistent nodes, top down."""
         validate_path(parent)
@@ -478,7 +502,7 @@ class ZnodeTree:
         while (araw := self._node(w.txn, ancestor.encode())) is None:
             missing.append(ancestor)
             ancestor = parent_of(ancestor)
-        if _NODE.unpack_from(araw)[_OWNER]:
+        if kind_of(_NODE.unpack_from(araw)[_OWNER]) is NodeKind.EPHEMERAL:
             raise NoChildrenForEphemeralsError(message_for(Code.NOCHILDRENFOREPHEMERALS, path))
         if sequential:
             path = f"{path}{0:010d}"  # the parent is new: its stored cversion is 0
@@ -486,7 +510,7 @@ class ZnodeTree:
         key = _path_key(path)
         for p in reversed(missing):
             self._add_node(w, parent_of(p), None, p, p.encode(), b"", 0)
-        hdr = self._add_node(w, parent, None, path, key, data, w.session_id if ephemeral else 0)
+        hdr = self._add_node(w, parent, None, path, key, data, owner)
         return path, _stat_pb(hdr, len(data))
 
     def _add_node(
@@ -507,7 +531,7 @@ class ZnodeTree:
         txn.put(key, _NODE.pack(*hdr) + data, db=self._nodes)
         txn.put(_child_key(key), b"", db=self._children)
         if owner:
-            txn.put(_SID.pack(owner) + key, b"", db=self._ephemerals)
+            self._index_owner(txn, key, owner, add=True)
         p = _NODE.unpack_from(praw)
         txn.put(
             pkey,
@@ -554,7 +578,7 @@ class ZnodeTree:
         txn.delete(key, db=self._nodes)
         txn.delete(_child_key(key), db=self._children)
         if owner:
-            txn.delete(_SID.pack(owner) + key, db=self._ephemerals)
+            self._index_owner(txn, key, owner, add=False)
         p = _NODE.unpack_from(praw)
         # The stored cversion does not change on delete (ZOOKEEPER-1046); the visible one does, by the count.
         txn.put(
@@ -565,6 +589,39 @@ class ZnodeTree:
         )
         w.triggers.append(WatchTrigger(EventType.NODE_DELETED, path))
         w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent))
+
+    def _index_owner(self, txn: lmdb.Transaction, key: bytes, owner: int, add: bool) -> None:
+        """Keep a node with an owner in its index: ephemerals under their session, containers and TTL nodes
+        in `containers`."""
+        if kind_of(owner) is NodeKind.EPHEMERAL:
+            db, index_key = self._ephemerals, _SID.pack(owner) + key
+        else:
+            db, index_key = self._containers, key
+        if add:
+            txn.put(index_key, b"", db=db)
+        else:
+            txn.delete(index_key, db=db)
+
+    def _delete_container(self, w: _Write, body: zk_pb2.DeleteContainerTxn) -> None:
+        """The leader's sweep (ContainerManager; PrepRequestProcessor deleteContainer, opcode 20), decided
+        again here with the state and time of this zxid, so every replica agrees: NONODE if the node is
+        gone, NOTEMPTY if it has children, BADVERSION if it is no longer a candidate (not a container or
+        TTL node, ZooKeeper's answer; a container never used, a TTL node modified within its TTL).
+        Fires the watches of a delete."""
+        path = body.path
+        slash = path.rfind("/")
+        if slash < 0 or "\0" in path or path in SPECIAL_PATHS:  # getParentPathAndValidate
+            raise BadArgumentsError(message_for(Code.BADARGUMENTS, path))
+        key = _path_key(path)
+        raw = self._node(w.txn, key)
+        if raw is None:
+            raise NoNodeError(message_for(Code.NONODE, path))
+        hdr = _NODE.unpack_from(raw)
+        if hdr[_NCHILDREN]:
+            raise NotEmptyError(message_for(Code.NOTEMPTY, path))
+        if not _sweep_due(hdr, w.time_ms, body.never_used_ms):
+            raise BadVersionError(message_for(Code.BADVERSION, path))
+        self._remove_node(w, path, key, hdr[_OWNER], None)
 
     def _set_data(self, w: _Write, op: zk_pb2.SetDataOp) -> zk_pb2.Stat:
         path, data = op.path, op.data
@@ -771,6 +828,21 @@ class ZnodeTree:
         with self._env.begin() as txn:
             return self._live(txn, session_id)
 
+    def sweep_candidates(self, now_ms: int, never_used_ms: int, limit: int) -> list[str]:
+        """Up to `limit` containers and TTL nodes due for the sweep at `now_ms` (ContainerManager.getCandidates),
+        in path order, read from the containers index, never from the whole tree."""
+        found: list[str] = []
+        with self._env.begin() as txn:
+            for key in txn.cursor(db=self._containers).iternext(keys=True, values=False):
+                raw = self._node(txn, key)
+                invariant(raw is not None, f"containers index names {bytes(key)!r}, which is not a node")
+                hdr = _NODE.unpack_from(cast(bytes, raw))
+                if hdr[_NCHILDREN] == 0 and _sweep_due(hdr, now_ms, never_used_ms):
+                    found.append(bytes(key).decode())
+                    if len(found) >= limit:
+                        break
+        return found
+
     def read(self, key: bytes) -> bytes | None:
         """StateMachine.read: the data of the znode whose path is `key` (UTF-8)."""
         if not key or len(key) > PATH_BYTES_MAX:
@@ -876,6 +948,20 @@ class ZnodeTree:
     def close(self) -> None:
         self._abandon_prepared()
         self._env.close()
+
+
+def _sweep_due(h: tuple[int, ...], now_ms: int, never_used_ms: int) -> bool:
+    """Whether a childless node is due for the sweep at `now_ms` (ContainerManager.getCandidates): a container
+    that has had a child (stored cversion > 0), or never had one and is unmodified for over `never_used_ms`
+    (0: kept); a TTL node unmodified for over its TTL. Elapsed time is measured from mtime, as ZooKeeper's."""
+    owner = h[_OWNER]
+    match kind_of(owner):
+        case NodeKind.CONTAINER:
+            return h[_CVERSION] > 0 or (never_used_ms > 0 and now_ms - h[_MTIME] > never_used_ms)
+        case NodeKind.TTL:
+            return now_ms - h[_MTIME] > ttl_of(owner)
+        case _:
+            return False
 
 
 def _keys_with_prefix(txn: lmdb.Transaction, db: lmdb._Database, prefix: bytes) -> Iterator[bytes]:

@@ -135,10 +135,12 @@ class CloseSessionTxn(_message.Message):
     def __init__(self, session_id: _Optional[int] = ..., expired: _Optional[bool] = ...) -> None: ...
 
 class DeleteContainerTxn(_message.Message):
-    __slots__ = ("path",)
+    __slots__ = ("path", "never_used_ms")
     PATH_FIELD_NUMBER: _ClassVar[int]
+    NEVER_USED_MS_FIELD_NUMBER: _ClassVar[int]
     path: str
-    def __init__(self, path: _Optional[str] = ...) -> None: ...
+    never_used_ms: int
+    def __init__(self, path: _Optional[str] = ..., never_used_ms: _Optional[int] = ...) -> None: ...
 
 class Txn(_message.Message):
     __slots__ = ("time_ms", "session_id", "auth", "forward_tag", "create_session", "close_session", "create", "delete", "set_data", "check", "multi", "set_acl", "delete_container")

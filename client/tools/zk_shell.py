@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from client.exceptions import NoNodeError, ZkException, ZookeeperError
-from client.zk_states import NO_ZXID, AddWatchMode, WatcherType, ZkState, ZnodeStat
+from client.zk_states import NO_ZXID, TTL_MS_MAX, AddWatchMode, WatcherType, ZkState, ZnodeStat
 
 SERVER_DEFAULT = "127.0.0.1:7001"  # what `zkraft up` serves first
 SESSION_TIMEOUT_MS_DEFAULT = 30_000  # zkCli's -timeout default
@@ -686,14 +686,35 @@ def _stat(shell: Shell, command: ParsedCommand) -> None:
 
 
 def _create(shell: Shell, command: ParsedCommand) -> None:
-    if command.has("c") or "t" in command.options:
-        raise ShellError("container and TTL znodes (-c, -t) are not supported by zkraft")
+    """zkCli's CreateCommand: its checks of -s/-e/-c/-t in its order, with its messages."""
+    sequential, ephemeral, container = command.has("s"), command.has("e"), command.has("c")
+    if container and (ephemeral or sequential):
+        raise ShellError("-c cannot be combined with -s or -e. Containers cannot be ephemeral or sequential.")
+    ttl_ms = _create_ttl_ms(command.options.get("t"), ephemeral, container)
     path = command.args[0]
-    sequential, ephemeral = command.has("s"), command.has("e")
     validate_path(path, sequential)
     data = command.args[1].encode("utf-8") if len(command.args) > 1 else b""
-    created = shell.client.create(path, data, ephemeral=ephemeral, sequence=sequential)
+    created = shell.client.create(
+        path, data, ephemeral=ephemeral, sequence=sequential, container=container, ttl_ms=ttl_ms
+    )
     shell.emit(f"Created {created}", {"created": created})
+
+
+def _create_ttl_ms(text: str | None, ephemeral: bool, container: bool) -> int:
+    """The value of create's -t (0 without it), checked as zkCli checks it."""
+    if text is None:
+        return 0
+    try:
+        ttl_ms = int(text)
+    except ValueError:
+        raise ShellError("-t argument must be a long value") from None
+    if ephemeral:
+        raise ShellError("TTLs cannot be used with Ephemeral znodes")
+    if container:
+        raise ShellError("TTLs cannot be used with Container znodes")
+    if not 0 < ttl_ms <= TTL_MS_MAX:  # EphemeralType.TTL.toEphemeralOwner
+        raise ShellError(f"ttl must be positive and cannot be larger than: {TTL_MS_MAX}")
+    return ttl_ms
 
 
 def _set(shell: Shell, command: ParsedCommand) -> None:
@@ -870,7 +891,9 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("ls", "[-s] [-w] [-R] path", _ls, flags="swR", min_args=_PATH, max_args=_PATH),
         CommandSpec("get", "[-s] [-w] [-r] [-b] path", _get, flags="swrb", min_args=_PATH, max_args=_PATH),
         CommandSpec("stat", "[-w] path", _stat, flags="w", min_args=_PATH, max_args=_PATH),
-        CommandSpec("create", "[-s] [-e] path [data]", _create, flags="sec", valued="t", min_args=1, max_args=2),
+        CommandSpec(
+            "create", "[-s] [-e] [-c] [-t ttl] path [data]", _create, flags="sec", valued="t", min_args=1, max_args=2
+        ),
         CommandSpec("set", "[-s] [-v version] path data", _set, flags="s", valued="v", min_args=2, max_args=2),
         CommandSpec("delete", "[-v version] path", _delete, valued="v", min_args=_PATH, max_args=_PATH),
         CommandSpec("deleteall", "path", _deleteall, min_args=_PATH, max_args=_PATH),
