@@ -14,12 +14,14 @@ parents (a 27 MB file) took 1.1 s, the child's own start included, on the
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from pathlib import Path
 
 import lmdb
 
 from quorum.state_check import DamagedRecordError, open_read_only
+from zkemu import acl as acls
 from zkemu.errors import ZkError
 from zkemu.paths import ROOT, validate_path
 from zkemu.tree import (
@@ -40,7 +42,9 @@ from zkemu.tree import (
 )
 
 _DB_NAMES = (b"nodes", b"children", b"ephemerals", b"sessions", b"meta")
-_MAX_DBS = 5
+# Created by the first open of a tree written before them: absent in such a tree, which is whole.
+_LATER_DB_NAMES = (b"acls",)
+_MAX_DBS = 8
 
 
 def check_tree(path: Path) -> None:
@@ -49,14 +53,16 @@ def check_tree(path: Path) -> None:
     try:
         with env.begin() as txn:
             names = {bytes(k) for k, _ in txn.cursor()}
-            if names != set(_DB_NAMES):
+            if not set(_DB_NAMES) <= names <= set(_DB_NAMES + _LATER_DB_NAMES):
                 raise DamagedRecordError(f"the main database names {sorted(names)}, expected {sorted(_DB_NAMES)}")
-            dbs = {name: env.open_db(name, txn=txn, create=False) for name in _DB_NAMES}
+            dbs = {name: env.open_db(name, txn=txn, create=False) for name in names}
             applied = _check_meta(txn, dbs[b"meta"])
             nodes = _check_nodes(txn, dbs[b"nodes"], applied)
             _check_children(txn, dbs[b"children"], nodes)
             sessions = _check_sessions(txn, dbs[b"sessions"])
             _check_ephemerals(txn, dbs[b"ephemerals"], nodes, sessions)
+            if b"acls" in dbs:
+                _check_acls(txn, dbs[b"acls"], nodes)
     finally:
         env.close()
 
@@ -127,6 +133,19 @@ def _check_ephemerals(
     owned = sum(1 for _, owner in nodes.values() if owner != 0)
     if owned != count:
         raise DamagedRecordError(f"ephemerals: {count} index records for {owned} ephemeral nodes")
+
+
+def _check_acls(txn: lmdb.Transaction, db: lmdb._Database, nodes: dict[bytes, tuple[int, int]]) -> None:
+    """Every stored ACL belongs to a node and decodes to a non-empty list."""
+    for key, value in txn.cursor(db=db):
+        if bytes(key) not in nodes:
+            raise DamagedRecordError(f"acls: record {bytes(key)!r} names no node")
+        try:
+            decoded = acls.decode(bytes(value))
+        except (ValueError, UnicodeDecodeError, struct.error) as exc:
+            raise DamagedRecordError(f"acls: {bytes(key)!r}: {exc}") from None
+        if not decoded:
+            raise DamagedRecordError(f"acls: {bytes(key)!r}: an empty list")
 
 
 def _path_of(key: bytes, db: str) -> str:
