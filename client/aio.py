@@ -31,7 +31,14 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from client import zk_codec as codec
-from client.exceptions import NodeExistsError, NoNodeError, SystemZookeeperError, UnimplementedError, exception_for
+from client.exceptions import (
+    InvalidACLError,
+    NodeExistsError,
+    NoNodeError,
+    SystemZookeeperError,
+    exception_for,
+)
+from client.zk_acl import ACL, check_acl_list
 from client.zk_codec import Reply, WireRequest
 from client.zk_connection import ZkSession
 from client.zk_paths import Chroot, join, parse_hosts
@@ -238,10 +245,13 @@ class AsyncZkClient:
         makepath: bool = False,
         include_data: bool = False,
     ) -> str | tuple[str, ZnodeStat]:
-        """Create a node; returns its path (with the sequence suffix), or (path, stat) with include_data."""
-        if acl is not None:
-            raise UnimplementedError("ACLs are not supported by this server", path)
-        op = CreateTxnOp(self._server_path(path), check_value(value), CreateMode.of(ephemeral, sequence), makepath)
+        """Create a node; returns its path (with the sequence suffix), or (path, stat) with include_data.
+
+        `acl`: a list of `client.zk_acl.ACL` (None: world:anyone with every permission); with
+        makepath, the missing parents get the same ACL, as kazoo's ensure_path(parent, acl)."""
+        entries = _acl_argument(acl, path)
+        mode = CreateMode.of(ephemeral, sequence)
+        op = CreateTxnOp(self._server_path(path), check_value(value), mode, makepath, entries)
         reply = await self._call(codec.create_request(op), path)
         created = self._paths.to_client(codec.reply_path(reply))
         return (created, _stat(reply)) if include_data else created
@@ -282,6 +292,38 @@ class AsyncZkClient:
             await self.delete(path)
         except NoNodeError:
             pass
+
+    # ---- ACLs and authentication (ZooKeeper's getACL / setACL / addauth / whoAmI)
+
+    async def get_acls(self, path: str) -> tuple[list[ACL], ZnodeStat]:
+        """The node's ACL and stat; without ADMIN on it, digest ids come back as `user:x`."""
+        reply = await self._call(codec.get_acl_request(self._server_path(path)), path)
+        return codec.reply_acls(reply), _stat(reply)
+
+    async def set_acls(self, path: str, acls: Sequence[ACL], version: int = -1) -> ZnodeStat:
+        """Replace the node's ACL if its ACL version (`stat.aversion`) matches (-1: any); the new stat."""
+        entries = _acl_argument(acls, path)
+        request = codec.set_acl_request(self._server_path(path), entries, check_version(version))
+        return _stat(await self._call(request, path))
+
+    async def add_auth(self, scheme: str, credential: str | bytes) -> bool:
+        """Authenticate this session (`"digest"`, `"user:password"`); re-sent on every reconnect.
+
+        A refused one raises AuthFailedError, and the server ends the connection (the client
+        reconnects without it), as ZooKeeper does."""
+        auth = credential.encode() if isinstance(credential, str) else bytes(credential)
+        session = self._session
+
+        def remember(reply: Reply) -> None:  # at once, so a reconnect right after the reply re-sends it
+            if reply.err == 0:
+                session.remember_auth(scheme, auth)
+
+        await self._call(codec.auth_request(scheme, auth), None, remember)
+        return True
+
+    async def whoami(self) -> list[tuple[str, str]]:
+        """(scheme, user) of every id this session holds on its server (ZooKeeper 3.7 whoAmI)."""
+        return codec.reply_client_infos(await self._call(codec.who_am_i_request(), None))
 
     def transaction(self) -> AsyncTransaction:
         """A kazoo-style transaction builder; `await t.commit()` returns one result per op."""
@@ -402,6 +444,14 @@ class AsyncZkClient:
 def _the_same(awaitable: Awaitable[Any]) -> Awaitable[Any]:
     """A queue item for the dispatch task: await what a callback run by `_emit` returned."""
     return awaitable
+
+
+def _acl_argument(acl: object, path: str) -> tuple[ACL, ...]:
+    """The entries of an `acl` argument; an explicit empty list is refused as ZooKeeper refuses it."""
+    entries = check_acl_list(acl, path)
+    if acl is not None and not entries:
+        raise InvalidACLError("an ACL list must not be empty", path)
+    return entries
 
 
 def _check_watch(watch: Watcher | None) -> Watcher | None:

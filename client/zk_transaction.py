@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeAlias
 
-from client.exceptions import UnimplementedError
+from client.zk_acl import ACL, check_acl_list
 from client.zk_states import CreateMode
 
 
@@ -33,6 +33,7 @@ class CreateTxnOp:
     data: bytes
     mode: CreateMode
     make_parents: bool = False
+    acl: tuple[ACL, ...] = ()  # empty: the server's default, world:anyone with every permission
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +85,8 @@ class _TransactionBuilder:
         makepath: bool = False,
     ) -> None:
         self._check_open()
-        if acl is not None:
-            raise UnimplementedError("ACLs are not supported by this server", path)
-        self._add(CreateTxnOp(_path(path), check_value(value), CreateMode.of(ephemeral, sequence), makepath))
+        mode = CreateMode.of(ephemeral, sequence)
+        self._add(CreateTxnOp(_path(path), check_value(value), mode, makepath, check_acl_list(acl, str(path))))
 
     def delete(self, path: str, version: int = -1) -> None:
         self._check_open()

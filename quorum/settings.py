@@ -17,6 +17,8 @@ one `SettingsError` whose message is a single line naming the offending key.
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import difflib
 import re
 from collections.abc import Mapping
@@ -89,6 +91,9 @@ class NodeSettings:
     session_outstanding_bytes_max: int = 8 << 20
     # After a burst, once nothing was in flight for this long, the heap's free pages go back to the kernel.
     memory_release_quiet_ms: int = 1000
+    # ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest, `user:base64(sha1(user:password))`:
+    # a session that authenticates with that digest passes every ACL check (zkemu.acl). Empty: none.
+    super_digest: str = ""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -256,11 +261,31 @@ def _validate(settings: NodeSettings) -> None:
             f"maxSessionTimeout ({settings.max_session_timeout_ms}) is below minSessionTimeout "
             f"({settings.session_timeout_bounds_ms[0]})"
         )
+    _validate_super_digest(settings.super_digest)
     if settings.election_timeout_ticks <= settings.heartbeat_interval_ticks:
         raise SettingsError(
             f"raft.election.timeout.ticks ({settings.election_timeout_ticks}) must be greater than "
             f"raft.heartbeat.interval.ticks ({settings.heartbeat_interval_ticks}), or followers campaign "
             "between heartbeats"
+        )
+
+
+_SHA1_BYTES = 20
+
+
+def _validate_super_digest(digest: str) -> None:
+    """Empty, or `user:hash` with hash the base64 of a SHA1 digest, as DigestAuthenticationProvider makes it."""
+    if not digest:
+        return
+    user, colon, hash_text = digest.partition(":")
+    try:
+        hash_bytes = base64.b64decode(hash_text, validate=True) if colon else b""
+    except binascii.Error:
+        hash_bytes = b""
+    if not user or len(hash_bytes) != _SHA1_BYTES:
+        raise SettingsError(
+            "zookeeper.DigestAuthenticationProvider.superDigest: expected user:base64(sha1(user:password)), "
+            f"got {digest!r}"
         )
 
 
@@ -314,6 +339,7 @@ _FIELD_OF_PROPERTY = {
     "session.outstanding.requests.max": "session_outstanding_requests_max",
     "session.outstanding.bytes.max": "session_outstanding_bytes_max",
     "memory.release.quiet.ms": "memory_release_quiet_ms",
+    "zookeeper.DigestAuthenticationProvider.superDigest": "super_digest",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}

@@ -249,3 +249,22 @@ def test_a_tree_with_acls_passes_the_start_up_check(tmp_path: Path) -> None:
     assert _create(z, "/k", (Acl(ALL, *ALICE_ID),)).err == 0
     z.tree.close()
     check_tree(tmp_path / "t")
+
+
+def test_a_tree_written_before_acls_existed_reads_as_open_and_passes_the_check(tmp_path: Path) -> None:
+    import lmdb
+
+    from zkemu.tree_check import check_tree
+
+    z = Zk(tmp_path / "old")
+    assert z.create("/before", b"x").err == 0
+    z.tree.close()
+    env = lmdb.open(str(tmp_path / "old"), max_dbs=8)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"acls", txn=txn), delete=True)  # as a tree of the previous version has it
+    env.close()
+    check_tree(tmp_path / "old")
+    z = Zk(tmp_path / "old")
+    assert z.tree.get_acl("/before")[0] == acl.OPEN_ACL_UNSAFE
+    z.tree.get_data("/before", (LOCAL,))
+    z.tree.close()
