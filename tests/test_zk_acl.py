@@ -268,3 +268,49 @@ def test_a_tree_written_before_acls_existed_reads_as_open_and_passes_the_check(t
     assert z.tree.get_acl("/before")[0] == acl.OPEN_ACL_UNSAFE
     z.tree.get_data("/before", (LOCAL,))
     z.tree.close()
+
+
+def test_triggers_carry_the_nodes_stored_acl(zk: Zk) -> None:
+    from zkemu.events import EventType, WatchTrigger
+
+    mine = acl.encode((Acl(ALL, *ALICE_ID),))
+    assert _create(zk, "/w", (Acl(ALL, *ALICE_ID),)).err == 0
+    assert zk.last.triggers == (
+        WatchTrigger(EventType.NODE_CREATED, "/w", mine),
+        WatchTrigger(EventType.NODE_CHILDREN_CHANGED, "/", None),
+    )
+    assert _create(zk, "/w/c", (), ALICE_ID).err == 0
+    assert zk.last.triggers[1] == WatchTrigger(EventType.NODE_CHILDREN_CHANGED, "/w", mine)
+    assert zk.txn(auth=_auth(ALICE_ID), set_data=pb.SetDataOp(path="/w", data=b"v", version=-1)).err == 0
+    assert zk.last.triggers == (WatchTrigger(EventType.NODE_DATA_CHANGED, "/w", mine),)
+    assert zk.txn(auth=_auth(ALICE_ID), delete=pb.DeleteOp(path="/w/c", version=-1)).err == 0
+    assert zk.txn(delete=pb.DeleteOp(path="/w", version=-1)).err == 0
+    assert zk.last.triggers == (
+        WatchTrigger(EventType.NODE_DELETED, "/w", mine),
+        WatchTrigger(EventType.NODE_CHILDREN_CHANGED, "/", None),
+    )
+
+
+class _Watcher:
+    def __init__(self, *ids: Id) -> None:
+        self.auth_ids = ids
+        self.events: list[tuple[int, str, int]] = []
+
+    def send_event(self, event_type: int, path: str, zxid: int) -> None:
+        self.events.append((event_type, path, zxid))
+
+
+def test_a_watcher_without_read_gets_no_event_and_loses_its_watch() -> None:
+    from zkemu.events import EventType
+    from zkemu.watches import WatchManager
+
+    manager = WatchManager()
+    reader, stranger = _Watcher(LOCAL, ALICE_ID), _Watcher(LOCAL)
+    for w in (reader, stranger):
+        manager.add_data_watch(w, "/x")
+    manager.trigger(EventType.NODE_DATA_CHANGED, "/x", 7, acl.encode((Acl(READ, *ALICE_ID),)))
+    assert reader.events == [(EventType.NODE_DATA_CHANGED, "/x", 7)] and stranger.events == []
+    assert manager.count() == 0  # ZooKeeper removes the one-shot watch before the ACL filter
+    manager.add_data_watch(stranger, "/x")
+    manager.trigger(EventType.NODE_DATA_CHANGED, "/x", 8)
+    assert stranger.events == [(EventType.NODE_DATA_CHANGED, "/x", 8)]

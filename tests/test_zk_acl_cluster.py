@@ -202,6 +202,23 @@ def test_super_digest_passes_everything_and_a_bad_auth_fails_then_the_session_go
     assert fails.whoami() == [("ip", "127.0.0.1")]
 
 
+def test_watch_events_need_read_on_the_node(cluster: QuorumProcesses, clients: list) -> None:
+    alice = connect(clients, cluster.addresses[1], auth=("alice", "pw-a"))
+    stranger = connect(clients, cluster.addresses[2])
+    seen_by_alice: list[Any] = []
+    seen_by_stranger: list[Any] = []
+    alice.exists("/w-secret", watch=seen_by_alice.append)
+    stranger.exists("/w-secret", watch=seen_by_stranger.append)
+    stranger.exists("/w-fence", watch=seen_by_stranger.append)
+    alice.create("/w-secret", b"", acl=[ALICE])
+    alice.create("/w-fence", b"")
+    # Events reach a session in zxid order: once the fence's is in, the secret's would have been too.
+    wait_until(lambda: seen_by_stranger, WAIT_S, message="the stranger sees the open node's event")
+    wait_until(lambda: seen_by_alice, WAIT_S, message="alice sees her node's event")
+    assert [e.path for e in seen_by_stranger] == ["/w-fence"]
+    assert [e.path for e in seen_by_alice] == ["/w-secret"]
+
+
 def _digests(cluster: QuorumProcesses) -> set[str]:
     trees = [ZnodeTree(cluster.data_dir(i) / "zk") for i in cluster.addresses]
     try:

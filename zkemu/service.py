@@ -112,7 +112,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
     # ---- called while a transaction is applied (inside the node's Ready loop)
     def on_applied(self, applied: AppliedTxn) -> None:
         for trigger in applied.triggers:
-            self.watches.trigger(EventType(trigger.type), trigger.path, applied.zxid)
+            self.watches.trigger(EventType(trigger.type), trigger.path, applied.zxid, trigger.acl)
         if applied.forward_tag and self.submitter is not None:
             self.submitter.forwarded.applied(applied.forward_tag, applied.zxid, applied.result)
         if applied.created_session and self.tracker is not None:

@@ -39,6 +39,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, BinaryIO, cast
 
 import lmdb
@@ -483,7 +484,7 @@ class ZnodeTree:
             if not op.make_parents:
                 raise NoNodeError(message_for(Code.NONODE, path))
             return self._create_with_parents(w, path, parent, data, ephemeral, sequential, acl)
-        self._require(w, pkey, parent, acls.CREATE, path)
+        parent_acl = self._require(w, pkey, parent, acls.CREATE, path)
         phdr = _NODE.unpack_from(praw)
         if sequential:
             path = f"{path}{phdr[_CVERSION]:010d}"
@@ -493,8 +494,8 @@ class ZnodeTree:
             raise NodeExistsError(message_for(Code.NODEEXISTS, path))
         if phdr[_OWNER]:
             raise NoChildrenForEphemeralsError(message_for(Code.NOCHILDRENFOREPHEMERALS, path))
-        hdr = self._add_node(w, parent, praw, path, key, data, w.session_id if ephemeral else 0)
-        self._store_acl(w, key, path, acl)
+        owner = w.session_id if ephemeral else 0
+        hdr = self._add_node(w, parent, praw, path, key, data, owner, self._store_acl(w, key, acl), parent_acl)
         return path, _stat_pb(hdr, len(data))
 
     def _create_with_parents(
@@ -515,7 +516,7 @@ class ZnodeTree:
         while (araw := self._node(w.txn, ancestor.encode())) is None:
             missing.append(ancestor)
             ancestor = parent_of(ancestor)
-        self._require(w, ancestor.encode(), ancestor, acls.CREATE, path)
+        parent_acl = self._require(w, ancestor.encode(), ancestor, acls.CREATE, path)
         if _NODE.unpack_from(araw)[_OWNER]:
             raise NoChildrenForEphemeralsError(message_for(Code.NOCHILDRENFOREPHEMERALS, path))
         if sequential:
@@ -523,18 +524,29 @@ class ZnodeTree:
         validate_path(path)
         key = _path_key(path)
         for p in reversed(missing):
-            self._add_node(w, parent_of(p), None, p, p.encode(), b"", 0)
-            self._store_acl(w, p.encode(), p, acl)
-        hdr = self._add_node(w, parent, None, path, key, data, w.session_id if ephemeral else 0)
-        self._store_acl(w, key, path, acl)
+            stored = self._store_acl(w, p.encode(), acl)
+            self._add_node(w, parent_of(p), None, p, p.encode(), b"", 0, stored, parent_acl)
+            parent_acl = stored
+        owner = w.session_id if ephemeral else 0
+        hdr = self._add_node(w, parent, None, path, key, data, owner, self._store_acl(w, key, acl), parent_acl)
         return path, _stat_pb(hdr, len(data))
 
     def _add_node(
-        self, w: _Write, parent: str, praw: bytes | None, path: str, key: bytes, data: bytes, owner: int
+        self,
+        w: _Write,
+        parent: str,
+        praw: bytes | None,
+        path: str,
+        key: bytes,
+        data: bytes,
+        owner: int,
+        acl: bytes | None,
+        parent_acl: bytes | None,
     ) -> tuple[int, ...]:
         """Write a new node and bump its parent (stored cversion +1, pzxid, child count).
 
-        `praw`: the parent's record if the caller holds it, else it is read here.
+        `praw`: the parent's record if the caller holds it, else it is read here. `acl`, `parent_acl`:
+        the stored ACLs of the node and its parent (None: the default), for the watch triggers.
         """
         txn, z, t = w.txn, w.zxid, w.time_ms
         pkey = parent.encode()
@@ -555,8 +567,8 @@ class ZnodeTree:
             + praw[_HDR:],
             db=self._nodes,
         )
-        w.triggers.append(WatchTrigger(EventType.NODE_CREATED, path))
-        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent))
+        w.triggers.append(WatchTrigger(EventType.NODE_CREATED, path, acl))
+        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent, parent_acl))
         return hdr
 
     def _delete(self, w: _Write, op: zk_pb2.DeleteOp) -> None:
@@ -572,7 +584,7 @@ class ZnodeTree:
         praw = self._node(txn, pkey)
         if praw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
-        self._require(w, pkey, parent, acls.DELETE, path)
+        parent_acl = self._require(w, pkey, parent, acls.DELETE, path)
         raw = self._node(txn, key)
         if raw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
@@ -580,10 +592,21 @@ class ZnodeTree:
         _check_version(op.version, hdr[_VERSION], path)
         if hdr[_NCHILDREN]:
             raise NotEmptyError(message_for(Code.NOTEMPTY, path))
-        self._remove_node(w, path, key, hdr[_OWNER], praw)
+        self._remove_node(w, path, key, hdr[_OWNER], praw, parent_acl)
 
-    def _remove_node(self, w: _Write, path: str, key: bytes, owner: int, praw: bytes | None) -> None:
-        """Delete a childless node and update its parent (child count, pzxid; the stored cversion stays)."""
+    def _remove_node(
+        self,
+        w: _Write,
+        path: str,
+        key: bytes,
+        owner: int,
+        praw: bytes | None,
+        parent_acl: bytes | None | EllipsisType = ...,
+    ) -> None:
+        """Delete a childless node and update its parent (child count, pzxid; the stored cversion stays).
+
+        `parent_acl`: the parent's stored ACL if the caller looked it up (None: the default), for the
+        watch trigger; `...`: look it up here."""
         txn, z = w.txn, w.zxid
         parent = parent_of(path)
         pkey = parent.encode()
@@ -594,7 +617,9 @@ class ZnodeTree:
         w.dirty = True
         txn.delete(key, db=self._nodes)
         txn.delete(_child_key(key), db=self._children)
-        txn.delete(key, db=self._acls)
+        acl = txn.pop(key, db=self._acls)
+        if parent_acl is ...:
+            parent_acl = txn.get(pkey, db=self._acls)
         if owner:
             txn.delete(_SID.pack(owner) + key, db=self._ephemerals)
         p = _NODE.unpack_from(praw)
@@ -605,8 +630,8 @@ class ZnodeTree:
             + praw[_HDR:],
             db=self._nodes,
         )
-        w.triggers.append(WatchTrigger(EventType.NODE_DELETED, path))
-        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent))
+        w.triggers.append(WatchTrigger(EventType.NODE_DELETED, path, acl))
+        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent, parent_acl))
 
     def _set_data(self, w: _Write, op: zk_pb2.SetDataOp) -> zk_pb2.Stat:
         path, data = op.path, op.data
@@ -617,7 +642,7 @@ class ZnodeTree:
         raw = self._node(txn, key)
         if raw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
-        self._require(w, key, path, acls.WRITE, path)
+        acl = self._require(w, key, path, acls.WRITE, path)
         h = _NODE.unpack_from(raw)
         _check_version(op.version, h[_VERSION], path)
         version = _i32(h[_VERSION] + 1)
@@ -626,7 +651,7 @@ class ZnodeTree:
         w.dirty = True
         hdr = (h[0], w.zxid, h[2], w.time_ms, version, h[5], h[6], h[7], h[8], h[9])
         txn.put(key, _NODE.pack(*hdr) + data, db=self._nodes)
-        w.triggers.append(WatchTrigger(EventType.NODE_DATA_CHANGED, path))
+        w.triggers.append(WatchTrigger(EventType.NODE_DATA_CHANGED, path, acl))
         return _stat_pb(hdr, len(data))
 
     def _check(self, w: _Write, op: zk_pb2.CheckOp) -> None:
@@ -713,18 +738,23 @@ class ZnodeTree:
             w.txn.put(key, acls.encode(acl), db=self._acls)
         return _stat_pb(hdr, len(raw) - _HDR)
 
-    def _require(self, w: _Write, key: bytes, node_path: str, perm: int, path: str) -> None:
+    def _require(self, w: _Write, key: bytes, node_path: str, perm: int, path: str) -> bytes | None:
         """checkACL of `node_path` (whose key is `key`) for the writer: NoAuthError names `path`. A node
-        with the default open ACL costs one lookup and nothing more."""
-        raw = w.txn.get(key, db=self._acls)
+        with the default open ACL costs one lookup and nothing more. Returns the stored ACL (None: none)."""
+        raw = cast("bytes | None", w.txn.get(key, db=self._acls))
         if raw is None and node_path != CONFIG_PATH:
-            return
+            return None
         acl = acls.default_acl(node_path) if raw is None else acls.decode(raw)
         acls.check(acl, perm, w.ids(), path)
+        return raw
 
-    def _store_acl(self, w: _Write, key: bytes, path: str, acl: tuple[acls.Acl, ...]) -> None:
-        if acl != acls.OPEN_ACL_UNSAFE:
-            w.txn.put(key, acls.encode(acl), db=self._acls)
+    def _store_acl(self, w: _Write, key: bytes, acl: tuple[acls.Acl, ...]) -> bytes | None:
+        """Store a new node's ACL unless it is the default; what was stored (None: nothing)."""
+        if acl == acls.OPEN_ACL_UNSAFE:
+            return None
+        raw = acls.encode(acl)
+        w.txn.put(key, raw, db=self._acls)
+        return raw
 
     def _create_session(self, w: _Write, body: zk_pb2.CreateSessionTxn) -> None:
         """Recorded on every replica (ZooKeeper createSession); re-creating a live session updates its timeout."""
