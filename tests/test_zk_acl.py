@@ -18,6 +18,7 @@ from zkemu import acl
 from zkemu.acl import ADMIN, ALL, CREATE, DELETE, READ, WRITE, Acl, Id
 from zkemu.errors import AuthFailedError, Code, InvalidAclError, NoAuthError
 from zkemu.stat import Stat
+from zkemu.tree import ZnodeTree
 from zkraft_proto import zk_pb2 as pb
 
 from .test_zk_tree import Zk
@@ -238,6 +239,8 @@ def test_acls_are_in_the_digest_and_survive_a_snapshot(tmp_path: Path) -> None:
     b.tree.restore(snap, a.tree.applied_index())
     assert b.tree.digest() == a.tree.digest()
     assert b.tree.get_acl("/s")[0] == (Acl(READ, *ALICE_ID),)
+    with pytest.raises(NoAuthError):
+        b.tree.get_data("/s", (LOCAL,))  # checked at once after a restore into a tree that had no ACLs
     a.tree.close()
     b.tree.close()
 
@@ -249,6 +252,10 @@ def test_a_tree_with_acls_passes_the_start_up_check(tmp_path: Path) -> None:
     assert _create(z, "/k", (Acl(ALL, *ALICE_ID),)).err == 0
     z.tree.close()
     check_tree(tmp_path / "t")
+    reopened = ZnodeTree(tmp_path / "t")
+    with pytest.raises(NoAuthError):
+        reopened.get_data("/k", (LOCAL,))
+    reopened.close()
 
 
 def test_a_tree_written_before_acls_existed_reads_as_open_and_passes_the_check(tmp_path: Path) -> None:

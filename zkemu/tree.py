@@ -300,6 +300,7 @@ class ZnodeTree:
                 raise TreeFormatError(f"{path}: tree format {stored}, this version reads {FORMAT_VERSION}")
             self._applied = self._applied_in(txn)
             self._applied_term = self._applied_term_in(txn, self._applied)
+            self._acls_present = self._any_acl_in(txn)
 
     def _init_empty(self, txn: lmdb.Transaction, applied: int) -> None:
         """The built-in nodes, all-zero stats, identical on every replica (DataTree constructor)."""
@@ -391,7 +392,14 @@ class ZnodeTree:
         if prepared is not None:
             prepared.txn.abort()
 
+    def _any_acl_in(self, txn: lmdb.Transaction) -> bool:
+        return int(txn.stat(self._acls)["entries"]) > 0
+
     def _apply_in(self, txn: lmdb.Transaction, entries: Sequence[Entry]) -> tuple[list[bytes], list[AppliedTxn], int]:
+        # While no node has an ACL of its own (most trees), the checks and the reads skip the acls lookups.
+        # The flag only turns true within a batch, and is recomputed from the state at each batch's start
+        # (and at open and restore), so it is never false while a stored ACL exists.
+        self._acls_present = self._any_acl_in(txn)
         results: list[bytes] = []
         done: list[AppliedTxn] = []
         last = self._applied
@@ -617,9 +625,9 @@ class ZnodeTree:
         w.dirty = True
         txn.delete(key, db=self._nodes)
         txn.delete(_child_key(key), db=self._children)
-        acl = txn.pop(key, db=self._acls)
+        acl = txn.pop(key, db=self._acls) if self._acls_present else None
         if parent_acl is ...:
-            parent_acl = txn.get(pkey, db=self._acls)
+            parent_acl = txn.get(pkey, db=self._acls) if self._acls_present else None
         if owner:
             txn.delete(_SID.pack(owner) + key, db=self._ephemerals)
         p = _NODE.unpack_from(praw)
@@ -736,12 +744,13 @@ class ZnodeTree:
             w.txn.delete(key, db=self._acls)
         else:
             w.txn.put(key, acls.encode(acl), db=self._acls)
+            self._acls_present = True
         return _stat_pb(hdr, len(raw) - _HDR)
 
     def _require(self, w: _Write, key: bytes, node_path: str, perm: int, path: str) -> bytes | None:
         """checkACL of `node_path` (whose key is `key`) for the writer: NoAuthError names `path`. A node
         with the default open ACL costs one lookup and nothing more. Returns the stored ACL (None: none)."""
-        raw = cast("bytes | None", w.txn.get(key, db=self._acls))
+        raw = cast("bytes | None", w.txn.get(key, db=self._acls)) if self._acls_present else None
         if raw is None and node_path != CONFIG_PATH:
             return None
         acl = acls.default_acl(node_path) if raw is None else acls.decode(raw)
@@ -754,6 +763,7 @@ class ZnodeTree:
             return None
         raw = acls.encode(acl)
         w.txn.put(key, raw, db=self._acls)
+        self._acls_present = True
         return raw
 
     def _create_session(self, w: _Write, body: zk_pb2.CreateSessionTxn) -> None:
@@ -817,8 +827,8 @@ class ZnodeTree:
 
     def _check_read(self, txn: lmdb.Transaction, path: str, ids: Sequence[acls.Id] | None) -> None:
         """READ on an existing node for a reader with `ids` (None: a caller inside the server, unchecked)."""
-        if ids is None:
-            return
+        if ids is None or not self._acls_present:
+            return  # /zookeeper/config's default ACL lets everyone READ
         raw = txn.get(path.encode(), db=self._acls)
         if raw is None and path != CONFIG_PATH:
             return
@@ -996,11 +1006,13 @@ class ZnodeTree:
                     f"the end record says {end_count} with crc {end_crc:#x}"
                 )
             txn.put(_META_APPLIED, _U64.pack(index), db=self._meta)
+            acls_present = self._any_acl_in(txn)
             if term is None:
                 txn.delete(_META_APPLIED_TERM, db=self._meta)
             else:
                 txn.put(_META_APPLIED_TERM, _U64.pack(term), db=self._meta)
         self._env.sync(True)
+        self._acls_present = acls_present
         self._applied = index
         self._applied_term = term if term is not None or index else 0
 
