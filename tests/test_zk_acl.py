@@ -321,3 +321,13 @@ def test_a_watcher_without_read_gets_no_event_and_loses_its_watch() -> None:
     manager.add_data_watch(stranger, "/x")
     manager.trigger(EventType.NODE_DATA_CHANGED, "/x", 8)
     assert stranger.events == [(EventType.NODE_DATA_CHANGED, "/x", 8)]
+
+
+@pytest.mark.parametrize(
+    ("peer", "host"),
+    [("ipv4:127.0.0.1:5000", "127.0.0.1"), ("ipv6:[::1]:5000", "::1"), ("unix:/tmp/s", "unix:/tmp/s")],
+)
+def test_the_session_ip_id_is_the_grpc_peers_address(peer: str, host: str) -> None:
+    from zkemu.service import _peer_host
+
+    assert _peer_host(peer) == host
