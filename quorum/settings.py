@@ -35,6 +35,8 @@ from quorum.cpu_placement import PLACEMENTS
 ALLOWED_CLUSTER_SIZES = (1, 3, 5, 7)
 PORT_MIN = 1
 PORT_MAX = 65535
+CLIENT_PORT_DEFAULT = 2181
+CLIENT_PORT_ADDRESS_DEFAULT = "0.0.0.0"
 
 
 class SettingsError(ValueError):
@@ -94,6 +96,15 @@ class NodeSettings:
     # ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest, `user:base64(sha1(user:password))`:
     # a session that authenticates with that digest passes every ACL check (zkemu.acl). Empty: none.
     super_digest: str = ""
+    # ZooKeeper's clientPort and clientPortAddress: where the ZooKeeper wire protocol (jute) is served
+    # to ZooKeeper clients (kazoo, zkCli, Curator); defaults as ZooKeeper's sample config. 0: not served.
+    client_port: int = CLIENT_PORT_DEFAULT
+    client_port_address: str = CLIENT_PORT_ADDRESS_DEFAULT
+    # ZooKeeper's zookeeper.nio.sessionlessCnxnTimeout: a client connection that has not sent its
+    # ConnectRequest within this long is closed (NIOServerCnxnFactory), so idle sockets cannot pile up.
+    sessionless_connection_timeout_ms: int = 10000
+    # ZooKeeper's maxClientCnxns: client connections one IP address may hold on this node; 0: no limit.
+    max_client_connections: int = 60
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -215,6 +226,9 @@ _INT_MINIMUMS = {
     "session_outstanding_requests_max": 1,
     "session_outstanding_bytes_max": 1,
     "memory_release_quiet_ms": 1,
+    "client_port": 0,
+    "sessionless_connection_timeout_ms": 1,
+    "max_client_connections": 0,
 }
 STATE_MACHINES = ("zookeeper", "register")
 JUTE_MAX_BUFFER_BYTES_MAX = 1 << 30
@@ -243,6 +257,11 @@ def _validate(settings: NodeSettings) -> None:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: expected an integer, got {value!r}")
         if value < minimum:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: must be >= {minimum}, got {value}")
+    if settings.client_port > PORT_MAX:
+        raise SettingsError(
+            f"clientPort: must be <= {PORT_MAX} (0: no ZooKeeper client port), got {settings.client_port}"
+        )
+    _validate_client_port_address(settings.client_port_address)
     if settings.jute_max_buffer_bytes > JUTE_MAX_BUFFER_BYTES_MAX:
         raise SettingsError(
             f"jute.maxbuffer: must be <= {JUTE_MAX_BUFFER_BYTES_MAX} (1 GiB; gRPC messages stay under 2 GiB), "
@@ -286,6 +305,16 @@ def _validate_super_digest(digest: str) -> None:
         raise SettingsError(
             "zookeeper.DigestAuthenticationProvider.superDigest: expected user:base64(sha1(user:password)), "
             f"got {digest!r}"
+        )
+
+
+def _validate_client_port_address(address: str) -> None:
+    """clientPortAddress: a host name or IP address to bind, without a port (ZooKeeper's spelling)."""
+    if not isinstance(address, str) or not address.strip():
+        raise SettingsError(f"clientPortAddress: must be a host name or IP address, got {address!r}")
+    if any(c.isspace() for c in address) or address.startswith("[") or (":" in address and address.count(":") < 2):
+        raise SettingsError(
+            f"clientPortAddress: {address!r} is not a host name or IP address (give the port as clientPort)"
         )
 
 
@@ -340,6 +369,10 @@ _FIELD_OF_PROPERTY = {
     "session.outstanding.bytes.max": "session_outstanding_bytes_max",
     "memory.release.quiet.ms": "memory_release_quiet_ms",
     "zookeeper.DigestAuthenticationProvider.superDigest": "super_digest",
+    "clientPort": "client_port",
+    "clientPortAddress": "client_port_address",
+    "zookeeper.nio.sessionlessCnxnTimeout": "sessionless_connection_timeout_ms",
+    "maxClientCnxns": "max_client_connections",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}
@@ -349,7 +382,9 @@ _SERVER_KEY = re.compile(r"^server\.(.*)$")
 _INT_FIELDS = frozenset({"node_id", *_INT_MINIMUMS})
 
 # Properties a whole-cluster launcher sets per node; `zkraft up` refuses them as overrides.
-NODE_IDENTITY_PROPERTIES = frozenset({"id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id"})
+NODE_IDENTITY_PROPERTIES = frozenset(
+    {"id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id", "clientPort", "clientPortAddress"}
+)
 
 
 def known_property(key: str) -> bool:

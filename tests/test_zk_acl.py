@@ -325,7 +325,7 @@ def test_a_watcher_without_read_gets_no_event_and_loses_its_watch() -> None:
 
 @pytest.mark.parametrize(
     ("peer", "host"),
-    [("ipv4:127.0.0.1:5000", "127.0.0.1"), ("ipv6:[::1]:5000", "::1"), ("unix:/tmp/s", "unix:/tmp/s")],
+    [("ipv4:127.0.0.1:5000", "127.0.0.1"), ("ipv6:[::1]:5000", "::1"), ("ipv6:%5B::1%5D:5000", "::1")],
 )
 def test_the_session_ip_id_is_the_grpc_peers_address(peer: str, host: str) -> None:
     from zkemu.service import _peer_host
