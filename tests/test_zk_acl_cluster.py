@@ -193,10 +193,16 @@ def test_super_digest_passes_everything_and_a_bad_auth_fails_then_the_session_go
 
     fails = connect(clients, cluster.addresses[3])
     session_id = fails.client_id
+    states: list[ZkState] = []
+    fails.add_listener(states.append)
     with pytest.raises(AuthFailedError):
         fails.add_auth("kerberos", "whatever")
     # ZooKeeper closes the connection after AUTHFAILED; the session goes on through a new one.
-    wait_until(lambda: fails.state is ZkState.CONNECTED, WAIT_S, message="the session reconnects after AUTHFAILED")
+    wait_until(
+        lambda: states[-2:] == [ZkState.SUSPENDED, ZkState.CONNECTED],
+        WAIT_S,
+        message="the connection ends after AUTHFAILED and the session reconnects",
+    )
     fails.create("/after-authfailed")
     assert fails.client_id == session_id
     assert fails.whoami() == [("ip", "127.0.0.1")]
