@@ -387,7 +387,7 @@ def test_stat_block_is_statprinter_layout() -> None:
         (zk_errors.NotEmptyError(path="/x"), "Node not empty: /x"),
         (zk_errors.NoChildrenForEphemeralsError(path="/x/y"), "Ephemerals cannot have children: /x/y"),
         (zk_errors.BadArgumentsError(path="/x"), "Arguments are not valid : /x"),
-        (zk_errors.NoAuthError(path="/x"), "Authentication is not valid : /x"),
+        (zk_errors.NoAuthError(path="/x"), "Insufficient permission : /x"),
         (zk_errors.ConnectionLoss(), "KeeperErrorCode = ConnectionLoss for /cmd"),
         (zk_errors.SessionExpiredError(), "KeeperErrorCode = Session expired for /cmd"),
         (zk_errors.NoWatcherError(path="/x"), "KeeperErrorCode = No such watcher for /x"),
@@ -935,9 +935,9 @@ def test_zk_acl_commands_against_a_real_quorum(zk_server: str) -> None:
         "Auth scheme: User\nip: 127.0.0.1\ndigest: alice\n"
     )
     server = ["zk", "--server", zk_server]
-    assert_error_line(zkraft(*server, "get", "/shell-acl"), "Authentication is not valid : /shell-acl")
-    assert_error_line(zkraft(*server, "getAcl", "/shell-acl"), "Authentication is not valid : /shell-acl")
+    assert_error_line(zkraft(*server, "get", "/shell-acl"), "Insufficient permission : /shell-acl")
+    assert_error_line(zkraft(*server, "getAcl", "/shell-acl"), "Insufficient permission : /shell-acl")
     assert_error_line(zkraft(*server, "create", "/shell-bad", "v", "auth::cdrwa"), "Acl is not valid : /shell-bad")
     assert_error_line(
-        zkraft(*server, "setAcl", "/shell-acl", "world:anyone:r"), "Authentication is not valid : /shell-acl"
+        zkraft(*server, "setAcl", "/shell-acl", "world:anyone:r"), "Insufficient permission : /shell-acl"
     )

@@ -353,7 +353,7 @@ _CLI_MESSAGES = {
     -111: "Node not empty: {}",
     -119: "Not a read-only call: {}",
     -114: "Acl is not valid : {}",
-    -102: "Authentication is not valid : {}",
+    -102: "Insufficient permission : {}",
     -8: "Arguments are not valid : {}",
     -103: "version No is not valid : {}",
     -14: "Another reconfiguration is in progress -- concurrent reconfigs not supported (yet)",
