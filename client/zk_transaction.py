@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeAlias
 
+from client.exceptions import InvalidACLError
 from client.zk_acl import ACL, check_acl_list
 from client.zk_states import CreateMode
 
@@ -86,7 +87,10 @@ class _TransactionBuilder:
     ) -> None:
         self._check_open()
         mode = CreateMode.of(ephemeral, sequence)
-        self._add(CreateTxnOp(_path(path), check_value(value), mode, makepath, check_acl_list(acl, str(path))))
+        entries = check_acl_list(acl, str(path))
+        if acl is not None and not entries:
+            raise InvalidACLError("an ACL list must not be empty", str(path))
+        self._add(CreateTxnOp(_path(path), check_value(value), mode, makepath, entries))
 
     def delete(self, path: str, version: int = -1) -> None:
         self._check_open()
