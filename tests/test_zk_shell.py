@@ -938,6 +938,4 @@ def test_zk_acl_commands_against_a_real_quorum(zk_server: str) -> None:
     assert_error_line(zkraft(*server, "get", "/shell-acl"), "Insufficient permission : /shell-acl")
     assert_error_line(zkraft(*server, "getAcl", "/shell-acl"), "Insufficient permission : /shell-acl")
     assert_error_line(zkraft(*server, "create", "/shell-bad", "v", "auth::cdrwa"), "Acl is not valid : /shell-bad")
-    assert_error_line(
-        zkraft(*server, "setAcl", "/shell-acl", "world:anyone:r"), "Insufficient permission : /shell-acl"
-    )
+    assert_error_line(zkraft(*server, "setAcl", "/shell-acl", "world:anyone:r"), "Insufficient permission : /shell-acl")
