@@ -23,6 +23,7 @@ dispatch task with its callback thread (`callback_dispatcher`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import random
@@ -31,7 +32,14 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from client import zk_codec as codec
-from client.exceptions import NodeExistsError, NoNodeError, SystemZookeeperError, UnimplementedError, exception_for
+from client.exceptions import (
+    InvalidACLError,
+    NodeExistsError,
+    NoNodeError,
+    SystemZookeeperError,
+    exception_for,
+)
+from client.zk_acl import ACL, check_acl_list
 from client.zk_codec import Reply, WireRequest
 from client.zk_connection import ZkSession
 from client.zk_paths import Chroot, join, parse_hosts
@@ -244,11 +252,12 @@ class AsyncZkClient:
 
         `container`: a container node, which the leader deletes once it has had a child and has none
         (Curator's createContainers); `ttl_ms` > 0: a TTL node, deleted once unmodified and childless for
-        that long (the server needs zookeeper.extendedTypesEnabled=true)."""
-        if acl is not None:
-            raise UnimplementedError("ACLs are not supported by this server", path)
+        that long (the server needs zookeeper.extendedTypesEnabled=true). `acl`: a list of
+        `client.zk_acl.ACL` (None: world:anyone with every permission); with makepath, the missing
+        parents get the same ACL, as kazoo's ensure_path(parent, acl)."""
+        entries = _acl_argument(acl, path)
         mode = CreateMode.of(ephemeral, sequence, container, ttl_ms)
-        op = CreateTxnOp(self._server_path(path), check_value(value), mode, makepath, ttl_ms)
+        op = CreateTxnOp(self._server_path(path), check_value(value), mode, makepath, ttl_ms=ttl_ms, acl=entries)
         reply = await self._call(codec.create_request(op), path)
         created = self._paths.to_client(codec.reply_path(reply))
         return (created, _stat(reply)) if include_data else created
@@ -289,6 +298,38 @@ class AsyncZkClient:
             await self.delete(path)
         except NoNodeError:
             pass
+
+    # ---- ACLs and authentication (ZooKeeper's getACL / setACL / addauth / whoAmI)
+
+    async def get_acls(self, path: str) -> tuple[list[ACL], ZnodeStat]:
+        """The node's ACL and stat; without ADMIN on it, digest ids come back as `user:x`."""
+        reply = await self._call(codec.get_acl_request(self._server_path(path)), path)
+        return codec.reply_acls(reply), _stat(reply)
+
+    async def set_acls(self, path: str, acls: Sequence[ACL], version: int = -1) -> ZnodeStat:
+        """Replace the node's ACL if its ACL version (`stat.aversion`) matches (-1: any); the new stat."""
+        entries = _acl_argument(acls, path)
+        request = codec.set_acl_request(self._server_path(path), entries, check_version(version))
+        return _stat(await self._call(request, path))
+
+    async def add_auth(self, scheme: str, credential: str | bytes) -> bool:
+        """Authenticate this session (`"digest"`, `"user:password"`); re-sent on every reconnect.
+
+        A refused one raises AuthFailedError, and the server ends the connection (the client
+        reconnects without it), as ZooKeeper does."""
+        auth = credential.encode() if isinstance(credential, str) else bytes(credential)
+        session = self._session
+
+        def remember(reply: Reply) -> None:  # at once, so a reconnect right after the reply re-sends it
+            if reply.err == 0:
+                session.remember_auth(scheme, auth)
+
+        await self._call(codec.auth_request(scheme, auth), None, remember)
+        return True
+
+    async def whoami(self) -> list[tuple[str, str]]:
+        """(scheme, user) of every id this session holds on its server (ZooKeeper 3.7 whoAmI)."""
+        return codec.reply_client_infos(await self._call(codec.who_am_i_request(), None))
 
     def transaction(self) -> AsyncTransaction:
         """A kazoo-style transaction builder; `await t.commit()` returns one result per op."""
@@ -411,6 +452,14 @@ def _the_same(awaitable: Awaitable[Any]) -> Awaitable[Any]:
     return awaitable
 
 
+def _acl_argument(acl: object, path: str) -> tuple[ACL, ...]:
+    """The entries of an `acl` argument; an explicit empty list is refused as ZooKeeper refuses it."""
+    entries = check_acl_list(acl, path)
+    if acl is not None and not entries:
+        raise InvalidACLError("an ACL list must not be empty", path)
+    return entries
+
+
 def _check_watch(watch: Watcher | None) -> Watcher | None:
     if watch is not None and not callable(watch):
         raise TypeError(f"watch must be callable, not {type(watch).__name__}")
@@ -440,7 +489,7 @@ def _stat(reply: Reply) -> ZnodeStat:
 def _with_path(op: TxnOp, path: str) -> TxnOp:
     match op:
         case CreateTxnOp():
-            return CreateTxnOp(path, op.data, op.mode, op.make_parents, op.ttl_ms)
+            return dataclasses.replace(op, path=path)
         case DeleteTxnOp():
             return DeleteTxnOp(path, op.version)
         case SetDataTxnOp():

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from client import event_loop
 from client.aio import AsyncZkClient, Listener
 from client.recipe.watchers import ChildrenWatch, DataWatch
+from client.zk_acl import ACL
 from client.zk_retry import ZkRetry
 from client.zk_states import AddWatchMode, KeeperState, WatcherType, ZkState, ZnodeStat
 from client.zk_transaction import Transaction, TxnOp
@@ -222,6 +223,18 @@ class ZkClient:
 
     def remove_watches(self, path: str, watcher_type: WatcherType) -> None:
         self._run(self._aio.remove_watches(path, watcher_type))
+
+    def get_acls(self, path: str) -> tuple[list[ACL], ZnodeStat]:
+        return self._run(self._aio.get_acls(path))
+
+    def set_acls(self, path: str, acls: Sequence[ACL], version: int = -1) -> ZnodeStat:
+        return self._run(self._aio.set_acls(path, acls, version))
+
+    def add_auth(self, scheme: str, credential: str | bytes) -> bool:
+        return self._run(self._aio.add_auth(scheme, credential))
+
+    def whoami(self) -> list[tuple[str, str]]:
+        return self._run(self._aio.whoami())
 
     def transaction(self) -> Transaction:
         """kazoo's transaction builder: `t.create/delete/set_data/check`, then `t.commit()` -> results."""

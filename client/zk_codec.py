@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from client.zk_acl import ACL, Id
 from client.zk_states import ZnodeStat
 from client.zk_transaction import CheckTxnOp, CreateTxnOp, DeleteTxnOp, SetDataTxnOp, TxnOp
 from zkraft_proto import zk_pb2
@@ -149,10 +150,32 @@ def request_path(request: WireRequest) -> str | None:
 # ---- requests
 
 
+def _acl_pb(entries: Sequence[ACL]) -> list[zk_pb2.Acl]:
+    return [zk_pb2.Acl(perms=a.perms, id=zk_pb2.Id(scheme=a.id.scheme, id=a.id.id)) for a in entries]
+
+
 def _create_op(op: CreateTxnOp) -> zk_pb2.CreateOp:
     return zk_pb2.CreateOp(
-        path=op.path, data=op.data, mode=int(op.mode), make_parents=op.make_parents, ttl_ms=op.ttl_ms
+        path=op.path, data=op.data, mode=int(op.mode), make_parents=op.make_parents,
+        ttl_ms=op.ttl_ms,
+        acl=_acl_pb(op.acl),
     )
+
+
+def set_acl_request(path: str, acl: Sequence[ACL], version: int) -> WireRequest:
+    return zk_pb2.Request(set_acl=zk_pb2.SetAclOp(path=path, acl=_acl_pb(acl), version=version))
+
+
+def get_acl_request(path: str) -> WireRequest:
+    return zk_pb2.Request(get_acl=zk_pb2.GetAclRequest(path=path))
+
+
+def auth_request(scheme: str, credential: bytes) -> WireRequest:
+    return zk_pb2.Request(auth=zk_pb2.AuthRequest(scheme=scheme, auth=credential))
+
+
+def who_am_i_request() -> WireRequest:
+    return zk_pb2.Request(who_am_i=zk_pb2.WhoAmIRequest())
 
 
 def create_request(op: CreateTxnOp) -> WireRequest:
@@ -285,6 +308,15 @@ def reply_children(reply: Reply) -> list[str]:
 
 def reply_paths(reply: Reply) -> list[str]:
     return list(reply.raw.paths)
+
+
+def reply_acls(reply: Reply) -> list[ACL]:
+    return [ACL(a.perms, Id(a.id.scheme, a.id.id)) for a in reply.raw.acls]
+
+
+def reply_client_infos(reply: Reply) -> list[tuple[str, str]]:
+    """whoAmI: (auth scheme, user) per id the session holds."""
+    return [(c.auth_scheme, c.user) for c in reply.raw.client_infos]
 
 
 def reply_number(reply: Reply) -> int:

@@ -127,6 +127,8 @@ class ZkSession:
         self.linearizable_reads = linearizable_reads
         self._emit = emit
         self.watches = WatchRegistry()
+        # addauth credentials the server accepted, re-sent first on every reconnect (ClientCnxn.primeConnection).
+        self._auth_data: list[tuple[str, bytes]] = []
         self._listeners: list[Callable[[ZkState], Any]] = []
 
         self.session_id = 0
@@ -354,6 +356,7 @@ class ZkSession:
         self._last_heard_s = self._last_sent_s = loop.time()
         if reconnect and len(self.watches):
             self._queue_set_watches()
+        self._queue_auth()  # also for a new session after stop() and start(), as kazoo keeps its auth_data
         log.info(
             "zk_connected server=%s session_id=%#x timeout_ms=%d reconnect=%s",
             host, self.session_id, self.negotiated_timeout_ms, reconnect,
@@ -374,6 +377,20 @@ class ZkSession:
             self._connected.clear()
             call.cancel()
         return reason
+
+    def remember_auth(self, scheme: str, credential: bytes) -> None:
+        if (scheme, credential) not in self._auth_data:
+            self._auth_data.append((scheme, credential))
+
+    def _queue_auth(self) -> None:
+        """The session's credentials go first on a new connection: ids are per connection on the server."""
+        for scheme, credential in reversed(self._auth_data):
+            self._outbox.appendleft(_Outstanding(codec.auth_request(scheme, credential), None, self._on_auth_reply))
+
+    def _on_auth_reply(self, reply: Reply) -> None:
+        if reply.err:
+            log.warning("zk_auth_refused_on_reconnect session_id=%#x err=%d message=%s", self.session_id, reply.err,
+                        reply.message)  # fmt: skip
 
     def _queue_set_watches(self) -> None:
         """SetWatches goes before anything queued meanwhile (ahead of the outbox), in batches of ~128 KB."""

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeAlias
 
-from client.exceptions import UnimplementedError
+from client.exceptions import InvalidACLError
+from client.zk_acl import ACL, check_acl_list
 from client.zk_states import CreateMode
 
 
@@ -34,6 +35,7 @@ class CreateTxnOp:
     mode: CreateMode
     make_parents: bool = False
     ttl_ms: int = 0  # TTL modes only
+    acl: tuple[ACL, ...] = ()  # empty: the server's default, world:anyone with every permission
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +89,11 @@ class _TransactionBuilder:
         ttl_ms: int = 0,
     ) -> None:
         self._check_open()
-        if acl is not None:
-            raise UnimplementedError("ACLs are not supported by this server", path)
         mode = CreateMode.of(ephemeral, sequence, container, ttl_ms)
-        self._add(CreateTxnOp(_path(path), check_value(value), mode, makepath, ttl_ms))
+        entries = check_acl_list(acl, str(path))
+        if acl is not None and not entries:
+            raise InvalidACLError("an ACL list must not be empty", str(path))
+        self._add(CreateTxnOp(_path(path), check_value(value), mode, makepath, ttl_ms=ttl_ms, acl=entries))
 
     def delete(self, path: str, version: int = -1) -> None:
         self._check_open()

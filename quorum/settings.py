@@ -17,6 +17,8 @@ one `SettingsError` whose message is a single line naming the offending key.
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import difflib
 import re
 from collections.abc import Mapping
@@ -100,6 +102,9 @@ class NodeSettings:
     container_max_per_minute: int = 10000
     # A container that never had a child goes after this long unmodified; 0: it stays.
     container_max_never_used_interval_ms: int = 0
+    # ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest, `user:base64(sha1(user:password))`:
+    # a session that authenticates with that digest passes every ACL check (zkemu.acl). Empty: none.
+    super_digest: str = ""
     # ZooKeeper's clientPort and clientPortAddress: where the ZooKeeper wire protocol (jute) is served
     # to ZooKeeper clients (kazoo, zkCli, Curator); defaults as ZooKeeper's sample config. 0: not served.
     client_port: int = CLIENT_PORT_DEFAULT
@@ -297,11 +302,31 @@ def _validate(settings: NodeSettings) -> None:
             f"zookeeper.extendedTypesEnabled: node ids must be <= {EXTENDED_SERVER_ID_MAX} with extended types "
             f"on, got {max(settings.peers)}"
         )
+    _validate_super_digest(settings.super_digest)
     if settings.election_timeout_ticks <= settings.heartbeat_interval_ticks:
         raise SettingsError(
             f"raft.election.timeout.ticks ({settings.election_timeout_ticks}) must be greater than "
             f"raft.heartbeat.interval.ticks ({settings.heartbeat_interval_ticks}), or followers campaign "
             "between heartbeats"
+        )
+
+
+_SHA1_BYTES = 20
+
+
+def _validate_super_digest(digest: str) -> None:
+    """Empty, or `user:hash` with hash the base64 of a SHA1 digest, as DigestAuthenticationProvider makes it."""
+    if not digest:
+        return
+    user, colon, hash_text = digest.partition(":")
+    try:
+        hash_bytes = base64.b64decode(hash_text, validate=True) if colon else b""
+    except binascii.Error:
+        hash_bytes = b""
+    if not user or len(hash_bytes) != _SHA1_BYTES:
+        raise SettingsError(
+            "zookeeper.DigestAuthenticationProvider.superDigest: expected user:base64(sha1(user:password)), "
+            f"got {digest!r}"
         )
 
 
@@ -369,6 +394,7 @@ _FIELD_OF_PROPERTY = {
     "znode.container.checkIntervalMs": "container_check_interval_ms",
     "znode.container.maxPerMinute": "container_max_per_minute",
     "znode.container.maxNeverUsedIntervalMs": "container_max_never_used_interval_ms",
+    "zookeeper.DigestAuthenticationProvider.superDigest": "super_digest",
     "clientPort": "client_port",
     "clientPortAddress": "client_port_address",
     "zookeeper.nio.sessionlessCnxnTimeout": "sessionless_connection_timeout_ms",

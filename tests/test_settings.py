@@ -313,6 +313,16 @@ def test_direct_construction_is_validated_too() -> None:
         NodeSettings(node_id=2, data_dir=Path("/d"), listen="127.0.0.1:7001", peers={1: "127.0.0.1:7001"})
 
 
+def test_super_digest_is_zookeepers_property_and_must_be_a_digest(tmp_path: Path) -> None:
+    digest = "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+    text = f"id=1\ndataDir=/d\npeers={PEERS3}\nzookeeper.DigestAuthenticationProvider.superDigest={digest}\n"
+    assert load(None, text, tmp_path).super_digest == digest
+    assert load(cli()).super_digest == ""
+    for bad in ("super", "super:notbase64!", ":D/InIHSb7yEEbrWz8b9l71RjZJU=", "super:c2hvcnQ="):
+        message = error_of(cli(super_digest=bad))
+        assert message.startswith("zookeeper.DigestAuthenticationProvider.superDigest: expected user:base64")
+
+
 # ---- the ZooKeeper client port ----
 
 

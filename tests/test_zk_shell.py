@@ -8,6 +8,8 @@ stand-in with the SDK's signatures; the `integration` tests run
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import io
 import json
 import os
@@ -30,6 +32,7 @@ from client.tools.zk_shell import (
     ShellUsageError,
     TreeNode,
 )
+from client.zk_acl import ACL, OPEN_ACL_UNSAFE, Id
 from client.zk_states import AddWatchMode, EventType, KeeperState, WatchedEvent, WatcherType, ZkState, ZnodeStat
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +71,8 @@ class FakeZk:
         self.watches: dict[str, list[Callable[[Any], None]]] = {}
         self.calls: list[tuple[Any, ...]] = []
         self.fail_start: Exception | None = None
+        self.acls: dict[str, list[ACL]] = {}
+        self.auth: list[tuple[str, str]] = [("ip", "127.0.0.1")]
 
     # lifecycle
     def add_listener(self, listener: Callable[[Any], None]) -> None:
@@ -116,9 +121,12 @@ class FakeZk:
         makepath: bool = False,
         container: bool = False,
         ttl_ms: int = 0,
+        acl: Any = None,
     ) -> str:
         if container or ttl_ms:
             self.calls.append(("create", path, container, ttl_ms))
+        if acl is not None:
+            self.acls[path] = list(acl)
         parent = path.rsplit("/", 1)[0] or "/"
         if parent not in self.nodes:
             raise zk_errors.NoNodeError(path=path)
@@ -189,6 +197,27 @@ class FakeZk:
 
     def add_watch(self, path: str, watch: Callable[[Any], None], mode: AddWatchMode) -> None:
         self.calls.append(("add_watch", path, mode))
+
+    def get_acls(self, path: str) -> tuple[list[ACL], ZnodeStat]:
+        return self.acls.get(path, OPEN_ACL_UNSAFE), self.get(path)[1]
+
+    def set_acls(self, path: str, acls: list[ACL], version: int = -1) -> ZnodeStat:
+        _data, node_stat = self._require(path)
+        if not acls:
+            raise zk_errors.InvalidACLError(path=path)
+        self.acls[path] = list(acls)
+        node_stat = node_stat._replace(aversion=node_stat.aversion + 1)
+        self.nodes[path] = (self.nodes[path][0], node_stat)
+        return node_stat
+
+    def add_auth(self, scheme: str, credential: str) -> bool:
+        if scheme != "digest":
+            raise zk_errors.AuthFailedError()
+        self.auth.append((scheme, credential.split(":")[0]))
+        return True
+
+    def whoami(self) -> list[tuple[str, str]]:
+        return list(self.auth)
 
     def remove_watches(self, path: str, watcher_type: WatcherType) -> None:
         if path not in self.watches and watcher_type != WatcherType.PERSISTENT:
@@ -278,7 +307,7 @@ def test_flags_parse_anywhere_clustered_or_with_values() -> None:
         ("ls", "usage: ls [-s] [-w] [-R] path"),
         ("ls /a /b", "usage: ls [-s] [-w] [-R] path"),
         ("set /a", "usage: set [-s] [-v version] path data"),
-        ("create", "usage: create [-s] [-e] [-c] [-t ttl] path [data]"),
+        ("create", "usage: create [-s] [-e] [-c] [-t ttl] path [data] [acl]"),
     ],
 )
 def test_bad_arguments_are_usage_errors(line: str, message: str) -> None:
@@ -362,7 +391,7 @@ def test_stat_block_is_statprinter_layout() -> None:
         (zk_errors.NotEmptyError(path="/x"), "Node not empty: /x"),
         (zk_errors.NoChildrenForEphemeralsError(path="/x/y"), "Ephemerals cannot have children: /x/y"),
         (zk_errors.BadArgumentsError(path="/x"), "Arguments are not valid : /x"),
-        (zk_errors.NoAuthError(path="/x"), "Authentication is not valid : /x"),
+        (zk_errors.NoAuthError(path="/x"), "Insufficient permission : /x"),
         (zk_errors.ConnectionLoss(), "KeeperErrorCode = ConnectionLoss for /cmd"),
         (zk_errors.SessionExpiredError(), "KeeperErrorCode = Session expired for /cmd"),
         (zk_errors.NoWatcherError(path="/x"), "KeeperErrorCode = No such watcher for /x"),
@@ -437,7 +466,7 @@ def test_completion_of_commands_and_paths() -> None:
     zk = FakeZk()
     for path in ("/brokers", "/brokers/ids", "/brokers/topics", "/admin"):
         zk.create(path)
-    assert zk_shell.completions(zk, "", "get") == ["get", "getAllChildrenNumber", "getEphemerals"]
+    assert zk_shell.completions(zk, "", "get") == ["get", "getAcl", "getAllChildrenNumber", "getEphemerals"]
     assert zk_shell.completions(zk, "", "") == sorted(COMMANDS)
     assert zk_shell.completions(zk, "ls ", "/b") == ["/brokers"]
     assert zk_shell.completions(zk, "ls ", "/") == ["/admin", "/brokers", "/zookeeper"]
@@ -473,6 +502,34 @@ def test_create_containers_and_ttl_nodes_as_zkcli(console: Console) -> None:
         ("create", "/t", False, 5000),
         ("create", "/s-", False, 7),
     ]
+
+
+def test_acl_commands_print_as_zkcli(console: Console) -> None:
+    assert console.run("getAcl /zookeeper") == "'world,'anyone\n: cdrwa\n"
+    assert console.run("create /p data digest:bob:aGFzaA==:cdrwa,ip:10.0.0.0/8:r") == "Created /p\n"
+    assert console.zk.acls["/p"] == [ACL(31, Id("digest", "bob:aGFzaA==")), ACL(1, Id("ip", "10.0.0.0/8"))]
+    assert console.run("getAcl /p") == "'digest,'bob:aGFzaA==\n: cdrwa\n'ip,'10.0.0.0/8\n: r\n"
+    assert console.run("setAcl /p world:anyone:ra") == ""
+    assert console.zk.acls["/p"] == [ACL(17, Id("world", "anyone"))]
+    lines = console.run("setAcl -s /p world:anyone:cdrwa").splitlines()
+    assert lines[7] == "aclVersion = 2" and len(lines) == 11
+    assert console.run("getAcl -s /p").splitlines()[2:] == lines
+    console.run("create /p/q")
+    console.run("setAcl -R /p world:anyone:r")
+    assert console.zk.acls["/p/q"] == [ACL(1, Id("world", "anyone"))]
+    assert console.run("setAcl /p bad,world:anyone:rx") == ""
+    assert console.error == "bad does not have the form scheme:id:perm\nUnknown perm type: x\n"
+    assert console.run("addauth digest alice:pw") == ""
+    assert console.run("whoami") == "Auth scheme: User\nip: 127.0.0.1\ndigest: alice\n"
+    console.run("addauth kerberos x")
+    assert console.error == "KeeperErrorCode = AuthFailed\n"
+    console.run("setAcl /p nothing")
+    assert console.error.splitlines() == ["nothing does not have the form scheme:id:perm", "Acl is not valid : /p"]
+    as_json = Console(json_output=True)
+    assert as_json.json("getAcl /zookeeper") == {
+        "acl": [{"scheme": "world", "id": "anyone", "perms": "cdrwa"}],
+        "stat": zk_shell.stat_to_dict(as_json.zk.get("/zookeeper")[1]),
+    }
 
 
 def test_ls_variants(console: Console) -> None:
@@ -880,3 +937,43 @@ def test_zk_repl_against_a_real_quorum(zk_server: str) -> None:
     assert result.stdout.startswith("Created /shell-r\nv1\n")
     assert "WatchedEvent state:SyncConnected type:NodeDataChanged path:/shell-r" in result.stdout
     assert result.stdout.endswith("[]\n")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+@needs_zookeeper_service
+def test_zk_acl_commands_against_a_real_quorum(zk_server: str) -> None:
+    """addauth holds for the REPL's session; another session is refused what the digest ACL keeps."""
+    digest = "alice:" + base64.b64encode(hashlib.sha1(b"alice:pw").digest()).decode()  # noqa: S324
+    script = (
+        "addauth digest alice:pw\n"
+        f"create /shell-acl v digest:{digest}:cdrwa\n"
+        "getAcl /shell-acl\n"
+        "create /shell-auth v auth::cdr\n"
+        "getAcl /shell-auth\n"
+        "whoami\n"
+        "quit\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GRPC_VERBOSITY": "NONE"}
+    result = subprocess.run(
+        [sys.executable, "-m", "zkraft", "zk", "--server", zk_server],
+        cwd=REPO_ROOT,
+        env=env,
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (
+        "Created /shell-acl\n"
+        f"'digest,'{digest}\n: cdrwa\n"
+        "Created /shell-auth\n"
+        "'digest,'alice:x\n: cdr\n"  # without ADMIN the hash is masked (ZooKeeper 3.9)
+        "Auth scheme: User\nip: 127.0.0.1\ndigest: alice\n"
+    )
+    server = ["zk", "--server", zk_server]
+    assert_error_line(zkraft(*server, "get", "/shell-acl"), "Insufficient permission : /shell-acl")
+    assert_error_line(zkraft(*server, "getAcl", "/shell-acl"), "Insufficient permission : /shell-acl")
+    assert_error_line(zkraft(*server, "create", "/shell-bad", "v", "auth::cdrwa"), "Acl is not valid : /shell-bad")
+    assert_error_line(zkraft(*server, "setAcl", "/shell-acl", "world:anyone:r"), "Insufficient permission : /shell-acl")

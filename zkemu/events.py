@@ -28,3 +28,6 @@ class WatchTrigger(NamedTuple):
 
     type: EventType
     path: str
+    # The ACL of the node the event is about (zkemu.acl.encode), None for the default open one: a
+    # watcher without READ on it gets no event (ZooKeeper's ServerCnxn.process(event, znodeAcl)).
+    acl: bytes | None = None

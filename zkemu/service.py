@@ -30,9 +30,10 @@ from quorum.deadline import await_owned
 from quorum.node import QuorumNode
 from quorum.raft import Role
 from quorum.settings import NodeSettings
+from zkemu import acl
 from zkemu.admission import Admission
 from zkemu.container_manager import ContainerManager
-from zkemu.errors import Code, ZkError, message_for
+from zkemu.errors import AuthFailedError, Code, NoAuthError, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
 from zkemu.request_checks import write_problem
@@ -65,7 +66,7 @@ INTAKE_CHUNK_REQUESTS = 64
 KEEPER_STATE_SYNC_CONNECTED = 3
 # Heartbeats a reconnecting client's server may take to apply what the client has seen.
 CATCH_UP_HEARTBEATS = 3
-WRITE_OPS = frozenset({"create", "delete", "set_data", "check", "multi"})
+WRITE_OPS = frozenset({"create", "delete", "set_data", "check", "multi", "set_acl"})
 LINEARIZABLE_READ_OPS = frozenset(
     {"get_data", "exists", "get_children", "get_all_children_number", "get_ephemerals", "multi_read"}
 )
@@ -129,7 +130,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
     # ---- called while a transaction is applied (inside the node's Ready loop)
     def on_applied(self, applied: AppliedTxn) -> None:
         for trigger in applied.triggers:
-            self.watches.trigger(EventType(trigger.type), trigger.path, applied.zxid)
+            self.watches.trigger(EventType(trigger.type), trigger.path, applied.zxid, trigger.acl)
         if applied.forward_tag and self.submitter is not None:
             self.submitter.forwarded.applied(applied.forward_tag, applied.zxid, applied.result)
         if applied.created_session and self.tracker is not None:
@@ -248,6 +249,11 @@ class SessionConnection:
         self.peer_host = peer_host  # the client's IP address (the ip ACL scheme reads it)
         self.session_id = 0
         self.linearizable = False
+        # The session's authenticated ids on this connection (ServerCnxn.authInfo): ip:<address> from the
+        # start, as IPAuthenticationProvider gives every connection; `auth` adds to them. Writes carry them
+        # in Txn.auth, for the ACL checks at apply (zkemu.tree).
+        self.auth_ids: tuple[acl.Id, ...] = (acl.Id(acl.IP, self.peer_host),)
+        self._auth_pb = [zk_pb2.Id(scheme=i.scheme, id=i.id) for i in self.auth_ids]
         self.outbound = SessionOutbox(sink, self._replies_sent)
         self.abort_status: tuple[grpc.StatusCode, str] | None = None
         # Requests in the order they came, until their replies are queued; a
@@ -683,7 +689,7 @@ class SessionConnection:
         self._flush_replies()
 
     def _txn(self, op: str, body: Any) -> zk_pb2.Txn:
-        txn = zk_pb2.Txn(session_id=self.session_id)
+        txn = zk_pb2.Txn(session_id=self.session_id, auth=self._auth_pb)
         getattr(txn, op).CopyFrom(body)
         return txn
 
@@ -755,6 +761,10 @@ class SessionConnection:
                 return
             if not self._closed:
                 self.outbound.put(zk_pb2.ServerMessage(response=head.response), False, head.size_bytes)
+            if head.response.err == Code.AUTHFAILED:
+                # Only an `auth` is answered so: ZooKeeper closes the connection after the reply.
+                self.end()
+                return
 
     # ---- writes
     async def _write(
@@ -829,7 +839,7 @@ class SessionConnection:
     # cannot exist (only writes run PathUtils.validatePath on the server).
     def _get_data(self, req: zk_pb2.Request) -> zk_pb2.Response:
         r = req.get_data
-        data, stat = self.service.tree.get_data(r.path)
+        data, stat = self.service.tree.get_data(r.path, self.auth_ids)
         if r.watch:
             self.service.watches.add_data_watch(self, r.path)
         if len(data) >= LARGE_REPLY_BYTES:
@@ -838,7 +848,7 @@ class SessionConnection:
 
     def _exists(self, req: zk_pb2.Request) -> zk_pb2.Response:
         r = req.exists
-        stat = self.service.tree.stat(r.path)
+        stat = self.service.tree.stat(r.path, self.auth_ids)
         if r.watch:
             # Registered whether or not the node exists: a later create fires NodeCreated.
             self.service.watches.add_data_watch(self, r.path)
@@ -848,7 +858,7 @@ class SessionConnection:
 
     def _get_children(self, req: zk_pb2.Request) -> zk_pb2.Response:
         r = req.get_children
-        children, stat = self.service.tree.get_children(r.path)
+        children, stat = self.service.tree.get_children(r.path, self.auth_ids)
         if r.watch:
             self.service.watches.add_child_watch(self, r.path)
         resp = self._reply(req, children=children)
@@ -866,7 +876,38 @@ class SessionConnection:
 
     def _get_all_children_number(self, req: zk_pb2.Request) -> zk_pb2.Response:
         path = req.get_all_children_number.path
-        return self._reply(req, number=self.service.tree.all_children_number(path))
+        return self._reply(req, number=self.service.tree.all_children_number(path, self.auth_ids))
+
+    def _get_acl(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        """FinalRequestProcessor getACL: READ or ADMIN; without ADMIN, digest hashes are masked (3.9)."""
+        path = req.get_acl.path
+        entries, stat = self.service.tree.get_acl(path)
+        acl.check(entries, acl.READ | acl.ADMIN, self.auth_ids, path)
+        try:
+            acl.check(entries, acl.ADMIN, self.auth_ids, path)
+        except NoAuthError:
+            entries = acl.masked(entries)
+        acls = [zk_pb2.Acl(perms=a.perms, id=zk_pb2.Id(scheme=a.scheme, id=a.id)) for a in entries]
+        return self._reply(req, acls=acls, stat=stat.to_pb())
+
+    def _auth(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        """addauth (ZooKeeperServer.processPacket, AuthPacket): the provider's ids join the session's here;
+        a failure answers AUTHFAILED and the connection ends (`_flush_replies`)."""
+        r = req.auth
+        try:
+            ids = acl.authenticate(r.scheme, r.auth, self.peer_host, self.service.settings.super_digest)
+        except AuthFailedError as exc:
+            self.service.log.warning("auth_failed", session_id=self.session_id, scheme=r.scheme, reason=str(exc))
+            return self._reply(req, err=Code.AUTHFAILED, error_message=str(exc))
+        added = tuple(i for i in ids if i not in self.auth_ids)
+        self.auth_ids += added
+        self._auth_pb = [zk_pb2.Id(scheme=i.scheme, id=i.id) for i in self.auth_ids]
+        self.service.log.info("auth_succeeded", session_id=self.session_id, scheme=r.scheme, ids=len(self.auth_ids))
+        return self._reply(req)
+
+    def _who_am_i(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        infos = [zk_pb2.ClientInfo(auth_scheme=s, user=u) for s, u in acl.client_infos(self.auth_ids)]
+        return self._reply(req, client_infos=infos)
 
     def _add_watch(self, req: zk_pb2.Request) -> zk_pb2.Response:
         r = req.add_watch
@@ -928,13 +969,13 @@ class SessionConnection:
             result = resp.results.add()
             try:
                 if op.WhichOneof("op") == "get_data":
-                    data, stat = self.service.tree.get_data(op.get_data.path)
+                    data, stat = self.service.tree.get_data(op.get_data.path, self.auth_ids)
                     if op.get_data.watch:
                         self.service.watches.add_data_watch(self, op.get_data.path)
                     result.data = data
                     result.stat.CopyFrom(stat.to_pb())
                 else:
-                    children, _ = self.service.tree.get_children(op.get_children.path)
+                    children, _ = self.service.tree.get_children(op.get_children.path, self.auth_ids)
                     if op.get_children.watch:
                         self.service.watches.add_child_watch(self, op.get_children.path)
                     result.children.extend(children)
@@ -1012,6 +1053,9 @@ _READ_HANDLERS: dict[str, Callable[[SessionConnection, zk_pb2.Request], zk_pb2.R
     "remove_watches": SessionConnection._remove_watches,
     "set_watches": SessionConnection._set_watches,
     "ping": SessionConnection._ping,
+    "get_acl": SessionConnection._get_acl,
+    "auth": SessionConnection._auth,
+    "who_am_i": SessionConnection._who_am_i,
     "check_watches": SessionConnection._check_watches,
     "multi_read": SessionConnection._multi_read,
 }

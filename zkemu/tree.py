@@ -18,6 +18,12 @@ Raft log is the durable record; `sync()` runs before the log is compacted):
 * `sessions`: session id -> timeout (ms);
 * `containers`: path -> b"" for every container and TTL node (DataTree's containers and
   ttls sets), so that the leader's sweep (zkemu.container_manager) never scans the tree;
+* `acls`: path -> the node's ACL (zkemu.acl.encode) when it is not the default
+  (`acl.default_acl`): a node without a record is open to everyone, so trees
+  written before ACLs existed need no migration and a default create writes
+  nothing more. The checks run here, at apply, from the ids the write carries
+  (`Txn.auth`), as ZooKeeper's leader runs them in PrepRequestProcessor, so every
+  replica decides alike;
 * `meta`: format version, applied index and the term of its entry.
 
 Single operations check everything before their first write; a multi runs
@@ -35,6 +41,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, BinaryIO, cast
 
 import lmdb
@@ -44,12 +51,12 @@ from google.protobuf.message import DecodeError
 from quorum.raft.errors import invariant
 from quorum.raft.types import Entry, EntryKind
 from quorum.state_check import is_damage, mark_damaged, set_aside_if_damaged
+from zkemu import acl as acls
 from zkemu.ephemeral_type import CONTAINER_OWNER, TTL_MS_MAX, NodeKind, client_owner, kind_of, ttl_of, ttl_owner
 from zkemu.errors import (
     BadArgumentsError,
     BadVersionError,
     Code,
-    NoAuthError,
     NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
@@ -111,7 +118,8 @@ _SNAP_RECORD = struct.Struct(">BHI")
 _SNAP_END = struct.Struct(">QI")
 _TAG_END = 0
 _TAG_NODES, _TAG_CHILDREN, _TAG_EPHEMERALS, _TAG_SESSIONS = 1, 2, 3, 4
-_TAG_CONTAINERS = 6  # 5 is the ACL database's
+_TAG_ACLS = 5
+_TAG_CONTAINERS = 6
 
 # CreateMode -> (ephemeral, sequential): PERSISTENT, EPHEMERAL, PERSISTENT_SEQUENTIAL, EPHEMERAL_SEQUENTIAL,
 # CONTAINER, PERSISTENT_WITH_TTL, PERSISTENT_SEQUENTIAL_WITH_TTL.
@@ -119,6 +127,7 @@ _CREATE_MODES = {0: (0, 0), 1: (1, 0), 2: (0, 2), 3: (1, 2), 4: (0, 0), 5: (0, 0
 _MODE_CONTAINER = 4
 _TTL_MODES = frozenset({5, 6})
 _SESSION_BODIES = frozenset({"create_session", "close_session"})
+_NO_IDS: tuple[acls.Id, ...] = ()
 
 
 class TreeFormatError(ValueError):
@@ -201,11 +210,8 @@ def _path_key(path: str) -> bytes:
     return key
 
 
-def _check_writable(acl_node: str, path: str) -> None:
-    """/zookeeper/config is world-readable only (READ_ACL_UNSAFE): creating or deleting its
-    children and setting its data fail with NOAUTH, checked where ZooKeeper checks the ACL."""
-    if acl_node == CONFIG_PATH:
-        raise NoAuthError(message_for(Code.NOAUTH, path))
+def _acl_of_op(entries: Sequence[zk_pb2.Acl]) -> tuple[acls.Acl, ...]:
+    return tuple(acls.Acl(e.perms, e.id.scheme, e.id.id) for e in entries)
 
 
 def _check_version(expected: int, current: int, path: str) -> None:
@@ -216,7 +222,17 @@ def _check_version(expected: int, current: int, path: str) -> None:
 class _Write:
     """The state of one transaction being applied."""
 
-    __slots__ = ("txn", "zxid", "time_ms", "session_id", "triggers", "created_session", "closed_session", "dirty")
+    __slots__ = (
+        "txn",
+        "zxid",
+        "time_ms",
+        "session_id",
+        "triggers",
+        "created_session",
+        "closed_session",
+        "dirty",
+        "auth",
+    )
 
     def __init__(self, txn: lmdb.Transaction, zxid: int, time_ms: int, session_id: int) -> None:
         self.txn = txn
@@ -227,6 +243,11 @@ class _Write:
         self.created_session: int | None = None
         self.closed_session: int | None = None
         self.dirty = False  # set by the first write of a single op: a ZkError after it would be a bug
+        self.auth: Sequence[zk_pb2.Id] = ()  # Txn.auth: the session's ids when it sent the write
+
+    def ids(self) -> tuple[acls.Id, ...]:
+        """The writer's ids, decoded only when a node's ACL is not the default."""
+        return tuple(acls.Id(i.scheme, i.id) for i in self.auth)
 
 
 @dataclass(slots=True, unsafe_hash=True)  # immutable by convention: quorum/raft/types.py says why
@@ -261,7 +282,7 @@ class ZnodeTree:
         # A damaged environment is moved aside and this tree starts empty: the node restores it
         # from a snapshot and its log (quorum.state_check, QuorumNode._open_state_machine).
         self.rebuilt = set_aside_if_damaged(path, TREE_CHECKER, log or structlog.get_logger("zkemu.tree"))
-        self._env = lmdb.open(str(path), map_size=map_size_bytes, max_dbs=7, sync=False, metasync=False)
+        self._env = lmdb.open(str(path), map_size=map_size_bytes, max_dbs=10, sync=False, metasync=False)
         invariant(self._env.max_key_size() >= _LMDB_KEY_BYTES_MAX, "LMDB built with keys shorter than 511 bytes")
         self._on_applied = on_applied
         self._prepared: _Prepared | None = None  # entries applied ahead of their commit (prepare)
@@ -271,12 +292,14 @@ class ZnodeTree:
         self._sessions = self._env.open_db(b"sessions")
         self._containers = self._env.open_db(b"containers")  # absent in a tree written before it: created empty
         self._meta = self._env.open_db(b"meta")
+        self._acls = self._env.open_db(b"acls")
         self._tagged_dbs = (
             (_TAG_NODES, self._nodes),
             (_TAG_CHILDREN, self._children),
             (_TAG_EPHEMERALS, self._ephemerals),
             (_TAG_SESSIONS, self._sessions),
             (_TAG_CONTAINERS, self._containers),
+            (_TAG_ACLS, self._acls),
         )
         with self._env.begin(write=True) as txn:
             fmt = txn.get(_META_FORMAT, db=self._meta)
@@ -286,6 +309,7 @@ class ZnodeTree:
                 raise TreeFormatError(f"{path}: tree format {stored}, this version reads {FORMAT_VERSION}")
             self._applied = self._applied_in(txn)
             self._applied_term = self._applied_term_in(txn, self._applied)
+            self._acls_present = self._any_acl_in(txn)
 
     def _init_empty(self, txn: lmdb.Transaction, applied: int) -> None:
         """The built-in nodes, all-zero stats, identical on every replica (DataTree constructor)."""
@@ -377,7 +401,14 @@ class ZnodeTree:
         if prepared is not None:
             prepared.txn.abort()
 
+    def _any_acl_in(self, txn: lmdb.Transaction) -> bool:
+        return int(txn.stat(self._acls)["entries"]) > 0
+
     def _apply_in(self, txn: lmdb.Transaction, entries: Sequence[Entry]) -> tuple[list[bytes], list[AppliedTxn], int]:
+        # While no node has an ACL of its own (most trees), the checks and the reads skip the acls lookups.
+        # The flag only turns true within a batch, and is recomputed from the state at each batch's start
+        # (and at open and restore), so it is never false while a stored ACL exists.
+        self._acls_present = self._any_acl_in(txn)
         results: list[bytes] = []
         done: list[AppliedTxn] = []
         last = self._applied
@@ -411,6 +442,7 @@ class ZnodeTree:
         except DecodeError:
             return AppliedTxn(e.index, 0, (), None, None, zk_pb2.TxnResult(err=Code.MARSHALLINGERROR))
         w = _Write(txn, e.index, t.time_ms, t.session_id)
+        w.auth = t.auth
         body = t.WhichOneof("body")
         try:
             if w.session_id and body not in _SESSION_BODIES and not self._live(txn, w.session_id):
@@ -429,6 +461,8 @@ class ZnodeTree:
                 return zk_pb2.TxnResult(path=path, stat=stat)
             case "multi":
                 return self._multi(w, t.multi)
+            case "set_acl":
+                return zk_pb2.TxnResult(stat=self._set_acl(w, t.set_acl))
             case "create_session":
                 self._create_session(w, t.create_session)
                 return zk_pb2.TxnResult()
@@ -461,13 +495,16 @@ class ZnodeTree:
             raise BadArgumentsError(message_for(Code.BADARGUMENTS, path))
         _path_key(path)  # the parent's key is shorter: safe to look up
         parent = path[:slash] or ROOT
+        # fixupACL before the parent is looked up (PrepRequestProcessor's order); an empty list is the default.
+        acl = acls.fixup(path, _acl_of_op(op.acl), w.ids()) if op.acl else acls.OPEN_ACL_UNSAFE
         txn = w.txn
-        praw = self._node(txn, parent.encode())
+        pkey = parent.encode()
+        praw = self._node(txn, pkey)
         if praw is None:
             if not op.make_parents:
                 raise NoNodeError(message_for(Code.NONODE, path))
-            return self._create_with_parents(w, path, parent, data, owner, sequential)
-        _check_writable(parent, path)
+            return self._create_with_parents(w, path, parent, data, owner, sequential, acl)
+        parent_acl = self._require(w, pkey, parent, acls.CREATE, path)
         phdr = _NODE.unpack_from(praw)
         if sequential:
             path = f"{path}{phdr[_CVERSION]:010d}"
@@ -477,7 +514,7 @@ class ZnodeTree:
             raise NodeExistsError(message_for(Code.NODEEXISTS, path))
         if phdr[_OWNER] and kind_of(phdr[_OWNER]) is NodeKind.EPHEMERAL:  # containers and TTL nodes may have children
             raise NoChildrenForEphemeralsError(message_for(Code.NOCHILDRENFOREPHEMERALS, path))
-        hdr = self._add_node(w, parent, praw, path, key, data, owner)
+        hdr = self._add_node(w, parent, praw, path, key, data, owner, self._store_acl(w, key, acl), parent_acl)
         return path, _stat_pb(hdr, len(data))
 
     @staticmethod
@@ -493,15 +530,24 @@ class ZnodeTree:
         return CONTAINER_OWNER if mode == _MODE_CONTAINER else w.session_id
 
     def _create_with_parents(
-        self, w: _Write, path: str, parent: str, data: bytes, owner: int, sequential: int
+        self,
+        w: _Write,
+        path: str,
+        parent: str,
+        data: bytes,
+        owner: int,
+        sequential: int,
+        acl: tuple[acls.Acl, ...],
     ) -> tuple[str, zk_pb2.Stat]:
-        """kazoo's makepath in one zxid: missing ancestors become empty persistent nodes, top down."""
+        """kazoo's makepath in one zxid: missing ancestors become empty persistent nodes, top down, with
+        the node's ACL (kazoo's ensure_path(parent, acl)); CREATE is checked on the nearest existing one."""
         validate_path(parent)
         missing = [parent]
         ancestor = parent_of(parent)
         while (araw := self._node(w.txn, ancestor.encode())) is None:
             missing.append(ancestor)
             ancestor = parent_of(ancestor)
+        parent_acl = self._require(w, ancestor.encode(), ancestor, acls.CREATE, path)
         if kind_of(_NODE.unpack_from(araw)[_OWNER]) is NodeKind.EPHEMERAL:
             raise NoChildrenForEphemeralsError(message_for(Code.NOCHILDRENFOREPHEMERALS, path))
         if sequential:
@@ -509,16 +555,28 @@ class ZnodeTree:
         validate_path(path)
         key = _path_key(path)
         for p in reversed(missing):
-            self._add_node(w, parent_of(p), None, p, p.encode(), b"", 0)
-        hdr = self._add_node(w, parent, None, path, key, data, owner)
+            stored = self._store_acl(w, p.encode(), acl)
+            self._add_node(w, parent_of(p), None, p, p.encode(), b"", 0, stored, parent_acl)
+            parent_acl = stored
+        hdr = self._add_node(w, parent, None, path, key, data, owner, self._store_acl(w, key, acl), parent_acl)
         return path, _stat_pb(hdr, len(data))
 
     def _add_node(
-        self, w: _Write, parent: str, praw: bytes | None, path: str, key: bytes, data: bytes, owner: int
+        self,
+        w: _Write,
+        parent: str,
+        praw: bytes | None,
+        path: str,
+        key: bytes,
+        data: bytes,
+        owner: int,
+        acl: bytes | None,
+        parent_acl: bytes | None,
     ) -> tuple[int, ...]:
         """Write a new node and bump its parent (stored cversion +1, pzxid, child count).
 
-        `praw`: the parent's record if the caller holds it, else it is read here.
+        `praw`: the parent's record if the caller holds it, else it is read here. `acl`, `parent_acl`:
+        the stored ACLs of the node and its parent (None: the default), for the watch triggers.
         """
         txn, z, t = w.txn, w.zxid, w.time_ms
         pkey = parent.encode()
@@ -539,8 +597,8 @@ class ZnodeTree:
             + praw[_HDR:],
             db=self._nodes,
         )
-        w.triggers.append(WatchTrigger(EventType.NODE_CREATED, path))
-        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent))
+        w.triggers.append(WatchTrigger(EventType.NODE_CREATED, path, acl))
+        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent, parent_acl))
         return hdr
 
     def _delete(self, w: _Write, op: zk_pb2.DeleteOp) -> None:
@@ -552,10 +610,11 @@ class ZnodeTree:
         key = _path_key(path)
         parent = path[:slash] or ROOT
         txn = w.txn
-        praw = self._node(txn, parent.encode())
+        pkey = parent.encode()
+        praw = self._node(txn, pkey)
         if praw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
-        _check_writable(parent, path)
+        parent_acl = self._require(w, pkey, parent, acls.DELETE, path)
         raw = self._node(txn, key)
         if raw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
@@ -563,10 +622,21 @@ class ZnodeTree:
         _check_version(op.version, hdr[_VERSION], path)
         if hdr[_NCHILDREN]:
             raise NotEmptyError(message_for(Code.NOTEMPTY, path))
-        self._remove_node(w, path, key, hdr[_OWNER], praw)
+        self._remove_node(w, path, key, hdr[_OWNER], praw, parent_acl)
 
-    def _remove_node(self, w: _Write, path: str, key: bytes, owner: int, praw: bytes | None) -> None:
-        """Delete a childless node and update its parent (child count, pzxid; the stored cversion stays)."""
+    def _remove_node(
+        self,
+        w: _Write,
+        path: str,
+        key: bytes,
+        owner: int,
+        praw: bytes | None,
+        parent_acl: bytes | None | EllipsisType = ...,
+    ) -> None:
+        """Delete a childless node and update its parent (child count, pzxid; the stored cversion stays).
+
+        `parent_acl`: the parent's stored ACL if the caller looked it up (None: the default), for the
+        watch trigger; `...`: look it up here."""
         txn, z = w.txn, w.zxid
         parent = parent_of(path)
         pkey = parent.encode()
@@ -577,6 +647,9 @@ class ZnodeTree:
         w.dirty = True
         txn.delete(key, db=self._nodes)
         txn.delete(_child_key(key), db=self._children)
+        acl = txn.pop(key, db=self._acls) if self._acls_present else None
+        if parent_acl is ...:
+            parent_acl = txn.get(pkey, db=self._acls) if self._acls_present else None
         if owner:
             self._index_owner(txn, key, owner, add=False)
         p = _NODE.unpack_from(praw)
@@ -587,8 +660,8 @@ class ZnodeTree:
             + praw[_HDR:],
             db=self._nodes,
         )
-        w.triggers.append(WatchTrigger(EventType.NODE_DELETED, path))
-        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent))
+        w.triggers.append(WatchTrigger(EventType.NODE_DELETED, path, acl))
+        w.triggers.append(WatchTrigger(EventType.NODE_CHILDREN_CHANGED, parent, parent_acl))
 
     def _index_owner(self, txn: lmdb.Transaction, key: bytes, owner: int, add: bool) -> None:
         """Keep a node with an owner in its index: ephemerals under their session, containers and TTL nodes
@@ -632,7 +705,7 @@ class ZnodeTree:
         raw = self._node(txn, key)
         if raw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
-        _check_writable(path, path)
+        acl = self._require(w, key, path, acls.WRITE, path)
         h = _NODE.unpack_from(raw)
         _check_version(op.version, h[_VERSION], path)
         version = _i32(h[_VERSION] + 1)
@@ -641,14 +714,16 @@ class ZnodeTree:
         w.dirty = True
         hdr = (h[0], w.zxid, h[2], w.time_ms, version, h[5], h[6], h[7], h[8], h[9])
         txn.put(key, _NODE.pack(*hdr) + data, db=self._nodes)
-        w.triggers.append(WatchTrigger(EventType.NODE_DATA_CHANGED, path))
+        w.triggers.append(WatchTrigger(EventType.NODE_DATA_CHANGED, path, acl))
         return _stat_pb(hdr, len(data))
 
     def _check(self, w: _Write, op: zk_pb2.CheckOp) -> None:
         validate_path(op.path)
-        raw = self._node(w.txn, _path_key(op.path))
+        key = _path_key(op.path)
+        raw = self._node(w.txn, key)
         if raw is None:
             raise NoNodeError(message_for(Code.NONODE, op.path))
+        self._require(w, key, op.path, acls.READ, op.path)
         _check_version(op.version, _NODE.unpack_from(raw)[_VERSION], op.path)
 
     def _multi(self, w: _Write, multi: zk_pb2.MultiOp) -> zk_pb2.TxnResult:
@@ -700,8 +775,51 @@ class ZnodeTree:
             case "check":
                 self._check(w, op)
                 return "", None
+            case "set_acl":
+                return "", self._set_acl(w, op)
             case _:
                 raise UnimplementedError(f"unknown op {kind!r}")
+
+    def _set_acl(self, w: _Write, op: zk_pb2.SetAclOp) -> zk_pb2.Stat:
+        """PrepRequestProcessor setACL (fixupACL, NONODE, ADMIN, aversion), then DataTree.setACL."""
+        path = op.path
+        validate_path(path)
+        key = _path_key(path)
+        acl = acls.fixup(path, _acl_of_op(op.acl), w.ids())
+        raw = self._node(w.txn, key)
+        if raw is None:
+            raise NoNodeError(message_for(Code.NONODE, path))
+        self._require(w, key, path, acls.ADMIN, path)
+        h = _NODE.unpack_from(raw)
+        _check_version(op.version, h[_AVERSION], path)
+        w.dirty = True
+        hdr = (*h[:_AVERSION], _i32(h[_AVERSION] + 1), *h[_AVERSION + 1 :])
+        w.txn.put(key, _NODE.pack(*hdr) + raw[_HDR:], db=self._nodes)
+        if acl == acls.default_acl(path):
+            w.txn.delete(key, db=self._acls)
+        else:
+            w.txn.put(key, acls.encode(acl), db=self._acls)
+            self._acls_present = True
+        return _stat_pb(hdr, len(raw) - _HDR)
+
+    def _require(self, w: _Write, key: bytes, node_path: str, perm: int, path: str) -> bytes | None:
+        """checkACL of `node_path` (whose key is `key`) for the writer: NoAuthError names `path`. A node
+        with the default open ACL costs one lookup and nothing more. Returns the stored ACL (None: none)."""
+        raw = cast("bytes | None", w.txn.get(key, db=self._acls)) if self._acls_present else None
+        if raw is None and node_path != CONFIG_PATH:
+            return None
+        acl = acls.default_acl(node_path) if raw is None else acls.decode(raw)
+        acls.check(acl, perm, w.ids(), path)
+        return raw
+
+    def _store_acl(self, w: _Write, key: bytes, acl: tuple[acls.Acl, ...]) -> bytes | None:
+        """Store a new node's ACL unless it is the default; what was stored (None: nothing)."""
+        if acl == acls.OPEN_ACL_UNSAFE:
+            return None
+        raw = acls.encode(acl)
+        w.txn.put(key, raw, db=self._acls)
+        self._acls_present = True
+        return raw
 
     def _create_session(self, w: _Write, body: zk_pb2.CreateSessionTxn) -> None:
         """Recorded on every replica (ZooKeeper createSession); re-creating a live session updates its timeout."""
@@ -762,27 +880,52 @@ class ZnodeTree:
             return None  # cannot exist
         return self._node(txn, key)
 
-    def get_data(self, path: str) -> tuple[bytes, Stat]:
+    def _check_read(self, txn: lmdb.Transaction, path: str, ids: Sequence[acls.Id] | None) -> None:
+        """READ on an existing node for a reader with `ids` (None: a caller inside the server, unchecked)."""
+        if ids is None or not self._acls_present:
+            return  # /zookeeper/config's default ACL lets everyone READ
+        raw = txn.get(path.encode(), db=self._acls)
+        if raw is None and path != CONFIG_PATH:
+            return
+        acls.check(acls.default_acl(path) if raw is None else acls.decode(raw), acls.READ, ids, path)
+
+    def get_acl(self, path: str) -> tuple[tuple[acls.Acl, ...], Stat]:
+        """The node's ACL and Stat (DataTree.getACL); NoNodeError when it is missing."""
         with self._env.begin() as txn:
             raw = self._raw(txn, path)
+            if raw is None:
+                raise NoNodeError(message_for(Code.NONODE, path))
+            stored = txn.get(path.encode(), db=self._acls)
+        acl = acls.default_acl(path) if stored is None else acls.decode(stored)
+        return acl, _stat(_NODE.unpack_from(raw), len(raw) - _HDR)
+
+    def get_data(self, path: str, ids: Sequence[acls.Id] | None = None) -> tuple[bytes, Stat]:
+        with self._env.begin() as txn:
+            raw = self._raw(txn, path)
+            if raw is not None:
+                self._check_read(txn, path, ids)
         if raw is None:
             raise NoNodeError(message_for(Code.NONODE, path))
         data = raw[_HDR:]
         return data, _stat(_NODE.unpack_from(raw), len(data))
 
-    def stat(self, path: str) -> Stat | None:
+    def stat(self, path: str, ids: Sequence[acls.Id] | None = None) -> Stat | None:
+        """The node's Stat, None when it is missing; with `ids`, NoAuthError without READ (exists, 3.9.2)."""
         with self._env.begin() as txn:
             raw = self._raw(txn, path)
+            if raw is not None:
+                self._check_read(txn, path, ids)
         if raw is None:
             return None
         return _stat(_NODE.unpack_from(raw), len(raw) - _HDR)
 
-    def get_children(self, path: str) -> tuple[list[str], Stat]:
+    def get_children(self, path: str, ids: Sequence[acls.Id] | None = None) -> tuple[list[str], Stat]:
         """Child names in code-point order, and the node's Stat."""
         with self._env.begin() as txn:
             raw = self._raw(txn, path)
             if raw is None:
                 raise NoNodeError(message_for(Code.NONODE, path))
+            self._check_read(txn, path, ids)
             prefix = path.encode() + b"\0"
             names = [k[len(prefix) :].decode() for k in _keys_with_prefix(txn, self._children, prefix)]
         return names, _stat(_NODE.unpack_from(raw), len(raw) - _HDR)
@@ -795,11 +938,12 @@ class ZnodeTree:
             paths = [p for p in paths if p.startswith(prefix)]
         return paths
 
-    def all_children_number(self, path: str) -> int:
+    def all_children_number(self, path: str, ids: Sequence[acls.Id] | None = None) -> int:
         """Number of all descendants (DataTree.getAllChildrenNumber; for "/" every node but the root)."""
         with self._env.begin() as txn:
             if self._raw(txn, path) is None:
                 raise NoNodeError(message_for(Code.NONODE, path))
+            self._check_read(txn, path, ids)
             if path == ROOT:
                 return int(txn.stat(self._nodes)["entries"]) - 1
             return sum(1 for _ in _keys_with_prefix(txn, self._nodes, path.encode() + b"/"))
@@ -932,11 +1076,13 @@ class ZnodeTree:
                     f"the end record says {end_count} with crc {end_crc:#x}"
                 )
             txn.put(_META_APPLIED, _U64.pack(index), db=self._meta)
+            acls_present = self._any_acl_in(txn)
             if term is None:
                 txn.delete(_META_APPLIED_TERM, db=self._meta)
             else:
                 txn.put(_META_APPLIED_TERM, _U64.pack(term), db=self._meta)
         self._env.sync(True)
+        self._acls_present = acls_present
         self._applied = index
         self._applied_term = term if term is not None or index else 0
 

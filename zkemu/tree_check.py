@@ -15,12 +15,14 @@ parents (a 27 MB file) took 1.1 s, the child's own start included, on the
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from pathlib import Path
 
 import lmdb
 
 from quorum.state_check import DamagedRecordError, open_read_only
+from zkemu import acl as acls
 from zkemu.ephemeral_type import NodeKind, kind_of
 from zkemu.errors import ZkError
 from zkemu.paths import ROOT, validate_path
@@ -43,8 +45,8 @@ from zkemu.tree import (
 
 _DB_NAMES = (b"nodes", b"children", b"ephemerals", b"sessions", b"meta")
 # Databases a tree written before they existed lacks; ZnodeTree creates them empty when it opens it.
-_LATER_DB_NAMES = (b"containers",)
-_MAX_DBS = 7
+_LATER_DB_NAMES = (b"containers", b"acls")
+_MAX_DBS = 10
 
 
 def check_tree(path: Path) -> None:
@@ -62,6 +64,8 @@ def check_tree(path: Path) -> None:
             sessions = _check_sessions(txn, dbs[b"sessions"])
             _check_ephemerals(txn, dbs[b"ephemerals"], nodes, sessions)
             _check_containers(txn, dbs.get(b"containers"), nodes)
+            if b"acls" in dbs:
+                _check_acls(txn, dbs[b"acls"], nodes)
     finally:
         env.close()
 
@@ -145,6 +149,19 @@ def _check_containers(txn: lmdb.Transaction, db: lmdb._Database | None, nodes: d
     extended = sum(1 for _, owner in nodes.values() if kind_of(owner) in (NodeKind.CONTAINER, NodeKind.TTL))
     if extended != len(indexed):
         raise DamagedRecordError(f"containers: {len(indexed)} index records for {extended} container/TTL nodes")
+
+
+def _check_acls(txn: lmdb.Transaction, db: lmdb._Database, nodes: dict[bytes, tuple[int, int]]) -> None:
+    """Every stored ACL belongs to a node and decodes to a non-empty list."""
+    for key, value in txn.cursor(db=db):
+        if bytes(key) not in nodes:
+            raise DamagedRecordError(f"acls: record {bytes(key)!r} names no node")
+        try:
+            decoded = acls.decode(bytes(value))
+        except (ValueError, UnicodeDecodeError, struct.error) as exc:
+            raise DamagedRecordError(f"acls: {bytes(key)!r}: {exc}") from None
+        if not decoded:
+            raise DamagedRecordError(f"acls: {bytes(key)!r}: an empty list")
 
 
 def _path_of(key: bytes, db: str) -> str:

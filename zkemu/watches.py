@@ -10,20 +10,26 @@ Which write fires which event, and to whom (research/quorum.md §1.8):
 | NodeChildrenChanged P    | child[P]                        | P          | never                |
 
 One-shot watches are removed when they fire; each watcher gets one event
-per trigger however many of its watches match.
+per trigger however many of its watches match, if it may READ the node the
+event is about (ZooKeeper 3.9's ServerCnxn.process(event, znodeAcl): a
+watcher without READ loses the watch and gets nothing).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
+from zkemu import acl
+from zkemu.errors import NoAuthError
 from zkemu.events import EventType
 
 
 class Watcher(Protocol):
     """A connected session; `send_event` queues the event on its stream before any later reply."""
+
+    auth_ids: Sequence[acl.Id]  # the session's ids on its connection: an event needs READ on its node
 
     def send_event(self, event_type: int, path: str, zxid: int) -> None: ...
 
@@ -101,7 +107,8 @@ class WatchManager:
         return sum(len(ws) for t in (self._data, self._child, self._persistent, self._recursive) for ws in t.values())
 
     # ---- firing
-    def trigger(self, event_type: EventType, path: str, zxid: int) -> None:
+    def trigger(self, event_type: EventType, path: str, zxid: int, node_acl: bytes | None = None) -> None:
+        """Notify the watchers of `path` for `event_type`; `node_acl`: the node's stored ACL (None: open)."""
         if not (self._data or self._child or self._persistent or self._recursive):
             return
         notify: set[Watcher] = set()
@@ -115,7 +122,10 @@ class WatchManager:
                 for p in _ancestors_and_self(path):
                     notify |= self._recursive.get(p, set())
         notify |= self._persistent.get(path, set())
+        entries = acl.decode(node_acl) if node_acl is not None and notify else None
         for w in notify:
+            if entries is not None and not _may_read(entries, w, path):
+                continue
             w.send_event(event_type, path, zxid)
 
     def set_watches(
@@ -159,6 +169,14 @@ class WatchManager:
             self.add_persistent(watcher, path, AddWatchMode.PERSISTENT)
         for path in recursive:
             self.add_persistent(watcher, path, AddWatchMode.PERSISTENT_RECURSIVE)
+
+
+def _may_read(entries: Sequence[acl.Acl], watcher: Watcher, path: str) -> bool:
+    try:
+        acl.check(entries, acl.READ, watcher.auth_ids, path)
+    except NoAuthError:
+        return False
+    return True
 
 
 def _discard(table: Table, path: str, watcher: Watcher) -> bool:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from client.exceptions import NoNodeError, ZkException, ZookeeperError
+from client.zk_acl import ACL, Id
 from client.zk_states import NO_ZXID, TTL_MS_MAX, AddWatchMode, WatcherType, ZkState, ZnodeStat
 
 SERVER_DEFAULT = "127.0.0.1:7001"  # what `zkraft up` serves first
@@ -352,7 +353,7 @@ _CLI_MESSAGES = {
     -111: "Node not empty: {}",
     -119: "Not a read-only call: {}",
     -114: "Acl is not valid : {}",
-    -102: "Authentication is not valid : {}",
+    -102: "Insufficient permission : {}",
     -8: "Arguments are not valid : {}",
     -103: "version No is not valid : {}",
     -14: "Another reconfiguration is in progress -- concurrent reconfigs not supported (yet)",
@@ -373,6 +374,53 @@ def error_line(error: ZkException, path: str | None) -> str:
         return sentence.format(where)
     code_message = _CODE_MESSAGES.get(error.code, f"Unknown error {error.code}")
     return f"KeeperErrorCode = {code_message}" + (f" for {where}" if where else "")
+
+
+# ZKUtil.getPermString's letters, in its order.
+_PERM_LETTERS = (("c", 4), ("d", 8), ("r", 1), ("w", 2), ("a", 16))
+
+
+def perm_string(perms: int) -> str:
+    return "".join(letter for letter, bit in _PERM_LETTERS if perms & bit)
+
+
+def parse_acl(text: str, warn: Callable[[str], None]) -> list[ACL]:
+    """AclParser.parse: comma-separated `scheme:id:perm`; what is not of that form is skipped with
+    zkCli's line (an empty result is the server's InvalidACL)."""
+    letters = dict(_PERM_LETTERS)
+    entries = []
+    for item in text.split(","):
+        first, last = item.find(":"), item.rfind(":")
+        if first == -1 or first == last:
+            warn(f"{item} does not have the form scheme:id:perm")
+            continue
+        perms = 0
+        for letter in item[last + 1 :]:
+            if letter not in letters:
+                warn(f"Unknown perm type: {letter}")
+                continue
+            perms |= letters[letter]
+        entries.append(ACL(perms, Id(item[:first], item[first + 1 : last])))
+    return entries
+
+
+def _jute_string(text: str) -> str:
+    """A string as jute's ToStringOutputArchive writes it (escapeString): a quote, then escapes."""
+    escapes = {"\0": "%00", "\n": "%0A", "\r": "%0D", ",": "%2C", "}": "%7D", "%": "%25"}
+    return "'" + "".join(escapes.get(c, c) for c in text)
+
+
+def format_acl(entries: Iterable[ACL]) -> list[str]:
+    """GetAclCommand: `Id.toString()` (jute: `'scheme,'id` and a newline), then `: perms`."""
+    lines = []
+    for entry in entries:
+        lines.append(f"{_jute_string(entry.id.scheme)},{_jute_string(entry.id.id)}")
+        lines.append(f": {perm_string(entry.perms)}")
+    return lines
+
+
+def acl_to_dict(entries: Iterable[ACL]) -> list[dict[str, Any]]:
+    return [{"scheme": e.id.scheme, "id": e.id.id, "perms": perm_string(e.perms)} for e in entries]
 
 
 @dataclass(slots=True)
@@ -694,8 +742,9 @@ def _create(shell: Shell, command: ParsedCommand) -> None:
     path = command.args[0]
     validate_path(path, sequential)
     data = command.args[1].encode("utf-8") if len(command.args) > 1 else b""
+    acl = {"acl": parse_acl(command.args[2], shell.warn)} if len(command.args) > 2 else {}
     created = shell.client.create(
-        path, data, ephemeral=ephemeral, sequence=sequential, container=container, ttl_ms=ttl_ms
+        path, data, ephemeral=ephemeral, sequence=sequential, container=container, ttl_ms=ttl_ms, **acl
     )
     shell.emit(f"Created {created}", {"created": created})
 
@@ -715,6 +764,44 @@ def _create_ttl_ms(text: str | None, ephemeral: bool, container: bool) -> int:
     if not 0 < ttl_ms <= TTL_MS_MAX:  # EphemeralType.TTL.toEphemeralOwner
         raise ShellError(f"ttl must be positive and cannot be larger than: {TTL_MS_MAX}")
     return ttl_ms
+
+
+def _get_acl(shell: Shell, command: ParsedCommand) -> None:
+    path = command.args[0]
+    validate_path(path)
+    entries, stat = shell.client.get_acls(path)
+    lines = format_acl(entries) + (format_stat(stat, shell.tz) if command.has("s") else [])
+    shell.emit(lines, {"acl": acl_to_dict(entries), "stat": stat_to_dict(stat)})
+
+
+def _set_acl(shell: Shell, command: ParsedCommand) -> None:
+    path, text = command.args
+    validate_path(path)
+    version = parse_int_option(command, "v", -1)
+    entries = parse_acl(text, shell.warn)
+    if command.has("R"):
+        # ZKUtil.visitSubTreeDFS: the node, then every node below it.
+        paths = [path, *(p for p in _walk_paths(shell.client, path, None) if p != path)]
+        for each in paths:
+            shell.client.set_acls(each, entries, version=version)
+        shell.emit_json({"path": path, "nodes": len(paths)})
+        return
+    stat = shell.client.set_acls(path, entries, version=version)
+    if command.has("s") or shell.json_output:
+        shell.emit(format_stat(stat, shell.tz), stat_to_dict(stat))
+
+
+def _addauth(shell: Shell, command: ParsedCommand) -> None:
+    scheme = command.args[0]
+    credential = command.args[1] if len(command.args) > 1 else ""
+    shell.client.add_auth(scheme, credential)
+    shell.emit_json({"scheme": scheme})
+
+
+def _whoami(shell: Shell, _command: ParsedCommand) -> None:
+    infos = list(shell.client.whoami())
+    lines = ["Auth scheme: User", *(f"{scheme}: {user}" for scheme, user in infos)]
+    shell.emit(lines, [{"scheme": scheme, "user": user} for scheme, user in infos])
 
 
 def _set(shell: Shell, command: ParsedCommand) -> None:
@@ -892,8 +979,20 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("get", "[-s] [-w] [-r] [-b] path", _get, flags="swrb", min_args=_PATH, max_args=_PATH),
         CommandSpec("stat", "[-w] path", _stat, flags="w", min_args=_PATH, max_args=_PATH),
         CommandSpec(
-            "create", "[-s] [-e] [-c] [-t ttl] path [data]", _create, flags="sec", valued="t", min_args=1, max_args=2
+            "create",
+            "[-s] [-e] [-c] [-t ttl] path [data] [acl]",
+            _create,
+            flags="sec",
+            valued="t",
+            min_args=1,
+            max_args=3,
+        ),  # fmt: skip
+        CommandSpec("getAcl", "[-s] path", _get_acl, flags="s", min_args=_PATH, max_args=_PATH),
+        CommandSpec(
+            "setAcl", "[-s] [-v version] [-R] path acl", _set_acl, flags="sR", valued="v", min_args=2, max_args=2
         ),
+        CommandSpec("addauth", "scheme auth", _addauth, min_args=1, max_args=2),
+        CommandSpec("whoami", "", _whoami),
         CommandSpec("set", "[-s] [-v version] path data", _set, flags="s", valued="v", min_args=2, max_args=2),
         CommandSpec("delete", "[-v version] path", _delete, valued="v", min_args=_PATH, max_args=_PATH),
         CommandSpec("deleteall", "path", _deleteall, min_args=_PATH, max_args=_PATH),
