@@ -960,6 +960,10 @@ class QuorumNode:
             cluster_id=self.settings.cluster_id,
         )
 
+    def read_index_rounds_in_flight(self) -> int:
+        """ReadIndex rounds this node waits on (each serves a batch of syncs and linearizable reads)."""
+        return len(self._reads_in_flight) + (self._open_read is not None)
+
     def best_transfer_target(self) -> int:
         progress = self.core.progress()
         if not progress:

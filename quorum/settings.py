@@ -33,6 +33,17 @@ from quorum.cpu_placement import PLACEMENTS
 ALLOWED_CLUSTER_SIZES = (1, 3, 5, 7)
 PORT_MIN = 1
 PORT_MAX = 65535
+# ZooKeeper 3.9's four-letter words (command/FourLetterCommands.java) and the ones a node answers
+# (zkemu.four_letter_words). gtmk/stmk set ZooKeeper's trace mask and hash prints its digest log:
+# zkraft has neither, so they are refused by name rather than answered with made-up figures.
+FOUR_LETTER_WORDS = (
+    "conf", "cons", "crst", "dirs", "dump", "envi", "isro", "mntr",
+    "ruok", "srst", "srvr", "stat", "wchc", "wchp", "wchs",
+)  # fmt: skip
+FOUR_LETTER_WORDS_NOT_SERVED = ("gtmk", "stmk", "hash")
+# ZooKeeper's default whitelist since 3.5.3: only srvr, which zkServer.sh status needs (and which
+# ZooKeeper adds to any list given).
+FOUR_LETTER_WHITELIST_DEFAULT = frozenset({"srvr"})
 
 
 class SettingsError(ValueError):
@@ -89,6 +100,8 @@ class NodeSettings:
     session_outstanding_bytes_max: int = 8 << 20
     # After a burst, once nothing was in flight for this long, the heap's free pages go back to the kernel.
     memory_release_quiet_ms: int = 1000
+    # ZooKeeper's 4lw.commands.whitelist: the four-letter words answered on the client port.
+    four_letter_whitelist: frozenset[str] = FOUR_LETTER_WHITELIST_DEFAULT
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -256,12 +269,47 @@ def _validate(settings: NodeSettings) -> None:
             f"maxSessionTimeout ({settings.max_session_timeout_ms}) is below minSessionTimeout "
             f"({settings.session_timeout_bounds_ms[0]})"
         )
+    _validate_four_letter_whitelist(settings.four_letter_whitelist)
     if settings.election_timeout_ticks <= settings.heartbeat_interval_ticks:
         raise SettingsError(
             f"raft.election.timeout.ticks ({settings.election_timeout_ticks}) must be greater than "
             f"raft.heartbeat.interval.ticks ({settings.heartbeat_interval_ticks}), or followers campaign "
             "between heartbeats"
         )
+
+
+def parse_four_letter_whitelist(text: str, what: str = "4lw.commands.whitelist") -> frozenset[str]:
+    """ZooKeeper's 4lw.commands.whitelist: comma-separated words, `*` for all; srvr is always in.
+
+    ZooKeeper ignores a word it does not know; here it is an error naming the word, so that a typo
+    does not silently leave a monitoring check without its answer (FourLetterCommands.isEnabled).
+    """
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    if "*" in words:
+        return frozenset(FOUR_LETTER_WORDS)
+    for word in words:
+        _check_four_letter_word(word, what)
+    return frozenset(words) | FOUR_LETTER_WHITELIST_DEFAULT
+
+
+def _check_four_letter_word(word: object, what: str) -> None:
+    if word in FOUR_LETTER_WORDS:
+        return
+    if word in FOUR_LETTER_WORDS_NOT_SERVED:
+        raise SettingsError(
+            f"{what}: {word!r} is a ZooKeeper four-letter word zkraft does not serve "
+            f"(it serves {', '.join(FOUR_LETTER_WORDS)}, or * for all)"
+        )
+    raise SettingsError(
+        f"{what}: unknown four-letter word {word!r} (known: {', '.join(FOUR_LETTER_WORDS)}, or * for all)"
+    )
+
+
+def _validate_four_letter_whitelist(words: object) -> None:
+    if not isinstance(words, frozenset):
+        raise SettingsError(f"4lw.commands.whitelist: expected a set of words, got {words!r}")
+    for word in sorted(words, key=str):
+        _check_four_letter_word(word, "4lw.commands.whitelist")
 
 
 def _validate_peers(peers: Mapping[int, str]) -> None:
@@ -314,6 +362,9 @@ _FIELD_OF_PROPERTY = {
     "session.outstanding.requests.max": "session_outstanding_requests_max",
     "session.outstanding.bytes.max": "session_outstanding_bytes_max",
     "memory.release.quiet.ms": "memory_release_quiet_ms",
+    "4lw.commands.whitelist": "four_letter_whitelist",
+    # The same as a Java system property (-Dzookeeper.4lw.commands.whitelist), ZooKeeper's other spelling.
+    "zookeeper.4lw.commands.whitelist": "four_letter_whitelist",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}
@@ -412,6 +463,10 @@ def _convert(name: str, raw: Any, what: str) -> Any:
                 for key, value in raw.items()
             }
         return parse_peers(str(raw), what)
+    if name == "four_letter_whitelist":
+        if isinstance(raw, str):
+            return parse_four_letter_whitelist(raw, what)
+        return parse_four_letter_whitelist(",".join(str(word) for word in raw), what)
     if name == "data_dir":
         text = str(raw)
         if not text.strip():

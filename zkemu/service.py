@@ -34,6 +34,7 @@ from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
 from zkemu.request_checks import write_problem
+from zkemu.server_stats import ServerStats
 from zkemu.session_intake import Received, Refused, add_service
 from zkemu.session_outbox import SessionOutbox
 from zkemu.session_writes import SessionWrite, SessionWrites
@@ -80,6 +81,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.tracker: SessionTracker | None = None
         self.ids: SessionIds | None = None
         self.admission = Admission(settings)
+        self.server_stats = ServerStats()
         self.log = structlog.get_logger("zk").bind(node=settings.node_id)
 
     # ---- NodeExtension
@@ -164,6 +166,11 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
             old.end()  # the session moved to a newer connection (ZooKeeper SESSIONMOVED)
         self._connections[conn.session_id] = conn
 
+    def requests_in_flight(self, session_id: int) -> int:
+        """Requests of the session connected here that are read and not yet answered (`cons` queued)."""
+        conn = self._connections.get(session_id)
+        return conn.requests_in_flight if conn is not None else 0
+
     def detach(self, conn: SessionConnection) -> None:
         if self._connections.get(conn.session_id) is conn:
             del self._connections[conn.session_id]
@@ -246,6 +253,10 @@ class SessionConnection:
 
     def __hash__(self) -> int:
         return id(self)
+
+    @property
+    def requests_in_flight(self) -> int:
+        return self._requests_in_flight
 
     @property
     def node(self) -> QuorumNode:

@@ -94,6 +94,16 @@ class WatchManager:
     def count(self) -> int:
         return sum(len(ws) for t in (self._data, self._child, self._persistent, self._recursive) for ws in t.values())
 
+    # ---- reads for the four-letter words (wchs, wchc, wchp, mntr's zk_watch_count)
+    def data_watches(self) -> Table:
+        """ZooKeeper's dataWatches, path -> watchers: one-shot data and exists watches and every
+        persistent watch, recursive or not (DataTree.addWatch registers both kinds there). A copy."""
+        return _union(self._data, self._persistent, self._recursive)
+
+    def child_watches(self) -> Table:
+        """ZooKeeper's childWatches: one-shot child watches and non-recursive persistent ones. A copy."""
+        return _union(self._child, self._persistent)
+
     # ---- firing
     def trigger(self, event_type: EventType, path: str, zxid: int) -> None:
         if not (self._data or self._child or self._persistent or self._recursive):
@@ -153,6 +163,14 @@ class WatchManager:
             self.add_persistent(watcher, path, AddWatchMode.PERSISTENT)
         for path in recursive:
             self.add_persistent(watcher, path, AddWatchMode.PERSISTENT_RECURSIVE)
+
+
+def _union(*tables: Table) -> Table:
+    merged: Table = {}
+    for table in tables:
+        for path, watchers in table.items():
+            merged.setdefault(path, set()).update(watchers)
+    return merged
 
 
 def _discard(table: Table, path: str, watcher: Watcher) -> bool:
