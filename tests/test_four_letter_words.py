@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from quorum.raft import Role
+from quorum.raft.types import Entry, EntryKind
 from quorum.settings import (
     FOUR_LETTER_WORDS,
     NodeSettings,
@@ -78,8 +79,6 @@ class Log:
         self.index = 0
 
     def txn(self, session: int = 0, **body: Any) -> None:
-        from quorum.raft.types import Entry, EntryKind
-
         self.index += 1
         t = pb.Txn(time_ms=T0_MS + self.index, session_id=session, **body)
         self.tree.apply([Entry(self.index, 1, t.SerializeToString(), EntryKind.NORMAL)])
@@ -369,10 +368,8 @@ def test_envi_gives_kazoo_the_version_it_parses(follower: ZooKeeperService) -> N
 
 
 def test_a_word_not_whitelisted_gets_zookeepers_refusal(tmp_path: Path) -> None:
-    service = make_service(tmp_path, PEERS_3)
-    service = ZooKeeperService(
-        NodeSettings(node_id=1, data_dir=tmp_path / "n", listen=PEERS_3[1], peers=PEERS_3), service.tree
-    )
+    settings = NodeSettings(node_id=1, data_dir=tmp_path / "n", listen=PEERS_3[1], peers=PEERS_3)
+    service = ZooKeeperService(settings, ZnodeTree(tmp_path / "n" / "zk"))
     service.node = FakeNode()  # type: ignore[assignment]
     try:
         assert service.settings.four_letter_whitelist == frozenset({"srvr"})  # ZooKeeper's default

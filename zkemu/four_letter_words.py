@@ -24,8 +24,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import structlog
-
 from quorum.raft import Role
 from quorum.raft.errors import invariant
 from quorum.settings import FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED
@@ -45,8 +43,6 @@ DATA_SIZE_SCAN_NODES_MAX = 100_000
 # The control sequence telnet sends when it closes: ZooKeeper knows it as a "word" (FourLetterCommands).
 TELNET_CLOSE = b"\xff\xf4\xff\xfd"
 _HEX64 = (1 << 64) - 1
-
-log = structlog.get_logger("zk")
 
 
 def _zkraft_version() -> str:
@@ -68,11 +64,13 @@ def reply_to(word: bytes, service: ZooKeeperService) -> bytes | None:
         return None
     if name not in service.settings.four_letter_whitelist:
         # ZOOKEEPER-2693: a known word that is not enabled answers this, whatever the word.
+        service.log.debug("four_letter_word_refused", word=name)
         return f"{name} is not executed because it is not in the whitelist.\n".encode()
+    service.log.debug("four_letter_word", word=name)
     try:
         return _WORDS[name](service).encode("utf-8", errors="replace")
     except Exception as exc:  # loop boundary: a broken figure must not take the connection's server down
-        log.warning("four_letter_word_failed", word=name, error=repr(exc))
+        service.log.warning("four_letter_word_failed", word=name, error=repr(exc))
         return NOT_SERVING.encode()
 
 
@@ -240,12 +238,6 @@ def _wchp(service: ZooKeeperService) -> str:
     return "".join(lines) + "\n"
 
 
-def _watch_count(service: ZooKeeperService) -> int:
-    """DataTree.getWatchCount: data watches plus child watches (a persistent watch is in both)."""
-    tables = (service.watches.data_watches(), service.watches.child_watches())
-    return sum(len(watchers) for table in tables for watchers in table.values())
-
-
 # ---------------------------------------------------------------- dump, dirs, conf, envi
 
 
@@ -399,7 +391,7 @@ def _mntr_values(service: ZooKeeperService) -> dict[str, object]:
         "global_sessions": len(service.tree.sessions()),
         "packets_sent": stats.packets_sent,
         "packets_received": stats.packets_received,
-        "watch_count": _watch_count(service),
+        "watch_count": service.watches.zookeeper_count(),
         "min_latency": int(stats.latency.min_ms),
         "approximate_data_size": service.tree.approximate_data_size(DATA_SIZE_SCAN_NODES_MAX),
         "local_sessions": 0,  # every session is global (replicated through the log)

@@ -104,6 +104,15 @@ class WatchManager:
         """ZooKeeper's childWatches: one-shot child watches and non-recursive persistent ones. A copy."""
         return _union(self._child, self._persistent)
 
+    def zookeeper_count(self) -> int:
+        """DataTree.getWatchCount: ZooKeeper's data watches plus its child watches, where a persistent
+        watch sits in both tables and a recursive one in the data table only. Without persistent
+        watches no table is copied."""
+        if not (self._persistent or self._recursive):
+            return sum(len(ws) for t in (self._data, self._child) for ws in t.values())
+        tables = (self.data_watches(), self.child_watches())
+        return sum(len(ws) for t in tables for ws in t.values())
+
     # ---- firing
     def trigger(self, event_type: EventType, path: str, zxid: int) -> None:
         if not (self._data or self._child or self._persistent or self._recursive):
