@@ -549,3 +549,13 @@ def test_whitelist_refusal_is_real_zookeepers_text(tmp_path: Path) -> None:
                 assert ask(service, word) == zk.four_letter(1, word), word
     finally:
         service.tree.close()
+
+
+def test_zkraft_up_refuses_a_bad_whitelist_in_one_line(tmp_path: Path) -> None:
+    from tests.test_up_cli import run_up_expecting_error
+
+    data_dir = tmp_path / "cluster"
+    result = run_up_expecting_error(data_dir, "--override", "4lw.commands.whitelist=srvr,rouk")
+    assert result.returncode == 2, result.stderr
+    assert "4lw.commands.whitelist: unknown four-letter word 'rouk'" in result.stderr
+    assert not data_dir.exists()
