@@ -44,6 +44,8 @@ FOUR_LETTER_WORDS_NOT_SERVED = ("gtmk", "stmk", "hash")
 # ZooKeeper's default whitelist since 3.5.3: only srvr, which zkServer.sh status needs (and which
 # ZooKeeper adds to any list given).
 FOUR_LETTER_WHITELIST_DEFAULT = frozenset({"srvr"})
+CLIENT_PORT_DEFAULT = 2181
+CLIENT_PORT_ADDRESS_DEFAULT = "0.0.0.0"
 
 
 class SettingsError(ValueError):
@@ -102,6 +104,15 @@ class NodeSettings:
     memory_release_quiet_ms: int = 1000
     # ZooKeeper's 4lw.commands.whitelist: the four-letter words answered on the client port.
     four_letter_whitelist: frozenset[str] = FOUR_LETTER_WHITELIST_DEFAULT
+    # ZooKeeper's clientPort and clientPortAddress: where the ZooKeeper wire protocol (jute) is served
+    # to ZooKeeper clients (kazoo, zkCli, Curator); defaults as ZooKeeper's sample config. 0: not served.
+    client_port: int = CLIENT_PORT_DEFAULT
+    client_port_address: str = CLIENT_PORT_ADDRESS_DEFAULT
+    # ZooKeeper's zookeeper.nio.sessionlessCnxnTimeout: a client connection that has not sent its
+    # ConnectRequest within this long is closed (NIOServerCnxnFactory), so idle sockets cannot pile up.
+    sessionless_connection_timeout_ms: int = 10000
+    # ZooKeeper's maxClientCnxns: client connections one IP address may hold on this node; 0: no limit.
+    max_client_connections: int = 60
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -223,6 +234,9 @@ _INT_MINIMUMS = {
     "session_outstanding_requests_max": 1,
     "session_outstanding_bytes_max": 1,
     "memory_release_quiet_ms": 1,
+    "client_port": 0,
+    "sessionless_connection_timeout_ms": 1,
+    "max_client_connections": 0,
 }
 STATE_MACHINES = ("zookeeper", "register")
 JUTE_MAX_BUFFER_BYTES_MAX = 1 << 30
@@ -251,6 +265,11 @@ def _validate(settings: NodeSettings) -> None:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: expected an integer, got {value!r}")
         if value < minimum:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: must be >= {minimum}, got {value}")
+    if settings.client_port > PORT_MAX:
+        raise SettingsError(
+            f"clientPort: must be <= {PORT_MAX} (0: no ZooKeeper client port), got {settings.client_port}"
+        )
+    _validate_client_port_address(settings.client_port_address)
     if settings.jute_max_buffer_bytes > JUTE_MAX_BUFFER_BYTES_MAX:
         raise SettingsError(
             f"jute.maxbuffer: must be <= {JUTE_MAX_BUFFER_BYTES_MAX} (1 GiB; gRPC messages stay under 2 GiB), "
@@ -312,6 +331,16 @@ def _validate_four_letter_whitelist(words: object) -> None:
         _check_four_letter_word(word, "4lw.commands.whitelist")
 
 
+def _validate_client_port_address(address: str) -> None:
+    """clientPortAddress: a host name or IP address to bind, without a port (ZooKeeper's spelling)."""
+    if not isinstance(address, str) or not address.strip():
+        raise SettingsError(f"clientPortAddress: must be a host name or IP address, got {address!r}")
+    if any(c.isspace() for c in address) or address.startswith("[") or (":" in address and address.count(":") < 2):
+        raise SettingsError(
+            f"clientPortAddress: {address!r} is not a host name or IP address (give the port as clientPort)"
+        )
+
+
 def _validate_peers(peers: Mapping[int, str]) -> None:
     seen: dict[str, int] = {}
     for node_id in sorted(peers):
@@ -365,6 +394,10 @@ _FIELD_OF_PROPERTY = {
     "4lw.commands.whitelist": "four_letter_whitelist",
     # The same as a Java system property (-Dzookeeper.4lw.commands.whitelist), ZooKeeper's other spelling.
     "zookeeper.4lw.commands.whitelist": "four_letter_whitelist",
+    "clientPort": "client_port",
+    "clientPortAddress": "client_port_address",
+    "zookeeper.nio.sessionlessCnxnTimeout": "sessionless_connection_timeout_ms",
+    "maxClientCnxns": "max_client_connections",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}
@@ -374,7 +407,9 @@ _SERVER_KEY = re.compile(r"^server\.(.*)$")
 _INT_FIELDS = frozenset({"node_id", *_INT_MINIMUMS})
 
 # Properties a whole-cluster launcher sets per node; `zkraft up` refuses them as overrides.
-NODE_IDENTITY_PROPERTIES = frozenset({"id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id"})
+NODE_IDENTITY_PROPERTIES = frozenset(
+    {"id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id", "clientPort", "clientPortAddress"}
+)
 
 
 def known_property(key: str) -> bool:

@@ -288,21 +288,20 @@ def _conf(service: ZooKeeperService) -> str:
     """ZooKeeperServer.dumpConf, then QuorumZooKeeperServer's quorum lines for a quorum of several.
 
     syncLimit and electionAlg are left out: Raft has neither (its election is not ZooKeeper's FLE).
-    maxClientCnxns=0 is ZooKeeper's "no per-host limit", which is zkraft's case.
     """
     settings = service.settings
     data_dir, data_paths, log_dir = _data_dirs(service)
     low_ms, high_ms = settings.session_timeout_bounds_ms
     peer_port = settings.advertised_address.rsplit(":", 1)[1]
     lines = [
-        f"clientPort={getattr(settings, 'client_port', -1)}",
+        f"clientPort={settings.client_port}",
         "secureClientPort=-1",
         f"dataDir={data_dir}",
         f"dataDirSize={_dir_bytes(data_paths)}",
         f"dataLogDir={log_dir}",
         f"dataLogSize={_dir_bytes([log_dir])}",
         f"tickTime={settings.tick_time_ms}",
-        "maxClientCnxns=0",
+        f"maxClientCnxns={settings.max_client_connections}",
         f"minSessionTimeout={low_ms}",
         f"maxSessionTimeout={high_ms}",
         "clientPortListenBacklog=-1",
