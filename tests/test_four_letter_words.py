@@ -365,6 +365,13 @@ def test_envi_gives_kazoo_the_version_it_parses(follower: ZooKeeperService) -> N
     assert {"host.name", "os.name", "os.arch", "os.version", "user.name", "user.home", "user.dir"} <= set(parsed)
 
 
+def test_a_word_whose_figures_fail_answers_not_serving_instead_of_raising(tmp_path: Path) -> None:
+    service = make_service(tmp_path, PEERS_3)
+    service.tree.close()  # every read of the tree now fails
+    assert ask(service, "mntr") == flw.NOT_SERVING
+    assert ask(service, "ruok") == "imok"
+
+
 # ---------------------------------------------------------------- the whitelist
 
 
