@@ -173,6 +173,7 @@ class QuorumNode:
         self._applied_bytes_since_snapshot = 0  # entry data applied since: the log holds it in memory
         self._last_snapshot_bytes = 0
         self._soft = SoftState(self.core.role, self.core.leader_id)
+        self.role_since_s = time.monotonic()  # when this node took its current role (mntr's zk_leader_uptime)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
         self._placement = LoopPlacement.for_node(
             settings.cpu_placement,
@@ -649,6 +650,7 @@ class QuorumNode:
         self._soft = soft
         if soft.role != old.role:
             self._place()
+            self.role_since_s = time.monotonic()
         if soft.role != old.role or soft.leader != old.leader:
             self.log.info(
                 "role_changed",

@@ -9,6 +9,7 @@ ServerStats, Admission, the settings parser.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ class FakeNode:
 
     core: FakeCore = field(default_factory=FakeCore)
     read_rounds: int = 0
+    role_since_s: float = field(default_factory=time.monotonic)
 
     def read_index_rounds_in_flight(self) -> int:
         return self.read_rounds
@@ -285,6 +287,7 @@ def test_mntr_on_the_leader_adds_its_followers(follower: ZooKeeperService) -> No
     assert values["zk_server_state"] == "leader"
     assert values["zk_peer_state"] == "leading - broadcast"
     assert (values["zk_learners"], values["zk_synced_followers"], values["zk_pending_syncs"]) == ("1", "1", "0")
+    assert int(values["zk_leader_uptime"]) >= 0
     core.followers[3] = (5, 6, "replicate")
     assert mntr_values(ask(follower, "mntr"))["zk_synced_followers"] == "2"
 

@@ -116,6 +116,7 @@ def test_every_node_answers_every_word(cluster: QuorumProcesses) -> None:
     )
     figures = mntr(cluster, leader_id)
     assert (figures["zk_server_state"], figures["zk_learners"], figures["zk_quorum_size"]) == ("leader", "2", "3")
+    assert int(figures["zk_leader_uptime"]) > 0 and int(figures["zk_uptime"]) >= int(figures["zk_leader_uptime"])
 
 
 def test_a_kazoo_session_shows_in_cons_wchs_dump_and_kazoos_own_commands(

@@ -363,7 +363,7 @@ def _leader_figures(service: ZooKeeperService) -> dict[str, int]:
 
     learners: followers this leader replicates to (Raft progress replicate or snapshot); synced:
     those receiving the log as it grows (replicate); pending_syncs: ReadIndex rounds in flight,
-    which is what a sync waits on here.
+    which is what a sync waits on here; leader_uptime: ms since this node became leader.
     """
     assert service.node is not None
     states = [state for _match, _next, state in service.node.core.progress().values()]
@@ -373,6 +373,7 @@ def _leader_figures(service: ZooKeeperService) -> dict[str, int]:
         "synced_observers": 0,  # zkraft has no observers
         "pending_syncs": service.node.read_index_rounds_in_flight(),
         "learners": sum(state in ("replicate", "snapshot") for state in states),
+        "leader_uptime": int((time.monotonic() - service.node.role_since_s) * 1000),
     }
 
 
@@ -432,6 +433,7 @@ MNTR_KEY_ORDER = (
     "approximate_data_size",
     "open_file_descriptor_count",
     "pending_syncs",
+    "leader_uptime",
     "local_sessions",
     "uptime",
     "max_latency",
