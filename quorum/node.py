@@ -173,6 +173,7 @@ class QuorumNode:
         self._applied_bytes_since_snapshot = 0  # entry data applied since: the log holds it in memory
         self._last_snapshot_bytes = 0
         self._soft = SoftState(self.core.role, self.core.leader_id)
+        self.role_since_s = time.monotonic()  # when this node took its current role (mntr's zk_leader_uptime)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
         self._placement = LoopPlacement.for_node(
             settings.cpu_placement,
@@ -649,6 +650,7 @@ class QuorumNode:
         self._soft = soft
         if soft.role != old.role:
             self._place()
+            self.role_since_s = time.monotonic()
         if soft.role != old.role or soft.leader != old.leader:
             self.log.info(
                 "role_changed",
@@ -959,6 +961,10 @@ class QuorumNode:
             followers=tuple((p, m, n, st) for p, (m, n, st) in sorted(c.progress().items())),
             cluster_id=self.settings.cluster_id,
         )
+
+    def read_index_rounds_in_flight(self) -> int:
+        """ReadIndex rounds this node waits on (each serves a batch of syncs and linearizable reads)."""
+        return len(self._reads_in_flight) + (self._open_read is not None)
 
     def best_transfer_target(self) -> int:
         progress = self.core.progress()

@@ -36,6 +36,17 @@ from zkemu.ephemeral_type import EXTENDED_SERVER_ID_MAX
 ALLOWED_CLUSTER_SIZES = (1, 3, 5, 7)
 PORT_MIN = 1
 PORT_MAX = 65535
+# ZooKeeper 3.9's four-letter words (command/FourLetterCommands.java) and the ones a node answers
+# (zkemu.four_letter_words). gtmk/stmk set ZooKeeper's trace mask and hash prints its digest log:
+# zkraft has neither, so they are refused by name rather than answered with made-up figures.
+FOUR_LETTER_WORDS = (
+    "conf", "cons", "crst", "dirs", "dump", "envi", "isro", "mntr",
+    "ruok", "srst", "srvr", "stat", "wchc", "wchp", "wchs",
+)  # fmt: skip
+FOUR_LETTER_WORDS_NOT_SERVED = ("gtmk", "stmk", "hash")
+# ZooKeeper's default whitelist since 3.5.3: only srvr, which zkServer.sh status needs (and which
+# ZooKeeper adds to any list given).
+FOUR_LETTER_WHITELIST_DEFAULT = frozenset({"srvr"})
 CLIENT_PORT_DEFAULT = 2181
 CLIENT_PORT_ADDRESS_DEFAULT = "0.0.0.0"
 
@@ -105,6 +116,8 @@ class NodeSettings:
     # ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest, `user:base64(sha1(user:password))`:
     # a session that authenticates with that digest passes every ACL check (zkemu.acl). Empty: none.
     super_digest: str = ""
+    # ZooKeeper's 4lw.commands.whitelist: the four-letter words answered on the client port.
+    four_letter_whitelist: frozenset[str] = FOUR_LETTER_WHITELIST_DEFAULT
     # ZooKeeper's clientPort and clientPortAddress: where the ZooKeeper wire protocol (jute) is served
     # to ZooKeeper clients (kazoo, zkCli, Curator); defaults as ZooKeeper's sample config. 0: not served.
     client_port: int = CLIENT_PORT_DEFAULT
@@ -303,6 +316,7 @@ def _validate(settings: NodeSettings) -> None:
             f"on, got {max(settings.peers)}"
         )
     _validate_super_digest(settings.super_digest)
+    _validate_four_letter_whitelist(settings.four_letter_whitelist)
     if settings.election_timeout_ticks <= settings.heartbeat_interval_ticks:
         raise SettingsError(
             f"raft.election.timeout.ticks ({settings.election_timeout_ticks}) must be greater than "
@@ -328,6 +342,40 @@ def _validate_super_digest(digest: str) -> None:
             "zookeeper.DigestAuthenticationProvider.superDigest: expected user:base64(sha1(user:password)), "
             f"got {digest!r}"
         )
+
+
+def parse_four_letter_whitelist(text: str, what: str = "4lw.commands.whitelist") -> frozenset[str]:
+    """ZooKeeper's 4lw.commands.whitelist: comma-separated words, `*` for all; srvr is always in.
+
+    ZooKeeper ignores a word it does not know; here it is an error naming the word, so that a typo
+    does not silently leave a monitoring check without its answer (FourLetterCommands.isEnabled).
+    """
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    if "*" in words:
+        return frozenset(FOUR_LETTER_WORDS)
+    for word in words:
+        _check_four_letter_word(word, what)
+    return frozenset(words) | FOUR_LETTER_WHITELIST_DEFAULT
+
+
+def _check_four_letter_word(word: object, what: str) -> None:
+    if word in FOUR_LETTER_WORDS:
+        return
+    if word in FOUR_LETTER_WORDS_NOT_SERVED:
+        raise SettingsError(
+            f"{what}: {word!r} is a ZooKeeper four-letter word zkraft does not serve "
+            f"(it serves {', '.join(FOUR_LETTER_WORDS)}, or * for all)"
+        )
+    raise SettingsError(
+        f"{what}: unknown four-letter word {word!r} (known: {', '.join(FOUR_LETTER_WORDS)}, or * for all)"
+    )
+
+
+def _validate_four_letter_whitelist(words: object) -> None:
+    if not isinstance(words, frozenset):
+        raise SettingsError(f"4lw.commands.whitelist: expected a set of words, got {words!r}")
+    for word in sorted(words, key=str):
+        _check_four_letter_word(word, "4lw.commands.whitelist")
 
 
 def _validate_client_port_address(address: str) -> None:
@@ -395,6 +443,9 @@ _FIELD_OF_PROPERTY = {
     "znode.container.maxPerMinute": "container_max_per_minute",
     "znode.container.maxNeverUsedIntervalMs": "container_max_never_used_interval_ms",
     "zookeeper.DigestAuthenticationProvider.superDigest": "super_digest",
+    "4lw.commands.whitelist": "four_letter_whitelist",
+    # The same as a Java system property (-Dzookeeper.4lw.commands.whitelist), ZooKeeper's other spelling.
+    "zookeeper.4lw.commands.whitelist": "four_letter_whitelist",
     "clientPort": "client_port",
     "clientPortAddress": "client_port_address",
     "zookeeper.nio.sessionlessCnxnTimeout": "sessionless_connection_timeout_ms",
@@ -502,6 +553,10 @@ def _convert(name: str, raw: Any, what: str) -> Any:
                 for key, value in raw.items()
             }
         return parse_peers(str(raw), what)
+    if name == "four_letter_whitelist":
+        if isinstance(raw, str):
+            return parse_four_letter_whitelist(raw, what)
+        return parse_four_letter_whitelist(",".join(str(word) for word in raw), what)
     if name == "data_dir":
         text = str(raw)
         if not text.strip():

@@ -22,6 +22,7 @@ from kazoo.client import KazooClient
 
 from client import ZkClient
 from tests.helpers import wait_until
+from tests.real_zookeeper import four_letter_word
 from zkraft import up as up_module
 
 pytestmark = [
@@ -239,6 +240,13 @@ def test_up_elects_a_leader_status_agrees_and_sigterm_stops_every_node(up_cluste
     finally:
         kazoo.stop()
         kazoo.close()
+    # The four-letter words zkraft up enables (the monitoring ones, and envi for kazoo's server_version).
+    for zk_address in zk_addresses:
+        for word in ("ruok", "srvr", "stat", "mntr", "conf", "isro", "envi"):
+            answer = four_letter_word(zk_address, word, timeout_s=STATUS_RUN_TIMEOUT_S)
+            assert answer and "not executed" not in answer, (zk_address, word, answer)
+        cons = four_letter_word(zk_address, "cons", timeout_s=STATUS_RUN_TIMEOUT_S)
+        assert cons == "cons is not executed because it is not in the whitelist.\n"
 
     pids = [node["pid"] for node in cluster["quorum"]]
     up_cluster.process.send_signal(signal.SIGTERM)

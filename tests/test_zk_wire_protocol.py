@@ -63,6 +63,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuorumProcesse
         "jute.maxbuffer": str(JUTE_MAX_BUFFER_BYTES),
         "zookeeper.nio.sessionlessCnxnTimeout": str(SESSIONLESS_TIMEOUT_MS),
         "maxClientCnxns": str(MAX_CLIENT_CONNECTIONS),
+        "4lw.commands.whitelist": "ruok",  # ZooKeeper's default enables srvr alone
     }
     with QuorumProcesses(tmp_path_factory.mktemp("wire"), n=3, properties=properties) as processes:
         processes.start_all()

@@ -51,6 +51,8 @@ class ConnectionStats:
         "packets_sent",
         "last_zxid",
         "last_operation",
+        "last_response_ms",
+        "last_latency_ms",
         "latency",
         "server",
     )
@@ -65,6 +67,8 @@ class ConnectionStats:
         self.packets_sent = 0
         self.last_zxid = -1
         self.last_operation = "NA"
+        self.last_response_ms = 0  # the monotonic clock's ms at the last reply (`cons` lresp), 0: none yet
+        self.last_latency_ms = 0.0
         self.latency = LatencyFigures()
 
     def received(self, packets: int = 1) -> None:
@@ -79,6 +83,8 @@ class ConnectionStats:
         """A reply left for a request named `operation` (ZooKeeper's op names: CREA, GETD, ...)."""
         self.last_operation = operation
         self.last_zxid = zxid
+        self.last_response_ms = int(time.monotonic() * 1000)
+        self.last_latency_ms = latency_ms
         self.latency.record(latency_ms)
         self.server.latency.record(latency_ms)
 
@@ -87,6 +93,8 @@ class ConnectionStats:
         self.packets_sent = 0
         self.last_zxid = -1
         self.last_operation = "NA"
+        self.last_response_ms = 0
+        self.last_latency_ms = 0.0
         self.latency.reset()
 
 
@@ -94,6 +102,7 @@ class ServerStats:
     """The node's figures over all client connections (`srvr`, `stat`, `mntr`; `srst` resets)."""
 
     def __init__(self) -> None:
+        self.started_s = time.monotonic()  # mntr's zk_uptime counts from here (ServerStats.startTime)
         self.packets_received = 0
         self.packets_sent = 0
         self.latency = LatencyFigures()

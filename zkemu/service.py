@@ -183,6 +183,11 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
             old.end()  # the session moved to a newer connection (ZooKeeper SESSIONMOVED)
         self._connections[conn.session_id] = conn
 
+    def requests_in_flight(self, session_id: int) -> int:
+        """Requests of the session connected here that are read and not yet answered (`cons` queued)."""
+        conn = self._connections.get(session_id)
+        return conn.requests_in_flight if conn is not None else 0
+
     def detach(self, conn: SessionConnection) -> None:
         if self._connections.get(conn.session_id) is conn:
             del self._connections[conn.session_id]
@@ -274,6 +279,10 @@ class SessionConnection:
 
     def __hash__(self) -> int:
         return id(self)
+
+    @property
+    def requests_in_flight(self) -> int:
+        return self._requests_in_flight
 
     @property
     def node(self) -> QuorumNode:

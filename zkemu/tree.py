@@ -957,6 +957,25 @@ class ZnodeTree:
         with self._env.begin() as txn:
             return int(txn.stat(self._ephemerals)["entries"])
 
+    def approximate_data_size(self, scan_nodes_max: int) -> int:
+        """ZooKeeper's zk_approximate_data_size: the sum of every znode's path and data length.
+
+        Exact up to `scan_nodes_max` znodes; a larger tree is scanned that far and the rest
+        extrapolated from it, so that a monitoring poll never holds the event loop for long (the
+        scan costs about 0.6 us a znode; ZooKeeper keeps a running sum instead, DataTree.nodeDataSize).
+        """
+        with self._env.begin() as txn:
+            total_nodes = int(txn.stat(self._nodes)["entries"])
+            size_bytes = scanned = 0
+            for key, value in txn.cursor(db=self._nodes).iternext():
+                if scanned >= scan_nodes_max:
+                    break
+                size_bytes += len(key) + len(value) - _HDR
+                scanned += 1
+        if scanned < total_nodes and scanned:
+            size_bytes = size_bytes * total_nodes // scanned
+        return size_bytes
+
     def sessions(self) -> dict[int, int]:
         """Live sessions: id -> timeout (ms)."""
         with self._env.begin(db=self._sessions) as txn:

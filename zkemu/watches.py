@@ -106,6 +106,25 @@ class WatchManager:
     def count(self) -> int:
         return sum(len(ws) for t in (self._data, self._child, self._persistent, self._recursive) for ws in t.values())
 
+    # ---- reads for the four-letter words (wchs, wchc, wchp, mntr's zk_watch_count)
+    def data_watches(self) -> Table:
+        """ZooKeeper's dataWatches, path -> watchers: one-shot data and exists watches and every
+        persistent watch, recursive or not (DataTree.addWatch registers both kinds there). A copy."""
+        return _union(self._data, self._persistent, self._recursive)
+
+    def child_watches(self) -> Table:
+        """ZooKeeper's childWatches: one-shot child watches and non-recursive persistent ones. A copy."""
+        return _union(self._child, self._persistent)
+
+    def zookeeper_count(self) -> int:
+        """DataTree.getWatchCount: ZooKeeper's data watches plus its child watches, where a persistent
+        watch sits in both tables and a recursive one in the data table only. Without persistent
+        watches no table is copied."""
+        if not (self._persistent or self._recursive):
+            return sum(len(ws) for t in (self._data, self._child) for ws in t.values())
+        tables = (self.data_watches(), self.child_watches())
+        return sum(len(ws) for t in tables for ws in t.values())
+
     # ---- firing
     def trigger(self, event_type: EventType, path: str, zxid: int, node_acl: bytes | None = None) -> None:
         """Notify the watchers of `path` for `event_type`; `node_acl`: the node's stored ACL (None: open)."""
@@ -177,6 +196,14 @@ def _may_read(entries: Sequence[acl.Acl], watcher: Watcher, path: str) -> bool:
     except NoAuthError:
         return False
     return True
+
+
+def _union(*tables: Table) -> Table:
+    merged: Table = {}
+    for table in tables:
+        for path, watchers in table.items():
+            merged.setdefault(path, set()).update(watchers)
+    return merged
 
 
 def _discard(table: Table, path: str, watcher: Watcher) -> bool:

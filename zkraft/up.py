@@ -80,6 +80,10 @@ POLL_INTERVAL_S = 0.2
 STATUS_TIMEOUT_S = 1.0
 ZK_REQUEST_TIMEOUT_S = 5.0
 PORT_MAX = 65535
+# The four-letter words a local cluster answers unless --override 4lw.commands.whitelist=... says
+# otherwise: the monitoring ones (ruok, srvr, stat, mntr, conf, isro) and envi, whose
+# zookeeper.version line kazoo's server_version() reads. ZooKeeper's own default is srvr alone.
+FOUR_LETTER_WHITELIST_UP = "srvr,ruok,mntr,stat,conf,isro,envi"
 
 QUORUM_NODE = "quorum node"
 BROKER = "broker"
@@ -420,6 +424,7 @@ def write_node_config(spec: ChildSpec, properties: dict[str, str]) -> None:
         "# Written by `zkraft up` on every start from its --override options.",
         "# The node's id, dataDir, listen, peers and cluster.id are on its command line (cluster.json `cmd`).",
     )
+    properties = {"4lw.commands.whitelist": FOUR_LETTER_WHITELIST_UP} | properties
     write_atomically(spec.config_path, _properties_text(header, dict(sorted(properties.items()))))
 
 
