@@ -94,6 +94,8 @@ log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
 log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
 """
 
+# ZooKeeper's client (ClientCnxn) logs this each time a session is opened or moved to another server.
+SESSION_LINE = re.compile(r"Session establishment complete on server /?([\w.:-]+), session id = (0x[0-9a-f]+)")
 STARTED_LINE = re.compile(r"\[KafkaServer id=(\d+)\] started")
 # One partition line of `kafka-topics --describe` in 3.9:
 #   Topic: t	Partition: 0	Leader: 2	Replicas: 2,3,1	Isr: 2,3,1	Elr: N/A	LastKnownElr: N/A
@@ -287,6 +289,14 @@ class Kafka39Brokers:
     def _life_offset(self, broker_id: int) -> int:
         """Where the current life of `broker_id` starts in its log (the file is appended across lives)."""
         return self._life_starts.get(broker_id, 0)
+
+    def zookeeper_session(self, broker_id: int) -> tuple[str, str] | None:
+        """(session id, server host:port) of the broker's ZooKeeper session in its current life, as last logged."""
+        sessions = SESSION_LINE.findall(self.log_text(broker_id)[self._life_offset(broker_id) :])
+        if not sessions:
+            return None
+        server, session_id = sessions[-1]
+        return session_id, server
 
     # ---- the tools
     def run_tool(

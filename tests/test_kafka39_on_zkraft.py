@@ -51,9 +51,13 @@ class Quorum(Protocol):
     @property
     def connect_string(self) -> str: ...
 
+    def client_address(self, node_id: int) -> str: ...
+
     def leader_id(self) -> int: ...
 
     def kill_and_wait_new_leader(self, node_id: int, timeout_s: float) -> int: ...
+
+    def restart(self, node_id: int, timeout_s: float) -> None: ...
 
 
 class RealZooKeeperQuorum:
@@ -65,6 +69,9 @@ class RealZooKeeperQuorum:
     @property
     def connect_string(self) -> str:
         return self.ensemble.connect_string
+
+    def client_address(self, node_id: int) -> str:
+        return self.ensemble.addresses[node_id]
 
     def _leaders(self) -> list[int]:
         return [i for i in self.ensemble.addresses if self.ensemble.alive(i) and self.ensemble.mode(i) == "leader"]
@@ -79,6 +86,10 @@ class RealZooKeeperQuorum:
         leaders = wait_until(self._leaders, timeout_s, message=f"no new zookeeper leader after killing {node_id}")
         assert isinstance(leaders, list)
         return leaders[0]
+
+    def restart(self, node_id: int, timeout_s: float) -> None:
+        self.ensemble.start(node_id)
+        self.ensemble.wait_serving(timeout_s, [node_id])
 
 
 @contextlib.contextmanager
@@ -164,6 +175,43 @@ def wait_partition(kafka: Kafka39Brokers, topic: str, leader_in: set[int], isr: 
     return leader
 
 
+def node_of_session(quorum: Quorum, kafka: Kafka39Brokers, broker_id: int) -> int:
+    """The quorum node serving `broker_id`'s ZooKeeper session."""
+    session = kafka.zookeeper_session(broker_id)
+    assert session is not None, f"broker {broker_id} logged no zookeeper session"
+    nodes = [node_id for node_id in range(1, QUORUM_NODES + 1) if quorum.client_address(node_id) == session[1]]
+    assert len(nodes) == 1, f"broker {broker_id}'s session is on {session[1]}, not a quorum node"
+    return nodes[0]
+
+
+def kill_quorum_node(quorum: Quorum, kafka: Kafka39Brokers, brokers: set[int], node_id: int) -> list[int]:
+    """SIGKILL quorum node `node_id`, wait for a leader and for the brokers' sessions on it to move.
+
+    Returns the brokers whose sessions moved (were on that node).
+    """
+    sessions = {broker_id: kafka.zookeeper_session(broker_id) for broker_id in brokers}
+    quorum.kill_and_wait_new_leader(node_id, CLUSTER_CHANGE_TIMEOUT_S)
+    return wait_sessions_moved(kafka, sessions, quorum.client_address(node_id))
+
+
+def wait_sessions_moved(
+    kafka: Kafka39Brokers, before: dict[int, tuple[str, str] | None], dead_server: str
+) -> list[int]:
+    """Each broker whose session was on `dead_server` reconnects elsewhere with the same session id."""
+    moving = {b: session for b, session in before.items() if session is not None and session[1] == dead_server}
+    print(f"zookeeper sessions on the killed node {dead_server}: brokers {sorted(moving)}")
+
+    def moved() -> bool:
+        for broker_id, (session_id, _) in moving.items():
+            now = kafka.zookeeper_session(broker_id)
+            if now is None or now[0] != session_id or now[1] == dead_server:
+                return False
+        return True
+
+    wait_until(moved, CLUSTER_CHANGE_TIMEOUT_S, interval_s=0.2, message=f"sessions of brokers {sorted(moving)} moved")
+    return sorted(moving)
+
+
 def batch(name: str) -> list[str]:
     return [f"{name}-{i:04d}" for i in range(RECORDS_PER_BATCH)]
 
@@ -210,7 +258,14 @@ def test_kafka39_brokers_run_on_the_quorum(tmp_path: Path, quorum_kind: str) -> 
         assert_reads_back(kafka, written, "g-after-broker-kill")
 
         # The quorum's leader crashes: the brokers' sessions move to the other nodes and stay alive.
-        quorum.kill_and_wait_new_leader(quorum.leader_id(), CLUSTER_CHANGE_TIMEOUT_S)
+        # Which node each broker's session is on is the ZooKeeper client's random pick: when none was on
+        # the leader, the leader comes back and the node holding the controller's session crashes too.
+        quorum_leader = quorum.leader_id()
+        if not kill_quorum_node(quorum, kafka, survivors, quorum_leader):
+            quorum.restart(quorum_leader, QUORUM_START_TIMEOUT_S)
+            controller = controller_id(zk)
+            assert controller is not None
+            kill_quorum_node(quorum, kafka, survivors, node_of_session(quorum, kafka, controller))
         written += batch("after-quorum-kill")
         kafka.produce(TOPIC, written[-RECORDS_PER_BATCH:])
         assert_reads_back(kafka, written, "g-after-quorum-kill")
