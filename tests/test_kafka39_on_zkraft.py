@@ -14,6 +14,7 @@ the test skips with one line when mvn or java is missing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -27,7 +28,8 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from tests import maven_jars
 from tests.helpers import wait_until
-from tests.kafka39_harness import ZOOKEEPER_SESSION_TIMEOUT_MS, Kafka39Brokers, PartitionState
+from tests.kafka39_harness import ZOOKEEPER_SESSION_TIMEOUT_MS, Kafka39Brokers, PartitionState, ToolError
+from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
 from tests.real_zookeeper import RealZooKeeper
 from tests.real_zookeeper import unavailable_reason as real_zookeeper_unavailable
 
@@ -104,10 +106,43 @@ def real_zookeeper_quorum(root: Path) -> Iterator[Quorum]:
         yield RealZooKeeperQuorum(ensemble)
 
 
+class ZkraftQuorum:
+    """Three zkraft quorum nodes (`zkraft quorum start`), each serving ZooKeeper clients on its clientPort."""
+
+    def __init__(self, cluster: QuorumProcesses) -> None:
+        self.cluster = cluster
+
+    @property
+    def connect_string(self) -> str:
+        return self.cluster.zk_connect_string
+
+    def client_address(self, node_id: int) -> str:
+        return self.cluster.zk_address(node_id)
+
+    def _wait_leader(self, timeout_s: float) -> int:
+        dead = [node_id for node_id in self.cluster.addresses if not self.cluster.alive(node_id)]
+        leader_id, _ = asyncio.run(wait_for_leader(self.cluster.addresses, timeout_s=timeout_s, exclude=dead))
+        return leader_id
+
+    def leader_id(self) -> int:
+        return self._wait_leader(QUORUM_START_TIMEOUT_S)
+
+    def kill_and_wait_new_leader(self, node_id: int, timeout_s: float) -> int:
+        self.cluster.kill(node_id)
+        return self._wait_leader(timeout_s)
+
+    def restart(self, node_id: int, timeout_s: float) -> None:
+        self.cluster.start(node_id)
+        asyncio.run(self.cluster.wait_serving(node_id, timeout_s))
+
+
 @contextlib.contextmanager
 def zkraft_quorum(root: Path) -> Iterator[Quorum]:
-    pytest.skip("zkraft's quorum has no ZooKeeper client port on this branch yet")
-    yield  # pragma: no cover
+    with QuorumProcesses(root, n=QUORUM_NODES, properties=FAST_ZK_PROPERTIES) as cluster:
+        cluster.start_all()
+        quorum = ZkraftQuorum(cluster)
+        quorum.leader_id()
+        yield quorum
 
 
 QUORUMS = {"zookeeper": real_zookeeper_quorum, "zkraft": zkraft_quorum}
@@ -222,7 +257,22 @@ def assert_reads_back(kafka: Kafka39Brokers, expected: list[str], group: str) ->
     assert records == expected, f"group {group} read {len(records)} records, expected {len(expected)}"
 
 
-@pytest.mark.parametrize("quorum_kind", sorted(QUORUMS))
+# The one gap Kafka 3.9 hits on zkraft today. Kafka creates /latest_producer_id_block with null data (a jute
+# buffer of length -1); ZooKeeper stores null and getData answers null, zkraft stores and answers an empty
+# buffer. Kafka's ZkProducerIdManager takes Option(null) as "no block yet" but parses an empty array as JSON
+# and throws, so the controller answers AllocateProducerIds with UNKNOWN_SERVER_ERROR and an idempotent
+# producer (the default since Kafka 3.0, the console producer's too) never gets a producer id.
+NULL_DATA_GAP = (
+    "getData of a znode created with null data answers an empty buffer where ZooKeeper answers null "
+    "(length -1): Kafka's controller fails AllocateProducerIds and the console producer never gets an id"
+)
+QUORUM_PARAMS = [
+    pytest.param("zookeeper"),
+    pytest.param("zkraft", marks=pytest.mark.xfail(reason=NULL_DATA_GAP, raises=ToolError, strict=True)),
+]
+
+
+@pytest.mark.parametrize("quorum_kind", QUORUM_PARAMS)
 def test_kafka39_brokers_run_on_the_quorum(tmp_path: Path, quorum_kind: str) -> None:
     reason = maven_jars.unavailable_reason()
     if reason is not None:
