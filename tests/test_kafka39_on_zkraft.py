@@ -25,6 +25,8 @@ from typing import Protocol
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.protocol.serialization import Create
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from tests import maven_jars
 from tests.helpers import wait_until
@@ -332,3 +334,45 @@ def test_kafka39_brokers_run_on_the_quorum(tmp_path: Path, quorum_kind: str) -> 
         assert TOPIC not in kafka.topics("--list").split()
         kafka.assert_alive(*all_ids)
     print(f"kafka 3.9 on {quorum_kind}: {time.monotonic() - started:.1f} s")
+
+
+@contextlib.contextmanager
+def single_node_connect_string(root: Path, quorum_kind: str) -> Iterator[str]:
+    """One server of `quorum_kind` (a standalone ZooKeeper, a one-node zkraft quorum); yields its connect string."""
+    if quorum_kind == "zookeeper":
+        reason = real_zookeeper_unavailable()
+        if reason is not None:
+            pytest.skip(reason)
+        with RealZooKeeper(root, n=1) as server:
+            server.start_all()
+            server.wait_serving(QUORUM_START_TIMEOUT_S)
+            yield server.connect_string
+    else:
+        with QuorumProcesses(root, n=1, properties=FAST_ZK_PROPERTIES) as cluster:
+            cluster.start_all()
+            ZkraftQuorum(cluster).leader_id()
+            yield cluster.zk_connect_string
+
+
+@pytest.mark.parametrize(
+    "quorum_kind",
+    [
+        pytest.param("zookeeper"),
+        pytest.param("zkraft", marks=pytest.mark.xfail(reason=NULL_DATA_GAP, raises=AssertionError, strict=True)),
+    ],
+)
+def test_a_znode_created_with_null_data_reads_back_null(tmp_path: Path, quorum_kind: str) -> None:
+    """What Kafka's createTopLevelPaths writes and ZkProducerIdManager reads, in seconds instead of minutes.
+
+    ZooKeeper's Java client sends null data as a jute buffer of length -1 (Kafka's createRecursive(path, null));
+    the server keeps the null, getData answers length -1 again and the client returns null, while an empty
+    array stays empty. kazoo's create() accepts only bytes, so the null create goes through its request object.
+    """
+    with single_node_connect_string(tmp_path, quorum_kind) as connect_string, kazoo_client(connect_string) as zk:
+        created = zk.handler.async_result()
+        zk._call(Create("/latest_producer_id_block", None, OPEN_ACL_UNSAFE, 0), created)  # data None: length -1
+        assert created.get(timeout=KAZOO_TIMEOUT_S) == "/latest_producer_id_block"
+        zk.create("/empty", b"")
+        data, stat = zk.get("/latest_producer_id_block")
+        assert data is None and stat.dataLength == 0, f"null data read back as {data!r}"
+        assert zk.get("/empty")[0] == b""
