@@ -24,7 +24,7 @@ from typing import Protocol
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.serialization import Create
 from kazoo.security import OPEN_ACL_UNSAFE
 
@@ -47,6 +47,9 @@ BROKER_START_TIMEOUT_S = 180.0
 LEADER_MOVE_TIMEOUT_S = ZOOKEEPER_SESSION_TIMEOUT_MS / 1000 + 90.0
 CLUSTER_CHANGE_TIMEOUT_S = 120.0
 KAZOO_TIMEOUT_S = 10.0
+# kazoo's retry of one read while its session moves to another server (KazooRetry max_tries and deadline).
+KAZOO_RETRY_TRIES_MAX = 200
+KAZOO_RETRY_DEADLINE_S = 60.0
 
 
 class Quorum(Protocol):
@@ -155,7 +158,9 @@ QUORUMS = {"zookeeper": real_zookeeper_quorum, "zkraft": zkraft_quorum}
 
 @contextlib.contextmanager
 def kazoo_client(connect_string: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=connect_string, timeout=KAZOO_TIMEOUT_S)
+    """A started kazoo client whose `retry` rides out a move to another server (bounded by a deadline)."""
+    retry = {"max_tries": KAZOO_RETRY_TRIES_MAX, "delay": 0.1, "max_delay": 1.0, "deadline": KAZOO_RETRY_DEADLINE_S}
+    client = KazooClient(hosts=connect_string, timeout=KAZOO_TIMEOUT_S, command_retry=retry)
     client.start(timeout=KAZOO_TIMEOUT_S)
     try:
         yield client
@@ -164,30 +169,24 @@ def kazoo_client(connect_string: str) -> Iterator[KazooClient]:
         client.close()
 
 
-def registered_brokers(zk: KazooClient) -> set[int] | None:
-    """The broker ids under /brokers/ids, None while the client is between servers."""
-    try:
-        return {int(child) for child in zk.get_children("/brokers/ids")}
-    except KazooException:
-        return None
+def registered_brokers(zk: KazooClient) -> set[int]:
+    """The broker ids under /brokers/ids."""
+    return {int(child) for child in zk.retry(zk.get_children, "/brokers/ids")}
 
 
 def controller_id(zk: KazooClient) -> int | None:
     """The broker id in /controller ({"version":2,"brokerid":N,...}), None when there is none."""
     try:
-        data, _ = zk.get("/controller")
-    except (NoNodeError, KazooException):
+        data, _ = zk.retry(zk.get, "/controller")
+    except NoNodeError:
         return None
     return int(json.loads(data)["brokerid"])
 
 
-def topic_znodes(zk: KazooClient, topic: str) -> list[str] | None:
+def topic_znodes(zk: KazooClient, topic: str) -> list[str]:
     """Which of the topic's znodes exist (the assignment, its config, a pending delete)."""
     paths = (f"/brokers/topics/{topic}", f"/config/topics/{topic}", f"/admin/delete_topics/{topic}")
-    try:
-        return [path for path in paths if zk.exists(path) is not None]
-    except KazooException:
-        return None
+    return [path for path in paths if zk.retry(zk.exists, path) is not None]
 
 
 # ---------------------------------------------------------------- Kafka, as its tools show it
