@@ -1,6 +1,7 @@
 """ZooKeeper benchmark: znode latency, throughput and watch delivery on a 3-node zkraft cluster.
 
     python3 bench/zk_bench.py [--runs 3] [--clients 1] [--inflight 200] [--seconds 4] [--real-zookeeper]
+    python3 bench/zk_bench.py --client kazoo --java [--java-processes 1,4] [--java-inflight 200]
 
 One client process (or `--clients N` processes) against a fresh 3-node
 `zkraft quorum start` cluster serving the ZooKeeper state machine, default
@@ -49,6 +50,17 @@ run. Every record carries `system`: `zkraft` or `zookeeper`. It also adds
 once and the two systems taking samples in alternating blocks of 50, so that
 both see the same moments of a machine whose speed drifts by up to 2x within
 minutes; `p50_ratio` is zkraft's p50 over ZooKeeper's.
+
+`--client kazoo` drives zkraft with kazoo on its ZooKeeper client ports (`clientPort`) instead of the SDK
+on its gRPC ports, and compares it with kazoo on real ZooKeeper (implies `--real-zookeeper`); the paired
+records then use kazoo on both sides. `--java` adds a load of ZooKeeper's own Java client
+(`bench/java/ZkLoad.java`, compiled at run time against pyspark's ZooKeeper jars, see `bench/java_load.py`):
+the throughput figures again, with `--java-processes` (default 1 and 4) processes of `--java-inflight`
+(default 200) requests each, on zkraft's client ports and on real ZooKeeper. Each run measures both systems
+one after the other, each going first every other run (the machine drifts), then emits a
+`vs_real_zookeeper` record: zkraft's figure over ZooKeeper's, figure by figure; the summary gives their
+medians and the issue's targets (kazoo: at least 1.5x ZooKeeper's throughput, at most its latency p50;
+Java: at least its throughput).
 
 Nodes come from `tests/quorum_harness.py` (`QuorumProcesses`, default
 timeouts); everything listens on 127.0.0.1; every wait has a deadline and
