@@ -16,6 +16,7 @@ import pytest
 
 from bench import java_load, zk_bench
 from bench.zk_bench import Load, Nodes, parse_args, run_ratios, summarize, throughput
+from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
 
 JAVA_WINDOW_ARGS = ["--seconds", "0.5", "--warmup", "0.2", "--payload-bytes", "10"]
 
@@ -132,3 +133,33 @@ def test_the_java_worker_runs_every_phase_against_a_real_zookeeper(tmp_path: Pat
         assert record["errors"] == {} and record["unfinished"] == 0
         assert record["ops_per_s"] > 0 and record["samples"] > 0 and len(record["ops_per_s_per_client"]) == 2
     assert all(n > 0 for n in created) and len(payload) == 10
+
+
+@pytest.mark.skipif(java_load.unavailable_reason() is not None, reason=str(java_load.unavailable_reason()))
+def test_kazoo_and_the_java_load_measure_zkraft_through_its_client_ports(tmp_path: Path) -> None:
+    """What `--client kazoo --java` runs against zkraft, in small: every phase answers, nothing fails."""
+    args = parse_args([*JAVA_WINDOW_ARGS, "--client", "kazoo", "--sequential-ops", "5", "--watch-samples", "5",
+                       "--ephemeral-samples", "1"])  # fmt: skip
+
+    async def measure(procs: QuorumProcesses) -> list[dict[str, Any]]:
+        leader, _ = await wait_for_leader(procs.addresses, timeout_s=60)
+        a, b = (n for n in sorted(procs.addresses) if n != leader)
+        nodes = zk_bench.zookeeper_port_nodes(procs, Nodes(dict(procs.addresses), leader, a, b))
+        records = await zk_bench.kazoo_latencies(nodes, 1, args, b"x" * 10)
+        for load in (Load("kazoo", 1, 5), Load("java", 2, 5)):
+            records += await throughput({}, nodes, tmp_path / "workers", 1, args, load)
+        return records
+
+    with QuorumProcesses(tmp_path / "cluster", n=3, properties=FAST_ZK_PROPERTIES) as procs:
+        procs.start_all()
+        records = asyncio.run(measure(procs))
+    latencies = [r for r in records if r["measure"] != "throughput"]
+    assert (
+        sorted(r["measure"] for r in latencies)
+        == ["ephemeral_gone"] * 2 + ["sequential_create"] * 2 + ["watch_fire"] * 2
+    )
+    assert all(r["samples"] >= 1 and r["p50_ms"] > 0 for r in latencies)
+    rates = [(r["client"], r["op"]) for r in records if r["measure"] == "throughput"]
+    assert rates == [(client, op) for client in ("kazoo", "java") for op in zk_bench.THROUGHPUT_OPS]
+    for record in records[len(latencies) :]:
+        assert record["errors"] == {} and record["unfinished"] == 0 and record["ops_per_s"] > 0, record
