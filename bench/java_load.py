@@ -29,7 +29,10 @@ CLIENT_JARS = (r"netty-(handler|common|buffer|transport|codec|codec-base|resolve
                r"-\d[\w.-]*\.jar")  # fmt: skip
 COMPILE_TIMEOUT_S = 300.0
 # A client process: the full JIT (it is measured), a heap far above what 200 requests in flight need.
-JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true")
+# zookeeper.request.timeout bounds the client's synchronous calls (setup, and close() waiting for its
+# closeSession reply); asynchronous requests, the measured ones, are not subject to it.
+JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+               "-Dzookeeper.request.timeout=10000")  # fmt: skip
 # ZooKeeper's client logs through slf4j -> log4j2: warnings and errors to stderr (the worker's log file),
 # never to stdout, which carries the JSON lines.
 LOG4J2_PROPERTIES = """\

@@ -116,6 +116,7 @@ ERROR_PAUSE_S = 0.01  # after a failed request: do not spin on a failing cluster
 OPS_PER_COROUTINE_MAX = 10_000_000  # bounds every request loop
 WORKER_START_TIMEOUT_S = 60.0
 WORKER_EXIT_TIMEOUT_S = 10.0
+WORKER_STOP_TIMEOUT_S = 30.0  # "stop": a worker closes its sessions (each waits for its closeSession reply)
 WORKER_START_DELAY_S = 0.3  # the window's start instant lies this far ahead of the phase message
 WORKER_LINE_BYTES_MAX = 64 << 20
 SEQUENTIAL_WARMUP_OPS = 50
@@ -622,7 +623,7 @@ async def throughput(
                 cpu = tasks.create_task(cpu_percent_during(pids, *_window_ns(start_ns, args.warmup, args.seconds)))
             merged = _merge_throughput(nodes, run, op, answers.result(), args.seconds)
             records.append({**merged, "client": load.client, "cpu_percent": cpu.result()})
-        await workers.ask([{"op": "stop"}] * load.processes, WORKER_EXIT_TIMEOUT_S)
+        await workers.ask([{"op": "stop"}] * load.processes, WORKER_STOP_TIMEOUT_S)
     return records
 
 
@@ -702,6 +703,11 @@ async def worker_main() -> None:
         for _ in range(len(THROUGHPUT_OPS) + 1):
             phase = await read()
             if phase is None or phase["op"] == "stop":
+                # Sessions closed before the answer: the parent kills a worker that has answered, and a
+                # session left to expire would still cost the servers work in the next measurement.
+                for c in clients:
+                    await (asyncio.to_thread(kazoo_close, c) if kazoo else c.close())
+                clients = []
                 answer({"stopped": True})
                 return
             window = (setup["inflight"], phase["start_ns"], phase["warmup_s"], phase["seconds"])

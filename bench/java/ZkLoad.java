@@ -72,6 +72,10 @@ public final class ZkLoad {
                 }
                 answer(load.window(message));
             }
+            // Sessions closed before the answer: the parent kills a worker that has answered, and a session
+            // left to expire would still cost the servers work in the next measurement.
+            load.close();
+            load = null;
             answer("{\"stopped\": true}");
         } catch (Exception | Error e) { // NoClassDefFoundError too: the parent must hear why
             answer("{\"error\": " + quote(e.getClass().getSimpleName() + ": " + e.getMessage()) + "}");
