@@ -33,8 +33,9 @@ COMPILE_TIMEOUT_S = 300.0
 # closeSession reply); asynchronous requests, the measured ones, are not subject to it.
 JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
                "-Dzookeeper.request.timeout=10000")  # fmt: skip
-# ZooKeeper's client logs through slf4j -> log4j2: warnings and errors to stderr (the worker's log file),
-# never to stdout, which carries the JSON lines.
+# ZooKeeper's client logs through slf4j -> log4j2: to stderr (the worker's log file), never to stdout, which
+# carries the JSON lines. INFO, because ClientCnxn logs a lost or refused connection at INFO (a
+# SocketException), and those are what explains a window's CONNECTIONLOSS errors.
 LOG4J2_PROPERTIES = """\
 status = error
 appender.console.type = Console
@@ -42,7 +43,7 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n
-rootLogger.level = warn
+rootLogger.level = info
 rootLogger.appenderRef.console.ref = console
 """
 
@@ -85,7 +86,8 @@ def compiled_dir() -> Path:
     """The directory holding ZkLoad's classes and its log4j2 configuration, compiling them if needed."""
     jars = _classpath()
     source = SOURCE.read_bytes()
-    key = hashlib.sha256(source + "\0".join(jar.name for jar in jars).encode()).hexdigest()[:16]
+    names = "\0".join([LOG4J2_PROPERTIES, *(jar.name for jar in jars)])
+    key = hashlib.sha256(source + names.encode()).hexdigest()[:16]
     target = cache_dir() / f"zkload-{key}"
     if (target / f"{MAIN_CLASS}.class").is_file():
         return target
