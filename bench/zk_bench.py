@@ -1,6 +1,7 @@
 """ZooKeeper benchmark: znode latency, throughput and watch delivery on a 3-node zkraft cluster.
 
     python3 bench/zk_bench.py [--runs 3] [--clients 1] [--inflight 200] [--seconds 4] [--real-zookeeper]
+    python3 bench/zk_bench.py --client kazoo --java [--java-processes 1,4] [--java-inflight 200]
 
 One client process (or `--clients N` processes) against a fresh 3-node
 `zkraft quorum start` cluster serving the ZooKeeper state machine, default
@@ -50,6 +51,17 @@ once and the two systems taking samples in alternating blocks of 50, so that
 both see the same moments of a machine whose speed drifts by up to 2x within
 minutes; `p50_ratio` is zkraft's p50 over ZooKeeper's.
 
+`--client kazoo` drives zkraft with kazoo on its ZooKeeper client ports (`clientPort`) instead of the SDK
+on its gRPC ports, and compares it with kazoo on real ZooKeeper (implies `--real-zookeeper`); the paired
+records then use kazoo on both sides. `--java` adds a load of ZooKeeper's own Java client
+(`bench/java/ZkLoad.java`, compiled at run time against pyspark's ZooKeeper jars, see `bench/java_load.py`):
+the throughput figures again, with `--java-processes` (default 1 and 4) processes of `--java-inflight`
+(default 200) requests each, on zkraft's client ports and on real ZooKeeper. Each run measures both systems
+one after the other, each going first every other run (the machine drifts), then emits a
+`vs_real_zookeeper` record: zkraft's figure over ZooKeeper's, figure by figure; the summary gives their
+medians and the issue's targets (kazoo: at least 1.5x ZooKeeper's throughput, at most its latency p50;
+Java: at least its throughput).
+
 Nodes come from `tests/quorum_harness.py` (`QuorumProcesses`, default
 timeouts); everything listens on 127.0.0.1; every wait has a deadline and
 every loop a bound; nodes and worker processes are SIGKILLed on exit, on
@@ -81,6 +93,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench import java_load  # noqa: E402
 from bench.figures import emit, median_or_none, percentile_ms  # noqa: E402
 from client import event_loop  # noqa: E402
 from client.aio import AsyncZkClient  # noqa: E402
@@ -103,6 +116,7 @@ ERROR_PAUSE_S = 0.01  # after a failed request: do not spin on a failing cluster
 OPS_PER_COROUTINE_MAX = 10_000_000  # bounds every request loop
 WORKER_START_TIMEOUT_S = 60.0
 WORKER_EXIT_TIMEOUT_S = 10.0
+WORKER_STOP_TIMEOUT_S = 30.0  # "stop": a worker closes its sessions (each waits for its closeSession reply)
 WORKER_START_DELAY_S = 0.3  # the window's start instant lies this far ahead of the phase message
 WORKER_LINE_BYTES_MAX = 64 << 20
 SEQUENTIAL_WARMUP_OPS = 50
@@ -113,6 +127,7 @@ WATCH_WARMUP_SAMPLES = 20
 EPHEMERAL_WARMUP_SAMPLES = 5
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 THROUGHPUT_OPS = ("create", "set_data", "get_data_leader", "get_data_follower")
+JAVA_PROCESSES_MAX = 64  # --java-processes: each is a JVM of up to 512 MB heap (bench/java_load.py)
 
 # What a real 3-node ZooKeeper reaches on this same 2-core machine, kazoo, 200 in flight (the issue's targets).
 TARGETS: dict[str, tuple[str, float]] = {
@@ -124,6 +139,21 @@ TARGETS: dict[str, tuple[str, float]] = {
     "watch_fire_p50_ms_setter_on_leader": ("<=", 1.3),
     "watch_fire_p50_ms_setter_on_follower": ("<=", 1.3),
 }
+
+
+# --client kazoo: the issue's targets against real ZooKeeper driven by kazoo in the same run, as zkraft's
+# figure over ZooKeeper's (throughput at least 1.5x, latency p50 at most ZooKeeper's).
+KAZOO_RATIO_TARGETS: dict[str, tuple[str, float]] = {
+    "creates_per_s": (">=", 1.5),
+    "set_data_per_s": (">=", 1.5),
+    "get_data_leader_per_s": (">=", 1.5),
+    "get_data_follower_per_s": (">=", 1.5),
+    "sequential_create_p50_ms": ("<=", 1.0),
+    "watch_fire_p50_ms_setter_on_leader": ("<=", 1.0),
+    "watch_fire_p50_ms_setter_on_follower": ("<=", 1.0),
+}
+# --java: ZooKeeper's Java client, at least real ZooKeeper's throughput in the same run.
+JAVA_RATIO_TARGET = (">=", 1.0)
 
 
 def now_ns() -> int:
@@ -484,7 +514,9 @@ class Workers:
     closes, so a parent that dies leaves no worker behind for longer than one phase.
     """
 
-    def __init__(self, log_dir: Path, n: int) -> None:
+    def __init__(self, log_dir: Path, n: int, command: Sequence[str] | None = None) -> None:
+        """`command`: the argv of one worker (default: this script with --worker; bench/java_load.py's Java one)."""
+        argv = list(command) if command is not None else [sys.executable, str(Path(__file__).resolve()), "--worker"]
         log_dir.mkdir(parents=True, exist_ok=True)
         self._logs: list[IO[bytes]] = []
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -492,8 +524,7 @@ class Workers:
             log = (log_dir / f"worker-{k}.log").open("ab")
             self._logs.append(log)
             self._procs.append(subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), "--worker"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=REPO_ROOT, env=subprocess_env(),
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=REPO_ROOT, env=subprocess_env(),
             ))  # fmt: skip
 
     @property
@@ -550,20 +581,36 @@ def _read_line(proc: subprocess.Popen[bytes]) -> bytes:
     return line
 
 
-async def throughput(
-    node_pids: dict[str, int | None], nodes: Nodes, log_dir: Path, run: int, args: argparse.Namespace, driver: str
-) -> list[dict[str, Any]]:
-    """Every throughput figure of one run, with `args.clients` worker processes measuring the same windows.
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Who drives a throughput figure: `client` "sdk" (AsyncZkClient), "kazoo" or "java" (ZooKeeper's own
+    Java client, bench/java/ZkLoad.java), in `processes` worker processes of `inflight` requests each."""
 
-    `driver`: "zkraft" (AsyncZkClient) or "kazoo". Records are returned, not printed.
+    client: str
+    processes: int
+    inflight: int
+
+
+def default_load(args: argparse.Namespace) -> Load:
+    return Load(args.client, args.clients, args.inflight // args.clients)
+
+
+async def throughput(
+    node_pids: dict[str, int | None], nodes: Nodes, log_dir: Path, run: int, args: argparse.Namespace, load: Load
+) -> list[dict[str, Any]]:
+    """Every throughput figure of one run, with `load.processes` worker processes measuring the same windows.
+
+    Records are returned, not printed.
     """
-    per_client = args.inflight // args.clients
-    with Workers(log_dir, args.clients) as workers:
+    command = java_load.worker_command() if load.client == "java" else None
+    with Workers(log_dir, load.processes, command) as workers:
         pids = {**node_pids, **{f"client{k}": pid for k, pid in enumerate(workers.pids)}}
+        prefix = f"/bench/run{run}/{load.client}-{load.processes}p"  # each load its own nodes
         setup = [
-            {"driver": driver, "leader": nodes.address(nodes.leader), "follower": nodes.address(nodes.follower_a),
-             "prefix": f"/bench/run{run}/client{k}", "inflight": per_client, "payload_bytes": args.payload_bytes}
-            for k in range(args.clients)
+            {"driver": load.client, "leader": nodes.address(nodes.leader), "now_ns": now_ns(),
+             "follower": nodes.address(nodes.follower_a), "prefix": f"{prefix}-{k}", "inflight": load.inflight,
+             "payload_bytes": args.payload_bytes}
+            for k in range(load.processes)
         ]  # fmt: skip
         await workers.ask(setup, WORKER_START_TIMEOUT_S)
         records = []
@@ -572,16 +619,15 @@ async def throughput(
             phase = {"op": op, "start_ns": start_ns, "warmup_s": args.warmup, "seconds": args.seconds}
             timeout_s = WORKER_START_DELAY_S + args.warmup + args.seconds + DRAIN_TIMEOUT_S + 5
             async with asyncio.TaskGroup() as tasks:
-                answers = tasks.create_task(workers.ask([phase] * args.clients, timeout_s))
+                answers = tasks.create_task(workers.ask([phase] * load.processes, timeout_s))
                 cpu = tasks.create_task(cpu_percent_during(pids, *_window_ns(start_ns, args.warmup, args.seconds)))
-            records.append({**_merge_throughput(nodes, run, op, answers.result(), args), "cpu_percent": cpu.result()})
-        await workers.ask([{"op": "stop"}] * args.clients, WORKER_EXIT_TIMEOUT_S)
+            merged = _merge_throughput(nodes, run, op, answers.result(), args.seconds)
+            records.append({**merged, "client": load.client, "cpu_percent": cpu.result()})
+        await workers.ask([{"op": "stop"}] * load.processes, WORKER_STOP_TIMEOUT_S)
     return records
 
 
-def _merge_throughput(
-    nodes: Nodes, run: int, op: str, answers: list[dict[str, Any]], args: argparse.Namespace
-) -> dict[str, Any]:
+def _merge_throughput(nodes: Nodes, run: int, op: str, answers: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     node = nodes.follower_a if op == "get_data_follower" else nodes.leader
     errors: dict[str, int] = {}
     for a in answers:
@@ -593,9 +639,9 @@ def _merge_throughput(
         "op": op,
         "node": node,
         "role": "follower" if node != nodes.leader else "leader",
-        "clients": args.clients,
+        "clients": len(answers),
         "inflight_per_client": answers[0]["inflight"],
-        "seconds": args.seconds,
+        "seconds": seconds,
         "ops_per_s": round(sum(a["ops_per_s"] for a in answers), 1),
         "ops_per_s_per_client": [a["ops_per_s"] for a in answers],
         **latency_figures([us * 1000 for a in answers for us in a["latencies_us"]]),
@@ -657,6 +703,11 @@ async def worker_main() -> None:
         for _ in range(len(THROUGHPUT_OPS) + 1):
             phase = await read()
             if phase is None or phase["op"] == "stop":
+                # Sessions closed before the answer: the parent kills a worker that has answered, and a
+                # session left to expire would still cost the servers work in the next measurement.
+                for c in clients:
+                    await (asyncio.to_thread(kazoo_close, c) if kazoo else c.close())
+                clients = []
                 answer({"stopped": True})
                 return
             window = (setup["inflight"], phase["start_ns"], phase["warmup_s"], phase["seconds"])
@@ -912,8 +963,8 @@ def _kazoo_worker_ops(setup: dict[str, Any]) -> tuple[dict[str, Callable[[int, i
     return ops, [leader, follower]
 
 
-async def real_zk_latencies(nodes: Nodes, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
-    """sequential_create, watch_fire and ephemeral_gone against the real ensemble, as for zkraft."""
+async def kazoo_latencies(nodes: Nodes, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
+    """sequential_create, watch_fire and ephemeral_gone through kazoo (the real ensemble, or zkraft's client ports)."""
     records = []
     for node in (nodes.leader, nodes.follower_a):
         role = _role(nodes, node)
@@ -971,15 +1022,30 @@ async def real_zk_run(root: Path, run: int, args: argparse.Namespace, payload: b
         emit({"measure": "cluster", "system": system, "version": ensemble.version, "run": run,
               "addresses": nodes.addresses, "leader": leader, "follower_a": a, "follower_b": b,
               "jvm_flags": [a for a in ensemble.command(leader)[1:] if a.startswith("-") and a != "-cp"]})  # fmt: skip
-        for record in await real_zk_latencies(nodes, run, args, payload):
-            records.append({**record, "system": system})
+        for record in await kazoo_latencies(nodes, run, args, payload):
+            records.append({**record, "client": "kazoo", "system": system})
             emit(records[-1])
         # The harness keeps the JVMs' pids to itself: find each by its zoo.cfg argument.
         node_pids = pids_by_argument({f"node{i}": str(ensemble.config_path(i)) for i in sorted(ensemble.addresses)})
         log_dir = root / f"run-{run}" / "real-zookeeper-workers"
-        for record in await throughput(node_pids, nodes, log_dir, run, args, driver="kazoo"):
+        kazoo_load = Load("kazoo", args.clients, args.inflight // args.clients)
+        measured = await throughput(node_pids, nodes, log_dir, run, args, kazoo_load)
+        if args.java:
+            measured += await java_throughput(node_pids, nodes, log_dir, run, args)
+        for record in measured:
             records.append({**record, "system": system})
             emit(records[-1])
+    return records
+
+
+async def java_throughput(
+    node_pids: dict[str, int | None], nodes: Nodes, log_dir: Path, run: int, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """The throughput figures with ZooKeeper's Java client, once per count in --java-processes."""
+    records = []
+    for processes in args.java_processes:
+        load = Load("java", processes, args.java_inflight)
+        records += await throughput(node_pids, nodes, log_dir / f"java-{processes}", run, args, load)
     return records
 
 
@@ -1054,28 +1120,34 @@ async def paired_run(root: Path, run: int, args: argparse.Namespace, payload: by
         ours = await _nodes_of(procs)
         _, term = await _leader_term(procs)
         theirs = await serving_ensemble_nodes(ensemble)
+        leader = ours.leader
+        kazoo = args.client == "kazoo"  # else our SDK on zkraft's gRPC ports
+        if kazoo:
+            ours = zookeeper_port_nodes(procs, ours)
+        creates_probe: Any = KazooSequentialCreates if kazoo else ZkraftSequentialCreates
+        fires_probe: Any = KazooWatchFires if kazoo else ZkraftWatchFires
         base = f"/bench/run{run}/paired"
         for role in ("leader", "follower"):
             mine, other = (n.leader if role == "leader" else n.follower_a for n in (ours, theirs))
-            zkraft_creates = ZkraftSequentialCreates(ours.address(mine), f"{base}-sequential-{role}", payload)
+            zkraft_creates = creates_probe(ours.address(mine), f"{base}-sequential-{role}", payload)
             kazoo_creates = KazooSequentialCreates(theirs.address(other), f"{base}-sequential-{role}", payload)
             samples = await paired_samples(
-                _Probe(zkraft_creates, blocking=False), _Probe(kazoo_creates, blocking=True),
+                _Probe(zkraft_creates, blocking=kazoo), _Probe(kazoo_creates, blocking=True),
                 PAIRED_WARMUP_SAMPLES, args.sequential_ops,
             )  # fmt: skip
-            keep(_paired_record("sequential_create", role, run, *samples))
+            keep(_paired_record("sequential_create", role, run, *samples) | {"client": args.client})
         for role in ("leader", "follower"):
             path = f"{base}-watch-{role}"
             mine, other = (n.leader if role == "leader" else n.follower_b for n in (ours, theirs))
-            zkraft_fires = ZkraftWatchFires(ours.address(ours.follower_a), ours.address(mine), path, payload)
+            zkraft_fires = fires_probe(ours.address(ours.follower_a), ours.address(mine), path, payload)
             kazoo_fires = KazooWatchFires(theirs.address(theirs.follower_a), theirs.address(other), path, payload)
             samples = await paired_samples(
-                _Probe(zkraft_fires, blocking=False), _Probe(kazoo_fires, blocking=True),
+                _Probe(zkraft_fires, blocking=kazoo), _Probe(kazoo_fires, blocking=True),
                 PAIRED_WARMUP_SAMPLES, args.watch_samples,
             )  # fmt: skip
-            keep(_paired_record("watch_fire", role, run, *samples))
+            keep(_paired_record("watch_fire", role, run, *samples) | {"client": args.client})
         leader_after, term_after = await _leader_term(procs)
-        if (leader_after, term_after) != (ours.leader, term):
+        if (leader_after, term_after) != (leader, term):
             keep({"measure": "leader_changed", "system": "zkraft", "run": run, "leader": leader_after,
                   "term": term_after, "during": "paired"})  # fmt: skip
     return records
@@ -1093,33 +1165,57 @@ async def _leader_term(procs: QuorumProcesses) -> tuple[int, int]:
     return leader_id, (await node_status(address)).term
 
 
-async def zk_run(root: Path, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
+def zookeeper_port_nodes(procs: QuorumProcesses, nodes: Nodes) -> Nodes:
+    """The same nodes at their ZooKeeper client ports (`clientPort`), where kazoo and the Java client connect."""
+    return Nodes({i: procs.zk_address(i) for i in nodes.addresses}, nodes.leader, nodes.follower_a, nodes.follower_b)
+
+
+async def zkraft_run(root: Path, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
+    """Every zkraft figure of one run on one fresh cluster: through the SDK (gRPC) or kazoo (ZooKeeper's
+    protocol) as --client says, then with --java ZooKeeper's Java client on the client ports."""
     records: list[dict[str, Any]] = []
 
     def keep(record: dict[str, Any]) -> None:
-        records.append({**record, "system": "zkraft"})
+        records.append({"client": args.client, **record, "system": "zkraft"})
         emit(records[-1])
 
     with QuorumProcesses(root / f"run-{run}" / "zookeeper", n=CLUSTER_SIZE, properties=ZK_PROPERTIES) as procs:
         procs.start_all()
         nodes = await _nodes_of(procs)
         _, term = await _leader_term(procs)
+        zk_nodes = zookeeper_port_nodes(procs, nodes) if args.client == "kazoo" or args.java else None
         emit({"measure": "cluster", "system": "zkraft", "run": run, "addresses": nodes.addresses,
-              "leader": nodes.leader, "term": term, "follower_a": nodes.follower_a,
-              "follower_b": nodes.follower_b})  # fmt: skip
-        for node in (nodes.leader, nodes.follower_a):
-            keep(await sequential_create(nodes, node, run, args, payload))
-        for setter in (nodes.leader, nodes.follower_b):
-            keep(await watch_fire(nodes, setter, run, args, payload))
-        for owner in (nodes.leader, nodes.follower_b):
-            keep(await ephemeral_gone(nodes, owner, run, args, payload))
-        log_dir = root / f"run-{run}" / "workers"
-        for record in await throughput(_node_pids(procs), nodes, log_dir, run, args, driver="zkraft"):
+              "zk_addresses": zk_nodes.addresses if zk_nodes else None, "leader": nodes.leader, "term": term,
+              "follower_a": nodes.follower_a, "follower_b": nodes.follower_b})  # fmt: skip
+        driven = zk_nodes if zk_nodes is not None and args.client == "kazoo" else nodes
+        if driven is zk_nodes:
+            latencies = await kazoo_latencies(driven, run, args, payload)
+        else:
+            latencies = await sdk_latencies(nodes, run, args, payload)
+        for record in latencies:
             keep(record)
+        log_dir = root / f"run-{run}" / "workers"
+        for record in await throughput(_node_pids(procs), driven, log_dir, run, args, default_load(args)):
+            keep(record)
+        if zk_nodes is not None and args.java:
+            for record in await java_throughput(_node_pids(procs), zk_nodes, log_dir, run, args):
+                keep(record)
         leader_after, term_after = await _leader_term(procs)
         if (leader_after, term_after) != (nodes.leader, term):
             # Figures of this run straddle an election: say so rather than hide it.
             keep({"measure": "leader_changed", "run": run, "leader": leader_after, "term": term_after})
+    return records
+
+
+async def sdk_latencies(nodes: Nodes, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
+    """sequential_create, watch_fire and ephemeral_gone through the SDK on zkraft's gRPC ports."""
+    records = []
+    for node in (nodes.leader, nodes.follower_a):
+        records.append(await sequential_create(nodes, node, run, args, payload))
+    for setter in (nodes.leader, nodes.follower_b):
+        records.append(await watch_fire(nodes, setter, run, args, payload))
+    for owner in (nodes.leader, nodes.follower_b):
+        records.append(await ephemeral_gone(nodes, owner, run, args, payload))
     return records
 
 
@@ -1172,22 +1268,102 @@ def paired_figures(records: list[dict[str, Any]]) -> dict[str, dict[str, float |
     return figures
 
 
-def summarize(records: list[dict[str, Any]], args: argparse.Namespace, real_zk_skipped: str | None) -> dict[str, Any]:
-    figures = system_figures([r for r in records if r.get("system") == "zkraft"])
-    real_records = [r for r in records if r.get("system") == "zookeeper"]
-    real = system_figures(real_records) if real_records else None
-    baseline = median_or_none(_select(records, "quorum_baseline", "writes_per_s"))
-    creates = figures["creates_per_s"]
+def _of(records: list[dict[str, Any]], system: str, java_processes: int | None = None) -> list[dict[str, Any]]:
+    """One system's records: its main figures (SDK or kazoo), or its Java load with that many processes."""
+    if java_processes is None:
+        return [r for r in records if r.get("system") == system and r.get("client") != "java"]
+    return [r for r in records if r.get("system") == system and r.get("client") == "java"
+            and r.get("clients") == java_processes]  # fmt: skip
+
+
+def java_figures(records: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Medians over runs of the Java load's ops/s (records of one system and one process count)."""
+    return {_rate_name(op): median_or_none(_select(records, "throughput", "ops_per_s", op=op)) for op in THROUGHPUT_OPS}
+
+
+def _rate_name(op: str) -> str:
+    return "creates_per_s" if op == "create" else f"{op}_per_s"
+
+
+def ratios(ours: dict[str, float | None], theirs: dict[str, float | None]) -> dict[str, float | None]:
+    """zkraft's figure over real ZooKeeper's, figure by figure (None where either is missing)."""
+    return {name: round(v / theirs[name], 3) if v and theirs.get(name) else None  # type: ignore[operator]
+            for name, v in ours.items()}  # fmt: skip
+
+
+def run_ratios(records: list[dict[str, Any]], run: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One run's zkraft / real ZooKeeper ratios: both measured minutes apart, the order alternating by run."""
+    mine = [r for r in records if r.get("run") == run]
+    return {
+        "measure": "vs_real_zookeeper",
+        "run": run,
+        "client": args.client,
+        "figures": ratios(system_figures(_of(mine, "zkraft")), system_figures(_of(mine, "zookeeper"))),
+        "java": {
+            f"{n}_processes": ratios(java_figures(_of(mine, "zkraft", n)), java_figures(_of(mine, "zookeeper", n)))
+            for n in (args.java_processes if args.java else ())
+        },
+    }
+
+
+def _median_ratios(per_run: list[dict[str, float | None]]) -> dict[str, float | None]:
+    names = per_run[0].keys() if per_run else ()
+    return {name: median_or_none([r.get(name) for r in per_run]) for name in names}
+
+
+def _met(value: float | None, relation: str, target: float) -> bool | None:
+    return None if value is None else (value >= target if relation == ">=" else value <= target)
+
+
+def _targets(figures: dict[str, float | None], real: dict[str, float | None] | None,
+             vs_real: dict[str, float | None], args: argparse.Namespace) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """The SDK's absolute targets, or with --client kazoo the issue's ratios to real ZooKeeper."""
     targets: dict[str, dict[str, Any]] = {}
+    if args.client == "kazoo":
+        for name, (relation, target) in KAZOO_RATIO_TARGETS.items():
+            ratio = vs_real.get(name)
+            targets[name] = {"measured": figures[name], "real_zookeeper": (real or {}).get(name),
+                             "ratio": ratio, "target_ratio": f"{relation} {target:g}",
+                             "met": _met(ratio, relation, target)}  # fmt: skip
+        return targets
     for name, (relation, target) in TARGETS.items():
-        value = figures[name]
-        met = None if value is None else (value >= target if relation == ">=" else value <= target)
-        targets[name] = {"measured": value, "target": f"{relation} {target:g}", "met": met}
+        targets[name] = {"measured": figures[name], "target": f"{relation} {target:g}",
+                         "met": _met(figures[name], relation, target)}  # fmt: skip
         if real is not None:
             targets[name]["real_zookeeper"] = real[name]
+    return targets
+
+
+def java_summary(records: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any] | None:
+    """Per process count: both systems' medians, the median of the per-run ratios, and the target."""
+    if not args.java:
+        return None
+    per_run = [r for r in records if r["measure"] == "vs_real_zookeeper"]
+    summary: dict[str, Any] = {}
+    relation, target = JAVA_RATIO_TARGET
+    for n in args.java_processes:
+        vs_real = _median_ratios([r["java"][f"{n}_processes"] for r in per_run])
+        summary[f"{n}_processes"] = {
+            "inflight_per_process": args.java_inflight,
+            "zkraft": java_figures(_of(records, "zkraft", n)),
+            "zookeeper": java_figures(_of(records, "zookeeper", n)),
+            "vs_real_zookeeper": vs_real,
+            "met": {name: _met(ratio, relation, target) for name, ratio in vs_real.items()},
+        }
+    return summary
+
+
+def summarize(records: list[dict[str, Any]], args: argparse.Namespace, real_zk_skipped: str | None) -> dict[str, Any]:
+    figures = system_figures(_of(records, "zkraft"))
+    real_records = _of(records, "zookeeper")
+    real = system_figures(real_records) if real_records else None
+    vs_real = _median_ratios([r["figures"] for r in records if r["measure"] == "vs_real_zookeeper"])
+    baseline = median_or_none(_select(records, "quorum_baseline", "writes_per_s"))
+    creates = figures["creates_per_s"]
     return {
         "measure": "summary",
         "runs": args.runs,
+        "client": args.client,
         "clients": args.clients,
         "inflight_total": args.inflight,
         "seconds_per_window": args.seconds,
@@ -1202,11 +1378,15 @@ def summarize(records: list[dict[str, Any]], args: argparse.Namespace, real_zk_s
         "creates_vs_quorum_baseline": round(creates / baseline, 3) if creates and baseline else None,
         "errors": sum(sum(r["errors"].values()) for r in records if "errors" in r),
         "leader_changes": sum(1 for r in records if r["measure"] == "leader_changed"),
-        "targets": targets,
+        "targets": _targets(figures, real, vs_real, args),
         "real_zookeeper": real if real is not None else {"skipped": real_zk_skipped},
+        # Medians over runs of each run's zkraft / real ZooKeeper ratio (vs_real_zookeeper records).
+        "vs_real_zookeeper": vs_real if real is not None else None,
         # The same latencies with both systems up and their samples interleaved (paired_run): "role" is
         # the node of the creating client, or of the setter.
         "paired_with_real_zookeeper": paired_figures(records) if real is not None else None,
+        # ZooKeeper's own Java client (--java), per process count.
+        "java": java_summary(records, args),
         # Other work on the machine skews every figure: say how busy it was.
         "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
     }
@@ -1234,6 +1414,17 @@ def setup_record(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _counts(text: str) -> tuple[int, ...]:
+    """Process counts from "1,4" -> (1, 4), each >= 1 and at most JAVA_PROCESSES_MAX."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated process counts such as 1,4, got {text!r}") from None
+    if not counts or min(counts) < 1 or max(counts) > JAVA_PROCESSES_MAX:
+        raise argparse.ArgumentTypeError(f"each process count must be in [1, {JAVA_PROCESSES_MAX}], got {text!r}")
+    return counts
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3, help="repetitions, each on fresh clusters (default 3)")
@@ -1253,10 +1444,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also measure Apache ZooKeeper (pyspark's jars) driven by kazoo, each run (needs java)",
     )
+    p.add_argument(
+        "--client",
+        choices=("sdk", "kazoo"),
+        default="sdk",
+        help="what drives zkraft: our SDK on its gRPC ports (default) or kazoo on its ZooKeeper client ports, "
+        "with kazoo on real ZooKeeper in the same run (implies --real-zookeeper)",
+    )
+    p.add_argument(
+        "--java",
+        action="store_true",
+        help="also a load of ZooKeeper's own Java client on zkraft's client ports and on real ZooKeeper, "
+        "each run (implies --real-zookeeper; needs javac)",
+    )
+    p.add_argument("--java-processes", type=_counts, default=(1, 4),
+                   help="Java client processes, one load per count (default 1,4)")  # fmt: skip
+    p.add_argument("--java-inflight", type=int, default=200, help="requests in flight per Java process (default 200)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         return args
+    if args.java_inflight < 1:
+        p.error(f"--java-inflight must be >= 1, got {args.java_inflight}")
+    # kazoo on zkraft and the Java client are compared with real ZooKeeper driven the same way in the same run.
+    args.real_zookeeper = args.real_zookeeper or args.client == "kazoo" or args.java
     if min(args.runs, args.clients, args.sequential_ops, args.watch_samples, args.ephemeral_samples) < 1:
         p.error("--runs, --clients, --sequential-ops, --watch-samples, --ephemeral-samples must be >= 1")
     if args.seconds <= 0 or args.baseline_seconds <= 0 or args.warmup < 0 or args.payload_bytes < 0:
@@ -1282,6 +1493,10 @@ async def bench(root: Path, args: argparse.Namespace) -> None:
     real_zk_skipped = real_zookeeper_unavailable() if args.real_zookeeper else "not asked for (--real-zookeeper)"
     if args.real_zookeeper and real_zk_skipped:
         emit({"measure": "real_zookeeper", "skipped": real_zk_skipped})
+    java_skipped = java_load.unavailable_reason() if args.java else None
+    if java_skipped:
+        emit({"measure": "java", "skipped": java_skipped})
+        args.java = False
     records: list[dict[str, Any]] = []
     for run in range(1, args.runs + 1):
         floor = await latency_floor(root, run)
@@ -1290,10 +1505,15 @@ async def bench(root: Path, args: argparse.Namespace) -> None:
         baseline = await quorum_baseline(root, run, args, payload)
         emit(baseline)
         records.append(baseline)
-        records += await zk_run(root, run, args, payload)
+        systems = [zkraft_run] if real_zk_skipped else [zkraft_run, real_zk_run]
+        if run % 2 == 0:
+            systems.reverse()  # the machine's speed drifts within minutes: each system goes first every other run
+        for system_run in systems:
+            records += await system_run(root, run, args, payload)
         if real_zk_skipped is None:
-            records += await real_zk_run(root, run, args, payload)
             records += await paired_run(root, run, args, payload)
+            records.append(run_ratios(records, run, args))
+            emit(records[-1])
     emit(summarize(records, args, real_zk_skipped))
 
 
