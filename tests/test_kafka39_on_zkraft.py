@@ -30,7 +30,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 from tests import maven_jars
 from tests.helpers import wait_until
-from tests.kafka39_harness import ZOOKEEPER_SESSION_TIMEOUT_MS, Kafka39Brokers, PartitionState, ToolError
+from tests.kafka39_harness import ZOOKEEPER_SESSION_TIMEOUT_MS, Kafka39Brokers, PartitionState
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
 from tests.real_zookeeper import RealZooKeeper
 from tests.real_zookeeper import unavailable_reason as real_zookeeper_unavailable
@@ -258,18 +258,9 @@ def assert_reads_back(kafka: Kafka39Brokers, expected: list[str], group: str) ->
     assert records == expected, f"group {group} read {len(records)} records, expected {len(expected)}"
 
 
-# The one gap Kafka 3.9 hits on zkraft today. Kafka creates /latest_producer_id_block with null data (a jute
-# buffer of length -1); ZooKeeper stores null and getData answers null, zkraft stores and answers an empty
-# buffer. Kafka's ZkProducerIdManager takes Option(null) as "no block yet" but parses an empty array as JSON
-# and throws, so the controller answers AllocateProducerIds with UNKNOWN_SERVER_ERROR and an idempotent
-# producer (the default since Kafka 3.0, the console producer's too) never gets a producer id.
-NULL_DATA_GAP = (
-    "getData of a znode created with null data answers an empty buffer where ZooKeeper answers null "
-    "(length -1): Kafka's controller fails AllocateProducerIds and the console producer never gets an id"
-)
 QUORUM_PARAMS = [
     pytest.param("zookeeper"),
-    pytest.param("zkraft", marks=pytest.mark.xfail(reason=NULL_DATA_GAP, raises=ToolError, strict=True)),
+    pytest.param("zkraft"),
 ]
 
 
@@ -353,13 +344,7 @@ def single_node_connect_string(root: Path, quorum_kind: str) -> Iterator[str]:
             yield cluster.zk_connect_string
 
 
-@pytest.mark.parametrize(
-    "quorum_kind",
-    [
-        pytest.param("zookeeper"),
-        pytest.param("zkraft", marks=pytest.mark.xfail(reason=NULL_DATA_GAP, raises=AssertionError, strict=True)),
-    ],
-)
+@pytest.mark.parametrize("quorum_kind", QUORUM_PARAMS)
 def test_a_znode_created_with_null_data_reads_back_null(tmp_path: Path, quorum_kind: str) -> None:
     """What Kafka's createTopLevelPaths writes and ZkProducerIdManager reads, in seconds instead of minutes.
 

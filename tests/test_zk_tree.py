@@ -30,6 +30,7 @@ from zkemu.errors import (
 from zkemu.events import EventType, WatchTrigger
 from zkemu.paths import basename, is_special_path, parent_of, validate_path
 from zkemu.stat import Stat
+from zkemu.tree_check import check_tree
 from zkemu.tree import DATA_BYTES_MAX, PATH_BYTES_MAX, AppliedTxn, TreeSnapshotError, ZnodeTree, check_data_length
 from zkraft_proto import zk_pb2 as pb
 
@@ -885,3 +886,41 @@ def test_zookeeper_config_is_read_only(zk: Zk) -> None:
     assert zk.set_data("/zookeeper/config", b"x").err == Code.NOAUTH
     assert zk.delete("/zookeeper/config/x").err == Code.NOAUTH
     assert zk.stat("/zookeeper/config") == Stat(aversion=-1)
+
+
+# ---------------------------------------------------------------- null data
+def test_null_data_is_kept_apart_from_empty_data_until_the_node_changes(tmp_path: Path) -> None:
+    """ZooKeeper keeps a null buffer apart from an empty one (Kafka reads null as "never written"): a
+    node created or set with null data reads null, one with empty or real data does not, and the mark
+    leaves with the node, survives a snapshot and restore, and passes the start-up check."""
+    zk = Zk(tmp_path / "a")
+    zk.txn(create=pb.CreateOp(path="/null", null_data=True))
+    zk.create("/empty")
+    zk.txn(create=pb.CreateOp(path="/deep/null", null_data=True, make_parents=True))
+    assert [zk.tree.data_is_null(p) for p in ("/null", "/empty", "/deep", "/deep/null", "/missing")] == [
+        True,
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert zk.stat("/null").data_length == 0
+    zk.set_data("/null", b"")
+    assert not zk.tree.data_is_null("/null")
+    zk.txn(set_data=pb.SetDataOp(path="/empty", null_data=True, version=-1))
+    assert zk.tree.data_is_null("/empty")
+    zk.set_data("/empty", b"x")
+    assert not zk.tree.data_is_null("/empty")
+    zk.delete("/deep/null")
+    zk.txn(create=pb.CreateOp(path="/deep/null"))
+    assert not zk.tree.data_is_null("/deep/null")
+    zk.multi(pb.Op(set_data=pb.SetDataOp(path="/deep/null", null_data=True, version=-1)))
+    snap = tmp_path / "snap"
+    snap.write_bytes(b"".join(zk.tree.snapshot_chunks()))
+    restored = ZnodeTree(tmp_path / "b")
+    restored.restore(snap, zk.tree.applied_index())
+    assert restored.digest() == zk.tree.digest()
+    assert restored.data_is_null("/deep/null") and not restored.data_is_null("/empty")
+    restored.close()
+    zk.tree.close()
+    check_tree(tmp_path / "a")

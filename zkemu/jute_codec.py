@@ -111,6 +111,7 @@ OPERATION_NAMES = {
 }
 
 _INT = struct.Struct(">i")
+_NULL_LENGTH = _INT.pack(-1)  # a null buffer or string
 _LONG = struct.Struct(">q")
 _HEADER = struct.Struct(">ii")  # RequestHeader{xid, type}
 _REPLY_HEADER = struct.Struct(">iiqi")  # frame length, ReplyHeader{xid, zxid, err}
@@ -165,6 +166,7 @@ class JuteReader:
         return value
 
     def buffer(self) -> bytes:
+        """A buffer's bytes; null reads as empty (`is_null` tells them apart where it matters)."""
         size = self.int()
         if size == -1:
             return b""  # null
@@ -174,6 +176,10 @@ class JuteReader:
         value = bytes(self.buf[self.pos : self.pos + size])
         self.pos += size
         return value
+
+    def next_is_null(self) -> bool:
+        """Whether the next field, a buffer, is null (length -1), without reading it."""
+        return self.end - self.pos >= 4 and _INT.unpack_from(self.buf, self.pos)[0] == -1
 
     def ustring(self) -> str:
         size = self.int()
@@ -263,6 +269,7 @@ def _short(reader: JuteReader) -> tuple[int, int]:
 
 def _create_into(reader: JuteReader, op: zk_pb2.CreateOp, opcode: int) -> None:
     op.path = reader.ustring()
+    op.null_data = reader.next_is_null()
     op.data = reader.buffer()
     reader.acls(op.acl)
     flags = reader.int()
@@ -298,6 +305,7 @@ def _get_data(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
 def _set_data(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
     op = req.set_data
     op.path = reader.ustring()
+    op.null_data = reader.next_is_null()
     op.data = reader.buffer()
     op.version = reader.int()
 
@@ -358,6 +366,7 @@ def _multi(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
             op.delete.version = reader.int()
         elif op_type == OP_SET_DATA:
             op.set_data.path = reader.ustring()
+            op.set_data.null_data = reader.next_is_null()
             op.set_data.data = reader.buffer()
             op.set_data.version = reader.int()
         elif op_type == OP_CHECK:
@@ -481,7 +490,10 @@ def _ustring(out: list[bytes], text: str) -> None:
     out.append(raw)
 
 
-def _buffer(out: list[bytes], raw: bytes) -> None:
+def _buffer(out: list[bytes], raw: bytes, null: bool = False) -> None:
+    if null:
+        out.append(_NULL_LENGTH)
+        return
     out.append(_INT.pack(len(raw)))
     out.append(raw)
 
@@ -521,7 +533,7 @@ def _acls(out: list[bytes], acls: Any) -> None:
 def _write_body(out: list[bytes], opcode: int, resp: zk_pb2.Response) -> None:
     """The response record of a successful request of `opcode` (FinalRequestProcessor)."""
     if opcode in (OP_GET_DATA,):
-        _buffer(out, resp.data)
+        _buffer(out, resp.data, resp.null_data)
         _stat(out, resp.stat)
     elif opcode == OP_EXISTS or opcode == OP_SET_DATA or opcode == OP_SET_ACL:
         _stat(out, resp.stat)
@@ -592,7 +604,7 @@ def _write_multi(out: list[bytes], op_types: list[int], resp: zk_pb2.Response, a
         elif op_type == OP_SET_DATA:
             _stat(out, result.stat)
         elif op_type == OP_GET_DATA:
-            _buffer(out, result.data)
+            _buffer(out, result.data, result.null_data)
             _stat(out, result.stat)
         elif op_type == OP_GET_CHILDREN:
             _strings(out, result.children)

@@ -853,6 +853,8 @@ class SessionConnection:
             self.service.watches.add_data_watch(self, r.path)
         if len(data) >= LARGE_REPLY_BYTES:
             self._reply_bytes = len(data)  # charged to its request's slot by `_answer`, which comes next
+        if not data and self.service.tree.data_is_null(r.path):
+            return self._reply(req, null_data=True, stat=stat.to_pb())
         return self._reply(req, data=data, stat=stat.to_pb())
 
     def _exists(self, req: zk_pb2.Request) -> zk_pb2.Response:
@@ -982,6 +984,7 @@ class SessionConnection:
                     if op.get_data.watch:
                         self.service.watches.add_data_watch(self, op.get_data.path)
                     result.data = data
+                    result.null_data = not data and self.service.tree.data_is_null(op.get_data.path)
                     result.stat.CopyFrom(stat.to_pb())
                 else:
                     children, _ = self.service.tree.get_children(op.get_children.path, self.auth_ids)

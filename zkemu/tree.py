@@ -24,6 +24,10 @@ Raft log is the durable record; `sync()` runs before the log is compacted):
   nothing more. The checks run here, at apply, from the ids the write carries
   (`Txn.auth`), as ZooKeeper's leader runs them in PrepRequestProcessor, so every
   replica decides alike;
+* `nulls`: path -> b"" for every node whose data is null rather than empty
+  (ZooKeeper keeps the two apart: a ZooKeeper-wire client that created a node
+  with a null buffer reads null back, and Kafka takes null as "never
+  written"); only ever touched for nodes with no data;
 * `meta`: format version, applied index and the term of its entry.
 
 Single operations check everything before their first write; a multi runs
@@ -120,6 +124,7 @@ _TAG_END = 0
 _TAG_NODES, _TAG_CHILDREN, _TAG_EPHEMERALS, _TAG_SESSIONS = 1, 2, 3, 4
 _TAG_ACLS = 5
 _TAG_CONTAINERS = 6
+_TAG_NULLS = 7
 
 # CreateMode -> (ephemeral, sequential): PERSISTENT, EPHEMERAL, PERSISTENT_SEQUENTIAL, EPHEMERAL_SEQUENTIAL,
 # CONTAINER, PERSISTENT_WITH_TTL, PERSISTENT_SEQUENTIAL_WITH_TTL.
@@ -293,6 +298,7 @@ class ZnodeTree:
         self._containers = self._env.open_db(b"containers")  # absent in a tree written before it: created empty
         self._meta = self._env.open_db(b"meta")
         self._acls = self._env.open_db(b"acls")
+        self._nulls = self._env.open_db(b"nulls")  # absent in a tree written before it: created empty
         self._tagged_dbs = (
             (_TAG_NODES, self._nodes),
             (_TAG_CHILDREN, self._children),
@@ -300,6 +306,7 @@ class ZnodeTree:
             (_TAG_SESSIONS, self._sessions),
             (_TAG_CONTAINERS, self._containers),
             (_TAG_ACLS, self._acls),
+            (_TAG_NULLS, self._nulls),
         )
         with self._env.begin(write=True) as txn:
             fmt = txn.get(_META_FORMAT, db=self._meta)
@@ -310,6 +317,7 @@ class ZnodeTree:
             self._applied = self._applied_in(txn)
             self._applied_term = self._applied_term_in(txn, self._applied)
             self._acls_present = self._any_acl_in(txn)
+            self._nulls_present = self._any_null_in(txn)
 
     def _init_empty(self, txn: lmdb.Transaction, applied: int) -> None:
         """The built-in nodes, all-zero stats, identical on every replica (DataTree constructor)."""
@@ -404,11 +412,19 @@ class ZnodeTree:
     def _any_acl_in(self, txn: lmdb.Transaction) -> bool:
         return int(txn.stat(self._acls)["entries"]) > 0
 
+    def _any_null_in(self, txn: lmdb.Transaction) -> bool:
+        return int(txn.stat(self._nulls)["entries"]) > 0
+
+    def _mark_null(self, txn: lmdb.Transaction, key: bytes) -> None:
+        txn.put(key, b"", db=self._nulls)
+        self._nulls_present = True
+
     def _apply_in(self, txn: lmdb.Transaction, entries: Sequence[Entry]) -> tuple[list[bytes], list[AppliedTxn], int]:
         # While no node has an ACL of its own (most trees), the checks and the reads skip the acls lookups.
         # The flag only turns true within a batch, and is recomputed from the state at each batch's start
         # (and at open and restore), so it is never false while a stored ACL exists.
         self._acls_present = self._any_acl_in(txn)
+        self._nulls_present = self._any_null_in(txn)  # the same, for the nulls lookups of deletes
         results: list[bytes] = []
         done: list[AppliedTxn] = []
         last = self._applied
@@ -503,7 +519,7 @@ class ZnodeTree:
         if praw is None:
             if not op.make_parents:
                 raise NoNodeError(message_for(Code.NONODE, path))
-            return self._create_with_parents(w, path, parent, data, owner, sequential, acl)
+            return self._create_with_parents(w, path, parent, data, owner, sequential, acl, op.null_data)
         parent_acl = self._require(w, pkey, parent, acls.CREATE, path)
         phdr = _NODE.unpack_from(praw)
         if sequential:
@@ -515,6 +531,8 @@ class ZnodeTree:
         if phdr[_OWNER] and kind_of(phdr[_OWNER]) is NodeKind.EPHEMERAL:  # containers and TTL nodes may have children
             raise NoChildrenForEphemeralsError(message_for(Code.NOCHILDRENFOREPHEMERALS, path))
         hdr = self._add_node(w, parent, praw, path, key, data, owner, self._store_acl(w, key, acl), parent_acl)
+        if op.null_data:
+            self._mark_null(w.txn, key)
         return path, _stat_pb(hdr, len(data))
 
     @staticmethod
@@ -538,6 +556,7 @@ class ZnodeTree:
         owner: int,
         sequential: int,
         acl: tuple[acls.Acl, ...],
+        null_data: bool,
     ) -> tuple[str, zk_pb2.Stat]:
         """kazoo's makepath in one zxid: missing ancestors become empty persistent nodes, top down, with
         the node's ACL (kazoo's ensure_path(parent, acl)); CREATE is checked on the nearest existing one."""
@@ -559,6 +578,8 @@ class ZnodeTree:
             self._add_node(w, parent_of(p), None, p, p.encode(), b"", 0, stored, parent_acl)
             parent_acl = stored
         hdr = self._add_node(w, parent, None, path, key, data, owner, self._store_acl(w, key, acl), parent_acl)
+        if null_data:
+            self._mark_null(w.txn, key)
         return path, _stat_pb(hdr, len(data))
 
     def _add_node(
@@ -648,6 +669,8 @@ class ZnodeTree:
         txn.delete(key, db=self._nodes)
         txn.delete(_child_key(key), db=self._children)
         acl = txn.pop(key, db=self._acls) if self._acls_present else None
+        if self._nulls_present:
+            txn.delete(key, db=self._nulls)
         if parent_acl is ...:
             parent_acl = txn.get(pkey, db=self._acls) if self._acls_present else None
         if owner:
@@ -714,6 +737,10 @@ class ZnodeTree:
         w.dirty = True
         hdr = (h[0], w.zxid, h[2], w.time_ms, version, h[5], h[6], h[7], h[8], h[9])
         txn.put(key, _NODE.pack(*hdr) + data, db=self._nodes)
+        if op.null_data:
+            self._mark_null(txn, key)
+        elif len(raw) == _HDR and self._nulls_present:  # it had no data: it may have been null
+            txn.delete(key, db=self._nulls)
         w.triggers.append(WatchTrigger(EventType.NODE_DATA_CHANGED, path, acl))
         return _stat_pb(hdr, len(data))
 
@@ -909,6 +936,13 @@ class ZnodeTree:
         data = raw[_HDR:]
         return data, _stat(_NODE.unpack_from(raw), len(data))
 
+    def data_is_null(self, path: str) -> bool:
+        """Whether the node's (empty) data is null (the `nulls` database); False for a missing node."""
+        if not self._nulls_present:
+            return False
+        with self._env.begin() as txn:
+            return txn.get(path.encode(), db=self._nulls) is not None
+
     def stat(self, path: str, ids: Sequence[acls.Id] | None = None) -> Stat | None:
         """The node's Stat, None when it is missing; with `ids`, NoAuthError without READ (exists, 3.9.2)."""
         with self._env.begin() as txn:
@@ -1096,12 +1130,14 @@ class ZnodeTree:
                 )
             txn.put(_META_APPLIED, _U64.pack(index), db=self._meta)
             acls_present = self._any_acl_in(txn)
+            nulls_present = self._any_null_in(txn)
             if term is None:
                 txn.delete(_META_APPLIED_TERM, db=self._meta)
             else:
                 txn.put(_META_APPLIED_TERM, _U64.pack(term), db=self._meta)
         self._env.sync(True)
         self._acls_present = acls_present
+        self._nulls_present = nulls_present
         self._applied = index
         self._applied_term = term if term is not None or index else 0
 

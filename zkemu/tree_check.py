@@ -45,7 +45,7 @@ from zkemu.tree import (
 
 _DB_NAMES = (b"nodes", b"children", b"ephemerals", b"sessions", b"meta")
 # Databases a tree written before they existed lacks; ZnodeTree creates them empty when it opens it.
-_LATER_DB_NAMES = (b"containers", b"acls")
+_LATER_DB_NAMES = (b"containers", b"acls", b"nulls")
 _MAX_DBS = 10
 
 
@@ -66,6 +66,8 @@ def check_tree(path: Path) -> None:
             _check_containers(txn, dbs.get(b"containers"), nodes)
             if b"acls" in dbs:
                 _check_acls(txn, dbs[b"acls"], nodes)
+            if b"nulls" in dbs:
+                _check_nulls(txn, dbs[b"nulls"], dbs[b"nodes"])
     finally:
         env.close()
 
@@ -171,3 +173,11 @@ def _path_of(key: bytes, db: str) -> str:
     except (UnicodeDecodeError, ZkError) as exc:
         raise DamagedRecordError(f"{db}: key {bytes(key)!r} is not a znode path ({exc})") from None
     return path
+
+
+def _check_nulls(txn: lmdb.Transaction, db: lmdb._Database, nodes_db: lmdb._Database) -> None:
+    """Every null-data mark names a node without data."""
+    for key, value in txn.cursor(db=db):
+        record = txn.get(bytes(key), db=nodes_db)
+        if value != b"" or record is None or len(record) != _HDR:
+            raise DamagedRecordError(f"nulls: record {bytes(key)!r} names no node without data")

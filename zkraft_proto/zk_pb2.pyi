@@ -49,20 +49,22 @@ class Acl(_message.Message):
     def __init__(self, perms: _Optional[int] = ..., id: _Optional[_Union[Id, _Mapping]] = ...) -> None: ...
 
 class CreateOp(_message.Message):
-    __slots__ = ("path", "data", "mode", "make_parents", "acl", "ttl_ms")
+    __slots__ = ("path", "data", "mode", "make_parents", "acl", "ttl_ms", "null_data")
     PATH_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     MAKE_PARENTS_FIELD_NUMBER: _ClassVar[int]
     ACL_FIELD_NUMBER: _ClassVar[int]
     TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    NULL_DATA_FIELD_NUMBER: _ClassVar[int]
     path: str
     data: bytes
     mode: int
     make_parents: bool
     acl: _containers.RepeatedCompositeFieldContainer[Acl]
     ttl_ms: int
-    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., mode: _Optional[int] = ..., make_parents: _Optional[bool] = ..., acl: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+    null_data: bool
+    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., mode: _Optional[int] = ..., make_parents: _Optional[bool] = ..., acl: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ..., ttl_ms: _Optional[int] = ..., null_data: _Optional[bool] = ...) -> None: ...
 
 class DeleteOp(_message.Message):
     __slots__ = ("path", "version")
@@ -73,14 +75,16 @@ class DeleteOp(_message.Message):
     def __init__(self, path: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class SetDataOp(_message.Message):
-    __slots__ = ("path", "data", "version")
+    __slots__ = ("path", "data", "version", "null_data")
     PATH_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    NULL_DATA_FIELD_NUMBER: _ClassVar[int]
     path: str
     data: bytes
     version: int
-    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., version: _Optional[int] = ...) -> None: ...
+    null_data: bool
+    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., version: _Optional[int] = ..., null_data: _Optional[bool] = ...) -> None: ...
 
 class CheckOp(_message.Message):
     __slots__ = ("path", "version")
@@ -173,18 +177,20 @@ class Txn(_message.Message):
     def __init__(self, time_ms: _Optional[int] = ..., session_id: _Optional[int] = ..., auth: _Optional[_Iterable[_Union[Id, _Mapping]]] = ..., forward_tag: _Optional[int] = ..., create_session: _Optional[_Union[CreateSessionTxn, _Mapping]] = ..., close_session: _Optional[_Union[CloseSessionTxn, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., delete_container: _Optional[_Union[DeleteContainerTxn, _Mapping]] = ...) -> None: ...
 
 class OpResult(_message.Message):
-    __slots__ = ("err", "path", "stat", "data", "children")
+    __slots__ = ("err", "path", "stat", "data", "children", "null_data")
     ERR_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     STAT_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    NULL_DATA_FIELD_NUMBER: _ClassVar[int]
     err: int
     path: str
     stat: Stat
     data: bytes
     children: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, err: _Optional[int] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ..., data: _Optional[bytes] = ..., children: _Optional[_Iterable[str]] = ...) -> None: ...
+    null_data: bool
+    def __init__(self, err: _Optional[int] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ..., data: _Optional[bytes] = ..., children: _Optional[_Iterable[str]] = ..., null_data: _Optional[bool] = ...) -> None: ...
 
 class TxnResult(_message.Message):
     __slots__ = ("err", "path", "stat", "results")
@@ -401,7 +407,7 @@ class Request(_message.Message):
     def __init__(self, xid: _Optional[int] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., exists: _Optional[_Union[ExistsRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ..., sync: _Optional[_Union[SyncRequest, _Mapping]] = ..., get_ephemerals: _Optional[_Union[GetEphemeralsRequest, _Mapping]] = ..., get_all_children_number: _Optional[_Union[GetAllChildrenNumberRequest, _Mapping]] = ..., add_watch: _Optional[_Union[AddWatchRequest, _Mapping]] = ..., remove_watches: _Optional[_Union[RemoveWatchesRequest, _Mapping]] = ..., set_watches: _Optional[_Union[SetWatchesRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., get_acl: _Optional[_Union[GetAclRequest, _Mapping]] = ..., auth: _Optional[_Union[AuthRequest, _Mapping]] = ..., who_am_i: _Optional[_Union[WhoAmIRequest, _Mapping]] = ..., multi_read: _Optional[_Union[MultiReadRequest, _Mapping]] = ..., check_watches: _Optional[_Union[CheckWatchesRequest, _Mapping]] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("xid", "zxid", "err", "error_message", "path", "stat", "data", "children", "results", "paths", "number", "exists", "acls", "client_infos")
+    __slots__ = ("xid", "zxid", "err", "error_message", "path", "stat", "data", "children", "results", "paths", "number", "exists", "acls", "client_infos", "null_data")
     XID_FIELD_NUMBER: _ClassVar[int]
     ZXID_FIELD_NUMBER: _ClassVar[int]
     ERR_FIELD_NUMBER: _ClassVar[int]
@@ -416,6 +422,7 @@ class Response(_message.Message):
     EXISTS_FIELD_NUMBER: _ClassVar[int]
     ACLS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_INFOS_FIELD_NUMBER: _ClassVar[int]
+    NULL_DATA_FIELD_NUMBER: _ClassVar[int]
     xid: int
     zxid: int
     err: int
@@ -430,7 +437,8 @@ class Response(_message.Message):
     exists: bool
     acls: _containers.RepeatedCompositeFieldContainer[Acl]
     client_infos: _containers.RepeatedCompositeFieldContainer[ClientInfo]
-    def __init__(self, xid: _Optional[int] = ..., zxid: _Optional[int] = ..., err: _Optional[int] = ..., error_message: _Optional[str] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ..., data: _Optional[bytes] = ..., children: _Optional[_Iterable[str]] = ..., results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., paths: _Optional[_Iterable[str]] = ..., number: _Optional[int] = ..., exists: _Optional[bool] = ..., acls: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ..., client_infos: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ...) -> None: ...
+    null_data: bool
+    def __init__(self, xid: _Optional[int] = ..., zxid: _Optional[int] = ..., err: _Optional[int] = ..., error_message: _Optional[str] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ..., data: _Optional[bytes] = ..., children: _Optional[_Iterable[str]] = ..., results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., paths: _Optional[_Iterable[str]] = ..., number: _Optional[int] = ..., exists: _Optional[bool] = ..., acls: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ..., client_infos: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ..., null_data: _Optional[bool] = ...) -> None: ...
 
 class ClientInfo(_message.Message):
     __slots__ = ("auth_scheme", "user")
