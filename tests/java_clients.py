@@ -164,6 +164,17 @@ class JavaClients:
         argv = self.jvm(ZKCLI_MAIN, ["-server", connect, *command])
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
 
+    def zkcli_script(
+        self, connect: str, lines: Sequence[str], timeout_s: float = ZKCLI_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[str]:
+        """zkCli with commands on stdin, one session for all of them (as `zkCli.sh < script`): for what
+        lives in a session, like `addauth` or a watch. stderr is merged into stdout, in order."""
+        argv = self.jvm(ZKCLI_MAIN, ["-server", connect])
+        script = "".join(f"{line}\n" for line in lines)
+        return subprocess.run(
+            argv, input=script, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout_s
+        )
+
     # ---- test programs
     def compile_programs(self, sources_dir: Path = JAVA_SOURCES_DIR) -> Path:
         """javac every `*.java` in `sources_dir` into classes_dir (once; a later call reuses it)."""
@@ -283,24 +294,41 @@ def parse_json_lines(text: str) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- normalising zkCli's output
 
 # What differs between two servers by design: zxids (a zkraft zxid is a Raft log index), wall-clock
-# times, session ids, sequence-free client ports. Each is replaced by a placeholder keyed on its field.
-_STAT_HEX_FIELDS = ("cZxid", "mZxid", "pZxid")
+# times, session ids, ports. Each is replaced by a placeholder named after its field.
+_STAT_ZXID_FIELDS = ("cZxid", "mZxid", "pZxid")
 _STAT_TIME_FIELDS = ("ctime", "mtime")
 _NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(rf"^({'|'.join(_STAT_HEX_FIELDS)}) = 0x[0-9a-f]+$", re.MULTILINE), r"\1 = <zxid>"),
+    (re.compile(rf"^({'|'.join(_STAT_ZXID_FIELDS)}) = 0x[0-9a-f]+$", re.MULTILINE), r"\1 = <zxid>"),
     (re.compile(rf"^({'|'.join(_STAT_TIME_FIELDS)}) = .+$", re.MULTILINE), r"\1 = <time>"),
-    # An ephemeral's owner is a session id; 0x0 (persistent) and the container/TTL markers stay.
-    (re.compile(r"^ephemeralOwner = 0x(?!0$|8000000000000000$|ff)[0-9a-f]+$", re.MULTILINE), "ephemeralOwner = <sid>"),
+    # An ephemeral's owner is a session id; 0x0 (persistent, container, TTL) stays.
+    (re.compile(r"^ephemeralOwner = 0x(?!0$)[0-9a-f]+$", re.MULTILINE), "ephemeralOwner = <sid>"),
+    (re.compile(r"(WatchedEvent state:\w+ type:\w+ path:\S+ zxid: )(?!-1\b)\d+"), r"\1<zxid>"),
     (re.compile(r"\b0x[0-9a-f]{9,16}\b"), "<sid>"),
     (re.compile(r"\b127\.0\.0\.1:\d+\b"), "127.0.0.1:<port>"),
+    # /zookeeper/config of an ensemble names each server's quorum and election ports.
+    (re.compile(r"^(server\.\d+=127\.0\.0\.1:<port>):\d+", re.MULTILINE), r"\1:<port>"),
+    (re.compile(r"^version=[0-9a-f]+$", re.MULTILINE), "version=<zxid>"),
 )
+# The client's own log lines (log4j2 pattern) are not zkCli's answers.
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+ .*$\n?", re.MULTILINE)
+# The default watcher prints every event in a block; its thread races the main thread's output, so the
+# blocks are compared as their own ordered list. The connection event itself says nothing.
+_WATCHER_BLOCK = re.compile(r"^\nWATCHER::\n\n(WatchedEvent [^\n]*)\n", re.MULTILINE)
+_CONNECTED_EVENT = "WatchedEvent state:SyncConnected type:None path:null zxid: -1"
 
 
 def normalise(text: str) -> str:
-    """zkCli output with zxids, times, session ids and ports replaced by placeholders."""
+    """zkCli output with log lines dropped and zxids, times, session ids and ports as placeholders."""
+    text = _LOG_LINE.sub("", text)
     for pattern, replacement in _NORMALISERS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def split_watch_events(text: str) -> tuple[str, list[str]]:
+    """(the output without the default watcher's blocks, the events those blocks printed, in order)."""
+    events = [event for event in _WATCHER_BLOCK.findall(text) if event != _CONNECTED_EVENT]
+    return _WATCHER_BLOCK.sub("", text), events
 
 
 def stderr_tail(stderr: str | IO[str], lines: int = 20) -> str:
