@@ -126,6 +126,17 @@ def test_java_client_watches_fired_from_another_server(java: JavaClients, cluste
     assert run(java, cluster, "ZkClientScenarios", "watches") == WATCHES
 
 
+def test_java_client_session_moves_with_its_password_and_not_without(
+    java: JavaClients, cluster: ClientPortCluster
+) -> None:
+    assert run(java, cluster, "ZkClientScenarios", "session_move") == {
+        "wrong_password": "Expired",  # ZooKeeper answers a wrong password with timeOut 0: the session is gone to it
+        "moved_same_session": True,
+        "ephemeral_kept": True,
+        "ephemeral_gone_after_close": True,
+    }
+
+
 RECONNECT = {
     "same_session": True,
     "reconnected_to_other_server": True,
@@ -138,12 +149,14 @@ RECONNECT = {
 }
 
 
+@pytest.mark.parametrize("victim_role", ["follower", "leader"])
 def test_java_client_moves_to_another_server_when_its_server_is_killed(
-    java: JavaClients, cluster: ClientPortCluster
+    victim_role: str, java: JavaClients, cluster: ClientPortCluster
 ) -> None:
-    """The session's server (a follower) is SIGKILLed; a change is made while the client is away."""
+    """The session's server is SIGKILLed; a change is made while the client is away."""
     addresses = cluster.client_addresses()
-    victim = next(i for i in range(len(addresses)) if i != cluster.leader_index())
+    leader = cluster.leader_index()
+    victim = leader if victim_role == "leader" else next(i for i in range(len(addresses)) if i != leader)
     order = [addresses[victim], *(a for i, a in enumerate(addresses) if i != victim)]
     try:
         with java.start_program("ZkClientScenarios", "reconnect", ",".join(order)) as program:

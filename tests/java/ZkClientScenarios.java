@@ -27,7 +27,7 @@ import org.apache.zookeeper.data.Stat;
 /**
  * ZooKeeper's own Java client against a server list, one scenario per method:
  *
- *   java ZkClientScenarios crud|watches|reconnect host:port[,host:port...]
+ *   java ZkClientScenarios crud|watches|reconnect|session_move host:port[,host:port...]
  *
  * Session i connects to server i (mod the list). Each scenario prints JSON lines and ends with
  * {"result": "ok", ...what it observed...}; the Python test compares those observations with what
@@ -40,7 +40,7 @@ public final class ZkClientScenarios {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 2) {
-            System.err.println("usage: ZkClientScenarios crud|watches|reconnect host:port[,host:port...]");
+            System.err.println("usage: ZkClientScenarios crud|watches|reconnect|session_move host:port[,host:port...]");
             System.exit(2);
         }
         List<String> servers = Arrays.asList(args[1].split(","));
@@ -49,6 +49,7 @@ public final class ZkClientScenarios {
             case "crud": seen = crud(servers); break;
             case "watches": seen = watches(servers); break;
             case "reconnect": seen = reconnect(servers); break;
+            case "session_move": seen = sessionMove(servers); break;
             default:
                 System.err.println("unknown scenario: " + args[0]);
                 System.exit(2);
@@ -199,6 +200,41 @@ public final class ZkClientScenarios {
         return seen;
     }
 
+    /**
+     * A session id and password taken to another server: the right password resumes the session there
+     * (same id, its ephemeral intact); a wrong one is refused as ZooKeeper refuses it (the handle expires).
+     */
+    static Map<String, Object> sessionMove(List<String> servers) throws Exception {
+        ZooKeeper first = connect(servers.get(0));
+        long sessionId = first.getSessionId();
+        byte[] password = first.getSessionPasswd();
+        first.create("/java-move", null, ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
+        // Drop this handle without closing the session (no closeSession is sent), so it cannot race
+        // the handles below for the session.
+        first.getTestable().injectSessionExpiration();
+        Map<String, Object> seen = JsonLine.map();
+
+        byte[] wrong = password.clone();
+        wrong[0] ^= 0x5a;
+        EventQueue refusedStates = new EventQueue();
+        ZooKeeper refused = new ZooKeeper(servers.get(1 % servers.size()), SESSION_TIMEOUT_MS, refusedStates, sessionId, wrong);
+        seen.put("wrong_password", refusedStates.awaitStateOrExpired());
+        refused.close();
+
+        EventQueue movedStates = new EventQueue();
+        ZooKeeper moved = new ZooKeeper(servers.get(2 % servers.size()), SESSION_TIMEOUT_MS, movedStates, sessionId, password);
+        movedStates.awaitState(KeeperState.SyncConnected);
+        seen.put("moved_same_session", moved.getSessionId() == sessionId);
+        Stat stat = moved.exists("/java-move", false);
+        seen.put("ephemeral_kept", stat != null && stat.getEphemeralOwner() == sessionId);
+        moved.close();  // closes the session itself: its ephemeral goes
+        ZooKeeper observer = connect(servers.get(1 % servers.size()));
+        sync(observer, "/java-move");
+        seen.put("ephemeral_gone_after_close", observer.exists("/java-move", false) == null);
+        observer.close();
+        return seen;
+    }
+
     // ------------------------------------------------------------ helpers
 
     static ZooKeeper connect(String server) throws Exception {
@@ -343,6 +379,20 @@ public final class ZkClientScenarios {
             List<WatchedEvent> taken = new ArrayList<>();
             events.drainTo(taken);
             return taken;
+        }
+
+        /** The first of SyncConnected or Expired this handle reaches (its name). */
+        String awaitStateOrExpired() throws InterruptedException {
+            long deadline = System.currentTimeMillis() + WAIT_MS;
+            while (true) {
+                KeeperState state = states.poll(Math.max(deadline - System.currentTimeMillis(), 0), TimeUnit.MILLISECONDS);
+                if (state == null) {
+                    return "no answer within " + WAIT_MS + " ms";
+                }
+                if (state == KeeperState.SyncConnected || state == KeeperState.Expired) {
+                    return state.name();
+                }
+            }
         }
 
         void awaitState(KeeperState wanted) throws InterruptedException {
