@@ -33,6 +33,8 @@ from quorum.cpu_placement import PLACEMENTS
 ALLOWED_CLUSTER_SIZES = (1, 3, 5, 7)
 PORT_MIN = 1
 PORT_MAX = 65535
+CLIENT_PORT_DEFAULT = 2181
+CLIENT_PORT_ADDRESS_DEFAULT = "0.0.0.0"
 
 
 class SettingsError(ValueError):
@@ -89,6 +91,10 @@ class NodeSettings:
     session_outstanding_bytes_max: int = 8 << 20
     # After a burst, once nothing was in flight for this long, the heap's free pages go back to the kernel.
     memory_release_quiet_ms: int = 1000
+    # ZooKeeper's clientPort and clientPortAddress: where the ZooKeeper wire protocol (jute) is served
+    # to ZooKeeper clients (kazoo, zkCli, Curator); defaults as ZooKeeper's sample config. 0: not served.
+    client_port: int = CLIENT_PORT_DEFAULT
+    client_port_address: str = CLIENT_PORT_ADDRESS_DEFAULT
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -210,6 +216,7 @@ _INT_MINIMUMS = {
     "session_outstanding_requests_max": 1,
     "session_outstanding_bytes_max": 1,
     "memory_release_quiet_ms": 1,
+    "client_port": 0,
 }
 STATE_MACHINES = ("zookeeper", "register")
 JUTE_MAX_BUFFER_BYTES_MAX = 1 << 30
@@ -238,6 +245,11 @@ def _validate(settings: NodeSettings) -> None:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: expected an integer, got {value!r}")
         if value < minimum:
             raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: must be >= {minimum}, got {value}")
+    if settings.client_port > PORT_MAX:
+        raise SettingsError(
+            f"clientPort: must be <= {PORT_MAX} (0: no ZooKeeper client port), got {settings.client_port}"
+        )
+    _validate_client_port_address(settings.client_port_address)
     if settings.jute_max_buffer_bytes > JUTE_MAX_BUFFER_BYTES_MAX:
         raise SettingsError(
             f"jute.maxbuffer: must be <= {JUTE_MAX_BUFFER_BYTES_MAX} (1 GiB; gRPC messages stay under 2 GiB), "
@@ -261,6 +273,16 @@ def _validate(settings: NodeSettings) -> None:
             f"raft.election.timeout.ticks ({settings.election_timeout_ticks}) must be greater than "
             f"raft.heartbeat.interval.ticks ({settings.heartbeat_interval_ticks}), or followers campaign "
             "between heartbeats"
+        )
+
+
+def _validate_client_port_address(address: str) -> None:
+    """clientPortAddress: a host name or IP address to bind, without a port (ZooKeeper's spelling)."""
+    if not isinstance(address, str) or not address.strip():
+        raise SettingsError(f"clientPortAddress: must be a host name or IP address, got {address!r}")
+    if any(c.isspace() for c in address) or address.startswith("[") or (":" in address and address.count(":") < 2):
+        raise SettingsError(
+            f"clientPortAddress: {address!r} is not a host name or IP address (give the port as clientPort)"
         )
 
 
@@ -314,6 +336,8 @@ _FIELD_OF_PROPERTY = {
     "session.outstanding.requests.max": "session_outstanding_requests_max",
     "session.outstanding.bytes.max": "session_outstanding_bytes_max",
     "memory.release.quiet.ms": "memory_release_quiet_ms",
+    "clientPort": "client_port",
+    "clientPortAddress": "client_port_address",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}
@@ -323,7 +347,9 @@ _SERVER_KEY = re.compile(r"^server\.(.*)$")
 _INT_FIELDS = frozenset({"node_id", *_INT_MINIMUMS})
 
 # Properties a whole-cluster launcher sets per node; `zkraft up` refuses them as overrides.
-NODE_IDENTITY_PROPERTIES = frozenset({"id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id"})
+NODE_IDENTITY_PROPERTIES = frozenset(
+    {"id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id", "clientPort", "clientPortAddress"}
+)
 
 
 def known_property(key: str) -> bool:

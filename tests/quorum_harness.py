@@ -99,9 +99,12 @@ class QuorumProcesses:
         # the ZooKeeper service has its own tests.
         self.properties = {"quorum.state.machine": "register", **(properties or {})}
         self.cluster_id = CLUSTER_ID
+        ports = free_ports(2 * n)
         self.addresses: dict[int, str] = {
-            node_id: f"{LOOPBACK}:{port}" for node_id, port in zip(range(1, n + 1), free_ports(n), strict=True)
+            node_id: f"{LOOPBACK}:{port}" for node_id, port in zip(range(1, n + 1), ports[:n], strict=True)
         }
+        # Each node's ZooKeeper client port (clientPort): nodes on one machine cannot share 2181.
+        self.client_ports: dict[int, int] = dict(zip(range(1, n + 1), ports[n:], strict=True))
         self.config_path = self.root / "quorum.properties"
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._log_files: dict[int, IO[bytes]] = {}
@@ -125,6 +128,16 @@ class QuorumProcesses:
     def data_dir(self, node_id: int) -> Path:
         return self.root / f"node-{node_id}"
 
+    def zk_address(self, node_id: int) -> str:
+        """host:port where `node_id` serves ZooKeeper clients (the jute wire protocol)."""
+        self._check_id(node_id)
+        return f"{LOOPBACK}:{self.client_ports[node_id]}"
+
+    @property
+    def zk_connect_string(self) -> str:
+        """Every node's client address, as kazoo's and zkCli's connect string."""
+        return ",".join(self.zk_address(node_id) for node_id in sorted(self.addresses))
+
     def log_path(self, node_id: int) -> Path:
         return self.root / "logs" / f"node-{node_id}.log"
 
@@ -146,6 +159,8 @@ class QuorumProcesses:
             "--listen", listen if listen is not None else self.addresses[node_id],
             "--peers", peers if peers is not None else self.peers,
             "--cluster-id", cluster_id if cluster_id is not None else self.cluster_id,
+            "--client-port", str(self.client_ports[node_id]),
+            "--client-port-address", LOOPBACK,
             "--config", str(self.config_path),
         ]  # fmt: skip
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from client import ZkClient
 from tests.helpers import wait_until
@@ -127,11 +128,19 @@ def _kill_recorded_children(data_dir: Path) -> None:
                     os.kill(pid, signal.SIGKILL)
 
 
+def with_zk_ports(data_dir: Path, args: tuple[str, ...]) -> tuple[str, ...]:
+    """`args` with free ZooKeeper client ports for a new cluster (tests running at once cannot share
+    2181); a rerun keeps the ports its cluster.json records."""
+    if "--zk-base-port" in args or (data_dir / "cluster.json").exists():
+        return args
+    return (*args, "--zk-base-port", str(free_base_port()))
+
+
 @contextlib.contextmanager
 def running_up(data_dir: Path, *args: str, ready_line: str) -> Iterator[UpProcess]:
     """`zkraft up --data-dir data_dir ARGS` until it prints `ready_line`; stopped and cleaned up on exit."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "zkraft", "up", "--data-dir", str(data_dir), *args],
+        [sys.executable, "-m", "zkraft", "up", "--data-dir", str(data_dir), *with_zk_ports(data_dir, args)],
         cwd=REPO_ROOT,
         env=_env(),
         stdin=subprocess.DEVNULL,
@@ -219,6 +228,18 @@ def test_up_elects_a_leader_status_agrees_and_sigterm_stops_every_node(up_cluste
     announced = int(up_cluster.output().split("quorum ready: leader is", 1)[1].split()[0])
     assert announced in {1, 2, 3}
 
+    # ZooKeeper clients connect to the nodes' client ports, printed and recorded.
+    zk_addresses = [node["zk_address"] for node in cluster["quorum"]]
+    connect_line = f"ZooKeeper connect string: {','.join(zk_addresses)}"
+    wait_until(lambda: connect_line in up_cluster.output(), READY_TIMEOUT_S, message="connect string printed")
+    kazoo = KazooClient(hosts=",".join(zk_addresses), timeout=10)
+    kazoo.start(timeout=READY_TIMEOUT_S)
+    try:
+        assert "zookeeper" in kazoo.get_children("/")
+    finally:
+        kazoo.stop()
+        kazoo.close()
+
     pids = [node["pid"] for node in cluster["quorum"]]
     up_cluster.process.send_signal(signal.SIGTERM)
     assert up_cluster.process.wait(timeout=STOP_TIMEOUT_S) == 0
@@ -258,7 +279,9 @@ def test_a_killed_node_is_reported_and_restarted_by_zkraft_up(up_cluster: UpProc
         return pid if pid not in (None, node["pid"]) and pid_alive(pid) else None
 
     new_pid = wait_until(restarted_pid, READY_TIMEOUT_S, interval_s=0.1, message="zkraft up did not restart the node")
-    assert f"quorum node {node['id']} restarted (pid {new_pid}" in up_cluster.output()
+    # cluster.json gets the pid right after the line is printed; the pump thread may read the line later.
+    restarted_line = f"quorum node {node['id']} restarted (pid {new_pid}"
+    wait_until(lambda: restarted_line in up_cluster.output(), READY_TIMEOUT_S, message="restart not reported")
     wait_until(
         lambda: settled(status_json(addresses), 3),
         READY_TIMEOUT_S,
@@ -384,7 +407,7 @@ def test_a_broker_port_in_use_is_named_in_one_line(tmp_path: Path) -> None:
 def run_up_expecting_error(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`zkraft up` that must refuse to start: one `zkraft: error:` line on stderr, nothing on stdout."""
     result = subprocess.run(
-        [sys.executable, "-m", "zkraft", "up", "--data-dir", str(data_dir), *args],
+        [sys.executable, "-m", "zkraft", "up", "--data-dir", str(data_dir), *with_zk_ports(data_dir, args)],
         cwd=REPO_ROOT,
         env=_env(),
         stdin=subprocess.DEVNULL,
@@ -421,6 +444,22 @@ def test_plan_keeps_recorded_brokers_adds_new_ones_and_rests_the_rest(tmp_path: 
 
     with pytest.raises(up_module.UpUsageError, match="--broker-base-port 9092: .* ports from 19092"):
         up_module.plan(tmp_path, brokers=1, base_port=None, broker_base_port=9092)
+
+
+def test_plan_gives_each_node_a_client_port_and_a_rerun_keeps_the_recorded_ones(tmp_path: Path) -> None:
+    recorded = up_module.plan(tmp_path, brokers=0, base_port=17001, broker_base_port=None, zk_base_port=12181)
+    assert [spec.zk_address for spec in recorded.quorum] == [f"127.0.0.1:{12181 + k}" for k in range(3)]
+    assert recorded.zk_connect_string == "127.0.0.1:12181,127.0.0.1:12182,127.0.0.1:12183"
+    assert "--client-port" in recorded.quorum[0].cmd
+    up_module.write_cluster_file(recorded, {})
+    document = json.loads((tmp_path / "cluster.json").read_text(encoding="utf-8"))
+    assert [node["zk_address"] for node in document["quorum"]] == [spec.zk_address for spec in recorded.quorum]
+    rerun = up_module.plan(tmp_path, brokers=0, base_port=None, broker_base_port=None)
+    assert [spec.zk_address for spec in rerun.quorum] == [spec.zk_address for spec in recorded.quorum]
+    with pytest.raises(up_module.UpUsageError, match="--zk-base-port 2181: .* ports from 12181"):
+        up_module.plan(tmp_path, brokers=0, base_port=None, broker_base_port=None, zk_base_port=2181)
+    fresh = up_module.plan(tmp_path / "fresh", brokers=0, base_port=None, broker_base_port=None)
+    assert fresh.zk_connect_string == "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183"
 
 
 def test_overrides_split_between_quorum_nodes_and_brokers() -> None:

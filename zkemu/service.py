@@ -34,8 +34,9 @@ from zkemu.errors import Code, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
 from zkemu.request_checks import write_problem
+from zkemu.server_stats import ServerStats
 from zkemu.session_intake import Received, Refused, add_service
-from zkemu.session_outbox import SessionOutbox
+from zkemu.session_outbox import SessionOutbox, Sink
 from zkemu.session_writes import SessionWrite, SessionWrites
 from zkemu.sessions import SessionIds, SessionTracker, session_password
 from zkemu.submitter import (
@@ -63,7 +64,9 @@ KEEPER_STATE_SYNC_CONNECTED = 3
 # Heartbeats a reconnecting client's server may take to apply what the client has seen.
 CATCH_UP_HEARTBEATS = 3
 WRITE_OPS = frozenset({"create", "delete", "set_data", "check", "multi"})
-LINEARIZABLE_READ_OPS = frozenset({"get_data", "exists", "get_children", "get_all_children_number", "get_ephemerals"})
+LINEARIZABLE_READ_OPS = frozenset(
+    {"get_data", "exists", "get_children", "get_all_children_number", "get_ephemerals", "multi_read"}
+)
 
 
 class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
@@ -80,6 +83,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.tracker: SessionTracker | None = None
         self.ids: SessionIds | None = None
         self.admission = Admission(settings)
+        self.server_stats = ServerStats()  # the ZooKeeper wire front end's figures (four-letter words)
+        self._jute_server: asyncio.Server | None = None
         self.log = structlog.get_logger("zk").bind(node=settings.node_id)
 
     # ---- NodeExtension
@@ -98,8 +103,14 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         # Until a client connects here, this node (as a follower) learns commits
         # with the leader's next append or heartbeat (QuorumNode.set_commit_interest says why).
         self.node.set_commit_interest(self._open_streams > 0)
+        if self.settings.client_port:
+            from zkemu.jute_server import start_jute_server  # the wire front end needs this module
+
+            self._jute_server = await start_jute_server(self)
 
     async def stop(self) -> None:
+        if self._jute_server is not None:
+            self._jute_server.close()  # no new ZooKeeper-wire connections; the live ones end below
         for conn in list(self._connections.values()):
             conn.end()
         await self.admission.stop()
@@ -131,8 +142,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
     ) -> None:
         """One session stream: the connection's read loop takes the requests, `outbound` writes the
         replies and events (zkemu.session_outbox)."""
-        conn = SessionConnection(self, context)
-        self._stream_opened()
+        conn = SessionConnection(self, context, _peer_host(context.peer()))
+        self.stream_opened()
         reader = asyncio.get_running_loop().create_task(conn.read_loop(request_iterator))
         try:
             try:
@@ -145,15 +156,15 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         finally:
             reader.cancel()
             conn.detach()
-            self._stream_closed()
+            self.stream_closed()
 
-    def _stream_opened(self) -> None:
+    def stream_opened(self) -> None:
         """A client reads here from now on: commits must reach this node at once."""
         self._open_streams += 1
         if self._open_streams == 1 and self.node is not None:
             self.node.set_commit_interest(True)
 
-    def _stream_closed(self) -> None:
+    def stream_closed(self) -> None:
         self._open_streams -= 1
         if self._open_streams == 0 and self.node is not None:
             self.node.set_commit_interest(False)
@@ -219,14 +230,18 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
 
 
 class SessionConnection:
-    """One client stream. Also the `Watcher` the watch manager notifies."""
+    """One client stream, of either front end: the gRPC Session stream, or a ZooKeeper wire (jute)
+    connection (zkemu.jute_server). `sink` writes what the outbox sends (the gRPC servicer context,
+    or the jute connection's encoder); `read_loop` takes the requests either front end decodes.
+    Also the `Watcher` the watch manager notifies."""
 
-    def __init__(self, service: ZooKeeperService, context: grpc.aio.ServicerContext) -> None:
+    def __init__(self, service: ZooKeeperService, sink: Sink, peer_host: str = "") -> None:
         self.service = service
-        self.context = context
+        self.context = sink
+        self.peer_host = peer_host  # the client's IP address (the ip ACL scheme reads it)
         self.session_id = 0
         self.linearizable = False
-        self.outbound = SessionOutbox(context, self._replies_sent)
+        self.outbound = SessionOutbox(sink, self._replies_sent)
         self.abort_status: tuple[grpc.StatusCode, str] | None = None
         # Requests in the order they came, until their replies are queued; a
         # reply leaves only when every earlier one has (ZooKeeper's FIFO).
@@ -426,6 +441,8 @@ class SessionConnection:
                     f"server is behind the client (zxid {applied} < {req.last_zxid_seen}); try another server",
                 )
                 return False
+            if not svc.tree.has_session(sid):
+                await self._apply_what_leader_committed()
             if req.password != session_password(svc.settings.cluster_id, sid) or not svc.tree.has_session(sid):
                 self.outbound.put(
                     zk_pb2.ServerMessage(
@@ -457,6 +474,15 @@ class SessionConnection:
             )
         )
         return True
+
+    async def _apply_what_leader_committed(self) -> None:
+        """Apply everything the leader has committed (a ReadIndex round): a session this server does not
+        know yet may have been created a moment ago elsewhere (a client that has seen nothing of it
+        reconnects with last zxid 0). ZooKeeper's follower asks its leader the same way
+        (Learner.validateSession) before answering a reconnect as expired."""
+        timeout_s = self.service.settings.proposal_timeout_ms / 1000
+        with contextlib.suppress(qerrors.QuorumError):
+            await self.node.wait_applied(await self.node.read_index(timeout_s), timeout_s)
 
     async def _catch_up_to(self, zxid: int) -> int:
         """This server's applied zxid after giving it a few heartbeats to reach `zxid`.
@@ -876,6 +902,39 @@ class SessionConnection:
         )
         return self._reply(req)
 
+    def _check_watches(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        r = req.check_watches
+        validate_path(r.path)
+        try:
+            kind = WatcherType(r.watcher_type)
+        except ValueError:
+            return self._reply(req, err=Code.BADARGUMENTS, error_message=f"unknown watcher type {r.watcher_type}")
+        if not self.service.watches.contains(self, r.path, kind):
+            return self._reply(req, err=Code.NOWATCHER, error_message=f"KeeperErrorCode = NoWatcher for {r.path}")
+        return self._reply(req)
+
+    def _multi_read(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        """multiRead (ZooKeeper opcode 22): each read on its own, not atomic; a failed one gives its
+        error code in its result (FinalRequestProcessor, multiRead)."""
+        resp = self._reply(req)
+        for op in req.multi_read.ops:
+            result = resp.results.add()
+            try:
+                if op.WhichOneof("op") == "get_data":
+                    data, stat = self.service.tree.get_data(op.get_data.path)
+                    if op.get_data.watch:
+                        self.service.watches.add_data_watch(self, op.get_data.path)
+                    result.data = data
+                    result.stat.CopyFrom(stat.to_pb())
+                else:
+                    children, _ = self.service.tree.get_children(op.get_children.path)
+                    if op.get_children.watch:
+                        self.service.watches.add_child_watch(self, op.get_children.path)
+                    result.children.extend(children)
+            except ZkError as exc:
+                result.err = exc.code
+        return resp
+
     def _ping(self, req: zk_pb2.Request) -> zk_pb2.Response:
         return self._reply(req)
 
@@ -885,6 +944,13 @@ class SessionConnection:
             await asyncio.wait([after])  # type: ignore[list-item]
         txn = zk_pb2.Txn(session_id=self.session_id, close_session=zk_pb2.CloseSessionTxn(session_id=self.session_id))
         return await self._submit(req, txn, "close_session", req.close)
+
+
+def _peer_host(peer: str) -> str:
+    """The IP address in gRPC's peer string ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000")."""
+    _, _, address = peer.partition(":")
+    host = address.rpartition(":")[0] if address.count(":") >= 1 else address
+    return host.strip("[]")
 
 
 def _ignore_outcome(future: asyncio.Future[Any]) -> None:
@@ -939,4 +1005,6 @@ _READ_HANDLERS: dict[str, Callable[[SessionConnection, zk_pb2.Request], zk_pb2.R
     "remove_watches": SessionConnection._remove_watches,
     "set_watches": SessionConnection._set_watches,
     "ping": SessionConnection._ping,
+    "check_watches": SessionConnection._check_watches,
+    "multi_read": SessionConnection._multi_read,
 }

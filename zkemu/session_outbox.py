@@ -15,18 +15,24 @@ load a burst's first reply would leave alone and the rest wait for its write
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-
-import grpc
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from client.eager_start import WriteInFlight
 from zkraft_proto import zk_pb2
 
 
-class SessionOutbox:
-    """`on_sent(requests, size_bytes)`: the replies put with those counts went to gRPC (zkemu.admission)."""
+class Sink(Protocol):
+    """Where a session's messages go: the gRPC servicer context, or a ZooKeeper wire connection
+    (zkemu.jute_server.JuteSink). One write at a time; a write that fails raises (the client is gone)."""
 
-    def __init__(self, context: grpc.aio.ServicerContext, on_sent: Callable[[int, int], None] | None = None) -> None:
+    def write(self, message: zk_pb2.ServerMessage) -> Coroutine[Any, Any, Any]: ...
+
+
+class SessionOutbox:
+    """`on_sent(requests, size_bytes)`: the replies put with those counts went to the sink (zkemu.admission)."""
+
+    def __init__(self, context: Sink, on_sent: Callable[[int, int], None] | None = None) -> None:
         self._context = context
         self._on_sent = on_sent
         self._pending: list[zk_pb2.ServerMessage] = []

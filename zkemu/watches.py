@@ -71,19 +71,25 @@ class WatchManager:
         table = self._recursive if mode is AddWatchMode.PERSISTENT_RECURSIVE else self._persistent
         table.setdefault(path, set()).add(watcher)
 
+    def contains(self, watcher: Watcher, path: str, watcher_type: WatcherType) -> bool:
+        """checkWatches: whether `watcher` has a watch of that type on `path` (ZKDatabase.containsWatcher)."""
+        return any(watcher in table.get(path, ()) for table in self._tables(watcher_type))
+
     def remove(self, watcher: Watcher, path: str, watcher_type: WatcherType) -> bool:
         """removeWatches: True if a matching watch was found (else the caller answers NOWATCHER)."""
-        tables: list[Table] = {
+        found = False
+        for table in self._tables(watcher_type):
+            found |= _discard(table, path, watcher)
+        return found
+
+    def _tables(self, watcher_type: WatcherType) -> list[Table]:
+        return {
             WatcherType.CHILDREN: [self._child],
             WatcherType.DATA: [self._data],
             WatcherType.ANY: [self._child, self._data, self._persistent, self._recursive],
             WatcherType.PERSISTENT: [self._persistent],
             WatcherType.PERSISTENT_RECURSIVE: [self._recursive],
         }[watcher_type]
-        found = False
-        for table in tables:
-            found |= _discard(table, path, watcher)
-        return found
 
     def remove_watcher(self, watcher: Watcher) -> None:
         """The connection closed: its watches go with it (DataTree.removeCnxn)."""

@@ -124,6 +124,7 @@ def _up(options: argparse.Namespace) -> int:
             overrides=options.override,
             base_port=options.base_port,
             broker_base_port=options.broker_base_port,
+            zk_base_port=options.zk_base_port,
         )
     except up.UpUsageError as error:
         raise UsageError(str(error)) from None
@@ -287,6 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--listen", help="host:port to serve on; its port must be this node's port in --peers")
     start.add_argument("--peers", help="every voter: 1=host:port,2=host:port,3=host:port (property server.N)")
     start.add_argument("--cluster-id", help="name shared by all nodes of one cluster (property cluster.id)")
+    start.add_argument(
+        "--client-port",
+        help="port serving ZooKeeper clients (kazoo, zkCli), 0: none (property clientPort, default 2181)",
+    )
+    start.add_argument(
+        "--client-port-address", help="address the client port binds (property clientPortAddress, default 0.0.0.0)"
+    )
     start.add_argument("--config", type=Path, help="Java-style .properties file")
     start.set_defaults(handler=_quorum_start)
 
@@ -329,6 +337,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--base-port", type=int, default=None, help="first of 3 consecutive quorum ports (default 7001)")
     up.add_argument(
         "--broker-base-port", type=int, default=None, help="first of N consecutive broker ports (default 9092)"
+    )
+    up.add_argument(
+        "--zk-base-port",
+        type=int,
+        default=None,
+        help="first of 3 consecutive ZooKeeper client ports, for kazoo, zkCli, Curator (default 2181)",
     )
     up.set_defaults(handler=_up)
 

@@ -63,6 +63,8 @@ LOCAL_CLUSTER_ID = "zkraft-local"
 QUORUM_SIZE = 3
 LISTEN_HOST = "127.0.0.1"
 BASE_PORT_DEFAULT = 7001
+# The nodes' ZooKeeper client ports (clientPort): ZooKeeper's 2181, then the next two.
+ZK_BASE_PORT_DEFAULT = 2181
 BROKER_BASE_PORT_DEFAULT = 9092
 BROKERS_DEFAULT = 3
 CLUSTER_FILE = "cluster.json"
@@ -104,10 +106,17 @@ class ChildSpec:
     config_path: Path
     log_path: Path
     cmd: tuple[str, ...]
+    zk_address: str = ""  # a quorum node's ZooKeeper client address (clientPort), "" for a broker
 
     @property
     def name(self) -> str:
         return f"{self.role} {self.child_id}"
+
+    @property
+    def ports(self) -> list[tuple[str, int]]:
+        """(host, port) of each port this child listens on."""
+        addresses = [self.address, self.zk_address] if self.zk_address else [self.address]
+        return [parse_host_port(address, "address") for address in addresses]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +133,7 @@ class RecordedCluster:
 
     quorum: list[tuple[int, str]]
     brokers: list[tuple[int, str]]
+    quorum_zk: list[tuple[int, str]]  # each node's `zk_address`; empty in a file from before there were any
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +146,11 @@ class Plan:
     @property
     def zookeeper_connect(self) -> str:
         return ",".join(spec.address for spec in self.quorum)
+
+    @property
+    def zk_connect_string(self) -> str:
+        """The nodes' ZooKeeper client addresses: kazoo's, zkCli's and Curator's connect string."""
+        return ",".join(spec.zk_address for spec in self.quorum)
 
 
 # ---- planning: arguments, cluster.json, ports ----
@@ -187,12 +202,17 @@ def _read_cluster_file(path: Path) -> RecordedCluster:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         # A cluster.json of a quorum-only `zkraft up` may lack "brokers".
-        recorded = RecordedCluster(_read_records(document["quorum"]), _read_records(document.get("brokers") or []))
+        recorded = RecordedCluster(
+            _read_records(document["quorum"]),
+            _read_records(document.get("brokers") or []),
+            sorted((int(node["id"]), str(node["zk_address"])) for node in document["quorum"] if "zk_address" in node),
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise UpError(f"{path}: not a zkraft cluster file ({error}); move it away to start a new cluster") from None
     for what, children, expected in (
         ("quorum nodes", recorded.quorum, QUORUM_SIZE),
         ("brokers", recorded.brokers, len(recorded.brokers)),
+        ("quorum nodes' zk_address", recorded.quorum_zk, QUORUM_SIZE if recorded.quorum_zk else 0),
     ):
         if [child_id for child_id, _ in children] != list(range(1, expected + 1)):
             raise UpError(f"{path}: expected {what} 1..{expected}; move it away to start a new cluster")
@@ -223,13 +243,25 @@ def _check_recorded_base(option: str, given: int | None, recorded: list[tuple[in
     return recorded_base
 
 
-def plan_quorum(root: Path, recorded: RecordedCluster | None, base_port: int | None) -> list[ChildSpec]:
+def _zk_addresses(recorded: RecordedCluster | None, zk_base_port: int | None, root: Path) -> dict[int, str]:
+    """Each node's ZooKeeper client address: as recorded, else consecutive from --zk-base-port (2181)."""
+    if recorded is not None and recorded.quorum_zk:
+        _check_recorded_base("--zk-base-port", zk_base_port, recorded.quorum_zk, root / CLUSTER_FILE)
+        return dict(recorded.quorum_zk)
+    first = ZK_BASE_PORT_DEFAULT if zk_base_port is None else zk_base_port
+    return dict(_consecutive_addresses(QUORUM_SIZE, first, "--zk-base-port"))
+
+
+def plan_quorum(
+    root: Path, recorded: RecordedCluster | None, base_port: int | None, zk_base_port: int | None = None
+) -> list[ChildSpec]:
     if recorded is not None:
         _check_recorded_base("--base-port", base_port, recorded.quorum, root / CLUSTER_FILE)
         nodes = recorded.quorum
     else:
         first = BASE_PORT_DEFAULT if base_port is None else base_port
         nodes = _consecutive_addresses(QUORUM_SIZE, first, "--base-port")
+    zk_addresses = _zk_addresses(recorded, zk_base_port, root)
     peers = peers_string(dict(nodes))
     specs = []
     for node_id, address in nodes:
@@ -242,10 +274,14 @@ def plan_quorum(root: Path, recorded: RecordedCluster | None, base_port: int | N
             "--listen", address,
             "--peers", peers,
             "--cluster-id", LOCAL_CLUSTER_ID,
+            "--client-port", str(parse_host_port(zk_addresses[node_id], "zk_address")[1]),
+            "--client-port-address", LISTEN_HOST,
             "--config", str(config_path),
         )  # fmt: skip
         log_path = root / "logs" / f"quorum-{node_id}.log"
-        specs.append(ChildSpec(QUORUM_NODE, node_id, address, data_dir, config_path, log_path, cmd))
+        specs.append(
+            ChildSpec(QUORUM_NODE, node_id, address, data_dir, config_path, log_path, cmd, zk_addresses[node_id])
+        )
     return specs
 
 
@@ -274,12 +310,14 @@ def plan_brokers(
     return specs[:count], specs[count:]
 
 
-def plan(root: Path, brokers: int, base_port: int | None, broker_base_port: int | None) -> Plan:
+def plan(
+    root: Path, brokers: int, base_port: int | None, broker_base_port: int | None, zk_base_port: int | None = None
+) -> Plan:
     cluster_file = root / CLUSTER_FILE
     recorded = _read_cluster_file(cluster_file) if cluster_file.exists() else None
     if brokers > 0 and "," in str(root):
         raise UpUsageError(f"--data-dir: {root} contains a comma, which log.dirs cannot hold")
-    quorum = plan_quorum(root, recorded, base_port)
+    quorum = plan_quorum(root, recorded, base_port, zk_base_port)
     started, resting = plan_brokers(root, recorded, brokers, broker_base_port)
     return Plan(root, quorum, started, resting)
 
@@ -309,6 +347,7 @@ def validate_node_settings(specs: Sequence[ChildSpec], properties: dict[str, str
                     "node_id": spec.child_id,
                     "data_dir": spec.data_dir,
                     "listen": spec.address,
+                    "client_port": spec.ports[-1][1] if spec.zk_address else 0,
                     "peers": peers,
                     "cluster_id": LOCAL_CLUSTER_ID,
                 },
@@ -335,30 +374,32 @@ def validate_broker_settings(plan: Plan, properties: dict[str, str]) -> None:
 def check_ports_distinct(specs: Sequence[ChildSpec]) -> None:
     owners: dict[int, ChildSpec] = {}
     for spec in specs:
-        port = parse_host_port(spec.address, "address")[1]
-        if port in owners:
-            raise UpUsageError(
-                f"port {port} is both {owners[port].name}'s and {spec.name}'s; "
-                "choose --base-port and --broker-base-port so that they do not overlap"
-            )
-        owners[port] = spec
+        for _, port in spec.ports:
+            if port in owners:
+                raise UpUsageError(
+                    f"port {port} is both {owners[port].name}'s and {spec.name}'s; "
+                    "choose --base-port, --zk-base-port and --broker-base-port so that they do not overlap"
+                )
+            owners[port] = spec
 
 
 def check_ports_free(specs: Sequence[ChildSpec], cluster_file: Path) -> None:
     for spec in specs:
-        host, port = parse_host_port(spec.address, "address")
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            # SO_REUSEADDR so that a previous run's TIME_WAIT connections do not
-            # count; a listening socket still makes bind fail.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((host, port))
-            except OSError as error:
-                hint = f" (is this cluster already running? see {cluster_file})" if cluster_file.exists() else ""
-                raise UpError(
-                    f"port {port} for {spec.name} is already in use ({error.strerror or error}){hint}"
-                ) from None
+        for host, port in spec.ports:
+            _check_port_free(spec, host, port, cluster_file)
+
+
+def _check_port_free(spec: ChildSpec, host: str, port: int, cluster_file: Path) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # SO_REUSEADDR so that a previous run's TIME_WAIT connections do not
+        # count; a listening socket still makes bind fail.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            hint = f" (is this cluster already running? see {cluster_file})" if cluster_file.exists() else ""
+            raise UpError(f"port {port} for {spec.name} is already in use ({error.strerror or error}){hint}") from None
 
 
 # ---- files ----
@@ -404,7 +445,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def _child_record(spec: ChildSpec, pids: dict[str, int]) -> dict[str, Any]:
-    return {
+    record = {
         "id": spec.child_id,
         "address": spec.address,
         "pid": pids.get(spec.name),
@@ -413,6 +454,9 @@ def _child_record(spec: ChildSpec, pids: dict[str, int]) -> dict[str, Any]:
         "log": str(spec.log_path),
         "config": str(spec.config_path),
     }
+    if spec.zk_address:
+        record["zk_address"] = spec.zk_address
+    return record
 
 
 def write_cluster_file(plan: Plan, pids: dict[str, int]) -> None:
@@ -724,12 +768,13 @@ def run(
     overrides: Sequence[str] = (),
     base_port: int | None = None,
     broker_base_port: int | None = None,
+    zk_base_port: int | None = None,
 ) -> int:
     parsed = parse_overrides(overrides)
     root = Path(data_dir).expanduser().resolve()
     if root.exists() and not root.is_dir():
         raise UpUsageError(f"--data-dir: {root} exists and is not a directory")
-    cluster_plan = plan(root, brokers, base_port, broker_base_port)
+    cluster_plan = plan(root, brokers, base_port, broker_base_port, zk_base_port)
     validate_node_settings(cluster_plan.quorum, parsed.quorum, len(cluster_plan.brokers))
     validate_broker_settings(cluster_plan, parsed.broker)
     check_ports_distinct([*cluster_plan.quorum, *cluster_plan.brokers])
@@ -765,6 +810,7 @@ def _start_quorum(cluster: LocalCluster) -> bool:
     if leader is None:
         return False
     _say(f"quorum ready: leader is {leader}")
+    _say(f"ZooKeeper connect string: {cluster.plan.zk_connect_string}")
     return True
 
 

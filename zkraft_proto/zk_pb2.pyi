@@ -300,6 +300,14 @@ class SetWatchesRequest(_message.Message):
     persistent_recursive_watches: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, relative_zxid: _Optional[int] = ..., data_watches: _Optional[_Iterable[str]] = ..., exist_watches: _Optional[_Iterable[str]] = ..., child_watches: _Optional[_Iterable[str]] = ..., persistent_watches: _Optional[_Iterable[str]] = ..., persistent_recursive_watches: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class CheckWatchesRequest(_message.Message):
+    __slots__ = ("path", "watcher_type")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    WATCHER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    watcher_type: int
+    def __init__(self, path: _Optional[str] = ..., watcher_type: _Optional[int] = ...) -> None: ...
+
 class GetAclRequest(_message.Message):
     __slots__ = ("path",)
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -341,7 +349,7 @@ class CloseRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("xid", "create", "delete", "set_data", "check", "multi", "get_data", "exists", "get_children", "sync", "get_ephemerals", "get_all_children_number", "add_watch", "remove_watches", "set_watches", "ping", "close", "set_acl", "get_acl", "auth", "who_am_i", "multi_read")
+    __slots__ = ("xid", "create", "delete", "set_data", "check", "multi", "get_data", "exists", "get_children", "sync", "get_ephemerals", "get_all_children_number", "add_watch", "remove_watches", "set_watches", "ping", "close", "set_acl", "get_acl", "auth", "who_am_i", "multi_read", "check_watches")
     XID_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
@@ -364,6 +372,7 @@ class Request(_message.Message):
     AUTH_FIELD_NUMBER: _ClassVar[int]
     WHO_AM_I_FIELD_NUMBER: _ClassVar[int]
     MULTI_READ_FIELD_NUMBER: _ClassVar[int]
+    CHECK_WATCHES_FIELD_NUMBER: _ClassVar[int]
     xid: int
     create: CreateOp
     delete: DeleteOp
@@ -386,7 +395,8 @@ class Request(_message.Message):
     auth: AuthRequest
     who_am_i: WhoAmIRequest
     multi_read: MultiReadRequest
-    def __init__(self, xid: _Optional[int] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., exists: _Optional[_Union[ExistsRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ..., sync: _Optional[_Union[SyncRequest, _Mapping]] = ..., get_ephemerals: _Optional[_Union[GetEphemeralsRequest, _Mapping]] = ..., get_all_children_number: _Optional[_Union[GetAllChildrenNumberRequest, _Mapping]] = ..., add_watch: _Optional[_Union[AddWatchRequest, _Mapping]] = ..., remove_watches: _Optional[_Union[RemoveWatchesRequest, _Mapping]] = ..., set_watches: _Optional[_Union[SetWatchesRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., get_acl: _Optional[_Union[GetAclRequest, _Mapping]] = ..., auth: _Optional[_Union[AuthRequest, _Mapping]] = ..., who_am_i: _Optional[_Union[WhoAmIRequest, _Mapping]] = ..., multi_read: _Optional[_Union[MultiReadRequest, _Mapping]] = ...) -> None: ...
+    check_watches: CheckWatchesRequest
+    def __init__(self, xid: _Optional[int] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., exists: _Optional[_Union[ExistsRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ..., sync: _Optional[_Union[SyncRequest, _Mapping]] = ..., get_ephemerals: _Optional[_Union[GetEphemeralsRequest, _Mapping]] = ..., get_all_children_number: _Optional[_Union[GetAllChildrenNumberRequest, _Mapping]] = ..., add_watch: _Optional[_Union[AddWatchRequest, _Mapping]] = ..., remove_watches: _Optional[_Union[RemoveWatchesRequest, _Mapping]] = ..., set_watches: _Optional[_Union[SetWatchesRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., get_acl: _Optional[_Union[GetAclRequest, _Mapping]] = ..., auth: _Optional[_Union[AuthRequest, _Mapping]] = ..., who_am_i: _Optional[_Union[WhoAmIRequest, _Mapping]] = ..., multi_read: _Optional[_Union[MultiReadRequest, _Mapping]] = ..., check_watches: _Optional[_Union[CheckWatchesRequest, _Mapping]] = ...) -> None: ...
 
 class Response(_message.Message):
     __slots__ = ("xid", "zxid", "err", "error_message", "path", "stat", "data", "children", "results", "paths", "number", "exists", "acls", "client_infos")

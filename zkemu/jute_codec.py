@@ -1,0 +1,694 @@
+"""ZooKeeper's wire records (jute) to and from the session core's messages.
+
+Requests are decoded straight into `zk_pb2.Request` (what the session core reads), replies and
+watch events encoded from `zk_pb2.Response` / `zk_pb2.WatchEvent` (what it writes), with `struct`
+(ZooKeeper's BinaryInputArchive/BinaryOutputArchive: big-endian ints and longs, buffers and
+strings as an int length (-1: null) and their bytes, vectors as an int count and elements, a
+record its fields in order, no tags). Frames are an int length and that many bytes.
+
+A reply's record depends on its request's opcode (create 1 answers CreateResponse, create2
+Create2Response, exists on a missing node ReplyHeader err NONODE and no record, ...), and the core
+answers in request order (ZooKeeper's per-session FIFO), so `JuteEncoder` keeps the opcodes of
+the requests awaiting replies in a deque, appended by `decode_request`'s caller.
+
+Sources: zookeeper-jute/src/main/resources/zookeeper.jute (the records), ZooDefs.OpCode,
+FinalRequestProcessor (which record answers which opcode), MultiOperationRecord / MultiResponse.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections import deque
+from typing import Any
+
+from zkemu.errors import Code
+from zkemu.server_stats import ConnectionStats
+from zkraft_proto import zk_pb2
+
+# ---- opcodes (ZooDefs.OpCode)
+OP_NOTIFICATION = 0
+OP_CREATE = 1
+OP_DELETE = 2
+OP_EXISTS = 3
+OP_GET_DATA = 4
+OP_SET_DATA = 5
+OP_GET_ACL = 6
+OP_SET_ACL = 7
+OP_GET_CHILDREN = 8
+OP_SYNC = 9
+OP_PING = 11
+OP_GET_CHILDREN2 = 12
+OP_CHECK = 13
+OP_MULTI = 14
+OP_CREATE2 = 15
+OP_RECONFIG = 16
+OP_CHECK_WATCHES = 17
+OP_REMOVE_WATCHES = 18
+OP_CREATE_CONTAINER = 19
+OP_CREATE_TTL = 21
+OP_MULTI_READ = 22
+OP_AUTH = 100
+OP_SET_WATCHES = 101
+OP_SASL = 102
+OP_GET_EPHEMERALS = 103
+OP_GET_ALL_CHILDREN_NUMBER = 104
+OP_SET_WATCHES2 = 105
+OP_ADD_WATCH = 106
+OP_WHO_AM_I = 107
+OP_CLOSE_SESSION = -11
+OP_ERROR = -1
+# An opcode this server does not know: answered UNIMPLEMENTED, then the connection closes
+# (ZooKeeperServer.submitRequestNow -> UnimplementedRequestProcessor).
+OP_UNKNOWN = -1000
+# A request whose record did not parse: the core answers it in its turn (it has no op), and the
+# encoder writes MARSHALLINGERROR (PrepRequestProcessor / FinalRequestProcessor catch it so).
+OP_MARSHALLING_ERROR = -1001
+
+XID_NOTIFICATION = -1
+XID_PING = -2
+XID_AUTH = -4
+KEEPER_STATE_SYNC_CONNECTED = 3
+# CreateMode.CONTAINER: what createContainer (19) creates whatever flags it carries.
+CREATE_MODE_CONTAINER = 4
+# ConnectRequest without its readOnly byte: protocolVersion, lastZxidSeen, timeOut, sessionId and
+# a 16-byte password (ClientCnxn, ProtocolManager.isReadonlyAvailable).
+CONNECT_REQUEST_BYTES_MIN = 4 + 8 + 4 + 8 + 4
+
+# ZooKeeper's names of the operations, as `cons` prints a connection's last one (ServerCnxn lastOp).
+OPERATION_NAMES = {
+    OP_CREATE: "CREA",
+    OP_CREATE2: "CREA",
+    OP_CREATE_CONTAINER: "CREA",
+    OP_CREATE_TTL: "CREA",
+    OP_DELETE: "DELE",
+    OP_EXISTS: "EXIS",
+    OP_GET_DATA: "GETD",
+    OP_SET_DATA: "SETD",
+    OP_GET_ACL: "GETA",
+    OP_SET_ACL: "SETA",
+    OP_GET_CHILDREN: "GETC",
+    OP_GET_CHILDREN2: "GETC",
+    OP_SYNC: "SYNC",
+    OP_PING: "PING",
+    OP_CHECK: "CHEC",
+    OP_MULTI: "MULT",
+    OP_MULTI_READ: "MLTR",
+    OP_RECONFIG: "RECO",
+    OP_CHECK_WATCHES: "CHKW",
+    OP_REMOVE_WATCHES: "REMW",
+    OP_AUTH: "AUTH",
+    OP_SET_WATCHES: "SETW",
+    OP_SET_WATCHES2: "STW2",
+    OP_SASL: "SASL",
+    OP_GET_EPHEMERALS: "GETE",
+    OP_GET_ALL_CHILDREN_NUMBER: "GETACN",
+    OP_ADD_WATCH: "ADDW",
+    OP_WHO_AM_I: "HOMI",
+    OP_CLOSE_SESSION: "CLOSE",
+    OP_UNKNOWN: "UNKN",
+    OP_MARSHALLING_ERROR: "UNKN",
+}
+
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+_HEADER = struct.Struct(">ii")  # RequestHeader{xid, type}
+_REPLY_HEADER = struct.Struct(">iiqi")  # frame length, ReplyHeader{xid, zxid, err}
+_STAT = struct.Struct(">qqqqiiiqiiq")  # 68 bytes, Stat's fields in order
+_MULTI_HEADER = struct.Struct(">i?i")  # MultiHeader{type, done, err}
+_CONNECT = struct.Struct(">iqiq")  # protocolVersion, lastZxidSeen, timeOut, sessionId
+_MULTI_END = _MULTI_HEADER.pack(-1, True, -1)
+_EMPTY_STAT = _STAT.pack(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+class JuteError(ValueError):
+    """A frame that is not the record its opcode says (truncated, or a length that lies)."""
+
+
+class JuteReader:
+    """Reads one frame's record fields; reused for every frame of a connection."""
+
+    __slots__ = ("buf", "pos", "end", "op_types")
+
+    def __init__(self) -> None:
+        self.buf: bytes | bytearray | memoryview = b""
+        self.pos = 0
+        self.end = 0
+        # The last multi's / multiRead's op types as sent (create 1 vs create2 15): the reply follows them.
+        self.op_types: list[int] = []
+
+    def reset(self, buf: bytes | bytearray | memoryview, start: int, end: int) -> None:
+        self.buf = buf
+        self.pos = start
+        self.end = end
+
+    def need(self, size: int) -> None:
+        if size < 0 or self.pos + size > self.end:
+            raise JuteError(f"record truncated: {size} bytes wanted at offset {self.pos}, frame ends at {self.end}")
+
+    def int(self) -> int:
+        self.need(4)
+        (value,) = _INT.unpack_from(self.buf, self.pos)
+        self.pos += 4
+        return int(value)
+
+    def long(self) -> int:
+        self.need(8)
+        (value,) = _LONG.unpack_from(self.buf, self.pos)
+        self.pos += 8
+        return int(value)
+
+    def bool(self) -> bool:
+        self.need(1)
+        value = self.buf[self.pos] != 0
+        self.pos += 1
+        return value
+
+    def buffer(self) -> bytes:
+        size = self.int()
+        if size == -1:
+            return b""  # null
+        if size < 0:
+            raise JuteError(f"buffer length {size} is negative")
+        self.need(size)
+        value = bytes(self.buf[self.pos : self.pos + size])
+        self.pos += size
+        return value
+
+    def ustring(self) -> str:
+        size = self.int()
+        if size == -1:
+            return ""  # null: kazoo writes an empty string so
+        if size < 0:
+            raise JuteError(f"string length {size} is negative")
+        self.need(size)
+        try:
+            value = bytes(self.buf[self.pos : self.pos + size]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JuteError(f"string is not UTF-8: {exc}") from None
+        self.pos += size
+        return value
+
+    def count(self) -> int:
+        """A vector's element count; -1 (null) is none. Each element takes at least 4 bytes, so a
+        count the frame cannot hold is a lie caught before anything is allocated for it."""
+        n = self.int()
+        if n == -1:
+            return 0
+        if n < 0 or n * 4 > self.end - self.pos:
+            raise JuteError(f"vector of {n} elements does not fit in the frame")
+        return n
+
+    def strings(self) -> list[str]:
+        return [self.ustring() for _ in range(self.count())]
+
+    def acls(self, into: Any) -> None:
+        for _ in range(self.count()):
+            acl = into.add()
+            acl.perms = self.int()
+            acl.id.scheme = self.ustring()
+            acl.id.id = self.ustring()
+
+
+# ---- the handshake
+
+
+def decode_connect(payload: bytes | bytearray | memoryview) -> tuple[zk_pb2.ConnectRequest, bool]:
+    """ConnectRequest{protocolVersion, lastZxidSeen, timeOut, sessionId, passwd[, readOnly]}; the second
+    value says whether it carried readOnly (then the ConnectResponse carries it too)."""
+    reader = JuteReader()
+    reader.reset(payload, 0, len(payload))
+    if len(payload) < CONNECT_REQUEST_BYTES_MIN:
+        raise JuteError(f"ConnectRequest of {len(payload)} bytes is truncated")
+    _, last_zxid, timeout_ms, session_id = _CONNECT.unpack_from(payload, 0)
+    reader.pos = _CONNECT.size
+    password = reader.buffer()
+    has_read_only = reader.pos < reader.end
+    if has_read_only:
+        reader.bool()
+    req = zk_pb2.ConnectRequest(
+        session_id=session_id, password=password, timeout_ms=timeout_ms, last_zxid_seen=last_zxid
+    )
+    return req, has_read_only
+
+
+def encode_connect(resp: zk_pb2.ConnectResponse, with_read_only: bool) -> bytes:
+    """ConnectResponse{protocolVersion 0, timeOut, sessionId, passwd[, readOnly false]}, framed."""
+    password = resp.password
+    body = struct.pack(">iiqi", 0, resp.timeout_ms, resp.session_id, len(password)) + password
+    if with_read_only:
+        body += b"\x00"
+    return _INT.pack(len(body)) + body
+
+
+# ---- requests
+
+
+def decode_request(reader: JuteReader, req: zk_pb2.Request) -> int:
+    """Fill `req` from the frame `reader` holds (RequestHeader + record); returns the opcode, with
+    OP_UNKNOWN for one this server does not know. Raises JuteError for a record that does not parse."""
+    xid, opcode = _HEADER.unpack_from(reader.buf, reader.pos) if reader.end - reader.pos >= 8 else _short(reader)
+    reader.pos += 8
+    req.xid = xid
+    decode = _DECODERS.get(opcode)
+    if decode is None:
+        return OP_UNKNOWN
+    decode(reader, req, opcode)
+    return int(opcode)
+
+
+def _short(reader: JuteReader) -> tuple[int, int]:
+    raise JuteError(f"frame of {reader.end - reader.pos} bytes has no RequestHeader")
+
+
+def _create_into(reader: JuteReader, op: zk_pb2.CreateOp, opcode: int) -> None:
+    op.path = reader.ustring()
+    op.data = reader.buffer()
+    reader.acls(op.acl)
+    flags = reader.int()
+    op.mode = CREATE_MODE_CONTAINER if opcode == OP_CREATE_CONTAINER else flags
+    if opcode == OP_CREATE_TTL:
+        op.ttl_ms = reader.long()
+
+
+def _create(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    _create_into(reader, req.create, opcode)
+
+
+def _delete(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.delete.path = reader.ustring()
+    req.delete.version = reader.int()
+
+
+def _exists(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.exists.path = reader.ustring()
+    req.exists.watch = reader.bool()
+
+
+def _get_data(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.get_data.path = reader.ustring()
+    req.get_data.watch = reader.bool()
+
+
+def _set_data(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    op = req.set_data
+    op.path = reader.ustring()
+    op.data = reader.buffer()
+    op.version = reader.int()
+
+
+def _get_acl(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.get_acl.path = reader.ustring()
+
+
+def _set_acl(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    op = req.set_acl
+    op.path = reader.ustring()
+    reader.acls(op.acl)
+    op.version = reader.int()
+
+
+def _get_children(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    op = req.get_children
+    op.path = reader.ustring()
+    op.watch = reader.bool()
+    op.include_stat = opcode == OP_GET_CHILDREN2
+
+
+def _sync(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.sync.path = reader.ustring()
+
+
+def _ping(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.ping.SetInParent()
+
+
+def _close(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.close.SetInParent()
+
+
+def _check(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.check.path = reader.ustring()
+    req.check.version = reader.int()
+
+
+def _multi(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    """MultiOperationRecord: MultiHeader{type, done, err} + the op's record, until done (§2.4). Each
+    op's type is kept in the Op's order: the reply's per-op records follow them (JuteEncoder)."""
+    ops = req.multi.ops
+    req.multi.SetInParent()
+    reader.op_types = op_types = []
+    while True:
+        reader.need(_MULTI_HEADER.size)
+        op_type, done, _ = _MULTI_HEADER.unpack_from(reader.buf, reader.pos)
+        reader.pos += _MULTI_HEADER.size
+        if done:
+            return
+        op_types.append(op_type)
+        op = ops.add()
+        if op_type in (OP_CREATE, OP_CREATE2, OP_CREATE_CONTAINER, OP_CREATE_TTL):
+            _create_into(reader, op.create, op_type)
+        elif op_type == OP_DELETE:
+            op.delete.path = reader.ustring()
+            op.delete.version = reader.int()
+        elif op_type == OP_SET_DATA:
+            op.set_data.path = reader.ustring()
+            op.set_data.data = reader.buffer()
+            op.set_data.version = reader.int()
+        elif op_type == OP_CHECK:
+            op.check.path = reader.ustring()
+            op.check.version = reader.int()
+        else:
+            raise JuteError(f"multi: op type {op_type} is not create, delete, setData or check")
+
+
+def _multi_read(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    ops = req.multi_read.ops
+    req.multi_read.SetInParent()
+    reader.op_types = op_types = []
+    while True:
+        reader.need(_MULTI_HEADER.size)
+        op_type, done, _ = _MULTI_HEADER.unpack_from(reader.buf, reader.pos)
+        reader.pos += _MULTI_HEADER.size
+        if done:
+            return
+        op_types.append(op_type)
+        op = ops.add()
+        if op_type == OP_GET_DATA:
+            op.get_data.path = reader.ustring()
+            op.get_data.watch = reader.bool()
+        elif op_type == OP_GET_CHILDREN:
+            op.get_children.path = reader.ustring()
+            op.get_children.watch = reader.bool()
+        else:
+            raise JuteError(f"multiRead: op type {op_type} is not getData or getChildren")
+
+
+def _auth(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    reader.int()  # AuthPacket.type: unused (ZooKeeper ignores it too)
+    req.auth.scheme = reader.ustring()
+    req.auth.auth = reader.buffer()
+
+
+def _set_watches(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    op = req.set_watches
+    op.relative_zxid = reader.long()
+    op.data_watches.extend(reader.strings())
+    op.exist_watches.extend(reader.strings())
+    op.child_watches.extend(reader.strings())
+    if opcode == OP_SET_WATCHES2:
+        op.persistent_watches.extend(reader.strings())
+        op.persistent_recursive_watches.extend(reader.strings())
+
+
+def _get_ephemerals(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.get_ephemerals.prefix_path = reader.ustring()
+
+
+def _get_all_children_number(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.get_all_children_number.path = reader.ustring()
+
+
+def _add_watch(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.add_watch.path = reader.ustring()
+    req.add_watch.mode = reader.int()
+
+
+def _remove_watches(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.remove_watches.path = reader.ustring()
+    req.remove_watches.watcher_type = reader.int()
+
+
+def _check_watches(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.check_watches.path = reader.ustring()
+    req.check_watches.watcher_type = reader.int()
+
+
+def _who_am_i(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    req.who_am_i.SetInParent()
+
+
+def _answered_here(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    """reconfig and sasl: the record is skipped; the core answers the request with no op in its turn
+    and the encoder writes ZooKeeper's answer for the opcode (JuteEncoder._fixed_reply)."""
+    reader.pos = reader.end
+
+
+_DECODERS = {
+    OP_CREATE: _create,
+    OP_CREATE2: _create,
+    OP_CREATE_CONTAINER: _create,
+    OP_CREATE_TTL: _create,
+    OP_DELETE: _delete,
+    OP_EXISTS: _exists,
+    OP_GET_DATA: _get_data,
+    OP_SET_DATA: _set_data,
+    OP_GET_ACL: _get_acl,
+    OP_SET_ACL: _set_acl,
+    OP_GET_CHILDREN: _get_children,
+    OP_GET_CHILDREN2: _get_children,
+    OP_SYNC: _sync,
+    OP_PING: _ping,
+    OP_CLOSE_SESSION: _close,
+    OP_CHECK: _check,
+    OP_MULTI: _multi,
+    OP_MULTI_READ: _multi_read,
+    OP_AUTH: _auth,
+    OP_SET_WATCHES: _set_watches,
+    OP_SET_WATCHES2: _set_watches,
+    OP_GET_EPHEMERALS: _get_ephemerals,
+    OP_GET_ALL_CHILDREN_NUMBER: _get_all_children_number,
+    OP_ADD_WATCH: _add_watch,
+    OP_REMOVE_WATCHES: _remove_watches,
+    OP_CHECK_WATCHES: _check_watches,
+    OP_WHO_AM_I: _who_am_i,
+    OP_RECONFIG: _answered_here,
+    OP_SASL: _answered_here,
+}
+
+
+# ---- replies and events
+
+
+def _ustring(out: list[bytes], text: str) -> None:
+    raw = text.encode("utf-8")
+    out.append(_INT.pack(len(raw)))
+    out.append(raw)
+
+
+def _buffer(out: list[bytes], raw: bytes) -> None:
+    out.append(_INT.pack(len(raw)))
+    out.append(raw)
+
+
+def _stat(out: list[bytes], st: zk_pb2.Stat) -> None:
+    out.append(
+        _STAT.pack(
+            st.czxid,
+            st.mzxid,
+            st.ctime,
+            st.mtime,
+            st.version,
+            st.cversion,
+            st.aversion,
+            st.ephemeral_owner,
+            st.data_length,
+            st.num_children,
+            st.pzxid,
+        )
+    )
+
+
+def _strings(out: list[bytes], items: Any) -> None:
+    out.append(_INT.pack(len(items)))
+    for item in items:
+        _ustring(out, item)
+
+
+def _acls(out: list[bytes], acls: Any) -> None:
+    out.append(_INT.pack(len(acls)))
+    for acl in acls:
+        out.append(_INT.pack(acl.perms))
+        _ustring(out, acl.id.scheme)
+        _ustring(out, acl.id.id)
+
+
+def _write_body(out: list[bytes], opcode: int, resp: zk_pb2.Response) -> None:
+    """The response record of a successful request of `opcode` (FinalRequestProcessor)."""
+    if opcode in (OP_GET_DATA,):
+        _buffer(out, resp.data)
+        _stat(out, resp.stat)
+    elif opcode == OP_EXISTS or opcode == OP_SET_DATA or opcode == OP_SET_ACL:
+        _stat(out, resp.stat)
+    elif opcode == OP_GET_CHILDREN:
+        _strings(out, resp.children)
+    elif opcode == OP_GET_CHILDREN2:
+        _strings(out, resp.children)
+        _stat(out, resp.stat)
+    elif opcode == OP_CREATE or opcode == OP_SYNC:
+        _ustring(out, resp.path)
+    elif opcode in (OP_CREATE2, OP_CREATE_CONTAINER, OP_CREATE_TTL):
+        _ustring(out, resp.path)
+        _stat(out, resp.stat)
+    elif opcode == OP_CHECK:
+        # SetDataResponse{stat}; a lone check changes nothing and has no Stat of its own.
+        out.append(_STAT.pack(*_stat_fields(resp.stat)) if resp.HasField("stat") else _EMPTY_STAT)
+    elif opcode == OP_GET_ACL:
+        _acls(out, resp.acls)
+        _stat(out, resp.stat)
+    elif opcode == OP_GET_EPHEMERALS:
+        _strings(out, resp.paths)
+    elif opcode == OP_GET_ALL_CHILDREN_NUMBER:
+        out.append(_INT.pack(resp.number))
+    elif opcode == OP_ADD_WATCH:
+        out.append(_INT.pack(0))  # ErrorResponse{0}
+    elif opcode == OP_WHO_AM_I:
+        out.append(_INT.pack(len(resp.client_infos)))
+        for info in resp.client_infos:
+            _ustring(out, info.auth_scheme)
+            _ustring(out, info.user)
+    # delete, ping, setWatches(2), removeWatches, checkWatches, auth, closeSession: no record
+
+
+def _stat_fields(st: zk_pb2.Stat) -> tuple[int, ...]:
+    return (
+        st.czxid,
+        st.mzxid,
+        st.ctime,
+        st.mtime,
+        st.version,
+        st.cversion,
+        st.aversion,
+        st.ephemeral_owner,
+        st.data_length,
+        st.num_children,
+        st.pzxid,
+    )
+
+
+def _write_multi(out: list[bytes], op_types: list[int], resp: zk_pb2.Response) -> None:
+    """MultiResponse (§2.4): a failed multi's results are all ErrorResults (type -1, err 0 before the
+    failed op, its code, RUNTIMEINCONSISTENCY after); a successful one's follow each op's type (kazoo
+    reads create results as type 1, so an op 1 create answers a CreateResponse)."""
+    results = resp.results
+    failed = any(r.err for r in results)
+    for op_type, result in zip(op_types, results, strict=False):
+        if failed or result.err:
+            out.append(_MULTI_HEADER.pack(OP_ERROR, False, result.err))
+            out.append(_INT.pack(result.err))
+            continue
+        out.append(_MULTI_HEADER.pack(op_type, False, 0))
+        if op_type == OP_CREATE:
+            _ustring(out, result.path)
+        elif op_type in (OP_CREATE2, OP_CREATE_CONTAINER, OP_CREATE_TTL):
+            _ustring(out, result.path)
+            _stat(out, result.stat)
+        elif op_type == OP_SET_DATA:
+            _stat(out, result.stat)
+        elif op_type == OP_GET_DATA:
+            _buffer(out, result.data)
+            _stat(out, result.stat)
+        elif op_type == OP_GET_CHILDREN:
+            _strings(out, result.children)
+    out.append(_MULTI_END)
+
+
+class JuteEncoder:
+    """One connection's replies and events as jute frames, in the order the core writes them."""
+
+    __slots__ = ("pending", "arrivals", "multi_types", "with_read_only", "close_after", "stats")
+
+    def __init__(self, stats: ConnectionStats | None = None) -> None:
+        # The opcode of each request awaiting its reply, oldest first, and when it arrived (time.monotonic);
+        # a multi's op types in `multi_types`.
+        self.pending: deque[int] = deque()
+        self.arrivals: deque[float] = deque()
+        self.multi_types: deque[list[int]] = deque()
+        self.with_read_only = False
+        self.close_after = False  # a reply that ends the connection was encoded (AUTHFAILED, unknown opcode)
+        self.stats = stats
+
+    def expect(self, opcode: int, arrived: float, op_types: list[int] | None = None) -> None:
+        """A request of `opcode` was read at `arrived`: its reply is the next one not yet expected."""
+        self.pending.append(opcode)
+        self.arrivals.append(arrived)
+        if op_types is not None:
+            self.multi_types.append(op_types)
+
+    def encode(self, message: zk_pb2.ServerMessage, out: list[bytes]) -> int:
+        """Append `message`'s frames to `out`; returns how many."""
+        kind = message.WhichOneof("kind")
+        if kind == "response":
+            self.reply(message.response, out)
+        elif kind == "event":
+            self.event(message.event, out)
+        elif kind == "batch":
+            return sum(self.encode(inner, out) for inner in message.batch.messages)
+        elif kind == "connect":
+            connect = message.connect
+            out.append(encode_connect(connect, self.with_read_only))
+            if self.stats is not None:
+                self.stats.session_id = connect.session_id
+                self.stats.timeout_ms = connect.timeout_ms
+        return 1
+
+    def event(self, ev: zk_pb2.WatchEvent, out: list[bytes]) -> None:
+        """Notification: ReplyHeader{-1, zxid of the change, 0} + WatcherEvent{type, state, path}."""
+        raw = ev.path.encode("utf-8")
+        out.append(_REPLY_HEADER.pack(16 + 12 + len(raw), XID_NOTIFICATION, ev.zxid, 0))
+        out.append(struct.pack(">iii", ev.type, ev.state or KEEPER_STATE_SYNC_CONNECTED, len(raw)))
+        out.append(raw)
+
+    def reply(self, resp: zk_pb2.Response, out: list[bytes]) -> None:
+        """ReplyHeader{xid, zxid, err} and, when err is 0, the record of the request's opcode."""
+        opcode = self.pending.popleft() if self.pending else OP_PING
+        err = resp.err
+        zxid = resp.zxid
+        if self.arrivals:
+            arrived = self.arrivals.popleft()
+            if self.stats is not None:
+                self.stats.answered(OPERATION_NAMES.get(opcode, "UNKN"), zxid, (time.monotonic() - arrived) * 1000)
+        if opcode == OP_EXISTS and not err and not resp.exists:
+            err = Code.NONODE  # exists on a missing node: NONODE and no record
+        elif opcode in (OP_RECONFIG, OP_SASL, OP_UNKNOWN, OP_MARSHALLING_ERROR):
+            self._fixed_reply(opcode, resp.xid, out)
+            return
+        elif opcode == OP_AUTH:
+            zxid = 0  # ZooKeeperServer.processPacket answers auth with zxid 0
+            if err:
+                err = Code.AUTHFAILED
+                self.close_after = True
+        elif opcode in (OP_MULTI, OP_MULTI_READ):
+            op_types = self.multi_types.popleft() if self.multi_types else []
+            if not err:
+                at = len(out)
+                out.append(b"")  # the header, once the record's length is known
+                _write_multi(out, op_types, resp)
+                out[at] = _REPLY_HEADER.pack(16 + _length(out, at + 1), resp.xid, zxid, 0)
+                return
+        if err:
+            out.append(_REPLY_HEADER.pack(16, resp.xid, zxid, err))
+            return
+        at = len(out)
+        out.append(b"")
+        _write_body(out, opcode, resp)
+        out[at] = _REPLY_HEADER.pack(16 + _length(out, at + 1), resp.xid, zxid, 0)
+
+    def _fixed_reply(self, opcode: int, xid: int, out: list[bytes]) -> None:
+        if opcode == OP_SASL:
+            # A server without SASL (no JAAS section): processSasl's NullPointerException is caught and
+            # the reply is OK with a null token, zxid 0 (ZooKeeperServer.processSasl).
+            out.append(_REPLY_HEADER.pack(16 + 4, xid, 0, 0))
+            out.append(_INT.pack(-1))
+        elif opcode == OP_RECONFIG:
+            # reconfigEnabled=false: PrepRequestProcessor throws ReconfigDisabledException.
+            out.append(_REPLY_HEADER.pack(16, xid, 0, Code.RECONFIGDISABLED))
+        elif opcode == OP_MARSHALLING_ERROR:
+            out.append(_REPLY_HEADER.pack(16, xid, 0, Code.MARSHALLINGERROR))
+        else:
+            out.append(_REPLY_HEADER.pack(16, xid, 0, Code.UNIMPLEMENTED))
+            self.close_after = True
+
+
+def _length(out: list[bytes], start: int) -> int:
+    return sum(len(part) for part in out[start:])

@@ -1,0 +1,239 @@
+"""The ZooKeeper wire protocol (jute over TCP) on clientPortAddress:clientPort: what kazoo, zkCli
+and Curator speak.
+
+One TCP connection is one session stream of the session core (zkemu.service.SessionConnection):
+this module only splits frames, decodes them into the core's requests (zkemu.jute_codec) and
+encodes what the core's outbox sends; ordering, watches, admission and the outbox are the core's.
+
+- A connection whose first 4 bytes are a four-letter word (before any ConnectRequest) is answered
+  by zkemu.four_letter_words and closed (NIOServerCnxn.checkFourLetterWord).
+- The first frame is a bare ConnectRequest (with or without the readOnly byte); later frames are
+  RequestHeader + record. A frame longer than jute.maxbuffer, or of negative length, closes the
+  connection with no reply (NIOServerCnxn.readLength "Len error"); a record that does not parse is
+  answered MARSHALLINGERROR (PrepRequestProcessor / FinalRequestProcessor catch); an unknown opcode
+  UNIMPLEMENTED, then the connection closes (UnimplementedRequestProcessor).
+- All complete frames of one socket read go to the core as one batch (as the gRPC front end's
+  stream messages do); the replies of one outbox turn leave in one socket write.
+- Backpressure: while the core pauses the session (zkemu.admission) it reads nothing, so the
+  stream reader's buffer fills and asyncio stops reading the socket; a client that does not read
+  its replies fills the socket's write buffer, the outbox waits on it, and its unanswered requests
+  keep it paused. Neither holds other connections back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from quorum import errors as qerrors
+from zkemu import four_letter_words
+from zkemu.jute_codec import (
+    OP_MARSHALLING_ERROR,
+    OP_UNKNOWN,
+    JuteEncoder,
+    JuteError,
+    JuteReader,
+    decode_connect,
+    decode_request,
+)
+from zkemu.server_stats import ConnectionStats
+from zkemu.session_intake import Received, Refused
+from zkraft_proto import zk_pb2
+
+if TYPE_CHECKING:
+    from zkemu.service import ZooKeeperService
+
+# One socket read: up to this many bytes (many pipelined requests arrive together under load).
+READ_CHUNK_BYTES = 256 << 10
+# The stream reader stops reading the socket once it holds twice this many unread bytes.
+READER_LIMIT_BYTES = 256 << 10
+# Past this many unsent bytes, a write waits for the client to read (asyncio's drain).
+WRITE_HIGH_WATER_BYTES = 1 << 20
+# A request frame shorter than its RequestHeader{xid, type} cannot be answered: the connection closes.
+REQUEST_HEADER_BYTES = 8
+_LENGTH = struct.Struct(">i")
+
+
+async def start_jute_server(service: ZooKeeperService) -> asyncio.Server:
+    settings = service.settings
+    host, port = settings.client_port_address, settings.client_port
+    try:
+        server = await asyncio.start_server(
+            lambda reader, writer: _serve(service, reader, writer),
+            host,
+            port,
+            limit=READER_LIMIT_BYTES,
+            reuse_address=True,
+        )
+    except OSError as exc:
+        raise qerrors.StartupError(
+            f"cannot serve ZooKeeper clients on {host}:{port} (clientPortAddress:clientPort): {exc.strerror}"
+        ) from None
+    service.log.info("zk_client_port_serving", address=f"{host}:{port}")
+    return server
+
+
+async def _serve(service: ZooKeeperService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    peer = writer.get_extra_info("peername") or ("", 0)
+    stats = service.server_stats.connection_opened(f"{peer[0]}:{peer[1]}")
+    try:
+        await JuteConnection(service, reader, writer, stats, str(peer[0])).run()
+    except Exception as exc:  # connection boundary: one bad connection must not hurt the server
+        service.log.warning("zk_connection_error", peer=stats.remote, error=repr(exc))
+    finally:
+        service.server_stats.connection_closed(stats)
+        writer.close()
+
+
+class JuteSink:
+    """The core outbox's sink for one connection: encodes what it writes, one socket write per turn."""
+
+    __slots__ = ("encoder", "writer", "stats", "on_close")
+
+    def __init__(self, writer: asyncio.StreamWriter, stats: ConnectionStats) -> None:
+        self.encoder = JuteEncoder(stats)
+        self.writer = writer
+        self.stats = stats
+        self.on_close: Any = None  # ends the session connection (an AUTHFAILED or UNIMPLEMENTED reply)
+
+    async def write(self, message: zk_pb2.ServerMessage) -> None:
+        writer = self.writer
+        if writer.is_closing():
+            raise ConnectionResetError("the client closed the connection")
+        out: list[bytes] = []
+        frames = self.encoder.encode(message, out)
+        writer.write(b"".join(out))
+        self.stats.sent(frames)
+        if self.encoder.close_after and self.on_close is not None:
+            self.on_close()
+        if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
+            await writer.drain()
+
+
+class JuteConnection:
+    """One client connection: the handshake, then frames in and out of a SessionConnection."""
+
+    def __init__(
+        self,
+        service: ZooKeeperService,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        stats: ConnectionStats,
+        peer_host: str,
+    ) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        self.stats = stats
+        self.peer_host = peer_host
+        self.max_frame_bytes = service.settings.jute_max_buffer_bytes
+        self.log = service.log
+
+    async def run(self) -> None:
+        connect = await self._handshake()
+        if connect is None:
+            return
+        request, with_read_only = connect
+        from zkemu.service import SessionConnection  # the core imports this module lazily, and this one it
+
+        sink = JuteSink(self.writer, self.stats)
+        sink.encoder.with_read_only = with_read_only
+        conn = SessionConnection(self.service, sink, self.peer_host)
+        sink.on_close = conn.end
+        self.service.stream_opened()
+        loop = asyncio.get_running_loop()
+        reader_task = loop.create_task(conn.read_loop(self._messages(request, sink.encoder)))
+        try:
+            with contextlib.suppress(ConnectionError):  # the client went away: nobody to tell
+                await conn.outbound.serve()
+            if conn.abort_status is not None:
+                self.log.info("zk_connection_ended", session_id=conn.session_id, reason=conn.abort_status[1])
+        finally:
+            reader_task.cancel()
+            conn.detach()
+            self.service.stream_closed()
+
+    async def _handshake(self) -> tuple[zk_pb2.ConnectRequest, bool] | None:
+        """The ConnectRequest, or None when the connection was a four-letter word or is to close."""
+        try:
+            head = await self.reader.readexactly(4)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+        answer = four_letter_words.reply_to(head, self.service)
+        if answer is not None:
+            self.writer.write(answer)
+            with contextlib.suppress(ConnectionError):
+                await self.writer.drain()
+            return None
+        (length,) = _LENGTH.unpack(head)
+        if not 0 <= length <= self.max_frame_bytes:
+            self.log.warning("zk_frame_refused", peer=self.stats.remote, length_bytes=length)
+            return None
+        try:
+            payload = await self.reader.readexactly(length)
+            return decode_connect(payload)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+        except JuteError as exc:
+            self.log.warning("zk_connect_refused", peer=self.stats.remote, reason=str(exc))
+            return None
+
+    async def _messages(self, connect: zk_pb2.ConnectRequest, encoder: JuteEncoder) -> AsyncIterator[Received]:
+        """The connect, then each socket read's complete frames as one batch of requests."""
+        yield 0, zk_pb2.ClientMessage(connect=connect)
+        buf = bytearray()
+        jute = JuteReader()
+        while True:
+            chunk = await self.reader.read(READ_CHUNK_BYTES)
+            if not chunk:
+                return  # the client closed its side
+            buf += chunk
+            msg = zk_pb2.ClientMessage()
+            consumed, refused = self._split(buf, msg.batch.requests, jute, encoder)
+            del buf[:consumed]
+            if len(msg.batch.requests):
+                yield consumed, msg
+            if refused is not None:
+                yield refused
+                return
+            if encoder.close_after or (len(msg.batch.requests) and encoder.pending[-1] == OP_UNKNOWN):
+                return  # an unknown opcode: answered UNIMPLEMENTED, then the connection closes
+
+    def _split(
+        self, buf: bytearray, requests: Any, jute: JuteReader, encoder: JuteEncoder
+    ) -> tuple[int, Refused | None]:
+        """Decode the complete frames at the head of `buf` into `requests`: (bytes consumed, why the
+        connection must close or None)."""
+        pos = 0
+        end = len(buf)
+        arrived = time.monotonic()
+        while end - pos >= 4:
+            (length,) = _LENGTH.unpack_from(buf, pos)
+            if not REQUEST_HEADER_BYTES <= length <= self.max_frame_bytes:
+                problem = f"a frame of {length} bytes (jute.maxbuffer is {self.max_frame_bytes} bytes)"
+                return pos, Refused(length, problem, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            if end - pos - 4 < length:
+                break
+            jute.reset(buf, pos + 4, pos + 4 + length)
+            req = requests.add()
+            try:
+                opcode = decode_request(jute, req)
+            except JuteError as exc:
+                xid = req.xid
+                req.Clear()
+                req.xid = xid
+                opcode = OP_MARSHALLING_ERROR
+                self.log.info("zk_request_unreadable", session_id=self.stats.session_id, xid=xid, reason=str(exc))
+            multi = req.HasField("multi") or req.HasField("multi_read")
+            encoder.expect(opcode, arrived, jute.op_types if multi else None)
+            pos += 4 + length
+            if opcode == OP_UNKNOWN:
+                break  # answered UNIMPLEMENTED, then the connection closes: nothing after it is read
+        self.stats.received(len(requests))
+        return pos, None
