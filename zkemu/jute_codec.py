@@ -566,12 +566,14 @@ def _stat_fields(st: zk_pb2.Stat) -> tuple[int, ...]:
     )
 
 
-def _write_multi(out: list[bytes], op_types: list[int], resp: zk_pb2.Response) -> None:
+def _write_multi(out: list[bytes], op_types: list[int], resp: zk_pb2.Response, atomic: bool = True) -> None:
     """MultiResponse (§2.4): a failed multi's results are all ErrorResults (type -1, err 0 before the
     failed op, its code, RUNTIMEINCONSISTENCY after); a successful one's follow each op's type (kazoo
-    reads create results as type 1, so an op 1 create answers a CreateResponse)."""
+    reads create results as type 1, so an op 1 create answers a CreateResponse). A multiRead is not
+    atomic: each op answers on its own, an ErrorResult only where that op failed (ZooKeeper's
+    FinalRequestProcessor, OpCode.multiRead)."""
     results = resp.results
-    failed = any(r.err for r in results)
+    failed = atomic and any(r.err for r in results)
     for op_type, result in zip(op_types, results, strict=False):
         if failed or result.err:
             out.append(_MULTI_HEADER.pack(OP_ERROR, False, result.err))
@@ -663,7 +665,7 @@ class JuteEncoder:
             if not err:
                 at = len(out)
                 out.append(b"")  # the header, once the record's length is known
-                _write_multi(out, op_types, resp)
+                _write_multi(out, op_types, resp, atomic=opcode == OP_MULTI)
                 out[at] = _REPLY_HEADER.pack(16 + _length(out, at + 1), resp.xid, zxid, 0)
                 return
         if err:
