@@ -25,7 +25,7 @@ from tests.java_clients import (
     split_watch_events,
     unavailable_reason,
 )
-from tests.zkraft_clients import zkraft_cluster, zkraft_unavailable_reason
+from tests.zkraft_clients import missing_features, zkraft_cluster, zkraft_unavailable_reason
 
 _UNAVAILABLE = unavailable_reason()
 if _UNAVAILABLE is not None:
@@ -49,7 +49,6 @@ COMMANDS: Sequence[tuple[str, ...]] = (
     ("delete", "/cli"),
     ("deleteall", "/cli"),
     ("get", "/cli"),
-    ("whoami",),
     ("version",),
 )
 
@@ -73,10 +72,13 @@ SCRIPTS: dict[str, Sequence[str]] = {
         "set -s -v 0 /s again",
         "get -s /s/eph",
         "ls /",
-        "config",
         "deleteall /s",
         "ls /s",
     ),
+    # Every connection carries its ip identity (ZooKeeper's IPAuthenticationProvider), shown by whoAmI.
+    "whoami": ("whoami",),
+    # /zookeeper/config: the ensemble's dynamic configuration, present even with reconfig disabled.
+    "config": ("config", "get -s /zookeeper/config"),
     "watches": (
         "create /w a",
         "get -w /w",
@@ -132,14 +134,8 @@ EXPIRING: dict[str, tuple[Sequence[str], str]] = {
     "container": (("create -c /ct", "create /ct/child x", "delete /ct/child", "ls /ct"), "/ct"),
     "ttl": (("create -t 1000 /ttl x", "get /ttl"), "/ttl"),
 }
-# What zkraft cannot do yet on this branch (other parts of the issue bring it): xfail, not strict, so
-# the comparison runs and reports as soon as the work lands.
-PENDING: dict[str, str] = {
-    "acl": "ACLs (setAcl, addauth, auth/digest/ip schemes) come with the ACL part of the issue",
-    "acl_denied": "ACLs (NoAuth, AuthFailed) come with the ACL part of the issue",
-    "container": "container nodes come with the container/TTL part of the issue",
-    "ttl": "TTL nodes come with the container/TTL part of the issue",
-}
+# The feature each comparison needs beyond the core protocol (tests/zkraft_clients.py: FEATURE_PROBES).
+NEEDS: dict[str, str] = {"whoami": "acl", "acl": "acl", "acl_denied": "acl", "container": "containers", "ttl": "ttl"}
 
 
 @dataclass(frozen=True)
@@ -222,20 +218,16 @@ def reference(java: JavaClients, zookeeper: ClientPortCluster) -> dict[str, list
 
 
 @pytest.fixture(scope="module")
-def zkraft(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientPortCluster]:
+def zkraft(tmp_path_factory: pytest.TempPathFactory, java: JavaClients) -> Iterator[ClientPortCluster]:
     reason = zkraft_unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
     with zkraft_cluster(tmp_path_factory.mktemp("zkraft"), n=3) as cluster:
+        cluster.missing = missing_features(java, cluster.client_addresses()[0])
         yield cluster
 
 
-ALL_NAMES = ["commands", "session", "watches", "acl", "acl_denied", *EXPIRING]
-
-
-def _params() -> list[object]:
-    marks = {name: pytest.mark.xfail(reason=PENDING[name], strict=False) for name in PENDING}
-    return [pytest.param(name, marks=marks.get(name, ()), id=name) for name in ALL_NAMES]
+ALL_NAMES = ["commands", "session", "whoami", "config", "watches", "acl", "acl_denied", *EXPIRING]
 
 
 def test_reference_transcripts_show_what_users_expect(reference: dict[str, list[Answer]]) -> None:
@@ -253,8 +245,26 @@ def test_reference_transcripts_show_what_users_expect(reference: dict[str, list[
     assert reference["ttl"][-1].returncode == 1
 
 
+# Where zkraft differs from ZooKeeper on purpose or for now: strict xfail, the difference as the reason.
+KNOWN_DIFFERENCES: dict[str, str] = {
+    "config": "zkraft's /zookeeper/config is empty (a standalone ZooKeeper's is); an ensemble's lists "
+    "server.N=host:quorumPort:electionPort:participant lines and version=<zxid hex>",
+}
+
+
+def _params() -> list[object]:
+    return [
+        pytest.param(name, marks=[pytest.mark.xfail(reason=KNOWN_DIFFERENCES[name], strict=True)])
+        if name in KNOWN_DIFFERENCES
+        else name
+        for name in ALL_NAMES
+    ]
+
+
 @pytest.mark.parametrize("name", _params())
 def test_zkcli_prints_what_it_prints_against_zookeeper(
     name: str, java: JavaClients, reference: dict[str, list[Answer]], zkraft: ClientPortCluster
 ) -> None:
+    if name in NEEDS:
+        zkraft.needs(NEEDS[name])
     assert_same(name, reference[name], transcript(java, zkraft, name))
