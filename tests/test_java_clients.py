@@ -133,7 +133,7 @@ def test_java_client_session_moves_with_its_password_and_not_without(
     assert run(java, cluster, "ZkClientScenarios", "session_move") == {
         "wrong_password": "Expired",  # ZooKeeper answers a wrong password with timeOut 0: the session is gone to it
         "moved_same_session": True,
-        "ephemeral_kept": True,
+        "ephemeral_kept": "owned by the session",
         "ephemeral_gone_after_close": True,
     }
 

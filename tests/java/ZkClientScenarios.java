@@ -225,8 +225,11 @@ public final class ZkClientScenarios {
         ZooKeeper moved = new ZooKeeper(servers.get(2 % servers.size()), SESSION_TIMEOUT_MS, movedStates, sessionId, password);
         movedStates.awaitState(KeeperState.SyncConnected);
         seen.put("moved_same_session", moved.getSessionId() == sessionId);
+        // A new handle starts with lastZxid 0, so nothing makes this server have the first handle's
+        // create yet: sync first (ZooKeeper's own guarantee holds only within one handle).
+        sync(moved, "/java-move");
         Stat stat = moved.exists("/java-move", false);
-        seen.put("ephemeral_kept", stat != null && stat.getEphemeralOwner() == sessionId);
+        seen.put("ephemeral_kept", stat == null ? "missing" : stat.getEphemeralOwner() == sessionId ? "owned by the session" : "owner 0x" + Long.toHexString(stat.getEphemeralOwner()));
         moved.close();  // closes the session itself: its ephemeral goes
         ZooKeeper observer = connect(servers.get(1 % servers.size()));
         sync(observer, "/java-move");
