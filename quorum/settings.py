@@ -95,6 +95,11 @@ class NodeSettings:
     # to ZooKeeper clients (kazoo, zkCli, Curator); defaults as ZooKeeper's sample config. 0: not served.
     client_port: int = CLIENT_PORT_DEFAULT
     client_port_address: str = CLIENT_PORT_ADDRESS_DEFAULT
+    # ZooKeeper's zookeeper.nio.sessionlessCnxnTimeout: a client connection that has not sent its
+    # ConnectRequest within this long is closed (NIOServerCnxnFactory), so idle sockets cannot pile up.
+    sessionless_connection_timeout_ms: int = 10000
+    # ZooKeeper's maxClientCnxns: client connections one IP address may hold on this node; 0: no limit.
+    max_client_connections: int = 60
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -217,6 +222,8 @@ _INT_MINIMUMS = {
     "session_outstanding_bytes_max": 1,
     "memory_release_quiet_ms": 1,
     "client_port": 0,
+    "sessionless_connection_timeout_ms": 1,
+    "max_client_connections": 0,
 }
 STATE_MACHINES = ("zookeeper", "register")
 JUTE_MAX_BUFFER_BYTES_MAX = 1 << 30
@@ -338,6 +345,8 @@ _FIELD_OF_PROPERTY = {
     "memory.release.quiet.ms": "memory_release_quiet_ms",
     "clientPort": "client_port",
     "clientPortAddress": "client_port_address",
+    "zookeeper.nio.sessionlessCnxnTimeout": "sessionless_connection_timeout_ms",
+    "maxClientCnxns": "max_client_connections",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}

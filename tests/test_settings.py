@@ -311,3 +311,33 @@ def test_missing_config_file(tmp_path: Path) -> None:
 def test_direct_construction_is_validated_too() -> None:
     with pytest.raises(SettingsError, match="not in the peer list"):
         NodeSettings(node_id=2, data_dir=Path("/d"), listen="127.0.0.1:7001", peers={1: "127.0.0.1:7001"})
+
+
+# ---- the ZooKeeper client port ----
+
+
+def test_client_port_defaults_and_properties(tmp_path: Path) -> None:
+    settings = load(cli())
+    assert (settings.client_port, settings.client_port_address) == (2181, "0.0.0.0")  # ZooKeeper's sample config
+    assert (settings.sessionless_connection_timeout_ms, settings.max_client_connections) == (10000, 60)
+    text = "clientPort=12181\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nzookeeper.nio.sessionlessCnxnTimeout=500\n"
+    settings = load(cli(), text, tmp_path)
+    assert (settings.client_port, settings.client_port_address) == (12181, "127.0.0.1")
+    assert (settings.max_client_connections, settings.sessionless_connection_timeout_ms) == (0, 500)
+    assert load(cli(client_port="0")).client_port == 0  # no ZooKeeper client port
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ({"client_port": "70000"}, "clientPort: must be <= 65535"),
+        ({"client_port": "-1"}, "clientPort: must be >= 0"),
+        ({"client_port": "two"}, "--client-port: expected an integer"),
+        ({"client_port_address": "127.0.0.1:2181"}, "clientPortAddress: '127.0.0.1:2181' is not a host name"),
+        ({"client_port_address": " "}, "clientPortAddress: must be a host name or IP address"),
+        ({"max_client_connections": "-1"}, "maxClientCnxns: must be >= 0"),
+        ({"sessionless_connection_timeout_ms": "0"}, "zookeeper.nio.sessionlessCnxnTimeout: must be >= 1"),
+    ],
+)
+def test_client_port_errors_are_one_line(given: dict, expected: str) -> None:
+    assert expected in error_of(cli(**given))

@@ -1455,6 +1455,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
         "ZooKeeper's Java client (PathUtils.validatePath), rejects them client-side with BadArgumentsError"
     ),
 }
+# The same through kazoo on zkraft's client ports (no client-side path checks in between).
+KNOWN_WIRE_DIFFERENCES: dict[str, str] = {}
 KNOWN_SPREAD_DIFFERENCES: dict[str, str] = {
     "fresh_config_node": (
         "/zookeeper/config on an ensemble holds the dynamic membership ('server.N=host:quorumPort:"
@@ -1504,6 +1506,16 @@ def zkraft(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
 
 
 @pytest.fixture(scope="module")
+def zkraft_kazoo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    """A 3-node zkraft quorum driven by kazoo through its ZooKeeper client ports (the jute wire protocol)."""
+    with QuorumProcesses(tmp_path_factory.mktemp("zkraft-kazoo"), n=3, properties=ZKRAFT_PROPERTIES) as cluster:
+        cluster.start_all()
+        _on_client_loop(wait_for_leader(cluster.addresses, timeout_s=START_TIMEOUT_S), START_TIMEOUT_S + 5)
+        hosts = [cluster.zk_address(node_id) for node_id in sorted(cluster.addresses)]
+        yield _with_fresh_tree(Backend("zkraft 3 nodes + kazoo (ZooKeeper wire)", hosts, KazooSession))
+
+
+@pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
     """Apache ZooKeeper standalone, from pyspark's jars."""
     with RealZooKeeper(tmp_path_factory.mktemp("zookeeper")) as server:
@@ -1527,6 +1539,15 @@ def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bac
 def test_script_matches_zookeeper(name: str, zookeeper: Backend, zkraft: Backend) -> None:
     expected, actual = _transcripts(name, zookeeper, zkraft, root=f"/c-{name}", spread=False)
     assert_same_transcript(name, zookeeper, zkraft, expected, actual)
+
+
+@pytest.mark.parametrize("name", script_params(list(SCRIPTS), KNOWN_WIRE_DIFFERENCES))
+def test_script_through_kazoo_on_the_wire_matches_zookeeper(
+    name: str, zookeeper: Backend, zkraft_kazoo: Backend
+) -> None:
+    """The same scripts with kazoo on zkraft's client ports: the wire protocol answers as ZooKeeper's."""
+    expected, actual = _transcripts(name, zookeeper, zkraft_kazoo, root=f"/k-{name}", spread=False)
+    assert_same_transcript(name, zookeeper, zkraft_kazoo, expected, actual)
 
 
 @pytest.mark.parametrize("name", script_params(SPREAD_SCRIPTS, KNOWN_SPREAD_DIFFERENCES))

@@ -237,3 +237,26 @@ def test_kazoo_session_moves_when_its_server_is_killed(tmp_path: Path, kazoos: l
         zk.set("/survivor", b"still mine")
         for client in kazoos:
             client.stop()
+
+
+def test_kazoo_recipes_and_four_letter_word(cluster: QuorumProcesses, kazoos: list[KazooClient]) -> None:
+    first = kazoo(kazoos, cluster.zk_address(1))
+    second = kazoo(kazoos, cluster.zk_address(2))
+    assert first.command(b"ruok") == "imok"  # a four-letter word on the client port
+    counter = first.Counter("/recipes/counter")
+    counter += 5
+    other = second.Counter("/recipes/counter")
+    other += 2  # a versioned setData that sees the first client's value
+    assert counter.value == 7
+    lock, contender = first.Lock("/recipes/lock", "first"), second.Lock("/recipes/lock", "second")
+    assert lock.acquire(timeout=WAIT_S)
+    assert not contender.acquire(blocking=False)
+    assert contender.contenders() == ["first"]
+    lock.release()
+    assert contender.acquire(timeout=WAIT_S)
+    contender.release()
+    seen = Recorder()
+    first.ensure_path("/recipes/kids")
+    first.ChildrenWatch("/recipes/kids", lambda children: seen(sorted(children)))
+    second.create("/recipes/kids/a")
+    wait_until(lambda: ["a"] in seen.snapshot(), WAIT_S, message="ChildrenWatch saw the new child")

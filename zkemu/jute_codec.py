@@ -566,13 +566,12 @@ def _stat_fields(st: zk_pb2.Stat) -> tuple[int, ...]:
     )
 
 
-def _write_multi(out: list[bytes], op_types: list[int], resp: zk_pb2.Response, atomic: bool = True) -> None:
+def _write_multi(out: list[bytes], op_types: list[int], resp: zk_pb2.Response, atomic: bool) -> None:
     """MultiResponse (§2.4): a failed multi's results are all ErrorResults (type -1, err 0 before the
     failed op, its code, RUNTIMEINCONSISTENCY after); a successful one's follow each op's type (kazoo
-    reads create results as type 1, so an op 1 create answers a CreateResponse). A multiRead is not
-    atomic: each op answers on its own, an ErrorResult only where that op failed (ZooKeeper's
-    FinalRequestProcessor, OpCode.multiRead)."""
+    reads create results as type 1, so an op 1 create answers a CreateResponse)."""
     results = resp.results
+    # multi is all or nothing; multiRead's reads stand alone: only a failed one is an ErrorResult.
     failed = atomic and any(r.err for r in results)
     for op_type, result in zip(op_types, results, strict=False):
         if failed or result.err:
@@ -653,7 +652,7 @@ class JuteEncoder:
         if opcode == OP_EXISTS and not err and not resp.exists:
             err = Code.NONODE  # exists on a missing node: NONODE and no record
         elif opcode in (OP_RECONFIG, OP_SASL, OP_UNKNOWN, OP_MARSHALLING_ERROR):
-            self._fixed_reply(opcode, resp.xid, out)
+            self._fixed_reply(opcode, resp.xid, zxid, out)
             return
         elif opcode == OP_AUTH:
             zxid = 0  # ZooKeeperServer.processPacket answers auth with zxid 0
@@ -665,7 +664,7 @@ class JuteEncoder:
             if not err:
                 at = len(out)
                 out.append(b"")  # the header, once the record's length is known
-                _write_multi(out, op_types, resp, atomic=opcode == OP_MULTI)
+                _write_multi(out, op_types, resp, opcode == OP_MULTI)
                 out[at] = _REPLY_HEADER.pack(16 + _length(out, at + 1), resp.xid, zxid, 0)
                 return
         if err:
@@ -676,7 +675,8 @@ class JuteEncoder:
         _write_body(out, opcode, resp)
         out[at] = _REPLY_HEADER.pack(16 + _length(out, at + 1), resp.xid, zxid, 0)
 
-    def _fixed_reply(self, opcode: int, xid: int, out: list[bytes]) -> None:
+    def _fixed_reply(self, opcode: int, xid: int, zxid: int, out: list[bytes]) -> None:
+        """The answers ZooKeeper gives without the core's help (the core answered an op-less request)."""
         if opcode == OP_SASL:
             # A server without SASL (no JAAS section): processSasl's NullPointerException is caught and
             # the reply is OK with a null token, zxid 0 (ZooKeeperServer.processSasl).
@@ -684,11 +684,11 @@ class JuteEncoder:
             out.append(_INT.pack(-1))
         elif opcode == OP_RECONFIG:
             # reconfigEnabled=false: PrepRequestProcessor throws ReconfigDisabledException.
-            out.append(_REPLY_HEADER.pack(16, xid, 0, Code.RECONFIGDISABLED))
+            out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.RECONFIGDISABLED))
         elif opcode == OP_MARSHALLING_ERROR:
-            out.append(_REPLY_HEADER.pack(16, xid, 0, Code.MARSHALLINGERROR))
+            out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.MARSHALLINGERROR))
         else:
-            out.append(_REPLY_HEADER.pack(16, xid, 0, Code.UNIMPLEMENTED))
+            out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.UNIMPLEMENTED))
             self.close_after = True
 
 

@@ -53,8 +53,13 @@ if TYPE_CHECKING:
 READ_CHUNK_BYTES = 256 << 10
 # The stream reader stops reading the socket once it holds twice this many unread bytes.
 READER_LIMIT_BYTES = 256 << 10
-# Past this many unsent bytes, a write waits for the client to read (asyncio's drain).
-WRITE_HIGH_WATER_BYTES = 1 << 20
+# Past this many unsent bytes, a write waits for the client to read (asyncio's drain): replies the
+# client does not read stay in the session's outbox, where they count as in flight (zkemu.admission).
+WRITE_HIGH_WATER_BYTES = 256 << 10
+# Requests handed to the core at a time: it checks its bounds (zkemu.admission) between batches, so a
+# socket read of thousands of pipelined requests is not all taken in before the session pauses. The
+# core's own intake chunk (zkemu.service.INTAKE_CHUNK_REQUESTS) is as large.
+BATCH_REQUESTS_MAX = 64
 # A request frame shorter than its RequestHeader{xid, type} cannot be answered: the connection closes.
 REQUEST_HEADER_BYTES = 8
 _LENGTH = struct.Struct(">i")
@@ -63,9 +68,10 @@ _LENGTH = struct.Struct(">i")
 async def start_jute_server(service: ZooKeeperService) -> asyncio.Server:
     settings = service.settings
     host, port = settings.client_port_address, settings.client_port
+    per_ip: dict[str, int] = {}  # open connections by client IP (maxClientCnxns)
     try:
         server = await asyncio.start_server(
-            lambda reader, writer: _serve(service, reader, writer),
+            lambda reader, writer: _serve(service, reader, writer, per_ip),
             host,
             port,
             limit=READER_LIMIT_BYTES,
@@ -79,22 +85,36 @@ async def start_jute_server(service: ZooKeeperService) -> asyncio.Server:
     return server
 
 
-async def _serve(service: ZooKeeperService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _serve(
+    service: ZooKeeperService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, per_ip: dict[str, int]
+) -> None:
     peer = writer.get_extra_info("peername") or ("", 0)
-    stats = service.server_stats.connection_opened(f"{peer[0]}:{peer[1]}")
+    host = str(peer[0])
+    limit = service.settings.max_client_connections
+    if limit and per_ip.get(host, 0) >= limit:
+        # NIOServerCnxnFactory.AcceptThread: "Too many connections from {ip} - max is {limit}", closed at once.
+        service.log.warning("zk_too_many_connections", client=host, max_client_connections=limit)
+        writer.close()
+        return
+    per_ip[host] = per_ip.get(host, 0) + 1
+    stats = service.server_stats.connection_opened(f"{host}:{peer[1]}")
     try:
-        await JuteConnection(service, reader, writer, stats, str(peer[0])).run()
+        await JuteConnection(service, reader, writer, stats, host).run()
     except Exception as exc:  # connection boundary: one bad connection must not hurt the server
         service.log.warning("zk_connection_error", peer=stats.remote, error=repr(exc))
     finally:
         service.server_stats.connection_closed(stats)
         writer.close()
+        per_ip[host] -= 1
+        if not per_ip[host]:
+            del per_ip[host]
 
 
 class JuteSink:
     """The core outbox's sink for one connection: encodes what it writes, one socket write per turn."""
 
     __slots__ = ("encoder", "writer", "stats", "on_close")
+    takes_lists = True  # the outbox hands over each turn's messages as a list (zkemu.session_outbox.Sink)
 
     def __init__(self, writer: asyncio.StreamWriter, stats: ConnectionStats) -> None:
         self.encoder = JuteEncoder(stats)
@@ -102,18 +122,21 @@ class JuteSink:
         self.stats = stats
         self.on_close: Any = None  # ends the session connection (an AUTHFAILED or UNIMPLEMENTED reply)
 
-    async def write(self, message: zk_pb2.ServerMessage) -> None:
+    async def write(self, messages: list[zk_pb2.ServerMessage]) -> None:
         writer = self.writer
         if writer.is_closing():
             raise ConnectionResetError("the client closed the connection")
         out: list[bytes] = []
-        frames = self.encoder.encode(message, out)
+        encode = self.encoder.encode
+        frames = 0
+        for message in messages:
+            frames += encode(message, out)
         writer.write(b"".join(out))
         self.stats.sent(frames)
         if self.encoder.close_after and self.on_close is not None:
             self.on_close()
         if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
-            await writer.drain()
+            await writer.drain()  # the transport's high-water mark is WRITE_HIGH_WATER_BYTES (JuteConnection)
 
 
 class JuteConnection:
@@ -142,6 +165,7 @@ class JuteConnection:
         request, with_read_only = connect
         from zkemu.service import SessionConnection  # the core imports this module lazily, and this one it
 
+        self.writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
         sink = JuteSink(self.writer, self.stats)
         sink.encoder.with_read_only = with_read_only
         conn = SessionConnection(self.service, sink, self.peer_host)
@@ -160,7 +184,16 @@ class JuteConnection:
             self.service.stream_closed()
 
     async def _handshake(self) -> tuple[zk_pb2.ConnectRequest, bool] | None:
-        """The ConnectRequest, or None when the connection was a four-letter word or is to close."""
+        """The ConnectRequest, or None when the connection was a four-letter word or is to close (also
+        when it sent none within zookeeper.nio.sessionlessCnxnTimeout)."""
+        try:
+            async with asyncio.timeout(self.service.settings.sessionless_connection_timeout_ms / 1000):
+                return await self._read_connect()
+        except TimeoutError:
+            self.log.info("zk_connection_without_handshake_closed", peer=self.stats.remote)
+            return None
+
+    async def _read_connect(self) -> tuple[zk_pb2.ConnectRequest, bool] | None:
         try:
             head = await self.reader.readexactly(4)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -185,39 +218,45 @@ class JuteConnection:
             return None
 
     async def _messages(self, connect: zk_pb2.ConnectRequest, encoder: JuteEncoder) -> AsyncIterator[Received]:
-        """The connect, then each socket read's complete frames as one batch of requests."""
+        """The connect, then the complete frames read, BATCH_REQUESTS_MAX requests at a time."""
         yield 0, zk_pb2.ClientMessage(connect=connect)
         buf = bytearray()
+        start = 0  # where the frames not yet decoded begin in `buf`
         jute = JuteReader()
         while True:
-            chunk = await self.reader.read(READ_CHUNK_BYTES)
-            if not chunk:
-                return  # the client closed its side
-            buf += chunk
             msg = zk_pb2.ClientMessage()
-            consumed, refused = self._split(buf, msg.batch.requests, jute, encoder)
-            del buf[:consumed]
+            end, last_opcode, refused = self._split(buf, start, msg.batch.requests, jute, encoder)
+            if end == start and refused is None:
+                del buf[:start]  # no whole frame left: read on
+                start = 0
+                chunk = await self.reader.read(READ_CHUNK_BYTES)
+                if not chunk:
+                    return  # the client closed its side
+                buf += chunk
+                continue
             if len(msg.batch.requests):
-                yield consumed, msg
+                yield end - start, msg
+            start = end
             if refused is not None:
                 yield refused
                 return
-            if encoder.close_after or (len(msg.batch.requests) and encoder.pending[-1] == OP_UNKNOWN):
-                return  # an unknown opcode: answered UNIMPLEMENTED, then the connection closes
+            if last_opcode == OP_UNKNOWN:
+                return  # answered UNIMPLEMENTED, then the connection closes: nothing after it is read
 
     def _split(
-        self, buf: bytearray, requests: Any, jute: JuteReader, encoder: JuteEncoder
-    ) -> tuple[int, Refused | None]:
-        """Decode the complete frames at the head of `buf` into `requests`: (bytes consumed, why the
-        connection must close or None)."""
-        pos = 0
+        self, buf: bytearray, pos: int, requests: Any, jute: JuteReader, encoder: JuteEncoder
+    ) -> tuple[int, int, Refused | None]:
+        """Decode the complete frames of `buf` from `pos` on into `requests` (BATCH_REQUESTS_MAX at
+        most): (where the next frame begins, the last request's opcode, why the connection must
+        close or None)."""
+        opcode = 0
         end = len(buf)
         arrived = time.monotonic()
         while end - pos >= 4:
             (length,) = _LENGTH.unpack_from(buf, pos)
             if not REQUEST_HEADER_BYTES <= length <= self.max_frame_bytes:
                 problem = f"a frame of {length} bytes (jute.maxbuffer is {self.max_frame_bytes} bytes)"
-                return pos, Refused(length, problem, grpc.StatusCode.RESOURCE_EXHAUSTED)
+                return pos, opcode, Refused(length, problem, grpc.StatusCode.RESOURCE_EXHAUSTED)
             if end - pos - 4 < length:
                 break
             jute.reset(buf, pos + 4, pos + 4 + length)
@@ -233,7 +272,7 @@ class JuteConnection:
             multi = req.HasField("multi") or req.HasField("multi_read")
             encoder.expect(opcode, arrived, jute.op_types if multi else None)
             pos += 4 + length
-            if opcode == OP_UNKNOWN:
-                break  # answered UNIMPLEMENTED, then the connection closes: nothing after it is read
+            if opcode == OP_UNKNOWN or len(requests) == BATCH_REQUESTS_MAX:
+                break  # an unknown opcode ends the connection: nothing after it is read
         self.stats.received(len(requests))
-        return pos, None
+        return pos, opcode, None

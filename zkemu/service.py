@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -948,7 +949,7 @@ class SessionConnection:
 
 def _peer_host(peer: str) -> str:
     """The IP address in gRPC's peer string ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000")."""
-    _, _, address = peer.partition(":")
+    _, _, address = urllib.parse.unquote(peer).partition(":")  # gRPC may percent-encode the brackets
     host = address.rpartition(":")[0] if address.count(":") >= 1 else address
     return host.strip("[]")
 

@@ -24,9 +24,11 @@ from zkraft_proto import zk_pb2
 
 class Sink(Protocol):
     """Where a session's messages go: the gRPC servicer context, or a ZooKeeper wire connection
-    (zkemu.jute_server.JuteSink). One write at a time; a write that fails raises (the client is gone)."""
+    (zkemu.jute_server.JuteSink). One write at a time; a write that fails raises (the client is gone).
+    A sink with `takes_lists = True` is given the messages of a turn as a list instead of one
+    ServerBatch (the wire front end encodes each: building the batch would copy them all)."""
 
-    def write(self, message: zk_pb2.ServerMessage) -> Coroutine[Any, Any, Any]: ...
+    def write(self, message: Any) -> Coroutine[Any, Any, Any]: ...
 
 
 class SessionOutbox:
@@ -34,6 +36,7 @@ class SessionOutbox:
 
     def __init__(self, context: Sink, on_sent: Callable[[int, int], None] | None = None) -> None:
         self._context = context
+        self._takes_lists = getattr(context, "takes_lists", False)
         self._on_sent = on_sent
         self._pending: list[zk_pb2.ServerMessage] = []
         self._pending_requests = 0  # the requests whose replies are in `_pending`, and their bytes
@@ -84,10 +87,12 @@ class SessionOutbox:
             self._serving = False
             self._write.close()
 
-    def _take_message(self) -> zk_pb2.ServerMessage:
-        """Everything put so far, as one stream message."""
+    def _take_message(self) -> zk_pb2.ServerMessage | list[zk_pb2.ServerMessage]:
+        """Everything put so far, as one stream message (or the list of them, for a sink taking lists)."""
         batch, self._pending = self._pending, []
         if self._pending_requests and self._on_sent is not None:
             self._on_sent(self._pending_requests, self._pending_bytes)
             self._pending_requests = self._pending_bytes = 0
+        if self._takes_lists:
+            return batch
         return batch[0] if len(batch) == 1 else zk_pb2.ServerMessage(batch=zk_pb2.ServerBatch(messages=batch))
