@@ -79,6 +79,8 @@ SCRIPTS: dict[str, Sequence[str]] = {
     "whoami": ("whoami",),
     # /zookeeper/config: the ensemble's dynamic configuration, present even with reconfig disabled.
     "config": ("config", "get -s /zookeeper/config"),
+    # A znode created without data has null data: `get` prints "null", dataLength is 0.
+    "null_data": ("create /nd", "get /nd", "stat /nd", "set /nd x", "get /nd", "delete /nd"),
     "watches": (
         "create /w a",
         "get -w /w",
@@ -227,7 +229,7 @@ def zkraft(tmp_path_factory: pytest.TempPathFactory, java: JavaClients) -> Itera
         yield cluster
 
 
-ALL_NAMES = ["commands", "session", "whoami", "config", "watches", "acl", "acl_denied", *EXPIRING]
+ALL_NAMES = ["commands", "session", "whoami", "config", "null_data", "watches", "acl", "acl_denied", *EXPIRING]
 
 
 def test_reference_transcripts_show_what_users_expect(reference: dict[str, list[Answer]]) -> None:
@@ -249,6 +251,8 @@ def test_reference_transcripts_show_what_users_expect(reference: dict[str, list[
 KNOWN_DIFFERENCES: dict[str, str] = {
     "config": "zkraft's /zookeeper/config is empty (a standalone ZooKeeper's is); an ensemble's lists "
     "server.N=host:quorumPort:electionPort:participant lines and version=<zxid hex>",
+    "null_data": "zkraft answers a znode created with null data with an empty buffer (zkCli prints an empty "
+    "line); ZooKeeper keeps null and answers length -1 (zkCli prints null)",
 }
 
 
