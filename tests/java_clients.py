@@ -25,6 +25,7 @@ import select
 import shutil
 import subprocess
 import time
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -73,6 +74,9 @@ ZKCLI_TIMEOUT_S = 60.0
 PROGRAM_TIMEOUT_S = 180.0
 JAVAC_TIMEOUT_S = 180.0
 LINE_POLL_S = 0.5
+# Dynamic AppCDS (JDK 13+): the first JVM of each kind archives the classes it loaded, later ones map
+# that archive instead of parsing and verifying the jars again (about a third less CPU per JVM).
+DYNAMIC_CDS_MIN_JAVA = 13
 LOG4J2_CLIENT_PROPERTIES = """\
 status = error
 appender.console.type = Console
@@ -93,6 +97,19 @@ def find_javac() -> str | None:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     return shutil.which("javac")
+
+
+def java_feature_version(java: str) -> int:
+    """The JDK's feature release (8 for "1.8.0_x", 17 for "17.0.x"), 0 when `java -version` says none."""
+    try:
+        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=JAVAC_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr)
+    if match is None:
+        return 0
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
 
 
 def client_classpath() -> list[Path]:
@@ -137,20 +154,47 @@ class JavaClients:
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.classes_dir = self.work_dir / "classes"
+        # The compiled programs as a jar: a class archive (CDS) cannot cover a non-empty directory.
+        self.programs_jar = self.work_dir / "programs.jar"
         self.jars = client_classpath()
         self.log4j_config = self.work_dir / "log4j2-client.properties"
         self.log4j_config.write_text(LOG4J2_CLIENT_PROPERTIES, encoding="utf-8")
+        self.dynamic_cds = java_feature_version(self.java) >= DYNAMIC_CDS_MIN_JAVA
 
     def classpath(self, with_programs: bool = False) -> str:
         entries = [str(jar) for jar in self.jars]
         if with_programs:
-            entries.insert(0, str(self.classes_dir))
+            entries.insert(0, str(self.programs_jar))
         return os.pathsep.join(entries)
 
-    def jvm(self, main_class: str, args: Sequence[str], with_programs: bool = False) -> list[str]:
+    def class_archive(self, with_programs: bool) -> Path:
+        return self.work_dir / ("programs.jsa" if with_programs else "zkcli.jsa")
+
+    def class_archive_options(self, with_programs: bool, make: bool = False) -> list[str]:
+        """Map this classpath's class archive if there is one (or `make` it at this JVM's exit); JVM
+        logging off, so a CDS warning never lands in the output a test compares."""
+        if not self.dynamic_cds:
+            return []
+        archive = self.class_archive(with_programs)
+        if make:
+            return ["-Xlog:disable", f"-XX:ArchiveClassesAtExit={archive}"]
+        return ["-Xlog:disable", f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []
+
+    def _make_zkcli_archive(self, connect: str) -> None:
+        """One throwaway `ls /` that archives zkCli's classes: the archiving JVM exits slowly enough for
+        zkCli to print a Disconnected event, so its output is not one a test compares."""
+        if not self.dynamic_cds or self.class_archive(with_programs=False).exists():
+            return
+        argv = self.jvm(ZKCLI_MAIN, ["-server", connect, "ls", "/"], make_archive=True)
+        subprocess.run(argv, capture_output=True, timeout=ZKCLI_TIMEOUT_S, stdin=subprocess.DEVNULL)
+
+    def jvm(
+        self, main_class: str, args: Sequence[str], with_programs: bool = False, make_archive: bool = False
+    ) -> list[str]:
         return [
             self.java,
             *CLIENT_JVM_OPTIONS,
+            *self.class_archive_options(with_programs, make_archive),
             f"-Dlog4j2.configurationFile={self.log4j_config}",
             "-cp",
             self.classpath(with_programs),
@@ -163,6 +207,7 @@ class JavaClients:
         self, connect: str, *command: str, timeout_s: float = ZKCLI_TIMEOUT_S
     ) -> subprocess.CompletedProcess[str]:
         """`zkCli.sh -server <connect> <command...>`: one command, one JVM, as users script it."""
+        self._make_zkcli_archive(connect)
         argv = self.jvm(ZKCLI_MAIN, ["-server", connect, *command])
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
 
@@ -171,6 +216,7 @@ class JavaClients:
     ) -> subprocess.CompletedProcess[str]:
         """zkCli with commands on stdin, one session for all of them (as `zkCli.sh < script`): for what
         lives in a session, like `addauth` or a watch. stderr is merged into stdout, in order."""
+        self._make_zkcli_archive(connect)
         argv = self.jvm(ZKCLI_MAIN, ["-server", connect])
         script = "".join(f"{line}\n" for line in lines)
         return subprocess.run(
@@ -179,24 +225,29 @@ class JavaClients:
 
     # ---- test programs
     def compile_programs(self, sources_dir: Path = JAVA_SOURCES_DIR) -> Path:
-        """javac every `*.java` in `sources_dir` into classes_dir (once; a later call reuses it)."""
+        """javac every `*.java` in `sources_dir` into programs_jar (once; a later call reuses it)."""
         sources = sorted(sources_dir.glob("*.java"))
         if not sources:
             raise FileNotFoundError(f"no .java files in {sources_dir}")
-        stamp = self.classes_dir / ".compiled"
-        if stamp.exists():
-            return self.classes_dir
+        if self.programs_jar.exists():
+            return self.programs_jar
         self.classes_dir.mkdir(parents=True, exist_ok=True)
         argv = [self.javac, "-nowarn", "-encoding", "UTF-8", "-d", str(self.classes_dir)]
         argv += ["-cp", self.classpath(), *map(str, sources)]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=JAVAC_TIMEOUT_S)
         if done.returncode != 0:
             raise AssertionError(f"javac failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-        stamp.write_text("ok\n", encoding="ascii")
-        return self.classes_dir
+        partial = self.programs_jar.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w") as jar:  # a jar is a zip; no manifest is needed on -cp
+            for class_file in sorted(self.classes_dir.rglob("*.class")):
+                jar.write(class_file, class_file.relative_to(self.classes_dir).as_posix())
+        partial.replace(self.programs_jar)
+        return self.programs_jar
 
     def program(self, main_class: str, *args: str) -> list[str]:
-        return self.jvm(main_class, args, with_programs=True)
+        """A program's JVM; the first one archives the classes it loads (its JSON lines are unaffected)."""
+        make_archive = self.dynamic_cds and not self.class_archive(with_programs=True).exists()
+        return self.jvm(main_class, args, with_programs=True, make_archive=make_archive)
 
     def run_program(self, main_class: str, *args: str, timeout_s: float = PROGRAM_TIMEOUT_S) -> ProgramResult:
         """Run a compiled test program to its end; its stdout JSON lines parsed."""
