@@ -364,9 +364,12 @@ _NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 # The client's own log lines (log4j2 pattern) are not zkCli's answers.
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+ .*$\n?", re.MULTILINE)
-# The default watcher prints every event in a block; its thread races the main thread's output, so the
-# blocks are compared as their own ordered list. The connection event itself says nothing.
-_WATCHER_BLOCK = re.compile(r"^\nWATCHER::\n\n(WatchedEvent [^\n]*)\n", re.MULTILINE)
+# The default watcher prints each event as two lines of its own ("\nWATCHER::" and "\nWatchedEvent ...")
+# from the event thread, which races the main thread's output even between those two lines; so the
+# events are compared as their own ordered list, and the rest without the markers and blank lines.
+# The connection event itself says nothing.
+_WATCHER_MARKER = "WATCHER::"
+_EVENT_PREFIX = "WatchedEvent "
 _CONNECTED_EVENT = "WatchedEvent state:SyncConnected type:None path:null zxid: -1"
 
 
@@ -379,9 +382,15 @@ def normalise(text: str) -> str:
 
 
 def split_watch_events(text: str) -> tuple[str, list[str]]:
-    """(the output without the default watcher's blocks, the events those blocks printed, in order)."""
-    events = [event for event in _WATCHER_BLOCK.findall(text) if event != _CONNECTED_EVENT]
-    return _WATCHER_BLOCK.sub("", text), events
+    """(the output without the default watcher's lines and blank lines, the events it printed, in order)."""
+    output, events = [], []
+    for line in text.splitlines():
+        if line.startswith(_EVENT_PREFIX):
+            if line != _CONNECTED_EVENT:
+                events.append(line)
+        elif line and line != _WATCHER_MARKER:
+            output.append(line)
+    return "".join(f"{line}\n" for line in output), events
 
 
 def stderr_tail(stderr: str | IO[str], lines: int = 20) -> str:

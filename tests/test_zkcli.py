@@ -97,6 +97,10 @@ SCRIPTS: dict[str, Sequence[str]] = {
         "addWatch -m persistent /w",
         "set /w e",
         "deleteall /w",
+        # zkCli exits at the end of its input without closing, so an event still queued for the printing
+        # thread may go unprinted: the events above reach the client before these replies do.
+        "sync /",
+        "ls /",
     ),
     "acl": (
         "create /acl x",
