@@ -109,7 +109,13 @@ async def run_node(
         raise
     await node.start()
     if extension is not None:
-        await extension.start()
+        try:
+            await extension.start()
+        except errors.StartupError:  # e.g. its client port is taken: stop what started, then say why
+            await extension.stop()
+            await node.stop()
+            await server.stop(grace=None)
+            raise
     freeze_startup_objects()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

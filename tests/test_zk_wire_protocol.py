@@ -13,6 +13,7 @@ import random
 import socket
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -401,3 +402,16 @@ def test_random_frames_leave_the_node_serving(cluster: QuorumProcesses) -> None:
             wire.sock.shutdown(socket.SHUT_WR)
             assert wire.closed_by_server()  # answered what it could, then closed: nothing more comes
         assert_still_serving(cluster, 1)
+
+
+def test_a_taken_client_port_fails_the_start_in_one_line(tmp_path: Path) -> None:
+    with QuorumProcesses(tmp_path, n=1, properties=FAST_ZK_PROPERTIES) as single:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+            holder.bind(("127.0.0.1", single.client_ports[1]))
+            holder.listen()
+            single.start(1)
+            wait_until(lambda: single.returncode(1) is not None, LEADER_TIMEOUT_S, message="the node exited")
+        assert single.returncode(1) == 1
+        log = single.log_text(1)
+        assert f"zkraft: error: cannot serve ZooKeeper clients on {single.zk_address(1)}" in log
+        assert "address in use" in log and "Traceback" not in log

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import struct
 import time
 from collections.abc import AsyncIterator
@@ -78,8 +79,9 @@ async def start_jute_server(service: ZooKeeperService) -> asyncio.Server:
             reuse_address=True,
         )
     except OSError as exc:
+        reason = "address in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
         raise qerrors.StartupError(
-            f"cannot serve ZooKeeper clients on {host}:{port} (clientPortAddress:clientPort): {exc.strerror}"
+            f"cannot serve ZooKeeper clients on {host}:{port} (clientPortAddress:clientPort): {reason}"
         ) from None
     service.log.info("zk_client_port_serving", address=f"{host}:{port}")
     return server
