@@ -1,18 +1,22 @@
 """ZooKeeper's own Java clients, from the jars inside the installed pyspark package: zkCli and test programs.
 
 PySpark ships ZooKeeper's client (`zookeeper-3.x.jar`), Apache Curator (framework, client, recipes) and
-what they load (guava, slf4j, commons-cli), so with a JDK on the machine the tests can drive zkraft's
-client port with the clients users actually run:
+what they load (guava, slf4j, commons-cli, netty's handler), so with a JDK on the machine the tests can
+drive zkraft's client port with the clients users actually run:
 
-    reason = unavailable_reason()                    # None, or why not (no java/javac, no pyspark, a jar)
-    zkcli("127.0.0.1:2181", "create", "/a", "x")      # one `zkCli.sh -server ... create /a x`, one JVM
-    classes = compile_programs(tmp_dir)              # javac tests/java/*.java once per session
-    run_program(classes, "ZkClientScenarios", "crud", connect)
+    reason = unavailable_reason()                 # None, or why not (no java/javac, no pyspark, a jar)
+    java = JavaClients(tmp_dir)
+    java.zkcli("127.0.0.1:2181", "create", "/a", "x")   # `zkCli.sh -server ... create /a x`, one JVM
+    java.zkcli_script("127.0.0.1:2181", ["addauth digest u:p", "get /a"])  # one session, on stdin
+    java.compile_programs()                       # javac tests/java/*.java into a jar, once
+    java.run_program("ZkClientScenarios", "crud", connect).result()       # its final JSON line
 
 The classpath reuses tests/real_zookeeper.py's jar lookup and adds Curator's jars. Logging goes to stderr
 (log4j2 at WARN), so a program's stdout holds only what it prints: zkCli's answers, or the JSON lines
-the test programs write. JVMs start with the client JIT tier only and a small serial-GC heap: CI has two
-cores and runs a few hundred of them.
+the test programs write. JVMs start with the client JIT tier only, a small serial-GC heap and (JDK 13+)
+a class archive made by the first JVM of each kind: CI has two cores and runs dozens of them.
+`normalise` and `split_watch_events` make zkCli's output comparable between two servers;
+`ReferenceZooKeeper` and `ClientPortCluster` are the real ZooKeeper and the shape both servers take.
 """
 
 from __future__ import annotations
@@ -28,12 +32,9 @@ import time
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
-
-import pytest
+from typing import Any
 
 from tests.real_zookeeper import (
-    RealZooKeeper,
     RealZooKeeperUnavailable,
     find_java,
     pyspark_jars_dir,
@@ -391,102 +392,3 @@ def split_watch_events(text: str) -> tuple[str, list[str]]:
         elif line and line != _WATCHER_MARKER:
             output.append(line)
     return "".join(f"{line}\n" for line in output), events
-
-
-def stderr_tail(stderr: str | IO[str], lines: int = 20) -> str:
-    text = stderr if isinstance(stderr, str) else stderr.read()
-    return "\n".join(text.splitlines()[-lines:])
-
-
-# ---------------------------------------------------------------- the reference server, as the clients need it
-
-# Seconds, not ZooKeeper's default minute, between the leader's container checks; TTL nodes enabled.
-REFERENCE_CONTAINER_CHECK_INTERVAL_MS = 500
-REFERENCE_SYSTEM_PROPERTIES: Mapping[str, str] = {
-    "znode.container.checkIntervalMs": str(REFERENCE_CONTAINER_CHECK_INTERVAL_MS),
-    "zookeeper.extendedTypesEnabled": "true",
-}
-
-
-class ReferenceZooKeeper(RealZooKeeper):
-    """A real ZooKeeper whose JVMs also get REFERENCE_SYSTEM_PROPERTIES (ZooKeeper reads these only as
-    system properties, not from zoo.cfg)."""
-
-    def command(self, node_id: int) -> list[str]:
-        argv = super().command(node_id)
-        flags = [f"-D{key}={value}" for key, value in REFERENCE_SYSTEM_PROPERTIES.items()]
-        return [argv[0], *flags, *argv[1:]]
-
-
-# ---------------------------------------------------------------- the servers the clients talk to
-
-# zkraft's settings for the client tests beyond the harness's fast elections: the container check
-# interval and extended types (TTL nodes) as the reference has them (tests/zkraft_clients.py passes
-# only those a node knows).
-ZKRAFT_CLIENT_PROPERTIES: Mapping[str, str] = {
-    "znode.container.checkIntervalMs": str(REFERENCE_CONTAINER_CHECK_INTERVAL_MS),
-    "zookeeper.extendedTypesEnabled": "true",
-}
-START_TIMEOUT_S = 90.0  # cold JVMs or Python processes electing a leader on two busy cores
-
-
-class ClientPortCluster:
-    """What the client tests need of a server ensemble: client addresses, which node leads, kill and restart."""
-
-    label = ""
-    # {feature: reason} for what this server does not serve yet (tests/zkraft_clients.py: missing_features).
-    missing: dict[str, str] = {}
-
-    def needs(self, feature: str) -> None:
-        """xfail the calling test, without running it, when this server lacks `feature` (said why)."""
-        if feature in self.missing:
-            pytest.xfail(f"{self.label}: {self.missing[feature]}")
-
-    def client_addresses(self) -> list[str]:
-        raise NotImplementedError
-
-    def leader_index(self) -> int:
-        """The position in client_addresses() of the node that leads now."""
-        raise NotImplementedError
-
-    def kill(self, index: int) -> None:
-        raise NotImplementedError
-
-    def restart(self, index: int) -> None:
-        """Start a killed node again and wait until it serves clients."""
-        raise NotImplementedError
-
-    def connect_string(self) -> str:
-        return ",".join(self.client_addresses())
-
-
-class ReferenceCluster(ClientPortCluster):
-    """A running ReferenceZooKeeper (standalone or ensemble)."""
-
-    def __init__(self, server: ReferenceZooKeeper) -> None:
-        self.server = server
-        self.ids = sorted(server.addresses)
-        kind = "standalone" if server.n == 1 else f"{server.n} nodes"
-        self.label = f"ZooKeeper {server.version} {kind}"
-
-    def client_addresses(self) -> list[str]:
-        return [self.server.addresses[node_id] for node_id in self.ids]
-
-    def leader_index(self) -> int:
-        modes = [self.server.mode(node_id) for node_id in self.ids]
-        return modes.index("leader") if "leader" in modes else 0
-
-    def kill(self, index: int) -> None:
-        self.server.kill(self.ids[index])
-
-    def restart(self, index: int) -> None:
-        self.server.start(self.ids[index])
-        self.server.wait_serving(START_TIMEOUT_S)
-
-
-@contextlib.contextmanager
-def reference_cluster(root: Path, n: int) -> Iterator[ReferenceCluster]:
-    with ReferenceZooKeeper(root, n=n) as server:
-        server.start_all()
-        server.wait_serving(START_TIMEOUT_S)
-        yield ReferenceCluster(server)
