@@ -34,7 +34,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.real_zookeeper import (
+    RealZooKeeper,
     RealZooKeeperUnavailable,
     find_java,
     pyspark_jars_dir,
@@ -392,3 +395,97 @@ def split_watch_events(text: str) -> tuple[str, list[str]]:
         elif line and line != _WATCHER_MARKER:
             output.append(line)
     return "".join(f"{line}\n" for line in output), events
+
+
+# ---------------------------------------------------------------- the reference server, as the clients need it
+
+# Seconds, not ZooKeeper's default minute, between the leader's container checks; TTL nodes enabled.
+REFERENCE_CONTAINER_CHECK_INTERVAL_MS = 500
+REFERENCE_SYSTEM_PROPERTIES: Mapping[str, str] = {
+    "znode.container.checkIntervalMs": str(REFERENCE_CONTAINER_CHECK_INTERVAL_MS),
+    "zookeeper.extendedTypesEnabled": "true",
+}
+
+
+class ReferenceZooKeeper(RealZooKeeper):
+    """A real ZooKeeper whose JVMs also get REFERENCE_SYSTEM_PROPERTIES (ZooKeeper reads these only as
+    system properties, not from zoo.cfg)."""
+
+    def command(self, node_id: int) -> list[str]:
+        argv = super().command(node_id)
+        flags = [f"-D{key}={value}" for key, value in REFERENCE_SYSTEM_PROPERTIES.items()]
+        return [argv[0], *flags, *argv[1:]]
+
+
+# ---------------------------------------------------------------- the servers the clients talk to
+
+# zkraft's settings for the client tests beyond the harness's fast elections: the container check
+# interval and extended types (TTL nodes) as the reference has them (tests/zkraft_clients.py passes
+# only those a node knows).
+ZKRAFT_CLIENT_PROPERTIES: Mapping[str, str] = {
+    "znode.container.checkIntervalMs": str(REFERENCE_CONTAINER_CHECK_INTERVAL_MS),
+    "zookeeper.extendedTypesEnabled": "true",
+}
+START_TIMEOUT_S = 90.0  # cold JVMs or Python processes electing a leader on two busy cores
+
+
+class ClientPortCluster:
+    """What the client tests need of a server ensemble: client addresses, which node leads, kill and restart."""
+
+    label = ""
+    # {feature: reason} for what this server does not serve yet (tests/zkraft_clients.py: missing_features).
+    missing: dict[str, str] = {}
+
+    def needs(self, feature: str) -> None:
+        """xfail the calling test, without running it, when this server lacks `feature` (said why)."""
+        if feature in self.missing:
+            pytest.xfail(f"{self.label}: {self.missing[feature]}")
+
+    def client_addresses(self) -> list[str]:
+        raise NotImplementedError
+
+    def leader_index(self) -> int:
+        """The position in client_addresses() of the node that leads now."""
+        raise NotImplementedError
+
+    def kill(self, index: int) -> None:
+        raise NotImplementedError
+
+    def restart(self, index: int) -> None:
+        """Start a killed node again and wait until it serves clients."""
+        raise NotImplementedError
+
+    def connect_string(self) -> str:
+        return ",".join(self.client_addresses())
+
+
+class ReferenceCluster(ClientPortCluster):
+    """A running ReferenceZooKeeper (standalone or ensemble)."""
+
+    def __init__(self, server: ReferenceZooKeeper) -> None:
+        self.server = server
+        self.ids = sorted(server.addresses)
+        kind = "standalone" if server.n == 1 else f"{server.n} nodes"
+        self.label = f"ZooKeeper {server.version} {kind}"
+
+    def client_addresses(self) -> list[str]:
+        return [self.server.addresses[node_id] for node_id in self.ids]
+
+    def leader_index(self) -> int:
+        modes = [self.server.mode(node_id) for node_id in self.ids]
+        return modes.index("leader") if "leader" in modes else 0
+
+    def kill(self, index: int) -> None:
+        self.server.kill(self.ids[index])
+
+    def restart(self, index: int) -> None:
+        self.server.start(self.ids[index])
+        self.server.wait_serving(START_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def reference_cluster(root: Path, n: int) -> Iterator[ReferenceCluster]:
+    with ReferenceZooKeeper(root, n=n) as server:
+        server.start_all()
+        server.wait_serving(START_TIMEOUT_S)
+        yield ReferenceCluster(server)
