@@ -34,8 +34,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.real_zookeeper import (
     RealZooKeeper,
     RealZooKeeperUnavailable,
@@ -433,13 +431,6 @@ class ClientPortCluster:
     """What the client tests need of a server ensemble: client addresses, which node leads, kill and restart."""
 
     label = ""
-    # {feature: reason} for what this server does not serve yet (tests/zkraft_clients.py: missing_features).
-    missing: dict[str, str] = {}
-
-    def needs(self, feature: str) -> None:
-        """xfail the calling test, without running it, when this server lacks `feature` (said why)."""
-        if feature in self.missing:
-            pytest.xfail(f"{self.label}: {self.missing[feature]}")
 
     def client_addresses(self) -> list[str]:
         raise NotImplementedError

@@ -18,7 +18,7 @@ from tests.java_clients import (
     reference_cluster,
     unavailable_reason,
 )
-from tests.zkraft_clients import missing_features, zkraft_cluster, zkraft_unavailable_reason
+from tests.zkraft_clients import zkraft_cluster
 
 _UNAVAILABLE = unavailable_reason()
 if _UNAVAILABLE is not None:
@@ -47,11 +47,7 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientPortCl
 
 @pytest.fixture(scope="module")
 def zkraft(tmp_path_factory: pytest.TempPathFactory, java: JavaClients) -> Iterator[ClientPortCluster]:
-    reason = zkraft_unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
     with zkraft_cluster(tmp_path_factory.mktemp("zkraft"), n=3) as cluster:
-        cluster.missing = missing_features(java, cluster.client_addresses()[0])
         yield cluster
 
 
@@ -176,7 +172,6 @@ def test_java_client_moves_to_another_server_when_its_server_is_killed(
 
 
 def test_curator_leader_latch_one_leader_then_another_takes_over(java: JavaClients, cluster: ClientPortCluster) -> None:
-    cluster.needs("containers")  # Curator's recipes create their parents as containers
     assert run(java, cluster, "CuratorScenarios", "leader_latch") == {
         "leaders_at_start": 1,
         "takeover_by_other": True,
@@ -186,7 +181,6 @@ def test_curator_leader_latch_one_leader_then_another_takes_over(java: JavaClien
 
 
 def test_curator_mutex_excludes_and_loses_no_increment(java: JavaClients, cluster: ClientPortCluster) -> None:
-    cluster.needs("containers")  # Curator's recipes create their parents as containers
     assert run(java, cluster, "CuratorScenarios", "mutex") == {
         "rounds": 45,
         "counter": 45,
@@ -211,7 +205,6 @@ def test_curator_cache_sees_a_subtree_change_from_another_server(java: JavaClien
 
 
 def test_curator_container_parents_go_once_emptied(java: JavaClients, cluster: ClientPortCluster) -> None:
-    cluster.needs("containers")  # Curator's recipes create their parents as containers
     assert run(java, cluster, "CuratorScenarios", "containers") == {
         "container_parent_owner": 0,  # ZooKeeper shows a container's ephemeralOwner as 0
         "emptied_containers_removed": True,

@@ -25,7 +25,7 @@ from tests.java_clients import (
     split_watch_events,
     unavailable_reason,
 )
-from tests.zkraft_clients import missing_features, zkraft_cluster, zkraft_unavailable_reason
+from tests.zkraft_clients import zkraft_cluster
 
 _UNAVAILABLE = unavailable_reason()
 if _UNAVAILABLE is not None:
@@ -140,8 +140,6 @@ EXPIRING: dict[str, tuple[Sequence[str], str]] = {
     "container": (("create -c /ct", "create /ct/child x", "delete /ct/child", "ls /ct"), "/ct"),
     "ttl": (("create -t 1000 /ttl x", "get /ttl"), "/ttl"),
 }
-# The feature each comparison needs beyond the core protocol (tests/zkraft_clients.py: FEATURE_PROBES).
-NEEDS: dict[str, str] = {"whoami": "acl", "acl": "acl", "acl_denied": "acl", "container": "containers", "ttl": "ttl"}
 
 
 @dataclass(frozen=True)
@@ -225,11 +223,7 @@ def reference(java: JavaClients, zookeeper: ClientPortCluster) -> dict[str, list
 
 @pytest.fixture(scope="module")
 def zkraft(tmp_path_factory: pytest.TempPathFactory, java: JavaClients) -> Iterator[ClientPortCluster]:
-    reason = zkraft_unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
     with zkraft_cluster(tmp_path_factory.mktemp("zkraft"), n=3) as cluster:
-        cluster.missing = missing_features(java, cluster.client_addresses()[0])
         yield cluster
 
 
@@ -255,8 +249,6 @@ def test_reference_transcripts_show_what_users_expect(reference: dict[str, list[
 KNOWN_DIFFERENCES: dict[str, str] = {
     "config": "zkraft's /zookeeper/config is empty (a standalone ZooKeeper's is); an ensemble's lists "
     "server.N=host:quorumPort:electionPort:participant lines and version=<zxid hex>",
-    "null_data": "zkraft answers a znode created with null data with an empty buffer (zkCli prints an empty "
-    "line); ZooKeeper keeps null and answers length -1 (zkCli prints null)",
 }
 
 
@@ -273,6 +265,4 @@ def _params() -> list[object]:
 def test_zkcli_prints_what_it_prints_against_zookeeper(
     name: str, java: JavaClients, reference: dict[str, list[Answer]], zkraft: ClientPortCluster
 ) -> None:
-    if name in NEEDS:
-        zkraft.needs(NEEDS[name])
     assert_same(name, reference[name], transcript(java, zkraft, name))
