@@ -681,11 +681,16 @@ class ConsumerCoordinator:
     # ------------------------------------------------------------------ leaving
 
     def leave_group(self, reason: str) -> None:
-        """LeaveGroup now (best effort) and forget the generation, so that the group rebalances at once."""
+        """Forget the generation, then LeaveGroup (best effort), so that the group rebalances at once.
+
+        The generation goes first, as Kafka's AbstractCoordinator.maybeLeaveGroup resets it without
+        waiting for the answer: once the coordinator has the member gone, the member knows it too (a
+        commit in between would otherwise reach the coordinator and fail as UNKNOWN_MEMBER_ID)."""
         with self._lock:
             generation = self._generation
             node = self._coordinator
         self._cancel_pending()
+        self._reset_generation(f"left: {reason}")
         if node is not None and generation.member_id:
             request = broker_pb2.LeaveGroupRequest(
                 group_id=self.settings.group_id, members=[broker_pb2.LeaveGroupMember(member_id=generation.member_id)]
@@ -698,7 +703,6 @@ class ConsumerCoordinator:
                 )
             except (grpc.RpcError, KafkaError) as exc:
                 log.info("group_leave_failed", extra={"group": self.settings.group_id, "error": str(exc)})
-        self._reset_generation(f"left: {reason}")
 
     def _cancel_pending(self) -> None:
         for future in (self._join_future, self._sync_future):

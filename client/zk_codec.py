@@ -156,7 +156,10 @@ def _acl_pb(entries: Sequence[ACL]) -> list[zk_pb2.Acl]:
 
 def _create_op(op: CreateTxnOp) -> zk_pb2.CreateOp:
     return zk_pb2.CreateOp(
-        path=op.path, data=op.data, mode=int(op.mode), make_parents=op.make_parents,
+        path=op.path,
+        data=op.data,
+        mode=int(op.mode),
+        make_parents=op.make_parents,
         ttl_ms=op.ttl_ms,
         acl=_acl_pb(op.acl),
     )

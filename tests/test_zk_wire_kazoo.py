@@ -56,7 +56,9 @@ class Recorder:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuorumProcesses]:
-    with QuorumProcesses(tmp_path_factory.mktemp("wire"), n=3, properties=FAST_ZK_PROPERTIES) as processes:
+    # ruok answers only where the whitelist has it (ZooKeeper's default is srvr alone).
+    properties = {**FAST_ZK_PROPERTIES, "4lw.commands.whitelist": "ruok"}
+    with QuorumProcesses(tmp_path_factory.mktemp("wire"), n=3, properties=properties) as processes:
         processes.start_all()
         asyncio.run(wait_for_leader(processes.addresses, timeout_s=LEADER_TIMEOUT_S))
         yield processes
