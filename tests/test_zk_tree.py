@@ -30,8 +30,8 @@ from zkemu.errors import (
 from zkemu.events import EventType, WatchTrigger
 from zkemu.paths import basename, is_special_path, parent_of, validate_path
 from zkemu.stat import Stat
-from zkemu.tree_check import check_tree
 from zkemu.tree import DATA_BYTES_MAX, PATH_BYTES_MAX, AppliedTxn, TreeSnapshotError, ZnodeTree, check_data_length
+from zkemu.tree_check import check_tree
 from zkraft_proto import zk_pb2 as pb
 
 CREATED, DELETED, CHANGED, CHILDREN = (
