@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.real_zookeeper import find_java, pyspark_jars_dir, zookeeper_classpath
+from tests.real_zookeeper import client_log4j2_properties, find_java, find_javac, pyspark_jars_dir, zookeeper_classpath
 from tests.real_zookeeper import unavailable_reason as real_zookeeper_unavailable
 
 SOURCE = Path(__file__).resolve().parent / "java" / "ZkLoad.java"
@@ -36,26 +36,7 @@ JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4
 # ZooKeeper's client logs through slf4j -> log4j2: to stderr (the worker's log file), never to stdout, which
 # carries the JSON lines. INFO, because ClientCnxn logs a lost or refused connection at INFO (a
 # SocketException), and those are what explains a window's CONNECTIONLOSS errors.
-LOG4J2_PROPERTIES = """\
-status = error
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n
-rootLogger.level = info
-rootLogger.appenderRef.console.ref = console
-"""
-
-
-def find_javac() -> str | None:
-    """`$JAVA_HOME/bin/javac` if it exists, else `javac` on PATH, else None."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        candidate = Path(java_home) / "bin" / "javac"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which("javac")
+LOG4J2_PROPERTIES = client_log4j2_properties("info")
 
 
 def unavailable_reason() -> str | None:

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import select
-import shutil
 import subprocess
 import time
 import zipfile
@@ -37,7 +36,9 @@ from typing import Any
 from tests.real_zookeeper import (
     RealZooKeeper,
     RealZooKeeperUnavailable,
+    client_log4j2_properties,
     find_java,
+    find_javac,
     pyspark_jars_dir,
     zookeeper_classpath,
 )
@@ -79,26 +80,7 @@ LINE_POLL_S = 0.5
 # Dynamic AppCDS (JDK 13+): the first JVM of each kind archives the classes it loaded, later ones map
 # that archive instead of parsing and verifying the jars again (about a third less CPU per JVM).
 DYNAMIC_CDS_MIN_JAVA = 13
-LOG4J2_CLIENT_PROPERTIES = """\
-status = error
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n
-rootLogger.level = warn
-rootLogger.appenderRef.console.ref = console
-"""
-
-
-def find_javac() -> str | None:
-    """`$JAVA_HOME/bin/javac` if it exists, else `javac` on PATH, else None."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        candidate = Path(java_home) / "bin" / "javac"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which("javac")
+LOG4J2_CLIENT_PROPERTIES = client_log4j2_properties("warn")
 
 
 def java_feature_version(java: str) -> int:

@@ -85,14 +85,37 @@ class RealZooKeeperUnavailable(RuntimeError):
 # ---------------------------------------------------------------- finding java and the jars
 
 
-def find_java() -> str | None:
-    """`$JAVA_HOME/bin/java` if it exists, else `java` on PATH, else None."""
+def find_jdk_tool(name: str) -> str | None:
+    """`$JAVA_HOME/bin/<name>` if it exists, else `name` on PATH, else None (java, javac)."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home:
-        candidate = Path(java_home) / "bin" / "java"
+        candidate = Path(java_home) / "bin" / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
-    return shutil.which("java")
+    return shutil.which(name)
+
+
+def find_java() -> str | None:
+    return find_jdk_tool("java")
+
+
+def find_javac() -> str | None:
+    return find_jdk_tool("javac")
+
+
+def client_log4j2_properties(level: str) -> str:
+    """log4j2 settings for a ZooKeeper client JVM: `level` and up to stderr, never to stdout (which
+    carries the program's JSON lines)."""
+    return f"""\
+status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{ISO8601}} %-5p [%t] %c{{1}}: %m%n
+rootLogger.level = {level}
+rootLogger.appenderRef.console.ref = console
+"""
 
 
 def pyspark_jars_dir() -> Path | None:
