@@ -26,12 +26,12 @@ import contextlib
 import os
 import re
 import subprocess
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from tests.helpers import wait_until
 from tests.quorum_harness import LOOPBACK, free_ports
 from tests.real_zookeeper import find_java
 
@@ -104,7 +104,6 @@ PARTITION_LINE = re.compile(r"Partition: (\d+)\s+Leader: (-?\d+|none)\s+Replicas
 KILL_WAIT_S = 10.0
 TOOL_TIMEOUT_S = 120.0
 POLL_INTERVAL_S = 0.2
-POLL_ROUNDS_MAX = 100_000
 LOG_TAIL_LINES = 30
 OUTPUT_TAIL_CHARS = 4000
 
@@ -269,22 +268,23 @@ class Kafka39Brokers:
 
         Fails at once, with the log tail, if a broker exits instead.
         """
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         wanted = list(broker_ids if broker_ids is not None else self.addresses)
         offsets = {broker_id: self._life_offset(broker_id) for broker_id in wanted}
-        deadline = time.monotonic() + timeout_s
-        for _ in range(POLL_ROUNDS_MAX):
+        waiting = wanted
+
+        def all_started() -> bool:
+            nonlocal waiting
             self.assert_alive(*wanted)
             waiting = [b for b in wanted if not STARTED_LINE.search(self.log_text(b)[offsets[b] :])]
-            if not waiting:
-                return
-            remaining_s = deadline - time.monotonic()
-            if remaining_s <= 0:
-                break
-            time.sleep(min(POLL_INTERVAL_S, remaining_s))
-        logs = "\n".join(self.log_tail(broker_id) for broker_id in wanted)
-        raise AssertionError(f"kafka brokers {waiting} not started after {timeout_s:g} s\n{logs}")
+            return not waiting
+
+        try:
+            wait_until(all_started, timeout_s, POLL_INTERVAL_S)
+        except AssertionError:
+            if not all(self.alive(b) for b in wanted):
+                raise  # assert_alive's message: which broker exited, with its log
+            logs = "\n".join(self.log_tail(broker_id) for broker_id in wanted)
+            raise AssertionError(f"kafka brokers {waiting} not started after {timeout_s:g} s\n{logs}") from None
 
     def _life_offset(self, broker_id: int) -> int:
         """Where the current life of `broker_id` starts in its log (the file is appended across lives)."""

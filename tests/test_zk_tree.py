@@ -897,30 +897,31 @@ def test_null_data_is_kept_apart_from_empty_data_until_the_node_changes(tmp_path
     zk.txn(create=pb.CreateOp(path="/null", null_data=True))
     zk.create("/empty")
     zk.txn(create=pb.CreateOp(path="/deep/null", null_data=True, make_parents=True))
-    assert [zk.tree.data_is_null(p) for p in ("/null", "/empty", "/deep", "/deep/null", "/missing")] == [
-        True,
-        False,
-        False,
-        True,
-        False,
-    ]
+    assert [_is_null(zk.tree, p) for p in ("/null", "/empty", "/deep", "/deep/null")] == [True, False, False, True]
+    assert zk.tree.get_data_or_null("/null")[0] == b""
+    with pytest.raises(NoNodeError):
+        zk.tree.get_data_or_null("/missing")
     assert zk.stat("/null").data_length == 0
     zk.set_data("/null", b"")
-    assert not zk.tree.data_is_null("/null")
+    assert not _is_null(zk.tree, "/null")
     zk.txn(set_data=pb.SetDataOp(path="/empty", null_data=True, version=-1))
-    assert zk.tree.data_is_null("/empty")
+    assert _is_null(zk.tree, "/empty")
     zk.set_data("/empty", b"x")
-    assert not zk.tree.data_is_null("/empty")
+    assert not _is_null(zk.tree, "/empty")
     zk.delete("/deep/null")
     zk.txn(create=pb.CreateOp(path="/deep/null"))
-    assert not zk.tree.data_is_null("/deep/null")
+    assert not _is_null(zk.tree, "/deep/null")
     zk.multi(pb.Op(set_data=pb.SetDataOp(path="/deep/null", null_data=True, version=-1)))
     snap = tmp_path / "snap"
     snap.write_bytes(b"".join(zk.tree.snapshot_chunks()))
     restored = ZnodeTree(tmp_path / "b")
     restored.restore(snap, zk.tree.applied_index())
     assert restored.digest() == zk.tree.digest()
-    assert restored.data_is_null("/deep/null") and not restored.data_is_null("/empty")
+    assert _is_null(restored, "/deep/null") and not _is_null(restored, "/empty")
     restored.close()
     zk.tree.close()
     check_tree(tmp_path / "a")
+
+
+def _is_null(tree: ZnodeTree, path: str) -> bool:
+    return tree.get_data_or_null(path)[2]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import struct
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from zkemu.errors import Code
@@ -346,39 +347,22 @@ def _check(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
 
 
 def _multi(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
-    """MultiOperationRecord: MultiHeader{type, done, err} + the op's record, until done (§2.4). Each
-    op's type is kept in the Op's order: the reply's per-op records follow them (JuteEncoder)."""
-    ops = req.multi.ops
+    """MultiOperationRecord: MultiHeader{type, done, err} + the op's record, until done (§2.4)."""
     req.multi.SetInParent()
-    reader.op_types = op_types = []
-    while True:
-        reader.need(_MULTI_HEADER.size)
-        op_type, done, _ = _MULTI_HEADER.unpack_from(reader.buf, reader.pos)
-        reader.pos += _MULTI_HEADER.size
-        if done:
-            return
-        op_types.append(op_type)
-        op = ops.add()
-        if op_type in (OP_CREATE, OP_CREATE2, OP_CREATE_CONTAINER, OP_CREATE_TTL):
-            _create_into(reader, op.create, op_type)
-        elif op_type == OP_DELETE:
-            op.delete.path = reader.ustring()
-            op.delete.version = reader.int()
-        elif op_type == OP_SET_DATA:
-            op.set_data.path = reader.ustring()
-            op.set_data.null_data = reader.next_is_null()
-            op.set_data.data = reader.buffer()
-            op.set_data.version = reader.int()
-        elif op_type == OP_CHECK:
-            op.check.path = reader.ustring()
-            op.check.version = reader.int()
-        else:
-            raise JuteError(f"multi: op type {op_type} is not create, delete, setData or check")
+    _ops_into(reader, req.multi.ops, _MULTI_OP_DECODERS, "multi: op type {} is not create, delete, setData or check")
 
 
 def _multi_read(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
-    ops = req.multi_read.ops
     req.multi_read.SetInParent()
+    _ops_into(
+        reader, req.multi_read.ops, _MULTI_READ_OP_DECODERS, "multiRead: op type {} is not getData or getChildren"
+    )
+
+
+def _ops_into(reader: JuteReader, ops: Any, decoders: dict[int, Decoder], refusal: str) -> None:
+    """The ops of a multi or multiRead, each by the decoder of its lone request: an Op (ReadOp) names
+    its fields as a Request does. Each op's type is kept in the ops' order: the reply's per-op
+    records follow them (JuteEncoder)."""
     reader.op_types = op_types = []
     while True:
         reader.need(_MULTI_HEADER.size)
@@ -386,16 +370,11 @@ def _multi_read(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
         reader.pos += _MULTI_HEADER.size
         if done:
             return
+        decode = decoders.get(op_type)
+        if decode is None:
+            raise JuteError(refusal.format(op_type))
         op_types.append(op_type)
-        op = ops.add()
-        if op_type == OP_GET_DATA:
-            op.get_data.path = reader.ustring()
-            op.get_data.watch = reader.bool()
-        elif op_type == OP_GET_CHILDREN:
-            op.get_children.path = reader.ustring()
-            op.get_children.watch = reader.bool()
-        else:
-            raise JuteError(f"multiRead: op type {op_type} is not getData or getChildren")
+        decode(reader, ops.add(), op_type)
 
 
 def _auth(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
@@ -448,7 +427,9 @@ def _answered_here(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None
     reader.pos = reader.end
 
 
-_DECODERS = {
+# A request's record, decoded into the message with the request's field names (a Request, or a multi's Op).
+Decoder = Callable[["JuteReader", Any, int], None]
+_DECODERS: dict[int, Decoder] = {
     OP_CREATE: _create,
     OP_CREATE2: _create,
     OP_CREATE_CONTAINER: _create,
@@ -479,6 +460,12 @@ _DECODERS = {
     OP_RECONFIG: _answered_here,
     OP_SASL: _answered_here,
 }
+# What a multi may hold (MultiOperationRecord), and a multiRead.
+_MULTI_OP_DECODERS: dict[int, Decoder] = {
+    op: _DECODERS[op]
+    for op in (OP_CREATE, OP_CREATE2, OP_CREATE_CONTAINER, OP_CREATE_TTL, OP_DELETE, OP_SET_DATA, OP_CHECK)
+}
+_MULTI_READ_OP_DECODERS: dict[int, Decoder] = {op: _DECODERS[op] for op in (OP_GET_DATA, OP_GET_CHILDREN)}
 
 
 # ---- replies and events

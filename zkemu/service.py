@@ -848,12 +848,12 @@ class SessionConnection:
     # cannot exist (only writes run PathUtils.validatePath on the server).
     def _get_data(self, req: zk_pb2.Request) -> zk_pb2.Response:
         r = req.get_data
-        data, stat = self.service.tree.get_data(r.path, self.auth_ids)
+        data, stat, null = self.service.tree.get_data_or_null(r.path, self.auth_ids)
         if r.watch:
             self.service.watches.add_data_watch(self, r.path)
         if len(data) >= LARGE_REPLY_BYTES:
             self._reply_bytes = len(data)  # charged to its request's slot by `_answer`, which comes next
-        if not data and self.service.tree.data_is_null(r.path):
+        if null:
             return self._reply(req, null_data=True, stat=stat.to_pb())
         return self._reply(req, data=data, stat=stat.to_pb())
 
@@ -931,13 +931,22 @@ class SessionConnection:
         return self._reply(req)
 
     def _remove_watches(self, req: zk_pb2.Request) -> zk_pb2.Response:
-        r = req.remove_watches
+        return self._on_watches(req, req.remove_watches, self.service.watches.remove)
+
+    def _check_watches(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        return self._on_watches(req, req.check_watches, self.service.watches.contains)
+
+    def _on_watches(
+        self, req: zk_pb2.Request, r: Any, act: Callable[[SessionConnection, str, WatcherType], bool]
+    ) -> zk_pb2.Response:
+        """removeWatches / checkWatches: `act` on this session's watches of r.path of r.watcher_type;
+        NOWATCHER when it found none (FinalRequestProcessor)."""
         validate_path(r.path)
         try:
             kind = WatcherType(r.watcher_type)
         except ValueError:
             return self._reply(req, err=Code.BADARGUMENTS, error_message=f"unknown watcher type {r.watcher_type}")
-        if not self.service.watches.remove(self, r.path, kind):
+        if not act(self, r.path, kind):
             return self._reply(req, err=Code.NOWATCHER, error_message=f"KeeperErrorCode = NoWatcher for {r.path}")
         return self._reply(req)
 
@@ -961,17 +970,6 @@ class SessionConnection:
         )
         return self._reply(req)
 
-    def _check_watches(self, req: zk_pb2.Request) -> zk_pb2.Response:
-        r = req.check_watches
-        validate_path(r.path)
-        try:
-            kind = WatcherType(r.watcher_type)
-        except ValueError:
-            return self._reply(req, err=Code.BADARGUMENTS, error_message=f"unknown watcher type {r.watcher_type}")
-        if not self.service.watches.contains(self, r.path, kind):
-            return self._reply(req, err=Code.NOWATCHER, error_message=f"KeeperErrorCode = NoWatcher for {r.path}")
-        return self._reply(req)
-
     def _multi_read(self, req: zk_pb2.Request) -> zk_pb2.Response:
         """multiRead (ZooKeeper opcode 22): each read on its own, not atomic; a failed one gives its
         error code in its result (FinalRequestProcessor, multiRead)."""
@@ -980,11 +978,11 @@ class SessionConnection:
             result = resp.results.add()
             try:
                 if op.WhichOneof("op") == "get_data":
-                    data, stat = self.service.tree.get_data(op.get_data.path, self.auth_ids)
+                    data, stat, null = self.service.tree.get_data_or_null(op.get_data.path, self.auth_ids)
                     if op.get_data.watch:
                         self.service.watches.add_data_watch(self, op.get_data.path)
                     result.data = data
-                    result.null_data = not data and self.service.tree.data_is_null(op.get_data.path)
+                    result.null_data = null
                     result.stat.CopyFrom(stat.to_pb())
                 else:
                     children, _ = self.service.tree.get_children(op.get_children.path, self.auth_ids)

@@ -927,21 +927,20 @@ class ZnodeTree:
         return acl, _stat(_NODE.unpack_from(raw), len(raw) - _HDR)
 
     def get_data(self, path: str, ids: Sequence[acls.Id] | None = None) -> tuple[bytes, Stat]:
+        data, stat, _ = self.get_data_or_null(path, ids)
+        return data, stat
+
+    def get_data_or_null(self, path: str, ids: Sequence[acls.Id] | None = None) -> tuple[bytes, Stat, bool]:
+        """getData: the data, the Stat, and whether the (then empty) data is null (the `nulls` database,
+        looked up in the same read only for a node without data)."""
         with self._env.begin() as txn:
             raw = self._raw(txn, path)
-            if raw is not None:
-                self._check_read(txn, path, ids)
-        if raw is None:
-            raise NoNodeError(message_for(Code.NONODE, path))
+            if raw is None:
+                raise NoNodeError(message_for(Code.NONODE, path))
+            self._check_read(txn, path, ids)
+            null = len(raw) == _HDR and self._nulls_present and txn.get(path.encode(), db=self._nulls) is not None
         data = raw[_HDR:]
-        return data, _stat(_NODE.unpack_from(raw), len(data))
-
-    def data_is_null(self, path: str) -> bool:
-        """Whether the node's (empty) data is null (the `nulls` database); False for a missing node."""
-        if not self._nulls_present:
-            return False
-        with self._env.begin() as txn:
-            return txn.get(path.encode(), db=self._nulls) is not None
+        return data, _stat(_NODE.unpack_from(raw), len(data)), null
 
     def stat(self, path: str, ids: Sequence[acls.Id] | None = None) -> Stat | None:
         """The node's Stat, None when it is missing; with `ids`, NoAuthError without READ (exists, 3.9.2)."""
