@@ -88,13 +88,18 @@ def kazoo_client(cluster: QuorumProcesses) -> Iterator[KazooClient]:
 
 
 def test_every_node_answers_every_word(cluster: QuorumProcesses) -> None:
-    leader = wait_until(
-        lambda: [n for n, m in modes(cluster, [1, 2, 3]).items() if m == "leader"],
+    # A follower answers "not currently serving" until it has heard from the new leader, so wait for
+    # all three roles, not only for the leader's.
+    def roles_settled() -> dict[int, str | None] | None:
+        found = modes(cluster, [1, 2, 3])
+        return found if sorted(str(m) for m in found.values()) == ["follower", "follower", "leader"] else None
+
+    settled = wait_until(
+        roles_settled,
         LEADER_TIMEOUT_S,
-        message="no node says Mode: leader",
+        message="the nodes never said Mode: leader, follower, follower",
     )
-    assert len(leader) == 1
-    assert sorted(modes(cluster, [1, 2, 3]).values()) == ["follower", "follower", "leader"]
+    leader = [n for n, m in settled.items() if m == "leader"]
     for node_id in (1, 2, 3):
         for name in FOUR_LETTER_WORDS:
             answer = word(cluster, node_id, name)
