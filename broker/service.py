@@ -69,6 +69,20 @@ class BrokerService(BrokerServicer):
         self.producer_ids: Any = None  # the ProducerIdManager, for InitProducerId (set by the server)
         self.groups: Any = None  # the GroupApi (broker/group/api.py), for the group RPCs (set by the server)
 
+    # The broker's parts, for the Kafka listener's handlers (broker/kafka_api): they translate Kafka's requests
+    # into calls on the same parts the gRPC methods below use.
+    @property
+    def replicas(self) -> ReplicaManager:
+        return self._replicas
+
+    @property
+    def metadata_cache(self) -> MetadataCache:
+        return self._metadata
+
+    @property
+    def admin(self) -> Any:
+        return self._admin
+
     async def Produce(self, request: pb.ProduceRequest, context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
         return await self._replicas.produce(request)
 

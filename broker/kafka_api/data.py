@@ -1,0 +1,3 @@
+"""Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and InitProducerId: the record path."""
+
+from __future__ import annotations

@@ -1,0 +1,63 @@
+"""The table of Kafka APIs the broker's Kafka listener serves, filled by the modules of this package.
+
+Each API family lives in its own module (cluster.py, data.py, groups.py, admin.py) and registers one
+handler per API key with `@kafka_api(key, name, min_version, max_version)`. A handler receives the
+request kio decoded for the negotiated version and a `KafkaRequestContext`, and returns a response
+entity of `context.response_type` (build it with `broker.kafka_api.entities.build`). The listener
+(broker/kafka_listener.py) advertises exactly this table in ApiVersions.
+
+Handlers translate: they turn the Kafka request into what the broker's own service below takes
+(`context.service`, the same BrokerService the gRPC front end calls) and its answer back into the
+Kafka response. Semantics live once, below both front ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+# (request entity, context) -> response entity of context.response_type
+Handler = Callable[[Any, "KafkaRequestContext"], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRequestContext:
+    service: Any  # broker.service.BrokerService: the broker's parts, shared with the gRPC front end
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str  # the peer's address, as Kafka's RequestContext.clientAddress
+    listener_name: str  # the listener the request came in on (its endpoint is the one Metadata answers)
+    response_type: type  # kio's response class for (api_key, api_version)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+API_SPECS: dict[int, ApiSpec] = {}
+
+
+def kafka_api(key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    """Registers the decorated coroutine as the handler of API `key` for versions min..max (both inclusive).
+
+    The range is what Kafka 2.8 serves intersected with what kio has schemas for; a second registration of a
+    key is a programming error.
+    """
+
+    def register(handler: Handler) -> Handler:
+        if key in API_SPECS:
+            raise ValueError(f"Kafka API {key} ({name}) is registered twice")
+        if not 0 <= min_version <= max_version:
+            raise ValueError(f"Kafka API {key} ({name}): bad version range {min_version}..{max_version}")
+        API_SPECS[key] = ApiSpec(key, name, min_version, max_version, handler)
+        return handler
+
+    return register
