@@ -261,3 +261,6 @@ def test_acks_0_records_are_written_without_an_answer(cluster: KafkaCluster) -> 
     finally:
         consumer.close()
     assert [r[2] for r in _read_kafka_python(cluster, topic, RECORDS)] == [b"%d" % i for i in range(RECORDS)]
+    # No answer is not a failure: the broker neither wrote a response nor dropped the connection for these.
+    failed = [e for b in cluster.broker_ids for e in cluster.log_events(b, "kafka_request_failed")]
+    assert [e for e in failed if e.get("api") == "Produce"] == []

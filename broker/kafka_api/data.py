@@ -18,6 +18,7 @@ import struct
 from typing import Any
 
 from broker.kafka_api.entities import build, millis
+from broker.kafka_api.fetch_encoding import encode_fetch_response
 from broker.kafka_api.registry import CloseConnection, KafkaRequestContext, kafka_api
 from broker.producer_ids import init_producer_id
 from client import kafka_errors as errors
@@ -208,24 +209,24 @@ async def fetch(request: Any, ctx: KafkaRequestContext) -> Any:
         )
     )
     aborted = () if request.isolation_level == READ_COMMITTED else None
-    responses = [
-        {
-            "topic": topic.topic,
-            "partitions": [
-                _fetch_partition_data(ctx, topic.topic, part, reply.records.get((t, p), b""), aborted)
+    topics = [
+        (
+            topic.topic,
+            [
+                (_fetch_partition_data(ctx, topic.topic, part, aborted), reply.records.get((t, p), b""))
                 for p, part in enumerate(topic.partitions)
             ],
-        }
+        )
         for t, topic in enumerate(reply.response.responses)
     ]
-    return build(
-        ctx.response_type, throttle_time=0, error_code=NONE, session_id=INVALID_SESSION_ID, responses=responses
-    )
+    top = {"throttle_time": 0, "error_code": NONE, "session_id": INVALID_SESSION_ID}
+    return encode_fetch_response(ctx.response_type, top, topics)
 
 
 def _fetch_partition_data(
-    ctx: KafkaRequestContext, topic: str, part: pb.FetchPartitionData, records: bytes, aborted: tuple[()] | None
+    ctx: KafkaRequestContext, topic: str, part: pb.FetchPartitionData, aborted: tuple[()] | None
 ) -> dict[str, Any]:
+    """A partition's answer without its records (broker/kafka_api/fetch_encoding.py puts them after it)."""
     if part.error_code != NONE:
         # Kafka 2.8 ReplicaManager.readFromLocalLog: an erroring partition answers unknown offsets, no records.
         return {
@@ -236,7 +237,6 @@ def _fetch_partition_data(
             "log_start_offset": UNKNOWN_OFFSET,
             "aborted_transactions": None,
             "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
-            "records": b"",
         }
     return {
         "partition_index": part.partition,
@@ -246,7 +246,6 @@ def _fetch_partition_data(
         "log_start_offset": part.log_start_offset,
         "aborted_transactions": aborted,
         "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
-        "records": records,
     }
 
 
