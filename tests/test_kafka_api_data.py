@@ -70,16 +70,16 @@ class Broker:
         self.service = BrokerService(self.replicas, self.metadata, None, logger)
         self.service.producer_ids = _ProducerIds()
 
-    async def lead(self) -> None:
+    async def lead(self, leader_epoch: int = LEADER_EPOCH, replicas: tuple[int, ...] = (BROKER_ID,)) -> None:
         states = [
             pb.LeaderAndIsrPartitionState(
                 topic_name=TOPIC,
                 partition_index=p,
                 controller_epoch=1,
                 leader=BROKER_ID,
-                leader_epoch=LEADER_EPOCH,
-                isr=[BROKER_ID],
-                replicas=[BROKER_ID],
+                leader_epoch=leader_epoch,
+                isr=replicas,
+                replicas=replicas,
             )
             for p in (0, 1)
         ]
@@ -370,6 +370,32 @@ async def test_list_offsets_earliest_latest_and_by_timestamp(broker: Broker, ver
         assert latest.leader_epoch == LEADER_EPOCH
         fenced = await lookup(-1, current_leader_epoch=LEADER_EPOCH - 1)
         assert int(fenced.error_code) == errors.FencedLeaderEpochError.code
+
+
+@_synchronous
+async def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_not_available(
+    broker: Broker,
+) -> None:
+    await broker.lead(replicas=(BROKER_ID, 2, 3))
+    await broker.call(0, 9, _produce_request(_batch([b"a", b"b"]), acks=1))  # the followers never fetch it
+    await broker.lead(leader_epoch=LEADER_EPOCH + 1, replicas=(BROKER_ID, 2, 3))  # a new epoch starts at 2, HW 0
+
+    async def lookup(timestamp: int, replica_id: int = -1) -> Any:
+        request = {
+            "replica_id": replica_id,
+            "isolation_level": 0,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}],
+        }
+        [topic] = (await broker.call(2, 6, request)).topics
+        [partition] = topic.partitions
+        return partition
+
+    assert int((await lookup(-1)).error_code) == errors.OffsetNotAvailableError.code
+    assert int((await lookup(0)).error_code) == errors.OffsetNotAvailableError.code
+    earliest = await lookup(-2)
+    assert (int(earliest.error_code), earliest.offset) == (0, 0)
+    debug = await lookup(-1, replica_id=-2)  # a replica's or the debug consumer's view: the log end
+    assert (int(debug.error_code), debug.offset) == (0, 2)
 
 
 @pytest.mark.parametrize("version", _versions(23))
