@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from kio.serial import entity_writer
@@ -29,6 +29,8 @@ _INT32 = struct.Struct(">i")
 _EMPTY_LEGACY = b"\x00\x00\x00\x00"
 _EMPTY_COMPACT = b"\x01"
 _NO_TAGGED_FIELDS = b"\x00"
+# Encoded topic heads kept (name and version): a broker's hot topics, bounded whatever names clients send.
+TOPIC_HEADS_CACHED = 4096
 
 
 class FetchEncodingError(Exception):
@@ -46,11 +48,11 @@ def encode_fetch_response(
     flexible = bool(response_type.__flexible__)
     parts: list[bytes | memoryview] = []
     pending = bytearray()
-    head, top_tail = _split(response_type, build(response_type, response_fields, responses=()), flexible)
+    head, top_tail = _top_level(response_type, tuple(sorted(response_fields.items())))
     pending += head
     pending += _count(len(topics), flexible)
     for name, partitions in topics:
-        head, topic_tail = _split(topic_type, build(topic_type, topic=name, partitions=()), flexible)
+        head, topic_tail = _topic_level(topic_type, name)
         pending += head
         pending += _count(len(partitions), flexible)
         for fields, records in partitions:
@@ -66,6 +68,18 @@ def encode_fetch_response(
     pending += top_tail
     parts.append(bytes(pending))
     return EncodedResponse(parts)
+
+
+# The top level and a topic's name encode the same in every response: kept, so that a fetch of one partition
+# runs kio's writer once, not three times.
+@lru_cache(maxsize=64)
+def _top_level(response_type: type, fields: tuple[tuple[str, Any], ...]) -> tuple[bytes, bytes]:
+    return _split(response_type, build(response_type, dict(fields), responses=()), bool(response_type.__flexible__))
+
+
+@lru_cache(maxsize=TOPIC_HEADS_CACHED)
+def _topic_level(topic_type: type, name: str) -> tuple[bytes, bytes]:
+    return _split(topic_type, build(topic_type, topic=name, partitions=()), bool(topic_type.__flexible__))
 
 
 def _split(entity_type: type, entity: Any, flexible: bool) -> tuple[bytes, bytes]:
