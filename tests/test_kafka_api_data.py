@@ -257,6 +257,10 @@ async def test_produce_v3_and_later_refuses_two_batches_and_zstd_before_v7(broke
     zstd[22] |= 4  # the codec bits of the attributes: what a v6 request may not carry (CRC not checked first)
     refused = _produced(await broker.call(0, 6, _produce_request(bytes(zstd))))
     assert int(refused.error_code) == errors.UnsupportedCompressionTypeError.code
+    transactional = bytearray(_batch([b"a"]))
+    transactional[22] |= 0x10  # the transactional bit, in a request without a transactional id
+    refused = _produced(await broker.call(0, 9, _produce_request(bytes(transactional))))
+    assert int(refused.error_code) == errors.TransactionalIdAuthorizationFailedError.code
     empty = _produced(await broker.call(0, 9, _produce_request(b"")))
     assert int(empty.error_code) == errors.InvalidRecordError.code
     # Nothing of these reached the log.

@@ -36,6 +36,7 @@ _LOG_OVERHEAD_BYTES = 12  # baseOffset + batchLength
 _MAGIC_POSITION = 16
 _ATTRIBUTES_POSITION = 21
 _CODEC_MASK = 0x07
+_TRANSACTIONAL_FLAG = 0x10
 _ZSTD = 4
 _ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: older produce versions may not carry zstd
 
@@ -62,16 +63,7 @@ NO_PRODUCER_EPOCH = -1
 async def produce(request: Any, ctx: KafkaRequestContext) -> Any:
     """Kafka 2.8 KafkaApis.handleProduceRequest over ReplicaManager.produce. acks=0 answers nothing, or closes
     the connection when a partition failed (the producer then refreshes its metadata)."""
-    refused: dict[tuple[str, int], tuple[int, str]] = {}
-    topics: dict[str, list[pb.PartitionProduceData]] = {}
-    for topic in request.topic_data:
-        for data in topic.partition_data:
-            records = data.records or b""
-            problem = _produce_records_problem(ctx.api_version, records)
-            if problem is not None:
-                refused[(topic.name, data.index)] = problem
-            else:
-                topics.setdefault(topic.name, []).append(pb.PartitionProduceData(index=data.index, records=records))
+    refused, topics = _partitions_to_append(request, ctx.api_version)
     results: dict[tuple[str, int], pb.PartitionProduceResponse] = {}
     if topics:
         answer = await ctx.service.replicas.produce(
@@ -101,11 +93,40 @@ async def produce(request: Any, ctx: KafkaRequestContext) -> Any:
     return build(ctx.response_type, responses=responses, throttle_time=0)
 
 
-def _produce_records_problem(version: int, records: bytes) -> tuple[int, str] | None:
+def _partitions_to_append(
+    request: Any, version: int
+) -> tuple[dict[tuple[str, int], tuple[int, str]], dict[str, list[pb.PartitionProduceData]]]:
+    """(refused partitions with their error, the rest by topic for the replica manager). A transactional batch
+    without a transactional id refuses the whole request, as Kafka 2.8 answers it with one error."""
+    refused: dict[tuple[str, int], tuple[int, str]] = {}
+    topics: dict[str, list[pb.PartitionProduceData]] = {}
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = data.records or b""
+            problem = _produce_records_problem(version, records, request.transactional_id)
+            if problem is None:
+                topics.setdefault(topic.name, []).append(pb.PartitionProduceData(index=data.index, records=records))
+                continue
+            refused[(topic.name, data.index)] = problem
+            if problem[0] == errors.TransactionalIdAuthorizationFailedError.code:
+                everything = {(t.name, d.index): problem for t in request.topic_data for d in t.partition_data}
+                return everything, {}
+    return refused, topics
+
+
+def _produce_records_problem(version: int, records: bytes, transactional_id: str | None) -> tuple[int, str] | None:
     """Kafka 2.8 ProduceRequest.validateRecords, from the first batch's header: v3+ carries exactly one batch of
-    magic 2, and zstd only from v7. An empty or short buffer is left to the log, which refuses it by name."""
+    magic 2, and zstd only from v7. An empty or short buffer is left to the log, which refuses it by name.
+
+    A transactional batch without a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka 2.8's
+    KafkaApis.handleProduceRequest answers it. With an id it goes to the log as the gRPC front end sends it:
+    no producer can hold a transactional producer id here (InitProducerId refuses transactional ids)."""
     if len(records) < _ATTRIBUTES_POSITION + 2:
         return None
+    if transactional_id is None and records[_ATTRIBUTES_POSITION + 1] & _TRANSACTIONAL_FLAG:
+        return errors.TransactionalIdAuthorizationFailedError.code, (
+            "a transactional record batch needs the request's transactional id"
+        )
     if records[_MAGIC_POSITION] != 2:
         return errors.InvalidRecordError.code, (
             f"Produce requests with version {version} are only allowed to contain record batches with magic version 2"
