@@ -17,8 +17,11 @@ Limits, as Kafka's SocketServer: a frame announcing more than `socket.request.ma
 header) closes the connection before its body is read; a request's bytes wait for room in
 `queued.max.request.bytes` before they are read (KIP-72's memory pool); an unknown API key, or a request
 kio cannot decode, closes the connection (Kafka 2.8's InvalidRequestException); a known API in a
-version the broker does not serve is answered UNSUPPORTED_VERSION (ApiVersions: a v0 answer with the
-table, so the client downgrades).
+version the broker does not serve is answered UNSUPPORTED_VERSION where its response has a top-level
+error code (broker/kafka_wire.py error_answer; Kafka 2.8 closes the connection for all of them), and
+ApiVersions in any version it does not serve gets a v0 answer with the table, so the client downgrades.
+A handler that fails unexpectedly is logged with its traceback and its connection closed: the client
+reconnects and retries, as after any broken connection.
 
 A connection that opens with HTTP/2's client preface ("PRI * HTTP/2.0...": read as a Kafka size it is
 1,347,569,952, far above any `socket.request.max.bytes`, so no Kafka client ever sends it) is a gRPC
@@ -30,95 +33,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import struct
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from kio.index import UnknownEntity, load_request_schema, load_response_schema
-from kio.schema.request_header.v1 import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2 import RequestHeader as RequestHeaderV2
-from kio.serial import entity_reader, entity_writer
 
 from broker.kafka_api import cluster
-from broker.kafka_api.registry import API_SPECS, ApiSpec, EncodedResponse, KafkaRequestContext
+from broker.kafka_api.registry import API_SPECS, KafkaRequestContext
+from broker.kafka_wire import (
+    API_VERSIONS_KEY,
+    HEADER_START,
+    REQUEST_BYTES_MIN,
+    SIZE,
+    Codec,
+    Frame,
+    api_versions_fallback,
+    codec_for,
+    encode_response,
+    error_answer,
+)
 from broker.listeners import KafkaListener
 from broker.request_bounds import BytesInFlight, RequestBytesExhausted, holding_request_bytes
 
-_SIZE = struct.Struct(">i")
-_HEADER_START = struct.Struct(">hhi")  # api key, api version, correlation id: the start of every request header
-_RESPONSE_HEADER_V0 = struct.Struct(">i")  # correlation id
-_RESPONSE_HEADER_V1 = struct.Struct(">iB")  # correlation id, no tagged fields
-# A request header v1 without a client id: api key, api version, correlation id, client id length.
-REQUEST_BYTES_MIN = 10
-# HTTP/2's connection preface "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" (RFC 9113 §3.4), its first four bytes as a size.
+# HTTP/2's connection preface (RFC 9113 §3.4); its first four bytes, read as a Kafka size, are 1,347,569,952.
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-HTTP2_PREFACE_SIZE = _SIZE.unpack(HTTP2_PREFACE[:4])[0]
-API_VERSIONS_KEY = 18
+HTTP2_PREFACE_SIZE = SIZE.unpack(HTTP2_PREFACE[:4])[0]
 # Bytes per read of the gRPC byte pump.
 PUMP_CHUNK_BYTES = 256 * 1024
+UNSUPPORTED_VERSION = 35
+
+Answer = asyncio.Future[Frame | None]
 
 
 class _CloseConnection(Exception):
     """The request breaks the protocol: close the connection (Kafka's InvalidRequestException)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Codec:
-    """What one (API key, version) needs: its handler, kio's readers and writer, its header versions."""
-
-    spec: ApiSpec
-    read_header: Any
-    read_request: Any
-    response_type: type
-    write_response: Callable[[Any, Any], None]
-    response_header: struct.Struct
-
-
-_CODECS: dict[tuple[int, int], _Codec] = {}
-
-
-def codec_for(api_key: int, api_version: int) -> _Codec | None:
-    """The cached codec of a served (key, version), or None when the broker does not serve it."""
-    codec = _CODECS.get((api_key, api_version))
-    if codec is not None:
-        return codec
-    spec = API_SPECS.get(api_key)
-    if spec is None or not spec.min_version <= api_version <= spec.max_version:
-        return None
-    request_type = load_request_schema(api_key, api_version)
-    response_type = load_response_schema(api_key, api_version)
-    flexible = bool(request_type.__flexible__)
-    codec = _Codec(
-        spec=spec,
-        read_header=entity_reader(RequestHeaderV2 if flexible else RequestHeaderV1),
-        read_request=entity_reader(request_type),
-        response_type=response_type,
-        write_response=entity_writer(response_type),
-        # ApiVersions answers with header v0 whatever its version (KIP-511: the client may not know it yet).
-        response_header=_RESPONSE_HEADER_V1 if flexible and api_key != API_VERSIONS_KEY else _RESPONSE_HEADER_V0,
-    )
-    _CODECS[(api_key, api_version)] = codec
-    return codec
-
-
-def encode_response(codec: _Codec, correlation_id: int, response: Any) -> list[bytes | memoryview]:
-    """The response frame: size, header, body (an EncodedResponse's buffers are written as they are)."""
-    header = codec.response_header
-    header_bytes = header.pack(correlation_id) if header is _RESPONSE_HEADER_V0 else header.pack(correlation_id, 0)
-    if isinstance(response, EncodedResponse):
-        parts = response.parts
-        body_bytes = sum(len(p) for p in parts)
-        return [_SIZE.pack(len(header_bytes) + body_bytes) + header_bytes, *parts]
-    buffer = io.BytesIO()
-    buffer.write(b"\0\0\0\0")
-    buffer.write(header_bytes)
-    codec.write_response(buffer, response)
-    frame = buffer.getbuffer()
-    _SIZE.pack_into(frame, 0, len(frame) - 4)
-    return [frame]
 
 
 class KafkaListenerServer:
@@ -145,6 +92,7 @@ class KafkaListenerServer:
         self._log = (logger or structlog.get_logger("zkraft.broker")).bind(listener=listener.name)
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._handlers: set[asyncio.Task[Frame | None]] = set()  # requests being worked on, for stop()
         self.bound_port = -1
 
     async def start(self) -> int:
@@ -159,9 +107,10 @@ class KafkaListenerServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
+        tasks = [*self._connections, *self._handlers]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -191,9 +140,7 @@ class _Connection:
         self._writer = writer
         self._peer = peer
         self._log = server._log.bind(peer=peer)
-        self._answers: asyncio.Queue[asyncio.Future[Sequence[bytes | memoryview] | None] | None] = asyncio.Queue(
-            server._pipelined_max
-        )
+        self._answers: asyncio.Queue[Answer | None] = asyncio.Queue(server._pipelined_max)
 
     async def serve(self) -> None:
         """Reads and answers until either side ends; answers already owed are written before closing."""
@@ -213,7 +160,7 @@ class _Connection:
         server = self._server
         while True:
             try:
-                size_bytes = _SIZE.unpack(await self._reader.readexactly(4))[0]
+                size_bytes = SIZE.unpack(await self._reader.readexactly(4))[0]
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
             if size_bytes == HTTP2_PREFACE_SIZE and server._grpc_address is not None:
@@ -242,10 +189,10 @@ class _Connection:
                 return
             await self._answers.put(answer)
 
-    def _dispatch(self, body: bytes) -> asyncio.Future[Sequence[bytes | memoryview] | None]:
+    def _dispatch(self, body: bytes) -> Answer:
         """Decodes `body` and starts its handler; the returned future resolves to the response frame."""
         size_bytes = len(body)
-        api_key, api_version, correlation_id = _HEADER_START.unpack_from(body)
+        api_key, api_version, correlation_id = HEADER_START.unpack_from(body)
         codec = codec_for(api_key, api_version)
         if codec is None:
             return self._unserved(body, api_key, api_version, correlation_id)
@@ -266,63 +213,38 @@ class _Connection:
             listener_name=self._server.listener.name,
             response_type=codec.response_type,
         )
-        return asyncio.ensure_future(self._handle(codec, request, context, size_bytes))
+        handling = asyncio.create_task(self._handle(codec, request, context, size_bytes))
+        handlers = self._server._handlers
+        handlers.add(handling)
+        handling.add_done_callback(handlers.discard)
+        return handling
 
-    def _unserved(
-        self, body: bytes, api_key: int, api_version: int, correlation_id: int
-    ) -> asyncio.Future[Sequence[bytes | memoryview] | None]:
-        """A request for a key or version the broker does not serve."""
-        self._server._budget.release(len(body))
-        future: asyncio.Future[Sequence[bytes | memoryview] | None] = asyncio.get_running_loop().create_future()
+    def _unserved(self, body: bytes, api_key: int, api_version: int, correlation_id: int) -> Answer:
+        """A request for a key or version the broker does not serve: answered when it can be, else closed (the
+        caller then returns the request's bytes to the budget)."""
+        future: Answer = asyncio.get_running_loop().create_future()
         if api_key == API_VERSIONS_KEY:
-            # KIP-511: whatever the version, the answer is an ApiVersions v0 with UNSUPPORTED_VERSION and the table.
-            codec = codec_for(API_VERSIONS_KEY, 0)
-            assert codec is not None
-            future.set_result(encode_response(codec, correlation_id, cluster.unsupported_api_versions_response()))
+            # KIP-511: whatever the version, an ApiVersions v0 with UNSUPPORTED_VERSION and the table.
+            self._server._budget.release(len(body))
+            future.set_result(api_versions_fallback(correlation_id, cluster.unsupported_api_versions_response()))
             return future
         spec = API_SPECS.get(api_key)
-        if spec is None:
+        if spec is None:  # Kafka 2.8 closes the connection (ApiKeys.forId throws in RequestHeader.parse)
             raise _CloseConnection(f"unknown API key {api_key} (correlation id {correlation_id})")
-        answer = self._unsupported_version_answer(spec, api_version, correlation_id)
+        answer = error_answer(api_key, api_version, correlation_id, UNSUPPORTED_VERSION)
         if answer is None:
             raise _CloseConnection(
                 f"{spec.name} v{api_version} is not served (v{spec.min_version}-{spec.max_version}) "
-                f"and has no error answer in that version (correlation id {correlation_id})"
+                f"and has no schema to answer in (correlation id {correlation_id})"
             )
+        self._log.info(
+            "kafka_unsupported_version", api=spec.name, api_version=api_version, correlation_id=correlation_id
+        )
+        self._server._budget.release(len(body))
         future.set_result(answer)
         return future
 
-    def _unsupported_version_answer(
-        self, spec: ApiSpec, api_version: int, correlation_id: int
-    ) -> list[bytes | memoryview] | None:
-        """UNSUPPORTED_VERSION in the API's own response, when kio knows that version and it has a top-level
-        error code; None otherwise."""
-        try:
-            response_type = load_response_schema(spec.key, api_version)
-        except (UnknownEntity, KeyError):
-            return None
-        if "error_code" not in getattr(response_type, "__dataclass_fields__", {}):
-            return None
-        from broker.kafka_api.entities import build
-
-        try:
-            response = build(response_type, error_code=35)
-        except TypeError:
-            return None
-        request_type = load_request_schema(spec.key, api_version)
-        codec = _Codec(
-            spec=spec,
-            read_header=None,
-            read_request=None,
-            response_type=response_type,
-            write_response=entity_writer(response_type),
-            response_header=_RESPONSE_HEADER_V1 if request_type.__flexible__ else _RESPONSE_HEADER_V0,
-        )
-        return encode_response(codec, correlation_id, response)
-
-    async def _handle(
-        self, codec: _Codec, request: Any, context: KafkaRequestContext, size_bytes: int
-    ) -> Sequence[bytes | memoryview] | None:
+    async def _handle(self, codec: Codec, request: Any, context: KafkaRequestContext, size_bytes: int) -> Frame | None:
         """Runs the handler with the request's bytes held in the budget; None closes the connection."""
         try:
             with holding_request_bytes(self._server._budget, size_bytes):
