@@ -30,7 +30,8 @@ from typing import Any
 from broker.config import BrokerConfig
 from broker.controller.election import next_eligible_leader_replicas
 from broker.fetch_response import FetchReply
-from broker.log import LogError
+from broker.log import LogError, OffsetOutOfRangeError
+from broker.log.epoch_cache import EpochEndOffset
 from broker.log_manager import LogManager
 from broker.partition import Partition
 from broker.periodic import every
@@ -560,6 +561,23 @@ class ReplicaManager:
         if replica_id >= 0 and replica_id not in partition.replicas:
             return errors.NotLeaderForPartitionError.code  # Kafka: the replica is not assigned here
         return NONE
+
+    def diverging_epoch(self, tp: TopicPartition, last_fetched_epoch: int, fetch_offset: int) -> EpochEndOffset | None:
+        """KIP-595's check of a fetch that names the epoch of the last batch its client read (Kafka 2.8
+        Partition.readRecords with lastFetchedEpoch): when this leader's log ends that epoch before the fetch
+        offset, or knows only an older epoch, the client's log diverged and is told where the epoch ends here
+        (the fetch answers no records). Raises OffsetOutOfRangeError when the epoch's end is unknown, as Kafka
+        does. None when the logs agree (or the epoch is not given)."""
+        partition = self.partitions.get(tp)
+        if partition is None or last_fetched_epoch < 0:
+            return None
+        log = partition.log
+        found = log.leader_epoch_cache.end_offset_for(last_fetched_epoch, partition.leo)
+        if found.end_offset < 0 or found.leader_epoch < 0 or fetch_offset < log.log_start_offset:
+            raise OffsetOutOfRangeError(str(tp), fetch_offset, log.log_start_offset, partition.leo)
+        if found.leader_epoch < last_fetched_epoch or found.end_offset < fetch_offset:
+            return found
+        return None
 
     # ---------------------------------------------------------------- offsets
 

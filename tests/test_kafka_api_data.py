@@ -485,3 +485,25 @@ def test_the_spliced_fetch_encoding_is_byte_for_byte_kios(version: int) -> None:
     buffer = io.BytesIO()
     entity_writer(response_type)(buffer, whole)
     assert spliced == buffer.getvalue()
+
+
+@_synchronous
+async def test_a_fetch_whose_last_fetched_epoch_diverged_is_told_where_the_epoch_ends(broker: Broker) -> None:
+    await broker.lead()
+    await broker.call(0, 9, _produce_request(_batch([b"a", b"b"])))  # offsets 0-1 in epoch 3
+    await broker.lead(leader_epoch=LEADER_EPOCH + 2)
+    await broker.call(0, 9, _produce_request(_batch([b"c"])))  # offset 2 in epoch 5
+
+    async def fetch(offset: int, last_fetched_epoch: int) -> Any:
+        request = _fetch_request(12, offset)
+        [part] = request["topics"][0]["partitions"]
+        topics = [{"topic": TOPIC, "partitions": [part | {"last_fetched_epoch": last_fetched_epoch}]}]
+        return _fetched(await broker.call(1, 12, request | {"topics": topics}))
+
+    agreed = await fetch(2, LEADER_EPOCH)  # epoch 3 ends at 2 here too: read on
+    assert agreed.diverging_epoch is None or agreed.diverging_epoch.end_offset == -1  # absent: kio's default
+    assert [r.value for r in iter_records(agreed.records)] == [b"c"]
+    for offset, epoch in ((3, LEADER_EPOCH), (3, LEADER_EPOCH + 1)):  # the client read past epoch 3's end here
+        diverged = await fetch(offset, epoch)
+        assert (int(diverged.error_code), diverged.records) == (0, b"")
+        assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (LEADER_EPOCH, 2)

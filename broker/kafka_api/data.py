@@ -20,8 +20,10 @@ from typing import Any
 from broker.kafka_api.entities import build, millis
 from broker.kafka_api.fetch_encoding import encode_fetch_response
 from broker.kafka_api.registry import CloseConnection, KafkaRequestContext, kafka_api
+from broker.log import LogError
 from broker.producer_ids import init_producer_id
 from client import kafka_errors as errors
+from client.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
 
 NONE = errors.NONE
@@ -203,69 +205,93 @@ async def fetch(request: Any, ctx: KafkaRequestContext) -> Any:
             session_id=INVALID_SESSION_ID,
             responses=(),
         )
-    replica_id = DEBUG_REPLICA_ID if request.replica_id == DEBUG_REPLICA_ID else CONSUMER_REPLICA_ID
-    reply = await ctx.service.replicas.fetch(
-        pb.FetchRequest(
-            replica_id=replica_id,
-            max_wait_ms=millis(request.max_wait),
-            min_bytes=request.min_bytes,
-            max_bytes=request.max_bytes,
-            isolation_level=request.isolation_level,
-            topics=[
-                pb.FetchTopic(
-                    topic=topic.topic,
-                    partitions=[
-                        pb.FetchPartition(
-                            partition=item.partition,
-                            current_leader_epoch=getattr(item, "current_leader_epoch", -1),
-                            fetch_offset=item.fetch_offset,
-                            log_start_offset=-1,
-                            partition_max_bytes=item.partition_max_bytes,
-                        )
-                        for item in topic.partitions
-                    ],
-                )
-                for topic in request.topics
-            ],
-        )
-    )
+    reply = await ctx.service.replicas.fetch(_replica_fetch_request(request))
     aborted = () if request.isolation_level == READ_COMMITTED else None
     topics = [
         (
             topic.topic,
             [
-                (_fetch_partition_data(ctx, topic.topic, part, aborted), reply.records.get((t, p), b""))
-                for p, part in enumerate(topic.partitions)
+                _partition_answer(ctx, topic.topic, item, part, reply.records.get((t, p), b""), aborted)
+                for p, (item, part) in enumerate(zip(asked.partitions, topic.partitions, strict=True))
             ],
         )
-        for t, topic in enumerate(reply.response.responses)
+        for t, (asked, topic) in enumerate(zip(request.topics, reply.response.responses, strict=True))
     ]
     top = {"throttle_time": 0, "error_code": NONE, "session_id": INVALID_SESSION_ID}
     return encode_fetch_response(ctx.response_type, top, topics)
 
 
-def _fetch_partition_data(
-    ctx: KafkaRequestContext, topic: str, part: pb.FetchPartitionData, aborted: tuple[()] | None
-) -> dict[str, Any]:
-    """A partition's answer without its records (broker/kafka_api/fetch_encoding.py puts them after it)."""
+def _replica_fetch_request(request: Any) -> pb.FetchRequest:
+    replica_id = DEBUG_REPLICA_ID if request.replica_id == DEBUG_REPLICA_ID else CONSUMER_REPLICA_ID
+    return pb.FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=millis(request.max_wait),
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation_level=request.isolation_level,
+        topics=[
+            pb.FetchTopic(
+                topic=topic.topic,
+                partitions=[
+                    pb.FetchPartition(
+                        partition=item.partition,
+                        current_leader_epoch=getattr(item, "current_leader_epoch", -1),
+                        fetch_offset=item.fetch_offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=item.partition_max_bytes,
+                    )
+                    for item in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )
+
+
+def _partition_answer(
+    ctx: KafkaRequestContext,
+    topic: str,
+    item: Any,
+    part: pb.FetchPartitionData,
+    records: bytes,
+    aborted: tuple[()] | None,
+) -> tuple[dict[str, Any], bytes]:
+    """A partition's fields (without records) and its records; a fetch naming its last fetched epoch (v12+) is
+    checked for a diverged log first (the answer then carries where the epoch ends here, and no records)."""
     if part.error_code != NONE:
-        # Kafka 2.8 ReplicaManager.readFromLocalLog: an erroring partition answers unknown offsets, no records.
-        return {
-            "partition_index": part.partition,
-            "error_code": _not_hosted_code(ctx, topic, part.partition, part.error_code),
-            "high_watermark": UNKNOWN_OFFSET,
-            "last_stable_offset": UNKNOWN_OFFSET,
-            "log_start_offset": UNKNOWN_OFFSET,
-            "aborted_transactions": None,
-            "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
-        }
-    return {
+        return _fetch_error_data(ctx, topic, part.partition, part.error_code), b""
+    fields = {
         "partition_index": part.partition,
         "error_code": NONE,
         "high_watermark": part.high_watermark,
         "last_stable_offset": part.last_stable_offset,
         "log_start_offset": part.log_start_offset,
         "aborted_transactions": aborted,
+        "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
+    }
+    last_fetched_epoch = getattr(item, "last_fetched_epoch", -1)
+    if last_fetched_epoch < 0:
+        return fields, records
+    try:
+        diverged = ctx.service.replicas.diverging_epoch(
+            TopicPartition(topic, part.partition), last_fetched_epoch, item.fetch_offset
+        )
+    except LogError as exc:
+        return _fetch_error_data(ctx, topic, part.partition, exc.error_code), b""
+    if diverged is None:
+        return fields, records
+    return fields | {"diverging_epoch": {"epoch": diverged.leader_epoch, "end_offset": diverged.end_offset}}, b""
+
+
+def _fetch_error_data(ctx: KafkaRequestContext, topic: str, partition: int, code: int) -> dict[str, Any]:
+    """Kafka 2.8 ReplicaManager.readFromLocalLog: an erroring partition answers unknown offsets, no records."""
+    return {
+        "partition_index": partition,
+        "error_code": _not_hosted_code(ctx, topic, partition, code),
+        "high_watermark": UNKNOWN_OFFSET,
+        "last_stable_offset": UNKNOWN_OFFSET,
+        "log_start_offset": UNKNOWN_OFFSET,
+        "aborted_transactions": None,
         "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
     }
 

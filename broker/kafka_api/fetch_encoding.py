@@ -56,14 +56,16 @@ def encode_fetch_response(
         pending += head
         pending += _count(len(partitions), flexible)
         for fields, records in partitions:
-            head, partition_tail = _split(partition_type, build(partition_type, fields, records=b""), flexible)
+            entity = build(partition_type, fields, records=b"")
+            if not records:  # nothing to splice: kio writes it whole (tagged fields such as a diverging epoch too)
+                pending += _encode(partition_type, entity)
+                continue
+            head, partition_tail = _split(partition_type, entity, flexible)
             pending += head
             pending += _count(len(records), flexible)
-            if records:
-                parts.append(bytes(pending))
-                parts.append(records)
-                pending = bytearray()
-            pending += partition_tail
+            parts.append(bytes(pending))
+            parts.append(records)
+            pending = bytearray(partition_tail)
         pending += topic_tail
     pending += top_tail
     parts.append(bytes(pending))
@@ -84,9 +86,7 @@ def _topic_level(topic_type: type, name: str) -> tuple[bytes, bytes]:
 
 def _split(entity_type: type, entity: Any, flexible: bool) -> tuple[bytes, bytes]:
     """kio's encoding of `entity` (last field empty) cut before the empty marker: (head, tagged-field tail)."""
-    buffer = io.BytesIO()
-    _writer(entity_type)(buffer, entity)
-    encoded = buffer.getvalue()
+    encoded = _encode(entity_type, entity)
     if flexible:
         if not encoded.endswith(_EMPTY_COMPACT + _NO_TAGGED_FIELDS):
             raise FetchEncodingError(f"{entity_type.__qualname__} v{entity_type.__version__}: unexpected ending")
@@ -94,6 +94,12 @@ def _split(entity_type: type, entity: Any, flexible: bool) -> tuple[bytes, bytes
     if not encoded.endswith(_EMPTY_LEGACY):
         raise FetchEncodingError(f"{entity_type.__qualname__} v{entity_type.__version__}: unexpected ending")
     return encoded[:-4], b""
+
+
+def _encode(entity_type: type, entity: Any) -> bytes:
+    buffer = io.BytesIO()
+    _writer(entity_type)(buffer, entity)
+    return buffer.getvalue()
 
 
 def _count(n: int, flexible: bool) -> bytes:
