@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
@@ -164,6 +166,13 @@ def _batch(values: list[bytes], *, producer_id: int = -1, sequence: int = -1, ti
             b"k%d" % i, value, headers=[("h", b"x")], timestamp_ms=(timestamp_ms or None) and timestamp_ms + i
         )
     return builder.build(producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1, base_sequence=sequence)
+
+
+def _damaged_batch(position: int, damage: bytes) -> bytes:
+    """A valid batch with `damage` written over it at `position` (header fields, lengths, CRC, records)."""
+    batch = bytearray(_batch([b"value"]))
+    batch[position : position + len(damage)] = damage
+    return bytes(batch)
 
 
 def _produce_request(records: bytes | None, *, partition: int = 0, acks: int = -1) -> dict[str, Any]:
@@ -507,3 +516,34 @@ async def test_a_fetch_whose_last_fetched_epoch_diverged_is_told_where_the_epoch
         diverged = await fetch(offset, epoch)
         assert (int(diverged.error_code), diverged.records) == (0, b"")
         assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (LEADER_EPOCH, 2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    records=st.binary(max_size=200) | st.builds(_damaged_batch, st.integers(0, 80), st.binary(min_size=1, max_size=8)),
+    fetch_offset=st.integers(-(2**63), 2**63 - 1),
+    partition_max_bytes=st.integers(-(2**31), 2**31 - 1),
+    last_fetched_epoch=st.integers(-(2**31), 2**31 - 1),
+    timestamp=st.integers(-(2**63), 2**63 - 1),
+)
+def test_any_values_a_client_sends_get_an_answer(
+    tmp_path: Path, records: bytes, fetch_offset: int, partition_max_bytes: int, last_fetched_epoch: int, timestamp: int
+) -> None:
+    async def scenario() -> None:
+        broker = Broker(tmp_path / str(time.monotonic_ns()))
+        await broker.lead()
+        produced = _produced(await broker.call(0, 9, _produce_request(records)))
+        assert int(produced.error_code) != 0 or produced.base_offset >= 0
+        part = {"partition": 0, "fetch_offset": fetch_offset, "partition_max_bytes": partition_max_bytes}
+        request = _fetch_request(12, 0) | {
+            "topics": [{"topic": TOPIC, "partitions": [part | {"last_fetched_epoch": last_fetched_epoch}]}]
+        }
+        assert len((await broker.call(1, 12, request)).responses) == 1
+        lookup = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}],
+        }
+        assert len((await broker.call(2, 6, lookup)).topics) == 1
+
+    asyncio.run(scenario())
