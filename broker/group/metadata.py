@@ -53,6 +53,7 @@ class JoinResult:
     protocol_name: str = ""
     leader_id: str = ""
     members: tuple[tuple[str, bytes], ...] = ()  # (member id, metadata): the leader's answer only
+    member_instance_ids: tuple[str | None, ...] = ()  # each member's group.instance.id, in `members`' order
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,8 +268,10 @@ class GroupMetadata:
         """The current generation's JoinGroup answer for `member`: the leader gets every member's metadata."""
         protocol = self.protocol_name or ""
         members: tuple[tuple[str, bytes], ...] = ()
+        instance_ids: tuple[str | None, ...] = ()
         if member.member_id == self.leader_id:
             members = tuple((m.member_id, m.metadata_for(protocol)) for m in self.members.values())
+            instance_ids = tuple(m.group_instance_id for m in self.members.values())
         return JoinResult(
             error_code=errors.NONE,
             member_id=member.member_id,
@@ -277,6 +280,7 @@ class GroupMetadata:
             protocol_name=protocol,
             leader_id=self.leader_id or "",
             members=members,
+            member_instance_ids=instance_ids,
         )
 
     def set_and_propagate_assignment(self, assignment: dict[str, bytes]) -> None:
