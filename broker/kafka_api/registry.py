@@ -13,11 +13,11 @@ Kafka response. Semantics live once, below both front ends.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# (request entity, context) -> response entity of context.response_type
+# (request entity, context) -> response entity of context.response_type, or an EncodedResponse
 Handler = Callable[[Any, "KafkaRequestContext"], Awaitable[Any]]
 
 
@@ -31,6 +31,17 @@ class KafkaRequestContext:
     client_host: str  # the peer's address, as Kafka's RequestContext.clientAddress
     listener_name: str  # the listener the request came in on (its endpoint is the one Metadata answers)
     response_type: type  # kio's response class for (api_key, api_version)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body a handler encoded itself, in the negotiated version, without the size and header.
+
+    For responses that carry records (Fetch): the listener writes `parts` as they are after the frame's size
+    and header (one `writelines`), so record bytes read from the log are not copied into one buffer first.
+    """
+
+    parts: Sequence[bytes | memoryview]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +72,11 @@ def kafka_api(key: int, name: str, min_version: int, max_version: int) -> Callab
         return handler
 
     return register
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka closes the connection instead of answering: a Produce with acks=0 that
+    failed on some partition (Kafka 2.8 KafkaApis.handleProduceRequest: "the server will close socket server so
+    that the producer client will know that some error has happened and will refresh its metadata"). The
+    message names the failure for the broker's log. A handler that returns None sends no response at all (a
+    Produce with acks=0 that succeeded)."""
