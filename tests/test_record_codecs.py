@@ -9,6 +9,7 @@ cluster tests are at the end of the file.
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import struct
@@ -33,6 +34,7 @@ from client.records import (
     read_batch_header,
     validate_batches,
 )
+from client.tools.dump_log_segments import DumpOptions, run
 from spark_connector.arrow_decode import decode_to_arrow
 
 LOG = structlog.get_logger()
@@ -261,3 +263,20 @@ def test_bad_topic_codec_settings_are_refused_with_one_line() -> None:
         LogConfig(compression_type="bz2")
     with pytest.raises(ValueError, match="message.timestamp.type 'Now' is not CreateTime or LogAppendTime"):
         LogConfig(message_timestamp_type="Now")
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
+def test_dump_log_segments_names_the_codec_and_prints_records(tmp_path: Path, codec: CompressionType) -> None:
+    log = _log(tmp_path, message_timestamp_type="LogAppendTime")
+    builder = RecordBatchBuilder(T0, codec)
+    builder.append(b"user-1", b"hello")
+    builder.append(b"user-2", b"world")
+    log.append(bytearray(builder.build()), 0, append_time_ms=T0 + 42)
+    log.flush()
+    out = io.StringIO()
+    code = run([str(p) for p in sorted((tmp_path / "t-0").glob("*.log"))], DumpOptions(print_data_log=True), out=out)
+    lines = out.getvalue().splitlines()
+    assert code == 0
+    assert f" LogAppendTime: {T0 + 42} " in lines[2]
+    assert f" compresscodec: {codec.name} crc: " in lines[2]  # Kafka 2.8 prints the enum's name: NONE, GZIP, ...
+    assert lines[3].endswith("key: user-1 payload: hello") and lines[4].endswith("key: user-2 payload: world")
