@@ -280,3 +280,13 @@ def test_dump_log_segments_names_the_codec_and_prints_records(tmp_path: Path, co
     assert f" LogAppendTime: {T0 + 42} " in lines[2]
     assert f" compresscodec: {codec.name} crc: " in lines[2]  # Kafka 2.8 prints the enum's name: NONE, GZIP, ...
     assert lines[3].endswith("key: user-1 payload: hello") and lines[4].endswith("key: user-2 payload: world")
+
+
+def test_spark_sink_takes_every_producer_codec() -> None:
+    from spark_connector.options import OptionError, parse_sink_options
+
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        options = parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.compression.type": codec})
+        assert options.compression_type == (None if codec == "none" else codec)
+    with pytest.raises(OptionError, match="kafka.compression.type must be one of none, gzip, snappy, lz4, zstd"):
+        parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.compression.type": "brotli"})
