@@ -290,3 +290,29 @@ def test_spark_sink_takes_every_producer_codec() -> None:
         assert options.compression_type == (None if codec == "none" else codec)
     with pytest.raises(OptionError, match="kafka.compression.type must be one of none, gzip, snappy, lz4, zstd"):
         parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.compression.type": "brotli"})
+
+
+# Batches written by Apache Kafka's Java client (kafka-clients 3.9.1, whose codec streams are 2.8's:
+# GZIPOutputStream, snappy-java's SnappyOutputStream, KafkaLZ4BlockOutputStream, zstd-jni), with
+# `MemoryRecords.builder(buf, MAGIC_VALUE_V2, Compression.of(codec), CREATE_TIME, 0)` and 200 records:
+# timestamp 1700000000000 + i, key "k<i>", value "value <i> " + "x" * (i % 90).
+JAVA_BATCHES = Path(__file__).parent / "data" / "kafka_java_batches"
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
+def test_we_read_batches_the_java_client_wrote(codec: CompressionType) -> None:
+    data = (JAVA_BATCHES / f"{codec.name.lower()}.bin").read_bytes()
+    assert read_batch_header(data).compression == codec
+    assert validate_batches(data).record_count == 200
+    got = list(iter_records(data))
+    assert [(r.offset, r.timestamp_ms, r.key, r.value) for r in got] == [
+        (i, 1_700_000_000_000 + i, b"k%d" % i, b"value %d " % i + b"x" * (i % 90)) for i in range(200)
+    ]
+    decoded = decode_to_arrow("t", 0, data, 0, 200, False)
+    assert decoded.batch is not None and decoded.batch.num_rows == 200
+
+
+def test_our_lz4_frame_header_is_byte_identical_to_the_java_clients() -> None:
+    java = (JAVA_BATCHES / "lz4.bin").read_bytes()[61:68]
+    ours = compression.compress(compression.LZ4, b"anything")[:7]
+    assert ours == java, "magic, FLG, BD and the header checksum as KafkaLZ4BlockOutputStream writes them"
