@@ -316,3 +316,22 @@ def test_our_lz4_frame_header_is_byte_identical_to_the_java_clients() -> None:
     java = (JAVA_BATCHES / "lz4.bin").read_bytes()[61:68]
     ours = compression.compress(compression.LZ4, b"anything")[:7]
     assert ours == java, "magic, FLG, BD and the header checksum as KafkaLZ4BlockOutputStream writes them"
+
+
+def test_broker_defaults_and_topic_overrides_of_codec_and_timestamp_type() -> None:
+    from broker.config import BrokerConfigError, from_properties
+    from broker.topic_config import log_config_for
+
+    broker = from_properties({"compression.type": "LZ4", "log.message.timestamp.type": "LogAppendTime",
+                              "log.message.timestamp.difference.max.ms": "60000"})  # fmt: skip
+    config = log_config_for(broker, {})
+    assert (config.compression_type, config.message_timestamp_type) == ("lz4", "LogAppendTime")
+    assert config.message_timestamp_difference_max_ms == 60000
+    topic = log_config_for(broker, {"compression.type": "producer", "message.timestamp.type": "CreateTime"})
+    assert (topic.compression_type, topic.log_append_time) == ("producer", False), "a topic's setting wins"
+    skipped = log_config_for(broker, {"compression.type": "bz2"})  # a hand-edited znode: skipped, not fatal
+    assert skipped.compression_type == "lz4"
+    with pytest.raises(BrokerConfigError, match=r"compression.type='brotli': not a valid value \(one of uncompressed"):
+        from_properties({"compression.type": "brotli"})
+    with pytest.raises(BrokerConfigError, match="log.message.timestamp.type='now': not a valid value"):
+        from_properties({"log.message.timestamp.type": "now"})
