@@ -271,6 +271,8 @@ class _Connection:
             frame = await answer
             if frame is None:
                 return
+            if not frame:  # a request Kafka does not answer (Produce with acks=0)
+                continue
             try:
                 writer.writelines(frame)
                 await writer.drain()
