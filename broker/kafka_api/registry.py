@@ -9,6 +9,15 @@ entity of `context.response_type` (build it with `broker.kafka_api.entities.buil
 Handlers translate: they turn the Kafka request into what the broker's own service below takes
 (`context.service`, the same BrokerService the gRPC front end calls) and its answer back into the
 Kafka response. Semantics live once, below both front ends.
+
+How the listener runs them: the requests of one connection are handled concurrently (clients
+pipeline), each handler started as its request is read, in arrival order, and the answers are written
+in that order. A handler returns a kio response entity, an `EncodedResponse` (a body it encoded
+itself, e.g. Fetch's records), or `NO_RESPONSE` (Produce with acks=0). A handler that raises is logged
+with its traceback and its connection closed (the client reconnects and retries). A handler that waits
+(a delayed produce or fetch) calls `broker.request_bounds.release_request_bytes()` first, as on gRPC.
+To name a broker to a Kafka client (FindCoordinator, Metadata), use its endpoint on
+`context.listener_name`: `context.service.metadata_cache.listener_endpoint(broker_id, listener_name)`.
 """
 
 from __future__ import annotations
