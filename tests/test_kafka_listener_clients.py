@@ -1,6 +1,6 @@
 """Kafka's own clients against the brokers' Kafka listeners: a 3-broker cluster of real processes.
 
-What a user of librdkafka (confluent-kafka) or kafka-python checks first: the client connects to the
+What a user of librdkafka (confluent-kafka), kafka-python or aiokafka checks first: the client connects to the
 bootstrap list, negotiates versions (ApiVersions), and lists the cluster's topics, brokers and partition
 leaders (Metadata) as the cluster itself has them in ZooKeeper; each broker is named by its Kafka
 listener, not by its gRPC endpoint.
@@ -8,12 +8,14 @@ listener, not by its gRPC endpoint.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer
 
@@ -126,3 +128,15 @@ def test_the_sdk_and_tools_take_the_kafka_bootstrap_list(cluster: KafkaCluster) 
     )
     assert described.returncode == 0, described.stderr
     assert f"Topic: {TOPIC}\tPartitionCount: {PARTITIONS}\tReplicationFactor: 3" in described.stdout
+
+
+def test_aiokafka_lists_topics(cluster: KafkaCluster) -> None:
+    async def listed() -> set[str]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap_servers, request_timeout_ms=30000)
+        await consumer.start()
+        try:
+            return await consumer.topics()
+        finally:
+            await consumer.stop()
+
+    assert TOPIC in asyncio.run(listed())

@@ -9,6 +9,15 @@ entity of `context.response_type` (build it with `broker.kafka_api.entities.buil
 Handlers translate: they turn the Kafka request into what the broker's own service below takes
 (`context.service`, the same BrokerService the gRPC front end calls) and its answer back into the
 Kafka response. Semantics live once, below both front ends.
+
+How the listener runs them: the requests of one connection are handled concurrently (clients
+pipeline), each handler started as its request is read, in arrival order, and the answers are written
+in that order. A handler returns a kio response entity, an `EncodedResponse` (a body it encoded
+itself, e.g. Fetch's records), or `NO_RESPONSE` (Produce with acks=0). A handler that raises is logged
+with its traceback and its connection closed (the client reconnects and retries). A handler that waits
+(a delayed produce or fetch) calls `broker.request_bounds.release_request_bytes()` first, as on gRPC.
+To name a broker to a Kafka client (FindCoordinator, Metadata), use its endpoint on
+`context.listener_name`: `context.service.metadata_cache.listener_endpoint(broker_id, listener_name)`.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# (request entity, context) -> response entity of context.response_type, or an EncodedResponse
+# (request entity, context) -> response entity of context.response_type, an EncodedResponse, or NO_RESPONSE
 Handler = Callable[[Any, "KafkaRequestContext"], Awaitable[Any]]
 
 
@@ -42,6 +51,20 @@ class EncodedResponse:
     """
 
     parts: Sequence[bytes | memoryview]
+
+
+class _NoResponse:
+    """The type of NO_RESPONSE."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+# What a handler returns for a request Kafka does not answer: a Produce with acks=0 (KafkaApis sends nothing, the
+# client expects nothing). To make such a client notice a failure, raise instead: the listener closes the connection.
+NO_RESPONSE = _NoResponse()
 
 
 @dataclass(frozen=True, slots=True)
