@@ -38,7 +38,7 @@ from typing import Any
 import structlog
 
 from broker.kafka_api import cluster
-from broker.kafka_api.registry import API_SPECS, KafkaRequestContext
+from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaRequestContext
 from broker.kafka_wire import (
     API_VERSIONS_KEY,
     HEADER_START,
@@ -256,6 +256,14 @@ class _Connection:
             return encode_response(codec, context.correlation_id, response)
         except asyncio.CancelledError:
             raise
+        except CloseConnection as exc:  # Kafka answers this request by closing (a failed acks=0 produce)
+            self._log.warning(
+                "kafka_connection_closed_by_handler",
+                api=codec.spec.name,
+                correlation_id=context.correlation_id,
+                reason=str(exc),
+            )
+            return None
         except Exception as exc:  # the loop boundary of one request: log it and close (the client retries)
             self._log.exception(
                 "kafka_request_failed",
