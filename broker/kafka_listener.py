@@ -20,8 +20,9 @@ kio cannot decode, closes the connection (Kafka 2.8's InvalidRequestException); 
 version the broker does not serve is answered UNSUPPORTED_VERSION where its response has a top-level
 error code (broker/kafka_wire.py error_answer; Kafka 2.8 closes the connection for all of them), and
 ApiVersions in any version it does not serve gets a v0 answer with the table, so the client downgrades.
-A handler that fails unexpectedly is logged with its traceback and its connection closed: the client
-reconnects and retries, as after any broken connection.
+A handler that raises CloseConnection (Kafka closes instead of answering) or fails unexpectedly (logged
+with its traceback) has its connection closed: the client reconnects and retries, as after any broken
+connection. A handler that returns None sends nothing (Produce with acks=0).
 
 A connection that opens with HTTP/2's client preface ("PRI * HTTP/2.0...": read as a Kafka size it is
 1,347,569,952, far above any `socket.request.max.bytes`, so no Kafka client ever sends it) is a gRPC
@@ -38,7 +39,7 @@ from typing import Any
 import structlog
 
 from broker.kafka_api import cluster
-from broker.kafka_api.registry import API_SPECS, KafkaRequestContext
+from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaRequestContext
 from broker.kafka_wire import (
     API_VERSIONS_KEY,
     HEADER_START,
@@ -256,6 +257,14 @@ class _Connection:
             return encode_response(codec, context.correlation_id, response)
         except asyncio.CancelledError:
             raise
+        except CloseConnection as exc:  # Kafka closes instead of answering (a failed Produce with acks=0)
+            self._log.info(
+                "kafka_connection_closed_by_handler",
+                api=codec.spec.name,
+                correlation_id=context.correlation_id,
+                reason=str(exc),
+            )
+            return None
         except Exception as exc:  # the loop boundary of one request: log it and close (the client retries)
             self._log.exception(
                 "kafka_request_failed",
