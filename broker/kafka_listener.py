@@ -153,6 +153,10 @@ class _Connection:
         writing = asyncio.create_task(self._write_loop())
         try:
             await asyncio.wait((reading, writing), return_when=asyncio.FIRST_COMPLETED)
+            for task in (reading, writing):
+                if task.done() and not task.cancelled() and task.exception() is not None:
+                    # A bug, not the client's doing (those end the loops normally): one connection ends, logged.
+                    self._log.error("kafka_connection_failed", exc_info=task.exception())
             if not writing.done():  # the client stopped sending (or broke the protocol): owed answers, then close
                 await self._answers.put(None)
                 await writing
