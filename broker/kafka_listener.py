@@ -20,8 +20,9 @@ kio cannot decode, closes the connection (Kafka 2.8's InvalidRequestException); 
 version the broker does not serve is answered UNSUPPORTED_VERSION where its response has a top-level
 error code (broker/kafka_wire.py error_answer; Kafka 2.8 closes the connection for all of them), and
 ApiVersions in any version it does not serve gets a v0 answer with the table, so the client downgrades.
-A handler that fails unexpectedly is logged with its traceback and its connection closed: the client
-reconnects and retries, as after any broken connection.
+A handler that raises CloseConnection (Kafka closes instead of answering) or fails unexpectedly (logged
+with its traceback) has its connection closed: the client reconnects and retries, as after any broken
+connection. A handler that returns None sends nothing (Produce with acks=0).
 
 A connection that opens with HTTP/2's client preface ("PRI * HTTP/2.0...": read as a Kafka size it is
 1,347,569,952, far above any `socket.request.max.bytes`, so no Kafka client ever sends it) is a gRPC
@@ -152,6 +153,10 @@ class _Connection:
         writing = asyncio.create_task(self._write_loop())
         try:
             await asyncio.wait((reading, writing), return_when=asyncio.FIRST_COMPLETED)
+            for task in (reading, writing):
+                if task.done() and not task.cancelled() and task.exception() is not None:
+                    # A bug, not the client's doing (those end the loops normally): one connection ends, logged.
+                    self._log.error("kafka_connection_failed", exc_info=task.exception())
             if not writing.done():  # the client stopped sending (or broke the protocol): owed answers, then close
                 await self._answers.put(None)
                 await writing

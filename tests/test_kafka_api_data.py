@@ -26,7 +26,7 @@ from kio.static.constants import EntityType
 from broker.config import BrokerConfig
 from broker.kafka_api.entities import build
 from broker.kafka_api.fetch_encoding import encode_fetch_response
-from broker.kafka_api.registry import API_SPECS, NO_RESPONSE, CloseConnection, EncodedResponse, KafkaRequestContext
+from broker.kafka_api.registry import API_SPECS, CloseConnection, EncodedResponse, KafkaRequestContext
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
@@ -119,7 +119,7 @@ class Broker:
             decoded, size = entity_reader(response_type)(body, 0)
             assert size == len(body)
             return decoded
-        return response if response is NO_RESPONSE else _round_trip(response_type, response)
+        return None if response is None else _round_trip(response_type, response)
 
 
 def _synchronous(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
@@ -285,7 +285,7 @@ def data_tp(partition: int) -> Any:
 @_synchronous
 async def test_acks_0_answers_nothing_and_closes_the_connection_when_a_partition_failed(broker: Broker) -> None:
     await broker.lead()
-    assert await broker.call(0, 9, _produce_request(_batch([b"a"]), acks=0)) is NO_RESPONSE
+    assert await broker.call(0, 9, _produce_request(_batch([b"a"]), acks=0)) is None
     assert broker.replicas.partitions[data_tp(0)].log.log_end_offset == 1
     with pytest.raises(CloseConnection, match="t-2"):
         await broker.call(0, 9, _produce_request(_batch([b"a"]), partition=2, acks=0))

@@ -19,7 +19,7 @@ from typing import Any
 
 from broker.kafka_api.entities import build, millis
 from broker.kafka_api.fetch_encoding import encode_fetch_response
-from broker.kafka_api.registry import NO_RESPONSE, CloseConnection, KafkaRequestContext, kafka_api
+from broker.kafka_api.registry import CloseConnection, KafkaRequestContext, kafka_api
 from broker.log import LogError
 from broker.producer_ids import init_producer_id
 from client import kafka_errors as errors
@@ -91,7 +91,7 @@ async def produce(request: Any, ctx: KafkaRequestContext) -> Any:
     ]
     if request.acks == 0:
         _answer_nothing_or_close(responses)
-        return NO_RESPONSE
+        return None
     return build(ctx.response_type, responses=responses, throttle_time=0)
 
 

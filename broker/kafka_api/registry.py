@@ -13,8 +13,9 @@ Kafka response. Semantics live once, below both front ends.
 How the listener runs them: the requests of one connection are handled concurrently (clients
 pipeline), each handler started as its request is read, in arrival order, and the answers are written
 in that order. A handler returns a kio response entity, an `EncodedResponse` (a body it encoded
-itself, e.g. Fetch's records), or `NO_RESPONSE` (Produce with acks=0). A handler that raises is logged
-with its traceback and its connection closed (the client reconnects and retries). A handler that waits
+itself, e.g. Fetch's records), or None when Kafka sends no response (Produce with acks=0); it raises
+`CloseConnection` when Kafka closes the connection instead of answering. Any other exception is logged
+with its traceback and the connection closed too (the client reconnects and retries). A handler that waits
 (a delayed produce or fetch) calls `broker.request_bounds.release_request_bytes()` first, as on gRPC.
 To name a broker to a Kafka client (FindCoordinator, Metadata), use its endpoint on
 `context.listener_name`: `context.service.metadata_cache.listener_endpoint(broker_id, listener_name)`.
@@ -26,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# (request entity, context) -> response entity of context.response_type, an EncodedResponse, or NO_RESPONSE
+# (request entity, context) -> response entity of context.response_type, an EncodedResponse, or None (no response)
 Handler = Callable[[Any, "KafkaRequestContext"], Awaitable[Any]]
 
 
@@ -51,20 +52,6 @@ class EncodedResponse:
     """
 
     parts: Sequence[bytes | memoryview]
-
-
-class _NoResponse:
-    """The type of NO_RESPONSE."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "NO_RESPONSE"
-
-
-# What a handler returns for a request Kafka does not answer: a Produce with acks=0 (KafkaApis sends nothing, the
-# client expects nothing). To make such a client notice a failure, raise instead: the listener closes the connection.
-NO_RESPONSE = _NoResponse()
 
 
 @dataclass(frozen=True, slots=True)
