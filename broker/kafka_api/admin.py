@@ -74,13 +74,15 @@ async def create_topics(request: Any, ctx: KafkaRequestContext) -> Any:
     for name in dict.fromkeys(t.name for t in request.topics):
         if name in refused:
             code, message = refused[name]
-            topics.append({"name": name, "error_code": code, "error_message": message})
+            topics.append({"name": name, "topic_id": None, "error_code": code, "error_message": message, "configs": []})
             continue
         result = results[name]
         entry: dict[str, Any] = {
             "name": name,
+            "topic_id": None,  # the controller gives the topic its id (KIP-516) after this answer
             "error_code": result.error_code,
             "error_message": result.error_message or None,
+            "configs": [],  # with num_partitions and replication_factor -1, as 2.8 answers a failed topic
         }
         shape = shapes.get(name)
         if shape is not None and layers is not None:  # KIP-525: the created topic as DescribeConfigs would show it
@@ -114,7 +116,7 @@ async def delete_topics(request: Any, ctx: KafkaRequestContext) -> Any:
         pb.DeleteTopicsRequest(topic_names=unique, timeout_ms=millis(request.timeout))
     )
     results = [
-        {"name": r.name, "error_code": r.error_code, "error_message": r.error_message or None}
+        {"name": r.name, "topic_id": None, "error_code": r.error_code, "error_message": r.error_message or None}
         for r in response.responses
     ]
     for state in states:
