@@ -181,9 +181,54 @@ def test_kafka_python_admin_client(cluster: KafkaCluster) -> None:
             REQUEST_TIMEOUT_S,
             message="three partitions",
         )
-        log_dirs = client.describe_log_dirs()
-        assert log_dirs, "every broker answers DescribeLogDirs"
-        assert "kp" in repr(log_dirs)
+        expected = sorted([(p, True, False) for p in range(3) for _ in range(2)])  # 3 partitions x 2 replicas
+        wait_until(
+            lambda: _kp_replicas(client.describe_log_dirs()) == expected,
+            REQUEST_TIMEOUT_S,
+            message="every replica of kp in its broker's log dir",
+        )
         client.delete_topics(["kp"])
     finally:
         client.close()
+
+
+def _kp_replicas(described_dirs: list[dict[str, Any]]) -> list[tuple[int, bool, bool]]:
+    """(partition, size known, is future) of each replica of topic kp, from kafka-python's describe_log_dirs."""
+    assert sorted(d["broker"] for d in described_dirs) == [1, 2, 3]
+    replicas = []
+    for answer in described_dirs:
+        [log_dir] = answer["log_dirs"]  # one log.dirs entry per broker in the harness
+        assert log_dir["error_code"] == 0 and log_dir["log_dir"].endswith(f"broker-{answer['broker']}")
+        for topic in log_dir["topics"]:
+            if topic["name"] == "kp":
+                replicas += [
+                    (p["partition_index"], p["partition_size"] >= 0, p["is_future_key"]) for p in topic["partitions"]
+                ]
+    return sorted(replicas)
+
+
+def test_broker_configs(admin: AdminClient) -> None:
+    broker = ConfigResource(ConfigResource.Type.BROKER, "2")
+    [configs] = _result(admin.describe_configs([broker])).values()
+    assert (configs["broker.id"].value, configs["broker.id"].source) == ("2", ConfigSource.STATIC_BROKER_CONFIG.value)
+    assert configs["broker.id"].is_read_only
+    throttle = ConfigResource(
+        ConfigResource.Type.BROKER,
+        "2",
+        incremental_configs=[
+            ConfigEntry("follower.replication.throttled.rate", "1000000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    _result(admin.incremental_alter_configs([throttle]))
+    [configs] = _result(admin.describe_configs([broker])).values()
+    rate = configs["follower.replication.throttled.rate"]
+    assert (rate.value, rate.source) == ("1000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    static = ConfigResource(
+        ConfigResource.Type.BROKER,
+        "2",
+        incremental_configs=[ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)],
+    )
+    [future] = admin.incremental_alter_configs([static]).values()
+    error = _error(future)
+    assert error.code() == KafkaError.INVALID_REQUEST
+    assert "Cannot update these configs dynamically: Set(log.retention.ms)" in error.str()
