@@ -397,3 +397,16 @@ def test_create_partitions_delete_topics_and_describe_log_dirs(broker: SimpleNam
         [deleted] = _call(broker, 20, version, request).responses
         assert int(deleted.error_code) == (0 if version == 6 else 3)
     assert "/admin/delete_topics/t" in broker.zk.nodes
+
+
+def test_delete_topics_by_an_unknown_id(broker: SimpleNamespace) -> None:
+    import datetime
+    import uuid
+
+    module = importlib.import_module("kio.schema.delete_topics.v6.request")
+    topic_id = uuid.uuid4()
+    request = module.DeleteTopicsRequest(
+        topics=(module.DeleteTopicState(name=None, topic_id=topic_id),), timeout=datetime.timedelta(0)
+    )
+    [result] = _call(broker, 20, 6, request).responses
+    assert (int(result.error_code), result.topic_id, result.name) == (100, topic_id, None)

@@ -19,6 +19,8 @@ from broker.log_dirs_description import describe_log_dirs
 from client import kafka_errors as errors
 from zkraft_proto import broker_pb2 as pb
 
+UNKNOWN_TOPIC_ID = 100  # Kafka 2.8's Errors.UNKNOWN_TOPIC_ID (KIP-516)
+
 # ---------------------------------------------------------------- topics
 
 
@@ -125,8 +127,8 @@ async def delete_topics(request: Any, ctx: KafkaRequestContext) -> Any:
                 {
                     "name": None,
                     "topic_id": state.topic_id,
-                    "error_code": errors.UnknownTopicIdError.code,
-                    "error_message": errors.UnknownTopicIdError.default_message,
+                    "error_code": UNKNOWN_TOPIC_ID,
+                    "error_message": "This server does not host this topic ID.",
                 }
             )
     return build(ctx.response_type, throttle_time=0, responses=results)
