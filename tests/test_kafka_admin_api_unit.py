@@ -410,3 +410,50 @@ def test_delete_topics_by_an_unknown_id(broker: SimpleNamespace) -> None:
     )
     [result] = _call(broker, 20, 6, request).responses
     assert (int(result.error_code), result.topic_id, result.name) == (100, topic_id, None)
+
+
+def _minimal_request(api_key: int, module: Any) -> Any:
+    """A request of each API that succeeds on a cluster holding topic t, in the fields of `module`'s version."""
+    import datetime
+
+    zero = datetime.timedelta(0)
+    match api_key:
+        case 19:
+            topic = module.CreatableTopic(
+                name="fresh", num_partitions=1, replication_factor=1, assignments=(), configs=()
+            )
+            return module.CreateTopicsRequest(topics=(topic,), timeout=zero, validate_only=True)
+        case 20 if hasattr(module, "DeleteTopicState"):
+            return module.DeleteTopicsRequest(topics=(module.DeleteTopicState(name="t", topic_id=None),), timeout=zero)
+        case 20:
+            return module.DeleteTopicsRequest(topic_names=("t",), timeout=zero)
+        case 33:
+            config = module.AlterableConfig(name="retention.ms", value="1000")
+            resource = module.AlterConfigsResource(resource_type=2, resource_name="t", configs=(config,))
+            return module.AlterConfigsRequest(resources=(resource,), validate_only=True)
+        case 44:
+            config = module.AlterableConfig(name="retention.ms", config_operation=0, value="1000")
+            resource = module.AlterConfigsResource(resource_type=2, resource_name="t", configs=(config,))
+            return module.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=True)
+        case 35:
+            return module.DescribeLogDirsRequest(topics=None)
+        case 37:
+            topic = module.CreatePartitionsTopic(name="t", count=2, assignments=None)
+            return module.CreatePartitionsRequest(topics=(topic,), timeout=zero, validate_only=True)
+    raise AssertionError(api_key)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version"),
+    [
+        (key, v)
+        for key in (19, 20, 33, 35, 37, 44)
+        for v in range(API_SPECS[key].min_version, API_SPECS[key].max_version + 1)
+    ],
+)
+def test_every_advertised_version_answers(broker: SimpleNamespace, api_key: int, version: int) -> None:
+    _create(broker, 7, [{"name": "t", "partitions": 1, "rf": 1}])
+    module = importlib.import_module(f"kio.schema.{MODULES[api_key]}.v{version}.request")
+    response = _call(broker, api_key, version, _minimal_request(api_key, module))
+    results = next(getattr(response, f) for f in ("topics", "responses", "results") if hasattr(response, f))
+    assert results and all(int(getattr(r, "error_code", 0)) == 0 for r in results)
