@@ -457,3 +457,20 @@ def test_every_advertised_version_answers(broker: SimpleNamespace, api_key: int,
     response = _call(broker, api_key, version, _minimal_request(api_key, module))
     results = next(getattr(response, f) for f in ("topics", "responses", "results") if hasattr(response, f))
     assert results and all(int(getattr(r, "error_code", 0)) == 0 for r in results)
+
+
+def test_config_requests_kafka_refuses(broker: SimpleNamespace) -> None:
+    _create(broker, 7, [{"name": "t", "partitions": 1, "rf": 1}])
+    assert len(_configs(_describe(broker, 4, [(2, "t", ())]))) == 26  # an empty key list asks for every config
+    logger, unknown = _describe(broker, 4, [(8, "1", None), (4, "one", None)]).results
+    assert (int(logger.error_code), logger.error_message) == (42, "Unsupported resource type: BROKER_LOGGER")
+    assert unknown.error_message == "Broker id must be an integer, but it is: one"
+    other, logger = _alter(broker, [(4, "2", {"follower.replication.throttled.rate": "1"}), (8, "1", {})]).responses
+    assert (int(other.error_code), other.error_message) == (42, "Unexpected broker id, expected 1, but received 2")
+    assert (
+        logger.error_message
+        == "AlterConfigs is only supported for topics and brokers, but resource type is BROKER_LOGGER"
+    )
+    [twice] = _incremental(broker, (2, "t"), [("cleanup.policy", 2, "delete")]).responses
+    assert int(twice.error_code) == 0  # 2.8 appends without removing repeats
+    assert json.loads(broker.zk.nodes["/config/topics/t"])["config"]["cleanup.policy"] == "delete,delete"
