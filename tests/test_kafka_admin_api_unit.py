@@ -383,7 +383,7 @@ def test_create_partitions_delete_topics_and_describe_log_dirs(broker: SimpleNam
     log = broker.service.replicas.logs.get_or_create(TopicPartition("t", 0))
     log_dirs = _request(35, 2, "DescribeLogDirsRequest")(topics=None)
     [result] = _call(broker, 35, 2, log_dirs).results
-    assert int(result.error_code) == 0 and result.log_dir == str((tmp_path / "logs").resolve())
+    assert int(result.error_code) == 0 and result.log_dir == str((tmp_path / "logs").absolute())
     [(topic, [partition])] = [(t.name, list(t.partitions)) for t in result.topics]
     assert (topic, partition.partition_index, partition.partition_size) == ("t", 0, log.size_bytes)
     assert partition.is_future_key is False
