@@ -220,11 +220,12 @@ class _Connection:
         return handling
 
     def _unserved(self, body: bytes, api_key: int, api_version: int, correlation_id: int) -> Answer:
-        """A request for a key or version the broker does not serve: answered when it can be, else closed."""
-        self._server._budget.release(len(body))
+        """A request for a key or version the broker does not serve: answered when it can be, else closed (the
+        caller then returns the request's bytes to the budget)."""
         future: Answer = asyncio.get_running_loop().create_future()
         if api_key == API_VERSIONS_KEY:
             # KIP-511: whatever the version, an ApiVersions v0 with UNSUPPORTED_VERSION and the table.
+            self._server._budget.release(len(body))
             future.set_result(api_versions_fallback(correlation_id, cluster.unsupported_api_versions_response()))
             return future
         spec = API_SPECS.get(api_key)
@@ -239,6 +240,7 @@ class _Connection:
         self._log.info(
             "kafka_unsupported_version", api=spec.name, api_version=api_version, correlation_id=correlation_id
         )
+        self._server._budget.release(len(body))
         future.set_result(answer)
         return future
 
@@ -269,6 +271,8 @@ class _Connection:
             frame = await answer
             if frame is None:
                 return
+            if not frame:  # a request Kafka does not answer (Produce with acks=0)
+                continue
             try:
                 writer.writelines(frame)
                 await writer.drain()
