@@ -232,3 +232,51 @@ def test_broker_configs(admin: AdminClient) -> None:
     error = _error(future)
     assert error.code() == KafkaError.INVALID_REQUEST
     assert "Cannot update these configs dynamically: Set(log.retention.ms)" in error.str()
+
+
+def test_kafkas_java_tools(cluster: KafkaCluster, admin: AdminClient, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """kafka-topics.sh and kafka-configs.sh (Kafka 3.9's, from Maven Central) through the Kafka listener."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from tests import maven_jars
+    from tests.kafka39_harness import TOOL_JVM_OPTIONS
+    from tests.real_zookeeper import find_java
+
+    reason = maven_jars.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    classpath = os.pathsep.join(str(jar) for jar in sorted(Path(maven_jars.resolve()).glob("*.jar")))
+    bootstrap = ["--bootstrap-server", cluster.kafka_bootstrap_servers]
+
+    def tool(main_class: str, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [find_java() or "java", *TOOL_JVM_OPTIONS, "-cp", classpath, main_class, *bootstrap, *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+    created = tool(
+        "org.apache.kafka.tools.TopicCommand", "--create", "--topic", "java", "--partitions", "2",
+        "--replication-factor", "2", "--config", "retention.ms=100000",
+    )  # fmt: skip
+    assert (created.returncode, created.stdout.strip()) == (0, "Created topic java."), created.stderr
+    described = tool("org.apache.kafka.tools.TopicCommand", "--describe", "--topic", "java")
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.splitlines()[0] == (
+        "Topic: java\tPartitionCount: 2\tReplicationFactor: 2\t"
+        f"Configs: retention.ms=100000,segment.bytes={SEGMENT_BYTES}"
+    )
+    refused = tool("org.apache.kafka.tools.TopicCommand", "--create", "--topic", "wide", "--replication-factor", "4")
+    assert refused.returncode != 0
+    assert "Replication factor: 4 larger than available brokers: 3." in refused.stdout + refused.stderr
+    altered = tool(
+        "kafka.admin.ConfigCommand", "--entity-type", "topics", "--entity-name", "java", "--alter",
+        "--add-config", "cleanup.policy=compact",
+    )  # fmt: skip
+    assert (altered.returncode, altered.stdout.strip()) == (0, "Completed updating config for topic java.")
+    configs = tool("kafka.admin.ConfigCommand", "--entity-type", "topics", "--entity-name", "java", "--describe")
+    assert configs.stdout.splitlines() == [
+        "Dynamic configs for topic java are:",
+        "  cleanup.policy=compact sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact, DEFAULT_CONFIG:log.cleanup.policy=delete}",
+        "  retention.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=100000}",
+    ]
