@@ -41,7 +41,7 @@ def _creatable(topic: Any) -> pb.CreatableTopic:
     )
 
 
-def _request_error(topic: Any, duplicates: set[str], client_id: str | None) -> tuple[int, str] | None:
+def _request_error(topic: Any, duplicates: set[str]) -> tuple[int, str] | None:
     """KafkaApis.handleCreateTopicsRequest's checks of the request itself, before AdminManager sees a topic."""
     if topic.name in duplicates:
         return errors.InvalidRequestError.code, "Found multiple entries for this topic."
@@ -63,7 +63,7 @@ async def create_topics(request: Any, ctx: KafkaRequestContext) -> Any:
     duplicates = _duplicates([t.name for t in request.topics])
     refused = {}
     for topic in request.topics:
-        error = _request_error(topic, duplicates, ctx.client_id)
+        error = _request_error(topic, duplicates)
         if error is not None:
             refused[topic.name] = error
     accepted = [_creatable(t) for t in request.topics if t.name not in refused]
@@ -168,7 +168,7 @@ async def create_partitions(request: Any, ctx: KafkaRequestContext) -> Any:
 # ---------------------------------------------------------------- configs
 
 
-def _config_result(entry: ConfigEntry, version: int) -> dict[str, Any]:
+def _config_result(entry: ConfigEntry) -> dict[str, Any]:
     return {
         "name": entry.name,
         "value": entry.value,
@@ -186,7 +186,7 @@ async def describe_configs(request: Any, ctx: KafkaRequestContext) -> Any:
     resources = [(r.resource_type, r.resource_name, r.configuration_keys) for r in request.resources]
     described = await ctx.service.admin.configs.describe(
         resources,
-        include_synonyms=request.include_synonyms if ctx.api_version >= 1 else False,
+        include_synonyms=request.include_synonyms,
         include_documentation=getattr(request, "include_documentation", False),
     )
     results = [
@@ -195,7 +195,7 @@ async def describe_configs(request: Any, ctx: KafkaRequestContext) -> Any:
             "error_message": d.error_message,
             "resource_type": d.resource_type,
             "resource_name": d.resource_name,
-            "configs": [_config_result(e, ctx.api_version) for e in d.entries],
+            "configs": [_config_result(e) for e in d.entries],
         }
         for d in described
     ]
