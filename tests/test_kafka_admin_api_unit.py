@@ -125,7 +125,13 @@ def _request(api_key: int, version: int, name: str) -> Any:
     return vars(importlib.import_module(f"kio.schema.{MODULES[api_key]}.v{version}.request"))[name]
 
 
-def _create(broker: SimpleNamespace, version: int, topics: list[dict[str, Any]], validate_only: bool = False) -> Any:
+def _create(
+    broker: SimpleNamespace,
+    version: int,
+    topics: list[dict[str, Any]],
+    validate_only: bool = False,
+    timeout_ms: int = 0,
+) -> Any:
     module = importlib.import_module(f"kio.schema.create_topics.v{version}.request")
     import datetime
 
@@ -143,7 +149,7 @@ def _create(broker: SimpleNamespace, version: int, topics: list[dict[str, Any]],
             )
             for t in topics
         ),
-        timeout=datetime.timedelta(0),
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
         validate_only=validate_only,
     )
     return _call(broker, 19, version, request)
@@ -474,3 +480,10 @@ def test_config_requests_kafka_refuses(broker: SimpleNamespace) -> None:
     [twice] = _incremental(broker, (2, "t"), [("cleanup.policy", 2, "delete")]).responses
     assert int(twice.error_code) == 0  # 2.8 appends without removing repeats
     assert json.loads(broker.zk.nodes["/config/topics/t"])["config"]["cleanup.policy"] == "delete,delete"
+
+
+def test_create_topics_whose_leaders_are_not_elected_in_time_answer_request_timed_out(broker: SimpleNamespace) -> None:
+    # No controller runs here, so no leader ever shows in the metadata: as Kafka's DelayedCreatePartitions,
+    # the topic exists and the answer says the wait ran out.
+    [result] = _create(broker, 7, [{"name": "slow", "partitions": 1, "rf": 1}], timeout_ms=50).topics
+    assert int(result.error_code) == 7 and "/brokers/topics/slow" in broker.zk.nodes
