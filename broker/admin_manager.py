@@ -25,7 +25,7 @@ from client import kafka_errors as errors
 from client.aio import AsyncZkClient
 from client.assignment import AdminOperationError, BrokerMetadata, RackAwareMode, broker_metadatas
 from client.assignment_bounds import check_manual_assignment_brokers
-from client.exceptions import NodeExistsError, NoNodeError
+from client.exceptions import NodeExistsError, NoNodeError, ZkException
 from client.kafka_znodes import (
     BROKER_IDS_PATH,
     TOPICS_PATH,
@@ -44,6 +44,20 @@ def _error_of(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, AdminOperationError):
         return errors.InvalidReplicaAssignmentError.code, str(exc)
     return errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+
+
+def _whole_request_error(exc: Exception) -> tuple[int, str]:
+    """A failure before any topic was handled (the quorum unreachable): Kafka's ZooKeeper-mode admin retries
+    its ZooKeeper calls until the request times out, so its client sees REQUEST_TIMED_OUT and retries."""
+    if isinstance(exc, ZkException):
+        return errors.RequestTimedOutError.code, f"the quorum did not answer: {exc}"
+    return errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+
+
+def _fail_all(results: Any, names: list[str], exc: Exception) -> None:
+    code, message = _whole_request_error(exc)
+    for name in names:
+        results.add(name=name, error_code=code, error_message=message)
 
 
 def _check_new_partition_assignments(topic: pb.CreatePartitionsTopic, existing: int, registered: set[int]) -> None:
@@ -116,9 +130,14 @@ class AdminManager:
         response = pb.CreateTopicsResponse()
         shapes: dict[str, CreatedTopic] = {}
         created: dict[str, int] = {}
-        brokers = await self._live_brokers()
+        try:
+            brokers = await self._live_brokers()
+            existing = await self._existing_topics()
+        except Exception as exc:
+            self._log.warning("create_topics_failed", error=str(exc))
+            _fail_all(response.topics, [t.name for t in request.topics], exc)
+            return response, shapes
         registered = {b.id for b in brokers}
-        existing = await self._existing_topics()
         for topic in request.topics:
             result = response.topics.add(name=topic.name)
             try:
@@ -206,7 +225,12 @@ class AdminManager:
 
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
         response = pb.CreatePartitionsResponse()
-        brokers = await self._live_brokers()
+        try:
+            brokers = await self._live_brokers()
+        except Exception as exc:
+            self._log.warning("create_partitions_failed", error=str(exc))
+            _fail_all(response.results, [t.name for t in request.topics], exc)
+            return response
         grown: dict[str, int] = {}
         for topic in request.topics:
             result = response.results.add(name=topic.name)
@@ -247,7 +271,12 @@ class AdminManager:
         response = pb.DeleteTopicsResponse()
         # One read of /brokers/topics for the whole request: a request naming 20,000 topics must not cost
         # 20,000 quorum round trips (nor may a name like "a/b" address a znode below a topic).
-        existing = set(await self._existing_topics())
+        try:
+            existing = set(await self._existing_topics())
+        except Exception as exc:
+            self._log.warning("delete_topics_failed", error=str(exc))
+            _fail_all(response.responses, list(request.topic_names), exc)
+            return response
         for name in request.topic_names:
             result = response.responses.add(name=name)
             if name not in existing:
@@ -262,6 +291,8 @@ class AdminManager:
                 await self.zk.create(delete_topic_path(name), b"", makepath=True)
             except NodeExistsError:
                 pass  # already marked for deletion
+            except Exception as exc:
+                result.error_code, result.error_message = _whole_request_error(exc)
         deadline = time.monotonic() + request.timeout_ms / 1000
         while request.timeout_ms > 0 and time.monotonic() < deadline:
             if not any(self.metadata.contains(name) for name in request.topic_names):

@@ -36,7 +36,7 @@ from broker.config_describe import (
 )
 from client import kafka_errors as errors
 from client.aio import AsyncZkClient
-from client.exceptions import NodeExistsError, NoNodeError
+from client.exceptions import NodeExistsError, NoNodeError, ZkException
 from client.kafka_znodes import (
     CONFIG_TYPE_BROKER,
     CONFIG_TYPE_TOPIC,
@@ -115,6 +115,8 @@ def _error_of(exc: Exception, resource_type: int, name: str) -> tuple[int, str |
         )
     if isinstance(exc, errors.KafkaError):
         return exc.code, str(exc) if str(exc) != exc.default_message else None
+    if isinstance(exc, ZkException):  # Kafka's ZooKeeper calls retry until the request times out
+        return errors.RequestTimedOutError.code, f"the quorum did not answer: {exc}"
     return errors.UnknownServerError.code, None  # ApiError.fromThrowable leaks no message for these
 
 

@@ -487,3 +487,24 @@ def test_create_topics_whose_leaders_are_not_elected_in_time_answer_request_time
     # the topic exists and the answer says the wait ran out.
     [result] = _create(broker, 7, [{"name": "slow", "partitions": 1, "rf": 1}], timeout_ms=50).topics
     assert int(result.error_code) == 7 and "/brokers/topics/slow" in broker.zk.nodes
+
+
+def test_an_unreachable_quorum_answers_each_topic_instead_of_closing_the_connection(broker: SimpleNamespace) -> None:
+    import datetime
+
+    from client.exceptions import ConnectionLoss
+
+    async def unreachable(*_args: Any, **_kwargs: Any) -> Any:
+        raise ConnectionLoss("no server answered")
+
+    broker.zk.get_children = unreachable
+    [created] = _create(broker, 7, [{"name": "t", "partitions": 1, "rf": 1}]).topics
+    assert int(created.error_code) == 7 and "the quorum did not answer" in created.error_message
+    request = _request(20, 6, "DeleteTopicsRequest")(
+        topics=(_request(20, 6, "DeleteTopicState")(name="t", topic_id=None),), timeout=datetime.timedelta(0)
+    )
+    [deleted] = _call(broker, 20, 6, request).responses
+    assert int(deleted.error_code) == 7
+    broker.zk.exists = unreachable
+    [described] = _describe(broker, 4, [(2, "t", None)]).results
+    assert int(described.error_code) == 7

@@ -71,7 +71,7 @@ async def create_topics(request: Any, ctx: KafkaRequestContext) -> Any:
         pb.CreateTopicsRequest(topics=accepted, timeout_ms=millis(request.timeout), validate_only=request.validate_only)
     )
     results = {r.name: r for r in response.topics}
-    layers = await admin.configs.broker_layers() if ctx.api_version >= 5 and shapes else None
+    layers = await _layers_or_none(admin) if ctx.api_version >= 5 and shapes else None
     topics = []
     for name in dict.fromkeys(t.name for t in request.topics):
         if name in refused:
@@ -93,6 +93,15 @@ async def create_topics(request: Any, ctx: KafkaRequestContext) -> Any:
             entry["configs"] = [_creatable_config(e) for e in describe_topic_configs(shape.configs, layers)]
         topics.append(entry)
     return build(ctx.response_type, throttle_time=0, topics=topics)
+
+
+async def _layers_or_none(admin: Any) -> Any:
+    """The broker's config layers for a v5+ answer; None (configs left out, as for a failed topic) if the
+    quorum cannot be read now: the topics are created, and a handler that raised would close the connection."""
+    try:
+        return await admin.configs.broker_layers()
+    except Exception:  # the topic answers still go out; the next DescribeConfigs reads the configs again
+        return None
 
 
 def _creatable_config(entry: ConfigEntry) -> dict[str, Any]:
