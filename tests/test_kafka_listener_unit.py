@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker import kafka_wire
-from broker.kafka_api.registry import API_SPECS, NO_RESPONSE, KafkaRequestContext
+from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaRequestContext
 from broker.kafka_listener import HTTP2_PREFACE, KafkaListenerServer
 from broker.kafka_wire import API_VERSIONS_KEY
 from broker.listeners import KafkaListener
@@ -134,14 +134,14 @@ def test_stop_ends_open_connections() -> None:
     run(scenario)
 
 
-def test_a_handler_answering_no_response_sends_nothing_and_later_answers_follow(
+def test_a_handler_returning_none_sends_nothing_and_later_answers_follow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Kafka sends nothing for a Produce with acks=0; the next request's answer still comes, in order."""
     real = API_SPECS[API_VERSIONS_KEY]
 
     async def silent_for_odd_ids(request: object, context: KafkaRequestContext) -> object:
-        return NO_RESPONSE if context.correlation_id % 2 else await real.handler(request, context)
+        return None if context.correlation_id % 2 else await real.handler(request, context)
 
     monkeypatch.setitem(API_SPECS, API_VERSIONS_KEY, dataclasses.replace(real, handler=silent_for_odd_ids))
     monkeypatch.setattr(kafka_wire, "_CODECS", {})
@@ -150,5 +150,54 @@ def test_a_handler_answering_no_response_sends_nothing_and_later_answers_follow(
         requests = b"".join(frame(struct.pack(">hhih", 18, 0, cid, -1)) for cid in (1, 2, 3, 4))
         answers = await exchange(address, requests, answers=4)
         assert [struct.unpack_from(">i", a)[0] for a in answers] == [2, 4]
+
+    run(scenario)
+
+
+def test_pipelined_requests_run_at_once_and_are_answered_in_request_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first request's handler finishes only after the second's has run: both were in flight together,
+    and the answers still come first-asked, first-answered."""
+    real = API_SPECS[API_VERSIONS_KEY]
+    second_ran = asyncio.Event()
+    finished: list[int] = []
+
+    async def first_waits_for_second(request: object, context: KafkaRequestContext) -> object:
+        if context.correlation_id == 1:
+            await second_ran.wait()
+        else:
+            second_ran.set()
+        finished.append(context.correlation_id)
+        return await real.handler(request, context)
+
+    monkeypatch.setitem(API_SPECS, API_VERSIONS_KEY, dataclasses.replace(real, handler=first_waits_for_second))
+    monkeypatch.setattr(kafka_wire, "_CODECS", {})
+
+    async def scenario(server: KafkaListenerServer, budget: BytesInFlight, address: str) -> None:
+        requests = b"".join(frame(struct.pack(">hhih", 18, 0, cid, -1)) for cid in (1, 2))
+        answers = await exchange(address, requests, answers=2)
+        assert finished == [2, 1]
+        assert [struct.unpack_from(">i", a)[0] for a in answers] == [1, 2]
+
+    run(scenario)
+
+
+def test_a_handler_raising_close_connection_ends_the_connection_after_the_answers_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = API_SPECS[API_VERSIONS_KEY]
+
+    async def closes_on_two(request: object, context: KafkaRequestContext) -> object:
+        if context.correlation_id == 2:
+            raise CloseConnection("a failed Produce with acks=0")
+        return await real.handler(request, context)
+
+    monkeypatch.setitem(API_SPECS, API_VERSIONS_KEY, dataclasses.replace(real, handler=closes_on_two))
+    monkeypatch.setattr(kafka_wire, "_CODECS", {})
+
+    async def scenario(server: KafkaListenerServer, budget: BytesInFlight, address: str) -> None:
+        requests = b"".join(frame(struct.pack(">hhih", 18, 0, cid, -1)) for cid in (1, 2, 3))
+        answers = await exchange(address, requests, answers=3)
+        assert [struct.unpack_from(">i", a)[0] for a in answers] == [1]
+        assert budget.used_bytes == 0
 
     run(scenario)
