@@ -14,16 +14,18 @@ registered brokers only (Kafka's KRaft controller check and message).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from broker.config import BrokerConfig
+from broker.config_admin import ConfigAdmin
 from broker.metadata_cache import MetadataCache
 from broker.request_bounds import release_request_bytes
 from client import kafka_errors as errors
 from client.aio import AsyncZkClient
 from client.assignment import AdminOperationError, BrokerMetadata, RackAwareMode, broker_metadatas
 from client.assignment_bounds import check_manual_assignment_brokers
-from client.exceptions import NodeExistsError, NoNodeError
+from client.exceptions import NodeExistsError, NoNodeError, ZkException
 from client.kafka_znodes import (
     BROKER_IDS_PATH,
     TOPICS_PATH,
@@ -44,6 +46,20 @@ def _error_of(exc: Exception) -> tuple[int, str]:
     return errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}"
 
 
+def _whole_request_error(exc: Exception) -> tuple[int, str]:
+    """A failure before any topic was handled (the quorum unreachable): Kafka's ZooKeeper-mode admin retries
+    its ZooKeeper calls until the request times out, so its client sees REQUEST_TIMED_OUT and retries."""
+    if isinstance(exc, ZkException):
+        return errors.RequestTimedOutError.code, f"the quorum did not answer: {exc}"
+    return errors.UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+
+
+def _fail_all(results: Any, names: list[str], exc: Exception) -> None:
+    code, message = _whole_request_error(exc)
+    for name in names:
+        results.add(name=name, error_code=code, error_message=message)
+
+
 def _check_new_partition_assignments(topic: pb.CreatePartitionsTopic, existing: int, registered: set[int]) -> None:
     """Kafka 2.8 AdminManager.createPartitions: one replica list per new partition, each naming registered
     brokers (KRaft's message for those); a count that does not grow is left to the planner's own error."""
@@ -55,12 +71,20 @@ def _check_new_partition_assignments(topic: pb.CreatePartitionsTopic, existing: 
         )
 
 
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]  # the topic's overrides
+
+
 class AdminManager:
     def __init__(self, config: BrokerConfig, zk: AsyncZkClient, metadata: MetadataCache, logger: Any) -> None:
         self.config = config
         self.zk = zk
         self.metadata = metadata
         self._log = logger
+        self.configs = ConfigAdmin(config, zk, logger)  # DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
 
     async def _live_brokers(self) -> list[BrokerMetadata]:
         racks: dict[int, str | None] = {}
@@ -95,11 +119,25 @@ class AdminManager:
             raise errors.TopicAlreadyExistsError(f"Topic '{topic}' already exists.") from None
 
     async def create_topics(self, request: pb.CreateTopicsRequest) -> pb.CreateTopicsResponse:
+        response, _ = await self.create_topics_detailed(request)
+        return response
+
+    async def create_topics_detailed(
+        self, request: pb.CreateTopicsRequest
+    ) -> tuple[pb.CreateTopicsResponse, dict[str, CreatedTopic]]:
+        """The response, and each topic created (or that validate_only would create) with its shape and
+        configs, which CreateTopics v5+ answers (KIP-525)."""
         response = pb.CreateTopicsResponse()
+        shapes: dict[str, CreatedTopic] = {}
         created: dict[str, int] = {}
-        brokers = await self._live_brokers()
+        try:
+            brokers = await self._live_brokers()
+            existing = await self._existing_topics()
+        except Exception as exc:
+            self._log.warning("create_topics_failed", error=str(exc))
+            _fail_all(response.topics, [t.name for t in request.topics], exc)
+            return response, shapes
         registered = {b.id for b in brokers}
-        existing = await self._existing_topics()
         for topic in request.topics:
             result = response.topics.add(name=topic.name)
             try:
@@ -127,6 +165,8 @@ class AdminManager:
                     existing_topics=existing,
                     znode_bytes_max=self.config.jute_maxbuffer,
                 )
+                first = plan.assignment[min(plan.assignment)]
+                shapes[topic.name] = CreatedTopic(len(plan.assignment), len(first), plan.configs)
                 if not request.validate_only:
                     await self._write(plan.znodes, topic.name)
                     created[topic.name] = len(plan.assignment)
@@ -134,9 +174,10 @@ class AdminManager:
                     self._log.info("topic_created", topic=topic.name, assignment=plan.assignment)
             except Exception as exc:
                 result.error_code, result.error_message = _error_of(exc)
+                shapes.pop(topic.name, None)
         if created and request.timeout_ms > 0:
-            await self._wait_for_leaders(created, request.timeout_ms)
-        return response
+            self._mark_timed_out(response.topics, await self._wait_for_leaders(created, request.timeout_ms))
+        return response, shapes
 
     async def auto_create(self, topics: list[str]) -> None:
         """Metadata for unknown topics with auto.create.topics.enable: create them with the defaults."""
@@ -148,28 +189,48 @@ class AdminManager:
         )
         response = await self.create_topics(request)
         for result in response.topics:
-            if result.error_code not in (errors.NONE, errors.TopicAlreadyExistsError.code):
+            if result.error_code not in (
+                errors.NONE,
+                errors.TopicAlreadyExistsError.code,
+                errors.RequestTimedOutError.code,
+            ):
                 self._log.info("auto_create_failed", topic=result.name, error=result.error_message)
 
-    async def _wait_for_leaders(self, topics: dict[str, int], timeout_ms: int) -> None:
-        """Bounded wait until every new partition has a live leader in this broker's metadata."""
+    async def _wait_for_leaders(self, topics: dict[str, int], timeout_ms: int) -> set[str]:
+        """Bounded wait until every new partition has a live leader in this broker's metadata; the topics
+        still missing one when `timeout_ms` runs out (Kafka's DelayedCreatePartitions answers them
+        REQUEST_TIMED_OUT: they exist, their leaders are still being elected)."""
         release_request_bytes()
 
-        def ready() -> bool:
+        def leaderless() -> set[str]:
+            missing = set()
             for name, count in topics.items():
                 for p in range(count):
                     state = self.metadata.partition_state(name, p)
                     if state is None or state.leader < 0 or state.leader not in self.metadata.brokers:
-                        return False
-            return True
+                        missing.add(name)
+                        break
+            return missing
 
         deadline = time.monotonic() + timeout_ms / 1000
-        while not ready() and time.monotonic() < deadline:
+        while leaderless() and time.monotonic() < deadline:
             await self.metadata.wait_for_update(deadline - time.monotonic())
+        return leaderless()
+
+    def _mark_timed_out(self, results: Any, timed_out: set[str]) -> None:
+        for result in results:
+            if result.name in timed_out and result.error_code == errors.NONE:
+                result.error_code = errors.RequestTimedOutError.code
+                self._log.info("admin_leaders_not_elected_in_time", topic=result.name)
 
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
         response = pb.CreatePartitionsResponse()
-        brokers = await self._live_brokers()
+        try:
+            brokers = await self._live_brokers()
+        except Exception as exc:
+            self._log.warning("create_partitions_failed", error=str(exc))
+            _fail_all(response.results, [t.name for t in request.topics], exc)
+            return response
         grown: dict[str, int] = {}
         for topic in request.topics:
             result = response.results.add(name=topic.name)
@@ -203,14 +264,19 @@ class AdminManager:
                 if isinstance(exc, AdminOperationError) and "increased" in str(exc):
                     result.error_code = errors.InvalidPartitionsError.code
         if grown and request.timeout_ms > 0:
-            await self._wait_for_leaders(grown, request.timeout_ms)
+            self._mark_timed_out(response.results, await self._wait_for_leaders(grown, request.timeout_ms))
         return response
 
     async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:
         response = pb.DeleteTopicsResponse()
         # One read of /brokers/topics for the whole request: a request naming 20,000 topics must not cost
         # 20,000 quorum round trips (nor may a name like "a/b" address a znode below a topic).
-        existing = set(await self._existing_topics())
+        try:
+            existing = set(await self._existing_topics())
+        except Exception as exc:
+            self._log.warning("delete_topics_failed", error=str(exc))
+            _fail_all(response.responses, list(request.topic_names), exc)
+            return response
         for name in request.topic_names:
             result = response.responses.add(name=name)
             if name not in existing:
@@ -225,6 +291,8 @@ class AdminManager:
                 await self.zk.create(delete_topic_path(name), b"", makepath=True)
             except NodeExistsError:
                 pass  # already marked for deletion
+            except Exception as exc:
+                result.error_code, result.error_message = _whole_request_error(exc)
         deadline = time.monotonic() + request.timeout_ms / 1000
         while request.timeout_ms > 0 and time.monotonic() < deadline:
             if not any(self.metadata.contains(name) for name in request.topic_names):
