@@ -600,7 +600,9 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- follower side
 
-    def append_as_follower(self, tp: TopicPartition, records: bytes, leader_hw: int) -> None:
+    def append_as_follower(
+        self, tp: TopicPartition, records: bytes, leader_hw: int, leader_log_start_offset: int = -1
+    ) -> None:
         partition = self.partitions.get(tp)
         if partition is None or partition.is_leader:
             return
@@ -609,6 +611,52 @@ class ReplicaManager:
         new_hw = min(leader_hw, partition.leo)
         if new_hw > partition.high_watermark:
             partition.high_watermark = new_hw
+        # Kafka 2.8 ReplicaFetcherThread.processPartitionData: the follower's log start follows the leader's
+        # (DeleteRecords, retention), bounded by what it holds below its high watermark.
+        new_start = min(leader_log_start_offset, partition.high_watermark)
+        if new_start > partition.log.log_start_offset:
+            partition.log.maybe_increment_log_start_offset(new_start, "leader_offset_incremented")
+
+    # ---------------------------------------------------------------- records deletion
+
+    def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
+        """DeleteRecords (KIP-107) on the leader: each partition's log start offset moves to the requested offset.
+
+        Offset -1 means the high watermark; above it the answer is OFFSET_OUT_OF_RANGE (Kafka 2.8
+        `Partition.deleteRecordsOnLeader`). The followers follow through the log start offset of their fetches.
+        The low watermark answered is the leader's new log start offset: Kafka's DelayedDeleteRecords waits for
+        the followers to reach it too, this broker answers once the leader's log moved.
+        """
+        response = pb.DeleteRecordsResponse()
+        for topic in request.topics:
+            topic_result = response.topics.add(name=topic.name)
+            for item in topic.partitions:
+                out = topic_result.partitions.add(partition_index=item.partition_index, low_watermark=-1)
+                tp = TopicPartition(topic.name, item.partition_index)
+                out.error_code, out.error_message = self._delete_records_on_leader(tp, item.offset)
+                if out.error_code == NONE:
+                    out.low_watermark = self.partitions[tp].log.log_start_offset
+        return response
+
+    def _delete_records_on_leader(self, tp: TopicPartition, offset: int) -> tuple[int, str]:
+        """(error code, message) of moving `tp`'s log start offset to `offset` (-1: the high watermark)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return errors.UnknownTopicOrPartitionError.code, f"This server does not host {tp}."
+        if not partition.is_leader:
+            return errors.NotLeaderForPartitionError.code, f"This server is not the leader for {tp}."
+        if not partition.log.config.delete:
+            return errors.PolicyViolationError.code, (
+                f"Records of partition {tp} can not be deleted due to the configured policy"
+            )
+        target = partition.high_watermark if offset == -1 else offset
+        if target < 0 or target > partition.high_watermark:
+            return errors.OffsetOutOfRangeError.code, (
+                f"Cannot increment the log start offset to {target} of partition {tp} since it is larger than "
+                f"the high watermark {partition.high_watermark}"
+            )
+        partition.log.maybe_increment_log_start_offset(target, "client_records_deletion")
+        return NONE, ""
 
     # ---------------------------------------------------------------- ISR changes
 
