@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from client.kafka_types import (
         ClusterDescription,
         ConsumerRecord,
+        OffsetAndTimestamp,
         NewPartitions,
         NewTopic,
         PartitionDescription,
@@ -54,6 +55,7 @@ _EXPORTS = {
     "OffsetAndMetadata": "client.consumer_coordinator",
     "ClusterDescription": "client.kafka_types",
     "ConsumerRecord": "client.kafka_types",
+    "OffsetAndTimestamp": "client.kafka_types",
     "NewPartitions": "client.kafka_types",
     "NewTopic": "client.kafka_types",
     "PartitionDescription": "client.kafka_types",
@@ -83,6 +85,7 @@ __all__ = [
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "OffsetAndTimestamp",
     "EventType",
     "FutureRecordMetadata",
     "KeeperState",
