@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from client.kafka_types import (
         ClusterDescription,
         ConsumerRecord,
-        OffsetAndTimestamp,
         NewPartitions,
         NewTopic,
+        OffsetAndTimestamp,
         PartitionDescription,
         RecordMetadata,
         TopicDescription,
