@@ -241,7 +241,7 @@ class BrokerService(BrokerServicer):
     async def DeleteRecords(
         self, request: pb.DeleteRecordsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteRecordsResponse:
-        return self._replicas.delete_records(request)
+        return await self._replicas.delete_records(request)
 
     async def ElectLeaders(
         self, request: pb.ElectLeadersRequest, context: grpc.aio.ServicerContext

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.kafka_api.entities import build
+from broker.kafka_api.entities import build, millis
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
 from client.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
@@ -28,9 +28,10 @@ async def delete_records(request: Any, ctx: KafkaRequestContext) -> Any:
                 ],
             )
             for t in request.topics
-        ]
+        ],
+        timeout_ms=millis(request.timeout),
     )
-    answer = ctx.service.replicas.delete_records(internal)
+    answer = await ctx.service.replicas.delete_records(internal)
     topics = [
         {
             "name": t.name,
