@@ -37,12 +37,13 @@ class ReplicaAdminMixin:
     # ------------------------------------------------------------------ records
 
     def delete_records(
-        self, records_to_delete: Mapping[TopicPartition, int], timeout_ms: int | None = None
-    ) -> dict[TopicPartition, dict[str, int]]:
+        self, records_to_delete: Mapping[TopicPartition, int], timeout_ms: int | None = None, raise_errors: bool = True
+    ) -> dict[TopicPartition, Any]:
         """Deletes the records below each partition's offset (-1: the high watermark).
 
         Returns {TopicPartition: {"low_watermark": n}}; raises the first partition's error (e.g.
-        OffsetOutOfRangeError above the high watermark) naming it.
+        OffsetOutOfRangeError above the high watermark) naming it, or with `raise_errors` False puts the
+        error in its place.
         """
         wanted = _checked_offsets(records_to_delete)
         timeout = self._timeout(timeout_ms)
@@ -51,14 +52,22 @@ class ReplicaAdminMixin:
         while True:
             snapshot = self._cluster.refresh(sorted({tp.topic for tp in wanted}))
             retry: dict[TopicPartition, int] = {}
-            for leader, offsets in _by_leader(snapshot, wanted).items():
+            grouped, unknown = _by_leader(snapshot, wanted)
+            for tp in unknown:
+                error = error_for(3, f"{tp} does not exist")
+                if raise_errors:
+                    raise error
+                done[tp] = error
+            for leader, offsets in grouped.items():
                 for tp, low_watermark, error in self._delete_on(leader, offsets, timeout):
                     if error is None:
                         done[tp] = {"low_watermark": low_watermark}
                     elif error.retriable and time.monotonic() + RETRY_BACKOFF_S < deadline:
                         retry[tp] = wanted[tp]
+                    elif raise_errors:
+                        raise error_for(error.code, f"delete records of {tp}: {error}")
                     else:
-                        raise error
+                        done[tp] = error
             if not retry:
                 return done
             wanted = retry
@@ -68,7 +77,7 @@ class ReplicaAdminMixin:
         self, leader: int, offsets: dict[TopicPartition, int], timeout_ms: int
     ) -> list[tuple[TopicPartition, int, KafkaError | None]]:
         if leader < 0:
-            return [(tp, -1, error_for(5, f"delete records of {tp}: the partition has no leader")) for tp in offsets]
+            return [(tp, -1, error_for(5, f"{tp} has no leader")) for tp in offsets]
         topics: dict[str, list[broker_pb2.DeleteRecordsPartition]] = {}
         for tp, offset in offsets.items():
             topics.setdefault(tp.topic, []).append(
@@ -83,10 +92,7 @@ class ReplicaAdminMixin:
         for topic in response.topics:
             for p in topic.partitions:
                 tp = TopicPartition(topic.name, p.partition_index)
-                error = None
-                if p.error_code != NONE:
-                    error = error_for(p.error_code, f"delete records of {tp}: {p.error_message or ''}".rstrip(": "))
-                out.append((tp, p.low_watermark, error))
+                out.append((tp, p.low_watermark, _error_or_none(p.error_code, p.error_message)))
         return out
 
     # ------------------------------------------------------------------ leader election
@@ -209,14 +215,19 @@ def _checked_offsets(records_to_delete: Mapping[TopicPartition, int]) -> dict[To
     return out
 
 
-def _by_leader(snapshot: Any, offsets: dict[TopicPartition, int]) -> dict[int, dict[TopicPartition, int]]:
+def _by_leader(
+    snapshot: Any, offsets: dict[TopicPartition, int]
+) -> tuple[dict[int, dict[TopicPartition, int]], list[TopicPartition]]:
+    """The offsets grouped by the partition's leader (-1: none now), and the partitions the metadata lacks."""
     grouped: dict[int, dict[TopicPartition, int]] = {}
+    unknown = []
     for tp, offset in offsets.items():
         meta = snapshot.topics.get(tp.topic)
         if meta is None or meta.error_code != NONE or tp.partition not in meta.partitions:
-            raise error_for(3, f"delete records of {tp}: the partition does not exist")
+            unknown.append(tp)
+            continue
         grouped.setdefault(snapshot.leader_for(tp.topic, tp.partition), {})[tp] = offset
-    return grouped
+    return grouped, unknown
 
 
 def _topic_partitions_pb(
