@@ -24,6 +24,7 @@ from broker.kafka_api.entities import build
 from client import Consumer, Producer, TopicPartition
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
+from tests.reassignment_hold import remove_throttle, set_follower_rates, throttle_new_replica
 from tests.test_kafka_wire_frames import read_response, request_frame
 
 pytestmark = pytest.mark.integration
@@ -39,6 +40,7 @@ BROKER_PROPERTIES = {"replica.lag.time.max.ms": "3000", "log.cleaner.enable": "f
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     with KafkaCluster(tmp_path_factory.mktemp("wire-replica-admin"), 3, BROKER_PROPERTIES) as running:
         running.start()
+        set_follower_rates(running)  # binds only the replicas a test lists: see tests/reassignment_hold.py
         yield running
 
 
@@ -56,6 +58,13 @@ def produce(cluster: KafkaCluster, topic: str, partition: int, count: int) -> No
         for i in range(count):
             producer.send(topic, value=b"r%d" % i, partition=partition)
         producer.flush()
+
+
+def produce_batches(cluster: KafkaCluster, topic: str, count: int) -> None:
+    with Producer(cluster.bootstrap_servers, acks="all", linger_ms=1) as producer:
+        for i in range(count):
+            producer.send(topic, value=b"b%d" % i, partition=0)
+            producer.flush()
 
 
 def beginning(cluster: KafkaCluster, tp: TopicPartition) -> int:
@@ -109,7 +118,8 @@ def test_reassignment_listed_and_cancelled_from_kafka_python(
     original = cluster.assignment("shifted")[0]
     spare = next(b for b in cluster.broker_ids if b not in original)
     tp = KpTopicPartition("shifted", 0)
-    cluster.pause_broker(spare)  # registered, fetching nothing: the reassignment stays in progress
+    produce_batches(cluster, "shifted", 3)
+    throttle_new_replica(cluster, TopicPartition("shifted", 0), spare)  # held in progress until cancelled
     try:
         assert kafka_python.alter_partition_reassignments({tp: [*original, spare]}) == {tp: None}
         listed = kafka_python.list_partition_reassignments()
@@ -118,7 +128,7 @@ def test_reassignment_listed_and_cancelled_from_kafka_python(
         wait_until(lambda: not kafka_python.list_partition_reassignments(), TIMEOUT_S, message="still listed")
         wait_until(lambda: cluster.assignment("shifted")[0] == original, TIMEOUT_S, message="not reverted")
     finally:
-        cluster.resume_broker(spare)
+        remove_throttle(cluster, TopicPartition("shifted", 0))
     # Nothing to cancel any more: NO_REASSIGNMENT_IN_PROGRESS for that partition.
     results = kafka_python.alter_partition_reassignments({tp: None})
     assert results[tp] is not None and results[tp].errno == 85

@@ -24,6 +24,7 @@ from client.tools.topics import ToolError, ToolUsageError
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from tests.quorum_harness import REPO_ROOT, subprocess_env
+from tests.reassignment_hold import remove_throttle, set_follower_rates, throttle_new_replica
 
 TP = TopicPartition
 TIMEOUT_S = 60.0
@@ -132,6 +133,7 @@ def test_reassignment_lines() -> None:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     with KafkaCluster(tmp_path_factory.mktemp("replica-admin-tools"), 3, BROKER_PROPERTIES) as running:
         running.start()
+        set_follower_rates(running)  # binds only the replicas a test lists: see tests/reassignment_hold.py
         yield running
 
 
@@ -199,7 +201,11 @@ def test_reassignment_executed_listed_cancelled_returns_to_the_original_replicas
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moved", "partition": 0,
                                                               "replicas": [*original, spare]}]}))  # fmt: skip
     bootstrap = cluster.bootstrap_servers
-    cluster.pause_broker(spare)  # registered but fetching nothing: the reassignment stays in progress
+    with Producer(bootstrap, acks="all", linger_ms=1) as producer:
+        for i in range(3):  # three batches: the throttled new replica cannot catch up
+            producer.send("moved", value=b"%d" % i, partition=0)
+            producer.flush()
+    throttle_new_replica(cluster, TP("moved", 0), spare)
     try:
         done = zkraft("reassign-partitions", "--bootstrap-server", bootstrap, "--execute", "--reassignment-json-file",
                       str(plan))  # fmt: skip
@@ -223,4 +229,4 @@ def test_reassignment_executed_listed_cancelled_returns_to_the_original_replicas
         done = zkraft("reassign-partitions", "--bootstrap-server", bootstrap, "--list")
         assert done.stdout == "No partition reassignments found.\n"
     finally:
-        cluster.resume_broker(spare)
+        remove_throttle(cluster, TP("moved", 0))
