@@ -621,6 +621,10 @@ def test_log_start_offset_moves_up_only_and_whole_segments_below_it_go(tmp_path:
     assert not log.maybe_increment_log_start_offset(target - 1, "client_records_deletion")  # never backwards
     assert log.log_start_offset == target
     assert logger.events("log_start_offset_incremented")[0]["log_start_offset"] == target
+    # By time: a record below the start is never answered, the first one at or after it is (Kafka's
+    # findOffsetByTimestamp(timestamp, startingOffset)); `fill` stamps offset o with 10_000 + o.
+    assert log.offset_for_timestamp(0) == (target, 10_000 + target)
+    assert log.offset_for_timestamp(10_000 + target + 1) == (target + 1, 10_000 + target + 1)
     # The start survives a reopen through the checkpointed value, as the broker passes it back.
     log.close()
     reopened, _ = open_log(tmp_path / "t-0", log_start_offset=target)

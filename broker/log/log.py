@@ -499,8 +499,8 @@ class PartitionLog:
         """
         for segment in self._segments:
             if segment.largest_timestamp >= timestamp_ms:
-                found = segment.find_offset_by_timestamp(timestamp_ms)
-                if found is not None and found[0] >= self._log_start_offset:
+                found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+                if found is not None:
                     return found
         return None
 
