@@ -62,11 +62,11 @@ def parse_offset_json(text: str) -> list[tuple[TopicPartition, int]]:
         partition = item.get("partition") if isinstance(item, dict) else None
         offset = item.get("offset") if isinstance(item, dict) else None
         if not isinstance(topic, str) or not topic:
-            raise ToolError(f"each partition needs a \"topic\" string: {json.dumps(item)}")
+            raise ToolError(f'each partition needs a "topic" string: {json.dumps(item)}')
         if not _is_int(partition) or partition < 0:
-            raise ToolError(f"each partition needs a \"partition\" integer >= 0: {json.dumps(item)}")
+            raise ToolError(f'each partition needs a "partition" integer >= 0: {json.dumps(item)}')
         if not _is_int(offset) or offset < -1:
-            raise ToolError(f"each partition needs an \"offset\" integer >= -1: {json.dumps(item)}")
+            raise ToolError(f'each partition needs an "offset" integer >= -1: {json.dumps(item)}')
         out.append((TopicPartition(topic, partition), offset))
     duplicates = sorted({str(tp) for tp, _ in out if sum(1 for other, _ in out if other == tp) > 1})
     if duplicates:
@@ -94,9 +94,9 @@ def result_lines(results: dict[TopicPartition, Any], order: list[TopicPartition]
 
 def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     if not ns.bootstrap_server:
-        raise ToolUsageError("Missing required argument \"[bootstrap-server]\"")
+        raise ToolUsageError('Missing required argument "[bootstrap-server]"')
     if not ns.offset_json_file:
-        raise ToolUsageError("Missing required argument \"[offset-json-file]\"")
+        raise ToolUsageError('Missing required argument "[offset-json-file]"')
     bootstrap = check_hosts(ns.bootstrap_server, "--bootstrap-server")
     try:
         text = Path(ns.offset_json_file).read_text(encoding="utf-8")
