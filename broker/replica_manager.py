@@ -782,6 +782,8 @@ class ReplicaManager:
             self._hw_moved(partition)
         else:
             self._complete_produces(partition)  # a shrink may make waiting acks=all fail or succeed
+        if tp in self._delete_records_waiters:
+            self._complete_delete_records(partition)  # a lagging follower left: the low watermark may be reached
 
     async def _eligible_leader_replicas(self, partition: Partition, path: str) -> tuple[int, ...]:
         """The ELR in the state znode at the version this leader knows (KIP-966; the LeaderAndIsr request
