@@ -230,3 +230,63 @@ def test_reassignment_executed_listed_cancelled_returns_to_the_original_replicas
         assert done.stdout == "No partition reassignments found.\n"
     finally:
         remove_throttle(cluster, TP("moved", 0))
+
+
+class FakeAdmin:
+    """The admin calls ApiReassigner makes, over a fixed cluster: topic `t` with 2 partitions, brokers 1-3."""
+
+    def __init__(self, ongoing: dict | None = None) -> None:
+        from client.kafka_types import BrokerMetadata, ClusterDescription, PartitionDescription, TopicDescription
+
+        self.assignment = {0: [1, 2], 1: [2, 3]}
+        self.ongoing = ongoing or {}
+        self.altered: list[dict] = []
+        self._cluster = ClusterDescription("c", 1, [BrokerMetadata(b, "h", 1, None) for b in (1, 2, 3)])
+        self._topic = lambda: TopicDescription(
+            "t", False, [PartitionDescription(p, r[0], r, r, [], None) for p, r in self.assignment.items()]
+        )
+
+    def describe_topics(self, topics):  # type: ignore[no-untyped-def]
+        return [self._topic()]
+
+    def describe_cluster(self):  # type: ignore[no-untyped-def]
+        return self._cluster
+
+    def list_partition_reassignments(self, partitions=None):  # type: ignore[no-untyped-def]
+        return {tp: r for tp, r in self.ongoing.items() if partitions is None or tp in partitions}
+
+    def alter_partition_reassignments(self, plan):  # type: ignore[no-untyped-def]
+        self.altered.append(dict(plan))
+        return {tp: None for tp in plan}
+
+
+def test_api_execute_verify_generate_with_a_fake_admin() -> None:
+    import io
+
+    from client.tools.reassign_partitions import ReassignOptions
+
+    out = io.StringIO()
+    busy = FakeAdmin({TP("t", 1): {"replicas": [2, 3, 1], "adding_replicas": [1], "removing_replicas": []}})
+    with pytest.raises(ToolError, match="Cannot execute because there is an existing partition assignment"):
+        reassign_api.ApiReassigner(busy, out).execute_api([(TP("t", 0), (3,))], additional=False)
+    with pytest.raises(ToolError, match="Unknown broker id 7"):
+        reassign_api.ApiReassigner(FakeAdmin(), out).execute_api([(TP("t", 0), (7,))], additional=False)
+    admin = FakeAdmin()
+    reassign_api.ApiReassigner(admin, out).execute_api([(TP("t", 0), (3,)), (TP("t", 1), (1,))], additional=False)
+    assert admin.altered == [{TP("t", 0): (3,), TP("t", 1): (1,)}]
+    assert out.getvalue().endswith("Successfully started partition reassignments for t-0,t-1\n")
+
+    out = io.StringIO()
+    assert reassign_api.ApiReassigner(busy, out).verify_api([(TP("t", 0), (1, 2)), (TP("t", 1), (1,))])
+    assert out.getvalue() == (
+        "Status of partition reassignment:\n"
+        "Reassignment of partition t-0 is complete.\n"
+        "Reassignment of partition t-1 is still in progress.\n\n"
+    )
+    out = io.StringIO()
+    options = ReassignOptions(action="generate", zookeeper=None, broker_list=(1, 3), bootstrap_server="h:1")
+    reassign_api.ApiReassigner(FakeAdmin(), out).generate(options, ["t"])
+    current, proposed = out.getvalue().split("\n\n")
+    assert current.startswith("Current partition replica assignment\n")
+    plan = json.loads(proposed.split("\n")[1])
+    assert {tuple(sorted(p["replicas"])) for p in plan["partitions"]} == {(1, 3)}
