@@ -122,6 +122,10 @@ class KafkaListenerServer:
         connection = _Connection(self, reader, writer, peer[0] if peer else "")
         try:
             await connection.serve()
+        except asyncio.CancelledError:
+            # stop(): the connection ends with the listener. Not re-raised: asyncio's stream server would log a
+            # cancelled connection task as an error.
+            pass
         finally:
             self._connections.discard(task)
             writer.close()
@@ -220,11 +224,12 @@ class _Connection:
         return handling
 
     def _unserved(self, body: bytes, api_key: int, api_version: int, correlation_id: int) -> Answer:
-        """A request for a key or version the broker does not serve: answered when it can be, else closed."""
-        self._server._budget.release(len(body))
+        """A request for a key or version the broker does not serve: answered when it can be, else closed (the
+        caller then returns the request's bytes to the budget)."""
         future: Answer = asyncio.get_running_loop().create_future()
         if api_key == API_VERSIONS_KEY:
             # KIP-511: whatever the version, an ApiVersions v0 with UNSUPPORTED_VERSION and the table.
+            self._server._budget.release(len(body))
             future.set_result(api_versions_fallback(correlation_id, cluster.unsupported_api_versions_response()))
             return future
         spec = API_SPECS.get(api_key)
@@ -239,6 +244,7 @@ class _Connection:
         self._log.info(
             "kafka_unsupported_version", api=spec.name, api_version=api_version, correlation_id=correlation_id
         )
+        self._server._budget.release(len(body))
         future.set_result(answer)
         return future
 
@@ -261,19 +267,42 @@ class _Connection:
             return None
 
     async def _write_loop(self) -> None:
-        writer = self._writer
+        """Writes each answer in request order; answers already done behind it go out in the same write (one
+        system call for a burst of pipelined answers)."""
+        answers = self._answers
+        carried: Answer | None = None
+        has_carried = False
         while True:
-            answer = await self._answers.get()
+            if has_carried:
+                answer, has_carried = carried, False
+            else:
+                answer = await answers.get()
             if answer is None:
                 return
             frame = await answer
             if frame is None:
                 return
-            try:
-                writer.writelines(frame)
-                await writer.drain()
-            except ConnectionError:
+            frames = list(frame)
+            while not answers.empty():
+                following = answers.get_nowait()
+                if following is None or not following.done():
+                    carried, has_carried = following, True
+                    break
+                more = following.result()
+                if more is None:  # a failed request: the answers before it still go out, then the connection ends
+                    await self._write(frames)
+                    return
+                frames.extend(more)
+            if frames and not await self._write(frames):
                 return
+
+    async def _write(self, frames: list[bytes | memoryview]) -> bool:
+        try:
+            self._writer.writelines(frames)
+            await self._writer.drain()
+        except ConnectionError:
+            return False
+        return True
 
     async def _pump_to_grpc(self) -> None:
         """Hands this connection to the broker's gRPC server: the preface's first bytes, then both ways."""

@@ -35,7 +35,7 @@ from kio.schema.request_header.v1 import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2 import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
-from broker.kafka_api.registry import API_SPECS, ApiSpec, EncodedResponse
+from broker.kafka_api.registry import API_SPECS, NO_RESPONSE, ApiSpec, EncodedResponse
 
 SIZE = struct.Struct(">i")
 # api key, api version, correlation id: how every request header begins, in every version.
@@ -92,7 +92,10 @@ def _response_header(api_key: int, flexible: bool) -> struct.Struct:
 
 
 def encode_response(codec: Codec, correlation_id: int, response: Any) -> Frame:
-    """The response frame: size, header, body (an EncodedResponse's buffers are written as they are)."""
+    """The response frame: size, header, body (an EncodedResponse's buffers are written as they are); no bytes
+    at all for NO_RESPONSE."""
+    if response is NO_RESPONSE:
+        return []
     header = codec.response_header
     header_bytes = header.pack(correlation_id) if header is _RESPONSE_HEADER_V0 else header.pack(correlation_id, 0)
     if isinstance(response, EncodedResponse):

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# (request entity, context) -> response entity of context.response_type, or an EncodedResponse
+# (request entity, context) -> response entity of context.response_type, an EncodedResponse, or NO_RESPONSE
 Handler = Callable[[Any, "KafkaRequestContext"], Awaitable[Any]]
 
 
@@ -42,6 +42,20 @@ class EncodedResponse:
     """
 
     parts: Sequence[bytes | memoryview]
+
+
+class _NoResponse:
+    """The type of NO_RESPONSE."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+# What a handler returns for a request Kafka does not answer: a Produce with acks=0 (KafkaApis sends nothing, the
+# client expects nothing). To make such a client notice a failure, raise instead: the listener closes the connection.
+NO_RESPONSE = _NoResponse()
 
 
 @dataclass(frozen=True, slots=True)
