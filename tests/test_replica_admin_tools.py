@@ -150,8 +150,9 @@ def test_delete_records_then_a_consumer_starts_at_the_low_watermark(cluster: Kaf
             producer.send("purged", value=b"%d" % i, partition=0)
         producer.flush()
     offsets = tmp_path / "offsets.json"
+    kafka_bootstrap = cluster.kafka_bootstrap_servers  # the one list `zkraft up` prints: the Kafka listeners
     offsets.write_text(json.dumps({"partitions": [{"topic": "purged", "partition": 0, "offset": 4}], "version": 1}))
-    done = zkraft("delete-records", "--bootstrap-server", cluster.bootstrap_servers, "--offset-json-file", str(offsets))
+    done = zkraft("delete-records", "--bootstrap-server", kafka_bootstrap, "--offset-json-file", str(offsets))
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == (
         "Executing records delete operation\n"
@@ -166,7 +167,7 @@ def test_delete_records_then_a_consumer_starts_at_the_low_watermark(cluster: Kaf
         assert got == [4, 5, 6, 7, 8, 9]
     # Above the high watermark: Kafka's line for the partition, and a non-zero exit.
     offsets.write_text(json.dumps({"partitions": [{"topic": "purged", "partition": 0, "offset": 11}]}))
-    done = zkraft("delete-records", "--bootstrap-server", cluster.bootstrap_servers, "--offset-json-file", str(offsets))
+    done = zkraft("delete-records", "--bootstrap-server", kafka_bootstrap, "--offset-json-file", str(offsets))
     assert done.returncode == 1
     assert "partition: purged-0\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException: " in done.stdout
 
@@ -179,7 +180,7 @@ def test_leader_election_prints_kafkas_lines(cluster: KafkaCluster) -> None:
     wait_until(lambda: cluster.partition_state("led", 0).leader not in (-1, preferred), TIMEOUT_S)
     cluster.start_broker(preferred)
     wait_until(lambda: preferred in cluster.partition_state("led", 0).isr, TIMEOUT_S, message="not back in the ISR")
-    bootstrap = cluster.bootstrap_servers
+    bootstrap = cluster.kafka_bootstrap_servers  # the one list `zkraft up` prints: the Kafka listeners
     done = zkraft("leader-election", "--bootstrap-server", bootstrap, "--election-type", "preferred", "--topic", "led",
                   "--partition", "0")  # fmt: skip
     assert (done.returncode, done.stderr) == (0, "")
@@ -200,7 +201,7 @@ def test_reassignment_executed_listed_cancelled_returns_to_the_original_replicas
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moved", "partition": 0,
                                                               "replicas": [*original, spare]}]}))  # fmt: skip
-    bootstrap = cluster.bootstrap_servers
+    bootstrap = cluster.kafka_bootstrap_servers  # the one list `zkraft up` prints: the Kafka listeners
     with Producer(bootstrap, acks="all", linger_ms=1) as producer:
         for i in range(3):  # three batches: the throttled new replica cannot catch up
             producer.send("moved", value=b"%d" % i, partition=0)
