@@ -15,7 +15,9 @@ and bounce (§2.4), topic creation and partition addition (§2.11), ISR change
 notifications (§2.16), controlled shutdown (§2.15), topic deletion (§2.12,
 in `topic_deletion`), partition reassignment (§2.13, in `reassignment`),
 preferred replica election and the automatic leader rebalance (§2.14, in
-`preferred_election`). Not yet: log-dir events, BrokerModifications.
+`preferred_election`), and the admin APIs it answers as events with a reply:
+ElectLeaders (KIP-460, in `admin_election`), Alter/ListPartitionReassignments
+(KIP-455, in `reassignment`). Not yet: log-dir events, BrokerModifications.
 """
 
 from __future__ import annotations
