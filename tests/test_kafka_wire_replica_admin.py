@@ -93,6 +93,27 @@ def test_delete_records_from_kafka_python_and_librdkafka(cluster: KafkaCluster, 
     assert beginning(cluster, TopicPartition("trimmed", 1)) == 12
 
 
+def test_delete_records_from_aiokafka(cluster: KafkaCluster) -> None:
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    cluster.create_topic("trimmed-aio", partitions=1, replication_factor=3)
+    produce(cluster, "trimmed-aio", 0, 10)
+
+    async def delete() -> dict:
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap_servers, request_timeout_ms=30000)
+        await admin.start()
+        try:
+            return await admin.delete_records({AioTopicPartition("trimmed-aio", 0): RecordsToDelete(before_offset=3)})
+        finally:
+            await admin.close()
+
+    assert asyncio.run(delete()) == {AioTopicPartition("trimmed-aio", 0): 3}
+    assert beginning(cluster, TopicPartition("trimmed-aio", 0)) == 3
+
+
 def test_preferred_election_from_both_clients(cluster: KafkaCluster, kafka_python: KafkaAdminClient) -> None:
     cluster.create_topic("chosen", partitions=1, replication_factor=3)
     response = kafka_python.elect_leaders(0, {"chosen": [0]})
