@@ -1,7 +1,7 @@
 """DeleteRecords, ElectLeaders and KIP-455 reassignment from Kafka's own clients, through the Kafka listeners.
 
 A 3-broker cluster of real processes (tests/kafka_harness.py). The records are written with the SDK; what
-librdkafka (confluent-kafka's AdminClient) and kafka-python's KafkaAdminClient do with them is what a Kafka
+librdkafka (confluent-kafka's AdminClient), kafka-python's KafkaAdminClient and aiokafka do with them is what a Kafka
 user checks: records deleted below an offset are gone for every consumer, a preferred election answers
 ELECTION_NOT_NEEDED when the preferred replica already leads, and a reassignment listed in progress can be
 cancelled back to its original replicas.
