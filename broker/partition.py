@@ -31,6 +31,7 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch said (DeleteRecords waits for it: `low_watermark`)
 
     def update(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
         if fetch_offset >= leader_leo:
@@ -107,13 +108,25 @@ class Partition:
 
     # ---------------------------------------------------------------- leader bookkeeping
 
-    def update_follower(self, replica: int, fetch_offset: int, now_ms: int) -> bool:
+    def update_follower(self, replica: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1) -> bool:
         """Record a follower's fetch; True when the HW moved."""
         state = self.followers.get(replica)
         if state is None:
             return False
         state.update(fetch_offset, self.leo, now_ms)
+        state.log_start_offset = log_start_offset
         return self.maybe_increment_hw()
+
+    def low_watermark(self) -> int:
+        """The smallest log start offset of the leader and the followers in the ISR (Kafka 2.8
+        `Partition.lowWatermarkIfLeader` takes every follower on a live broker; one out of the ISR here
+        catches up through OFFSET_OUT_OF_RANGE, so it does not hold DeleteRecords up)."""
+        low = self.log.log_start_offset
+        for replica in self.isr:
+            state = self.followers.get(replica) if replica != self.local_id else None
+            if state is not None:
+                low = min(low, state.log_start_offset)
+        return low
 
     def maybe_increment_hw(self) -> bool:
         leo = self.leo

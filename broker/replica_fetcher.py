@@ -217,7 +217,7 @@ class ReplicaFetcher:
         code = data.error_code
         if code == errors.NONE:
             try:
-                self._rm.append_as_follower(tp, data.records, data.high_watermark)
+                self._rm.append_as_follower(tp, data.records, data.high_watermark, data.log_start_offset)
             except ValueError as exc:  # the leader's batches do not line up with ours: truncate first
                 self._log.warning("follower_append_misaligned", topic=tp.topic, partition=tp.partition, error=str(exc))
                 state.needs_truncation = True

@@ -88,6 +88,13 @@ def leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> int:
     return errors.UnknownLeaderEpochError.code
 
 
+def _resolved(future: asyncio.Future[None], done: bool) -> bool:
+    """Resolves `future` when `done`; returns `done`."""
+    if done:
+        future.set_result(None)
+    return done
+
+
 def now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
@@ -114,6 +121,9 @@ class ReplicaManager:
         self._produce_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[int]]]] = {}
         # Delayed fetch: futures woken by any append or HW move of one of their partitions.
         self._fetch_waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
+        # Delayed DeleteRecords: tp -> [(requested log start offset, future)], resolved as the low watermark
+        # (the ISR's smallest log start offset) reaches it (Kafka's DelayedDeleteRecords).
+        self._delete_records_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[None]]]] = {}
         self._isr_changes: set[TopicPartition] = set()
         self._last_isr_change_ms = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -528,8 +538,12 @@ class ReplicaManager:
                     continue
                 assert partition is not None
                 log = partition.log
-                if is_follower and partition.update_follower(replica_id, item.fetch_offset, clock):
+                if is_follower and partition.update_follower(
+                    replica_id, item.fetch_offset, clock, item.log_start_offset
+                ):
                     self._hw_moved(partition)
+                if is_follower and tp in self._delete_records_waiters:
+                    self._complete_delete_records(partition)
                 if is_follower:
                     self._maybe_expand_isr(partition)
                 limit = min(item.partition_max_bytes or max_bytes, max_bytes - total)
@@ -653,7 +667,9 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- follower side
 
-    def append_as_follower(self, tp: TopicPartition, records: bytes, leader_hw: int) -> None:
+    def append_as_follower(
+        self, tp: TopicPartition, records: bytes, leader_hw: int, leader_log_start_offset: int = -1
+    ) -> None:
         partition = self.partitions.get(tp)
         if partition is None or partition.is_leader:
             return
@@ -662,6 +678,98 @@ class ReplicaManager:
         new_hw = min(leader_hw, partition.leo)
         if new_hw > partition.high_watermark:
             partition.high_watermark = new_hw
+        # Kafka 2.8 ReplicaFetcherThread.processPartitionData: the follower's log start follows the leader's
+        # (DeleteRecords, retention), bounded by what it holds below its high watermark.
+        new_start = min(leader_log_start_offset, partition.high_watermark)
+        if new_start > partition.log.log_start_offset:
+            partition.log.maybe_increment_log_start_offset(new_start, "leader_offset_incremented")
+
+    # ---------------------------------------------------------------- records deletion
+
+    async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
+        """DeleteRecords (KIP-107) on the leader: each partition's log start offset moves to the requested offset.
+
+        Offset -1 means the high watermark; above it the answer is OFFSET_OUT_OF_RANGE (Kafka 2.8
+        `Partition.deleteRecordsOnLeader`). The followers follow through the log start offset of their fetches;
+        the answer waits (Kafka's DelayedDeleteRecords) until the ISR's low watermark reached the offset, or
+        `timeout_ms` passed (REQUEST_TIMED_OUT), and carries the low watermark.
+        """
+        response = pb.DeleteRecordsResponse()
+        waits: list[tuple[pb.DeleteRecordsPartitionResult, TopicPartition, int, asyncio.Future[None]]] = []
+        for topic in request.topics:
+            topic_result = response.topics.add(name=topic.name)
+            for item in topic.partitions:
+                out = topic_result.partitions.add(partition_index=item.partition_index, low_watermark=-1)
+                tp = TopicPartition(topic.name, item.partition_index)
+                out.error_code, out.error_message = self._delete_records_on_leader(tp, item.offset)
+                if out.error_code != NONE:
+                    continue
+                partition = self.partitions[tp]
+                required = partition.log.log_start_offset
+                if partition.low_watermark() >= required:
+                    out.low_watermark = partition.low_watermark()
+                    continue
+                future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._delete_records_waiters.setdefault(tp, []).append((required, future))
+                waits.append((out, tp, required, future))
+        if waits:
+            release_request_bytes()
+            await self._await_delete_records(waits, request.timeout_ms)
+        return response
+
+    async def _await_delete_records(
+        self,
+        waits: list[tuple[pb.DeleteRecordsPartitionResult, TopicPartition, int, asyncio.Future[None]]],
+        timeout_ms: int,
+    ) -> None:
+        timeout_s = (timeout_ms if timeout_ms > 0 else self.config.request_timeout_ms) / 1000
+        await asyncio.wait([future for *_, future in waits], timeout=timeout_s)
+        for out, tp, required, future in waits:
+            partition = self.partitions.get(tp)
+            if future.done() and partition is not None:
+                out.low_watermark = partition.low_watermark()
+                continue
+            future.cancel()
+            self._drop_delete_records_waiter(tp, future)
+            out.error_code = errors.RequestTimedOutError.code
+            out.error_message = f"{tp}: the in-sync replicas did not reach log start offset {required} in time"
+
+    def _complete_delete_records(self, partition: Partition) -> None:
+        """Resolve the DeleteRecords waiting on `partition` whose offset the low watermark reached."""
+        low = partition.low_watermark()
+        waiting = self._delete_records_waiters.pop(partition.tp, [])
+        still = [(required, f) for required, f in waiting if not f.done() and not _resolved(f, required <= low)]
+        if still:
+            self._delete_records_waiters[partition.tp] = still
+
+    def _drop_delete_records_waiter(self, tp: TopicPartition, future: asyncio.Future[None]) -> None:
+        waiting = [(r, f) for r, f in self._delete_records_waiters.get(tp, []) if f is not future]
+        if waiting:
+            self._delete_records_waiters[tp] = waiting
+        else:
+            self._delete_records_waiters.pop(tp, None)
+
+    def _delete_records_on_leader(self, tp: TopicPartition, offset: int) -> tuple[int, str]:
+        """(error code, message) of moving `tp`'s log start offset to `offset` (-1: the high watermark)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return errors.UnknownTopicOrPartitionError.code, f"This server does not host {tp}."
+        if not partition.is_leader:
+            return errors.NotLeaderForPartitionError.code, f"This server is not the leader for {tp}."
+        if not partition.log.config.delete:
+            return errors.PolicyViolationError.code, (
+                f"Records of partition {tp} can not be deleted due to the configured policy"
+            )
+        target = partition.high_watermark if offset == -1 else offset
+        if target < 0 or target > partition.high_watermark:
+            return errors.OffsetOutOfRangeError.code, (
+                f"Cannot increment the log start offset to {target} of partition {tp} since it is larger than "
+                f"the high watermark {partition.high_watermark}"
+            )
+        if partition.log.maybe_increment_log_start_offset(target, "client_records_deletion"):
+            # Checkpointed at once: a crash must not bring deleted records back (Kafka checkpoints periodically).
+            self.logs.flush_checkpoints()
+        return NONE, ""
 
     # ---------------------------------------------------------------- ISR changes
 
@@ -727,6 +835,8 @@ class ReplicaManager:
             self._hw_moved(partition)
         else:
             self._complete_produces(partition)  # a shrink may make waiting acks=all fail or succeed
+        if tp in self._delete_records_waiters:
+            self._complete_delete_records(partition)  # a lagging follower left: the low watermark may be reached
 
     async def _eligible_leader_replicas(self, partition: Partition, path: str) -> tuple[int, ...]:
         """The ELR in the state znode at the version this leader knows (KIP-966; the LeaderAndIsr request

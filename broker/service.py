@@ -21,6 +21,7 @@ from broker.replica_manager import ReplicaManager
 from broker.request_bounds import BytesInFlight, bounded_handler
 from broker.state_change_log import update_metadata_partition_text
 from client import kafka_errors as errors
+from client.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
 from zkraft_proto.broker_pb2_grpc import BrokerServicer
 
@@ -278,6 +279,75 @@ class BrokerService(BrokerServicer):
             ]
         )
 
+    async def DeleteRecords(
+        self, request: pb.DeleteRecordsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteRecordsResponse:
+        return await self._replicas.delete_records(request)
+
+    async def ElectLeaders(
+        self, request: pb.ElectLeadersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ElectLeadersResponse:
+        partitions = None if request.all_partitions else _topic_partitions(request.topic_partitions)
+        error_code, results = await self.controller_admin_call("elect_leaders", partitions, request.election_type)
+        response = pb.ElectLeadersResponse(error_code=error_code)
+        for topic, items in _by_topic(results).items():
+            out = response.replica_election_results.add(topic=topic)
+            for partition, (code, message) in items:
+                out.partition_result.add(partition_id=partition, error_code=code, error_message=message)
+        return response
+
+    async def AlterPartitionReassignments(
+        self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AlterPartitionReassignmentsResponse:
+        reassignments = tuple(
+            (TopicPartition(t.name, p.partition_index), None if p.cancel else tuple(p.replicas))
+            for t in request.topics
+            for p in t.partitions
+        )
+        error_code, results = await self.controller_admin_call("alter_partition_reassignments", reassignments)
+        response = pb.AlterPartitionReassignmentsResponse(error_code=error_code)
+        for topic, items in _by_topic(results).items():
+            out = response.responses.add(name=topic)
+            for partition, (code, message) in items:
+                out.partitions.add(partition_index=partition, error_code=code, error_message=message)
+        return response
+
+    async def ListPartitionReassignments(
+        self, request: pb.ListPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPartitionReassignmentsResponse:
+        partitions = None if request.all_partitions else _topic_partitions(request.topics)
+        error_code, ongoing = await self.controller_admin_call("list_partition_reassignments", partitions)
+        response = pb.ListPartitionReassignmentsResponse(error_code=error_code)
+        for topic, items in _by_topic(ongoing).items():
+            out = response.topics.add(name=topic)
+            for partition, ra in items:
+                out.partitions.add(
+                    partition_index=partition,
+                    replicas=ra.replicas,
+                    adding_replicas=ra.adding,
+                    removing_replicas=ra.removing,
+                )
+        return response
+
+    async def controller_admin_call(self, method: str, *args: Any) -> tuple[int, dict[TopicPartition, Any]]:
+        """The controller's admin API `method`; NOT_CONTROLLER when this broker is not the active controller."""
+        if self.controller is None or not getattr(self.controller, "is_active", False):
+            return errors.NotControllerError.code, {}
+        return await getattr(self.controller, method)(*args)
+
+
+def _topic_partitions(topics: Any) -> tuple[TopicPartition, ...]:
+    """TopicPartitions messages -> TopicPartition tuple."""
+    return tuple(TopicPartition(t.topic, p) for t in topics for p in t.partitions)
+
+
+def _by_topic(results: dict[TopicPartition, Any]) -> dict[str, list[tuple[int, Any]]]:
+    """Per-partition results grouped by topic, in partition order."""
+    grouped: dict[str, list[tuple[int, Any]]] = {}
+    for tp in sorted(results):
+        grouped.setdefault(tp.topic, []).append((tp.partition, results[tp]))
+    return grouped
+
 
 def describe_configs_result_pb(result: DescribeConfigsResult) -> pb.DescribeConfigsResult:
     return pb.DescribeConfigsResult(
@@ -301,3 +371,4 @@ def describe_configs_result_pb(result: DescribeConfigsResult) -> pb.DescribeConf
             for e in result.entries
         ],
     )
+    # ---------------------------------------------------------------- records deletion, elections, reassignment

@@ -43,6 +43,7 @@ from client.kafka_types import (
     PartitionDescription,
     TopicDescription,
 )
+from client.replica_admin import ReplicaAdminMixin
 from client.structs import TopicPartition
 from zkraft_proto import broker_pb2
 
@@ -61,8 +62,11 @@ DEADLINE_MARGIN_S = 5.0
 RETRY_BACKOFF_S = 0.1
 
 
-class Admin:
-    """kafka-python's KafkaAdminClient on the zkraft broker service; a context manager."""
+class Admin(ReplicaAdminMixin):
+    """kafka-python's KafkaAdminClient on the zkraft broker service; a context manager.
+
+    Records deletion, leader election and reassignment are in `client.replica_admin`.
+    """
 
     def __init__(
         self,

@@ -58,7 +58,7 @@ from client.kafka_errors import (
     UnknownTopicOrPartitionError,
     error_for,
 )
-from client.kafka_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ConsumerRecord
+from client.kafka_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ConsumerRecord, OffsetAndTimestamp
 from client.structs import TopicPartition
 from zkraft_proto import broker_pb2
 
@@ -338,6 +338,22 @@ class Consumer:
         """The high watermarks: the offset the next acknowledged record will get."""
         return self._list_offsets({TopicPartition(*tp): LATEST_TIMESTAMP for tp in partitions})
 
+    def offsets_for_times(
+        self, timestamps: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """Per partition, the first offset whose record timestamp is >= the given one (ms since the epoch) and
+        that record's timestamp, or None when no record has one that late (Kafka's `offsetsForTimes`)."""
+        wanted = {}
+        for tp, timestamp in timestamps.items():
+            if isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0:
+                raise ValueError(f"offsets_for_times: the timestamp of {tp} must be an int >= 0, got {timestamp!r}")
+            wanted[TopicPartition(*tp)] = timestamp
+        found = self._list_offsets_and_timestamps(wanted)
+        return {
+            tp: None if offset < 0 else OffsetAndTimestamp(offset, timestamp, epoch if epoch >= 0 else None)
+            for tp, (offset, timestamp, epoch) in found.items()
+        }
+
     def highwater(self, partition: TopicPartition) -> int | None:
         hw = self._state(partition).high_watermark
         return None if hw < 0 else hw
@@ -364,9 +380,15 @@ class Consumer:
                 current.reset_to = None
 
     def _list_offsets(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """ListOffsets to each partition's leader; retriable errors refresh metadata and retry until the deadline."""
+        return {tp: offset for tp, (offset, _, _) in self._list_offsets_and_timestamps(wanted).items()}
+
+    def _list_offsets_and_timestamps(
+        self, wanted: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int, int]]:
+        """ListOffsets to each partition's leader: (offset, timestamp, leader epoch) by partition; retriable errors
+        refresh metadata and retry until the deadline."""
         self._check_open()
-        result: dict[TopicPartition, int] = {}
+        result: dict[TopicPartition, tuple[int, int, int]] = {}
         pending = dict(wanted)
         deadline = time.monotonic() + REQUEST_TIMEOUT_MS / 1000.0
         last: KafkaError | None = None
@@ -423,7 +445,7 @@ class Consumer:
                 if tp not in pending:
                     continue
                 if p.error_code == NONE:
-                    result[tp] = p.offset
+                    result[tp] = (p.offset, p.timestamp, p.leader_epoch)
                     del pending[tp]
                     continue
                 error = error_for(p.error_code, f"ListOffsets for {tp}")

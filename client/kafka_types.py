@@ -22,6 +22,14 @@ class RecordMetadata(NamedTuple):
     timestamp: int  # CreateTime given or chosen by the producer, or the broker's LogAppendTime
 
 
+class OffsetAndTimestamp(NamedTuple):
+    """Kafka's OffsetAndTimestamp: the first offset whose record timestamp is >= the one asked, and that timestamp."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int | None = None
+
+
 class ConsumerRecord(NamedTuple):
     """One record handed to the user; `headers` is a tuple of (str key, bytes-or-None value)."""
 

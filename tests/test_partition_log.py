@@ -600,3 +600,33 @@ def test_corrupt_leader_epoch_checkpoint_is_rebuilt_from_batches(tmp_path: Path)
 
 if __name__ == "__main__" and sys.argv[1:2] == ["child"]:
     child_main(sys.argv[2])
+
+
+# ---------------------------------------------------------------------------- records deletion (DeleteRecords)
+
+
+def test_log_start_offset_moves_up_only_and_whole_segments_below_it_go(tmp_path: Path) -> None:
+    log, logger = open_log(tmp_path / "t-0")
+    fill(log, 60)
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 3, "the test needs several segments"
+    target = bases[2] + 1  # inside the third segment
+    assert log.maybe_increment_log_start_offset(target, "client_records_deletion")
+    assert log.log_start_offset == target
+    # The two segments wholly below the start are deleted; the one holding it stays (reads start inside it).
+    assert [s.base_offset for s in log.segments][0] == bases[2]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(target - 1, 100)
+    assert read_everything(log)[0] >= target - 20  # the batch holding the start offset is returned whole
+    assert not log.maybe_increment_log_start_offset(target - 1, "client_records_deletion")  # never backwards
+    assert log.log_start_offset == target
+    assert logger.events("log_start_offset_incremented")[0]["log_start_offset"] == target
+    # By time: a record below the start is never answered, the first one at or after it is (Kafka's
+    # findOffsetByTimestamp(timestamp, startingOffset)); `fill` stamps offset o with 10_000 + o.
+    assert log.offset_for_timestamp(0) == (target, 10_000 + target)
+    assert log.offset_for_timestamp(10_000 + target + 1) == (target + 1, 10_000 + target + 1)
+    # The start survives a reopen through the checkpointed value, as the broker passes it back.
+    log.close()
+    reopened, _ = open_log(tmp_path / "t-0", log_start_offset=target)
+    assert reopened.log_start_offset == target
+    reopened.close()

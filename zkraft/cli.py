@@ -12,8 +12,11 @@
     zkraft producer-perf-test --topic T --num-records N --record-size S --throughput T --producer-props K=V ...
     zkraft consumer-perf-test --bootstrap-server H:P --topic T --messages N [--timeout MS]
     zkraft consumer-groups --bootstrap-server H:P --list|--describe|--delete|--reset-offsets [--group G] ...
-    zkraft reassign-partitions --zookeeper H:P --generate|--execute|--verify ...
+    zkraft reassign-partitions (--zookeeper H:P | --bootstrap-server H:P) --generate|--execute|--verify|--cancel|--list
     zkraft preferred-replica-election --zookeeper H:P [--path-to-json-file F]
+    zkraft delete-records --bootstrap-server H:P --offset-json-file F
+    zkraft leader-election --bootstrap-server H:P --election-type preferred|unclean
+        (--topic T --partition P | --all-topic-partitions | --path-to-json-file F)
     zkraft replica-verification --broker-list H:P[,...] [--topic-white-list REGEX] [--time-limit-ms N]
     zkraft configs --zookeeper H:P|--bootstrap-server H:P --entity-type topics|brokers [--entity-name N] ....
     zkraft state-change-log-merger --logs F1,F2 | --logs-regex R [--topic T] [--partitions 0,1]
@@ -202,10 +205,14 @@ def _add_replication_tools(commands: argparse._SubParsersAction) -> None:  # typ
     import importlib
 
     tools = (
-        ("reassign-partitions", "reassign_partitions", "Kafka's kafka-reassign-partitions.sh (ZooKeeper mode)",
-         "generate, execute or verify a partition reassignment"),
+        ("reassign-partitions", "reassign_partitions", "Kafka's kafka-reassign-partitions.sh",
+         "generate, execute, verify, cancel or list partition reassignments"),
         ("preferred-replica-election", "preferred_replica_election", "Kafka's kafka-preferred-replica-election.sh",
          "move partition leadership back to preferred replicas"),
+        ("leader-election", "leader_election", "Kafka's kafka-leader-election.sh",
+         "elect partition leaders: preferred replicas, or unclean from outside the ISR"),
+        ("delete-records", "delete_records", "Kafka's kafka-delete-records.sh",
+         "delete a partition's records below an offset"),
         ("replica-verification", "replica_verification", "Kafka's kafka-replica-verification.sh",
          "check that all replicas of partitions hold the same records"),
         ("state-change-log-merger", "state_change_log_merger", "Kafka's kafka.tools.StateChangeLogMerger",
@@ -271,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
             "zkraft",
             "quorum, up, zk, dump-log-segments, topics, console-producer, console-consumer, "
             "producer-perf-test, consumer-perf-test, consumer-groups, reassign-partitions, preferred-replica-election, "
-            "replica-verification, state-change-log-merger or configs",
+            "leader-election, delete-records, replica-verification, state-change-log-merger or configs",
         )
     )
 

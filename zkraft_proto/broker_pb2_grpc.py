@@ -159,6 +159,26 @@ class BrokerStub:
                 request_serializer=zkraft__proto_dot_broker__pb2.AlterConfigsRequest.SerializeToString,
                 response_deserializer=zkraft__proto_dot_broker__pb2.AlterConfigsResponse.FromString,
                 _registered_method=True)
+        self.DeleteRecords = channel.unary_unary(
+                '/zkraft.broker.Broker/DeleteRecords',
+                request_serializer=zkraft__proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
+                _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/zkraft.broker.Broker/ElectLeaders',
+                request_serializer=zkraft__proto_dot_broker__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/zkraft.broker.Broker/AlterPartitionReassignments',
+                request_serializer=zkraft__proto_dot_broker__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/zkraft.broker.Broker/ListPartitionReassignments',
+                request_serializer=zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -321,6 +341,31 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteRecords(self, request, context):
+        """Records deletion (to each partition's leader), leader election and KIP-455 reassignment (to the controller).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -448,6 +493,26 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.AlterConfigs,
                     request_deserializer=zkraft__proto_dot_broker__pb2.AlterConfigsRequest.FromString,
                     response_serializer=zkraft__proto_dot_broker__pb2.AlterConfigsResponse.SerializeToString,
+            ),
+            'DeleteRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRecords,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.DeleteRecordsRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.DeleteRecordsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1125,6 +1190,114 @@ class Broker:
             '/zkraft.broker.Broker/AlterConfigs',
             zkraft__proto_dot_broker__pb2.AlterConfigsRequest.SerializeToString,
             zkraft__proto_dot_broker__pb2.AlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/DeleteRecords',
+            zkraft__proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/ElectLeaders',
+            zkraft__proto_dot_broker__pb2.ElectLeadersRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/AlterPartitionReassignments',
+            zkraft__proto_dot_broker__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/ListPartitionReassignments',
+            zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,7 +15,9 @@ and bounce (§2.4), topic creation and partition addition (§2.11), ISR change
 notifications (§2.16), controlled shutdown (§2.15), topic deletion (§2.12,
 in `topic_deletion`), partition reassignment (§2.13, in `reassignment`),
 preferred replica election and the automatic leader rebalance (§2.14, in
-`preferred_election`). Not yet: log-dir events, BrokerModifications.
+`preferred_election`), and the admin APIs it answers as events with a reply:
+ElectLeaders (KIP-460, in `admin_election`), Alter/ListPartitionReassignments
+(KIP-455, in `reassignment`). Not yet: log-dir events, BrokerModifications.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, assert_never
 import grpc
 
 from broker.config import BrokerConfig
+from broker.controller.admin_election import AdminLeaderElection
 from broker.controller.channel import (
     ControllerChannelManager,
     RequestBatch,
@@ -37,13 +40,18 @@ from broker.controller.channel import (
 from broker.controller.context import ControllerContext, LiveBroker, PartitionReplica
 from broker.controller.damaged_replicas import DamagedReplicaHandler
 from broker.controller.events import (
+    ADMIN_EVENTS,
+    AdminReply,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     ControlledShutdown,
     ControllerChange,
     ControllerEvent,
+    ElectLeaders,
     Expire,
     IsrChangeNotification,
+    ListPartitionReassignments,
     PartitionModifications,
     PartitionReassignmentIsrChange,
     PreferredReplicaElection,
@@ -133,6 +141,7 @@ class KafkaController:
             lambda: self._batch, state_change_log, self._on_reassigning_partition_state, self._base_log,
         )  # fmt: skip
         self._preferred = PreferredReplicaElectionManager(self._ctx, self._partitions, self._base_log)
+        self._admin_election = AdminLeaderElection(self._ctx, self._partitions, self._base_log)
         self._damaged = DamagedReplicaHandler(
             self._ctx, self._store, lambda: self._batch, state_change_log, self._base_log,
             config.min_insync_replicas,
@@ -175,6 +184,34 @@ class KafkaController:
             return controlled_shutdown_response(NotControllerError.code, ())
         error_code, remaining = await reply
         return controlled_shutdown_response(error_code, remaining)
+
+    # The admin APIs the controller answers (Kafka's KafkaApis hands them to `controller.electLeaders`,
+    # `alterPartitionReassignments`, `listPartitionReassignments`): queued as events, answered when processed;
+    # (request-level error code, per-partition results), NOT_CONTROLLER on a broker that is not the controller.
+
+    async def elect_leaders(
+        self, partitions: tuple[TopicPartition, ...] | None, election_type: int
+    ) -> tuple[int, dict[TopicPartition, tuple[int, str]]]:
+        """Per partition (error code, message); `partitions` None: all of them (KIP-460)."""
+        return await self._ask(lambda reply: ElectLeaders(partitions, election_type, reply))
+
+    async def alter_partition_reassignments(
+        self, reassignments: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...]
+    ) -> tuple[int, dict[TopicPartition, tuple[int, str]]]:
+        """Per partition (error code, message); a None target cancels (KIP-455)."""
+        return await self._ask(lambda reply: ApiPartitionReassignment(reassignments, reply))
+
+    async def list_partition_reassignments(
+        self, partitions: tuple[TopicPartition, ...] | None
+    ) -> tuple[int, dict[TopicPartition, Any]]:
+        """The ongoing reassignments (ReplicaAssignment by partition) among `partitions`, all when None."""
+        return await self._ask(lambda reply: ListPartitionReassignments(partitions, reply))
+
+    async def _ask(self, make: Callable[[AdminReply], ControllerEvent]) -> tuple[int, dict[TopicPartition, Any]]:
+        reply: AdminReply = asyncio.get_running_loop().create_future()
+        if not self._active or not self._enqueue(make(reply)):
+            return NotControllerError.code, {}
+        return await reply
 
     async def shutdown(self) -> None:
         """Stop the event task; if active, give up `/controller` (fenced) and stop the senders."""
@@ -335,6 +372,13 @@ class KafkaController:
                     await self._if_active(self._process_auto_preferred_replica_leader_election)
                 case ControlledShutdown():
                     await self._process_controlled_shutdown(event)
+                case ElectLeaders(partitions=partitions, election_type=election_type, reply=reply):
+                    await self._answer_admin(reply, lambda: self._admin_election.elect(partitions, election_type))
+                case ApiPartitionReassignment(reassignments=reassignments, reply=reply):
+                    requested = dict(reassignments)
+                    await self._answer_admin(reply, lambda: self._reassignment.reassign_from_api(requested))
+                case ListPartitionReassignments(partitions=partitions, reply=reply):
+                    await self._answer_admin(reply, lambda: _completed(self._reassignment.ongoing(partitions)))
                 case _:
                     assert_never(event)
             self._send_batch()
@@ -358,6 +402,13 @@ class KafkaController:
             await work
         except Exception as e:  # loop boundary
             self._log.error("controller_step_failed", step=what, error=str(e))
+
+    async def _answer_admin(self, reply: AdminReply, work: Callable[[], Awaitable[dict[TopicPartition, Any]]]) -> None:
+        """An admin API event: NOT_CONTROLLER unless active, else the results of `work`."""
+        if not self._active or self._session_lost:
+            _answer_reply(reply, NotControllerError.code, {})
+            return
+        _answer_reply(reply, 0, await work())
 
     async def _if_active(self, work: Callable[[], Awaitable[None]]) -> None:
         if self._active and not self._session_lost:
@@ -709,6 +760,17 @@ def _answer(event: ControlledShutdown, error_code: int, remaining: tuple[TopicPa
         event.reply.set_result((error_code, remaining))
 
 
+def _answer_reply(reply: AdminReply, error_code: int, results: dict[TopicPartition, Any]) -> None:
+    if not reply.done():
+        reply.set_result((error_code, results))
+
+
+async def _completed(results: dict[TopicPartition, Any]) -> dict[TopicPartition, Any]:
+    return results
+
+
 def _refuse(event: ControllerEvent) -> None:
     if isinstance(event, ControlledShutdown):
         _answer(event, NotControllerError.code)
+    elif isinstance(event, ADMIN_EVENTS):
+        _answer_reply(event.reply, NotControllerError.code, {})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from client.structs import TopicPartition
 
@@ -116,6 +116,43 @@ class ControlledShutdown:
     reply: asyncio.Future[tuple[int, tuple[TopicPartition, ...]]] = field(repr=False)
 
 
+# What an admin request's event answers: (request-level Kafka error code, per-partition results).
+AdminReply: TypeAlias = "asyncio.Future[tuple[int, dict[TopicPartition, Any]]]"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ElectLeaders:
+    """The ElectLeaders API (KIP-460; K28 `ReplicaLeaderElection` with `AdminClientTriggered`), never coalesced.
+
+    `partitions` None: every partition. `reply` gets, per partition, (error code, message).
+    """
+
+    partitions: tuple[TopicPartition, ...] | None
+    election_type: int  # 0 preferred, 1 unclean (Kafka's ElectionType)
+    reply: AdminReply = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ApiPartitionReassignment:
+    """AlterPartitionReassignments (KIP-455; K28 `ApiPartitionReassignment`): a target of None cancels.
+
+    `reply` gets, per partition, (error code, message).
+    """
+
+    reassignments: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...]
+    reply: AdminReply = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ListPartitionReassignments:
+    """ListPartitionReassignments (KIP-455): `reply` gets the ongoing ones' ReplicaAssignment by partition."""
+
+    partitions: tuple[TopicPartition, ...] | None
+    reply: AdminReply = field(repr=False)
+
+
+ADMIN_EVENTS = (ElectLeaders, ApiPartitionReassignment, ListPartitionReassignments)
+
 ControllerEvent: TypeAlias = (
     Startup
     | ControllerChange
@@ -133,4 +170,7 @@ ControllerEvent: TypeAlias = (
     | PreferredReplicaElection
     | AutoPreferredReplicaLeaderElection
     | ControlledShutdown
+    | ElectLeaders
+    | ApiPartitionReassignment
+    | ListPartitionReassignments
 )

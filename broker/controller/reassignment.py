@@ -48,6 +48,7 @@ from broker.controller.states import PartitionState, ReplicaState
 from broker.controller.topic_deletion import TopicDeletionManager
 from broker.controller.zk_store import ControllerZkStore
 from broker.state_change_log import StateChangeLogger, leader_and_isr_text
+from client import kafka_errors
 from client import kafka_znodes as kz
 from client.exceptions import BadVersionError
 from client.structs import TopicPartition
@@ -129,6 +130,67 @@ class ReassignmentManager:
         for tp, ra in sorted(self._ctx.reassignments.items()):
             if new & set(ra.target):
                 await self._on_partition_reassignment(tp, ra)
+
+    # ---- the AlterPartitionReassignments / ListPartitionReassignments APIs (KIP-455)
+
+    async def reassign_from_api(
+        self, requested: Mapping[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, tuple[int, str]]:
+        """K28 `processApiPartitionReassignment`: per partition (error code, message); a None target cancels.
+
+        The latest request wins over one written to `/admin/reassign_partitions`, which forgets these partitions.
+        A cancelled reassignment goes back to its original replicas (the replicas it was adding are removed).
+        """
+        results: dict[TopicPartition, tuple[int, str]] = {}
+        plans: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in requested.items():
+            error = self._api_refusal(tp, target)
+            if error is not None:
+                results[tp] = error
+                continue
+            existing = self._ctx.reassignments.get(tp)
+            if target is None:
+                if existing is None:
+                    results[tp] = (kafka_errors.NoReassignmentInProgressError.code, "")
+                    continue
+                target = existing.original
+            original = existing.original if existing is not None else self._ctx.replicas(tp)
+            plans[tp] = ReplicaAssignment(original, target)
+        await self._remove_from_znode(list(plans))
+        for tp, ra in plans.items():
+            self._log.info("api_partition_reassignment", topic=tp.topic, partition=tp.partition, target=ra.target)
+            await self._start(tp, ra, self._ctx.reassignments.get(tp))
+            results[tp] = (kafka_errors.NONE, "")
+        return results
+
+    def ongoing(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, ReplicaAssignment]:
+        """K28 `processListPartitionReassignments`: the running reassignments among `partitions` (None: all)."""
+        running = self._ctx.reassignments
+        wanted = sorted(running) if partitions is None else sorted(set(partitions) & set(running))
+        return {tp: running[tp] for tp in wanted}
+
+    def _api_refusal(self, tp: TopicPartition, target: tuple[int, ...] | None) -> tuple[int, str] | None:
+        """K28 `validateReplicas` and the checks of `maybeTriggerPartitionReassignment`."""
+        if tp.topic not in self._ctx.topics or tp.partition not in self._ctx.assignments[tp.topic]:
+            return kafka_errors.UnknownTopicOrPartitionError.code, "The partition does not exist."
+        if self._ctx.is_topic_queued_for_deletion(tp.topic):
+            return kafka_errors.UnknownTopicOrPartitionError.code, "The topic is being deleted."
+        if target is None:
+            return None
+        invalid = kafka_errors.InvalidReplicaAssignmentError.code
+        if not target:
+            return invalid, "Empty replica list specified in partition reassignment."
+        if len(set(target)) != len(target):
+            return invalid, f"Duplicate replica ids in partition reassignment replica list: [{_csv(target)}]"
+        if any(r < 0 for r in target):
+            return invalid, f"Invalid broker id in replica list: [{_csv(target)}]"
+        adding = [r for r in target if r not in self._ctx.replicas(tp)]
+        if not set(adding) <= self._ctx.live_broker_ids:
+            return invalid, (
+                f"Replica assignment has brokers that are not alive. Replica list: [{_csv(adding)}], "
+                f"live broker list: [{_csv(sorted(self._ctx.live_broker_ids))}]"
+            )
+        return None
 
     # ---- triggering (K28 maybeTriggerPartitionReassignment)
 

@@ -80,6 +80,8 @@ class ElectionStrategy(enum.Enum):
     # The candidates are the partition's assignment, which the reassignment has already set to its target (§2.13 B2).
     REASSIGN = "ReassignPartitionLeaderElectionStrategy"
     PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
+    # The ElectLeaders API's unclean election: offline election with unclean allowed, whatever the topic says.
+    UNCLEAN = "OfflinePartitionLeaderElectionStrategy(true)"
 
 
 def _csv(values: Iterable[int]) -> str:
@@ -266,12 +268,12 @@ class PartitionStateMachine:
             return reassign_election(replicas, current.isr, online), strategy.value
         if strategy is ElectionStrategy.PREFERRED:
             return preferred_replica_election(replicas, current.isr, online), strategy.value
-        unclean = False
-        if not any(r in online for r in current.isr):  # Kafka reads the topic config only for these
+        unclean = strategy is ElectionStrategy.UNCLEAN
+        if not unclean and not any(r in online for r in current.isr):  # Kafka reads the topic config only here
             unclean = await self._unclean_allowed(tp.topic)
         excluded = self._ctx.unclean_excluded(tp, current.isr) if unclean else frozenset()
         election = offline_election(replicas, current.isr, online, unclean, excluded)
-        return election, f"{strategy.value}({str(unclean).lower()})"
+        return election, f"{ElectionStrategy.OFFLINE.value}({str(unclean).lower()})"
 
     async def _unclean_allowed(self, topic: str) -> bool:
         override = await self._store.topic_unclean_override(topic)

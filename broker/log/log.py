@@ -576,8 +576,8 @@ class PartitionLog:
         """
         for segment in self._segments:
             if segment.largest_timestamp >= timestamp_ms:
-                found = segment.find_offset_by_timestamp(timestamp_ms)
-                if found is not None and found[0] >= self._log_start_offset:
+                found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+                if found is not None:
                     return found
         return None
 
@@ -651,6 +651,33 @@ class PartitionLog:
             segments=[filename_prefix(s.base_offset) for s in doomed],
             log_start_offset=self._log_start_offset,
         )
+
+    def maybe_increment_log_start_offset(self, new_start: int, reason: str) -> bool:
+        """Moves the log start offset up to `new_start` (DeleteRecords on the leader, the leader's start on a
+        follower); False when it is already there. Kafka 2.8 `Log.maybeIncrementLogStartOffset`.
+
+        Reads below it answer OFFSET_OUT_OF_RANGE at once; whole segments entirely below it are deleted now
+        (Kafka's `deleteLogStartOffsetBreachedSegments`: a segment goes once the next one's base offset is at
+        or below the start), never the active one. Callers check the bound (the high watermark) first.
+        """
+        invariant(new_start <= self._leo, f"{self.dir}: log start offset {new_start} beyond the LEO {self._leo}")
+        if new_start <= self._log_start_offset:
+            return False
+        old_start = self._log_start_offset
+        self._log_start_offset = new_start
+        self._epochs.truncate_from_start(new_start)
+        self._log.info(
+            "log_start_offset_incremented",
+            dir=str(self.dir),
+            reason=reason,
+            old_log_start_offset=old_start,
+            log_start_offset=new_start,
+        )
+        breached = 0
+        while breached + 1 < len(self._segments) and self._segments[breached + 1].base_offset <= new_start:
+            breached += 1
+        self.delete_oldest_segments(breached, reason)
+        return True
 
     def replace_segment(self, old: LogSegment, new: LogSegment) -> bool:
         """Puts a cleaned copy in place of `old` (same base offset); False if `old` is no longer in the log."""

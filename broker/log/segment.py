@@ -462,19 +462,20 @@ class LogSegment:
             position += size
         return None
 
-    def find_offset_by_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`; None if no such record here.
+    def find_offset_by_timestamp(self, timestamp_ms: int, min_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `min_offset` (the log start offset) with timestamp
+        >= `timestamp_ms`; None if no such record here.
 
-        Kafka `LogSegment.findOffsetByTimestamp`: the time index names an offset
+        Kafka `LogSegment.findOffsetByTimestamp(timestamp, startingOffset)`: the time index names an offset
         up to which every timestamp is < the target, the offset index gives a
-        position at or before it, batch headers are scanned for the first
-        batch whose max timestamp reaches the target, and only that batch's
-        records are decoded.
+        position at or before it (or before `min_offset`, whichever is later), batch headers are scanned for
+        the first batch whose max timestamp reaches the target, and only that batch's records are decoded.
         """
         if self._max_timestamp < timestamp_ms:
             return None
         i = bisect_left(self._time_index_timestamps, timestamp_ms) - 1
-        found = self.find_position(self.base_offset + self._time_index_offsets[i]) if i >= 0 else None
+        from_offset = max(self.base_offset + self._time_index_offsets[i] if i >= 0 else 0, min_offset)
+        found = self.find_position(from_offset) if from_offset > self.base_offset else None
         position, size_limit = (found.position if found is not None else 0), self._size
         while position < size_limit:
             header = self._header_at(position)
@@ -482,7 +483,7 @@ class LogSegment:
             size = header.batch_length + LOG_OVERHEAD
             if header.max_timestamp >= timestamp_ms:
                 for record in iter_records(self.pread(position, size)):
-                    if record.timestamp_ms >= timestamp_ms:
+                    if record.timestamp_ms >= timestamp_ms and record.offset >= min_offset:
                         return record.offset, record.timestamp_ms
             position += size
         return None

@@ -3,6 +3,10 @@
     zkraft reassign-partitions --zookeeper Q --generate --topics-to-move-json-file F --broker-list 4,5,6
     zkraft reassign-partitions --zookeeper Q --execute --reassignment-json-file F [--throttle BYTES_PER_S]
     zkraft reassign-partitions --zookeeper Q --verify --reassignment-json-file F
+    zkraft reassign-partitions --bootstrap-server B --generate|--execute|--verify|--cancel|--list ...
+
+With `--bootstrap-server` the actions go through the admin API instead (KIP-455, Kafka 2.8's default;
+client/tools/reassign_api.py), which adds `--cancel` and `--list`.
 
 Research/kafka.md §6.2 (ReassignPartitionsCommand.scala) and §2.13. The tool only writes znodes:
 `--execute` creates `/admin/reassign_partitions` (`{"version":1,"partitions":[...]}`) for the
@@ -82,25 +86,36 @@ class ReassignmentStatus(Enum):
 # ---------------------------------------------------------------- options
 
 
-ACTIONS = ("generate", "execute", "verify")
+ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+# Kafka 2.8 serves --cancel and --list only through the admin API (KIP-455).
+API_ONLY_ACTIONS = ("cancel", "list")
 
 
 @dataclass(frozen=True, slots=True)
 class ReassignOptions:
     action: str
-    zookeeper: str
+    zookeeper: str | None
     topics_to_move_json_file: str | None = None
     broker_list: tuple[int, ...] = ()
     reassignment_json_file: str | None = None
     throttle_bytes_per_s: int = NO_THROTTLE
     disable_rack_aware: bool = False
     timeout_s: float = CONNECT_TIMEOUT_S_DEFAULT
+    bootstrap_server: str | None = None  # the admin API instead of the znodes (KIP-455)
+    additional: bool = False  # --execute while another reassignment runs (--bootstrap-server)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     for action in ACTIONS:
         parser.add_argument(f"--{action}", action="store_true", help=f"{action} a reassignment")
-    parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum (required)")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum (ZooKeeper mode)")
+    parser.add_argument(
+        "--bootstrap-server", metavar="HOST:PORT[,...]", help="the brokers (the admin API; --cancel and --list need it)"
+    )
+    parser.add_argument(
+        "--additional", action="store_true", help="--execute with --bootstrap-server while another reassignment runs"
+    )
+    parser.add_argument("--preserve-throttles", action="store_true", help="accepted for Kafka compatibility")
     parser.add_argument(
         "--topics-to-move-json-file", metavar="F", help='--generate: {"topics":[{"topic":"foo"}],"version":1}'
     )
@@ -127,16 +142,26 @@ def options_from_namespace(ns: argparse.Namespace) -> ReassignOptions:
     """ReassignPartitionsCommand.validateAndParseArgs (ZooKeeper mode), with its messages."""
     chosen = [a for a in ACTIONS if getattr(ns, a, False)]
     if len(chosen) != 1:
-        raise ToolUsageError("Command must include exactly one action: --generate, --execute or --verify")
+        raise ToolUsageError(
+            "Command must include exactly one action: --generate, --execute, --verify, --cancel or --list"
+        )
     action = chosen[0]
-    if ns.zookeeper is None:
-        raise ToolUsageError('Missing required argument "[zookeeper]"')
+    bootstrap = getattr(ns, "bootstrap_server", None)
+    if bootstrap is None and ns.zookeeper is None:
+        raise ToolUsageError("Please specify --bootstrap-server")
+    if bootstrap is None and action in API_ONLY_ACTIONS:
+        raise ToolUsageError(f"The --{action} action is only supported with --bootstrap-server")
+    if bootstrap is not None and ns.throttle != NO_THROTTLE:
+        raise ToolUsageError("--throttle with --bootstrap-server is not supported yet: use --zookeeper to throttle")
+    if action == "cancel" and ns.reassignment_json_file is None:
+        raise ToolUsageError('Missing required argument "[reassignment-json-file]"')
     given = {
         "topics-to-move-json-file": ns.topics_to_move_json_file is not None,
         "broker-list": ns.broker_list is not None,
         "reassignment-json-file": ns.reassignment_json_file is not None,
         "throttle": ns.throttle != NO_THROTTLE,
         "disable-rack-aware": bool(ns.disable_rack_aware),
+        "additional": bool(getattr(ns, "additional", False)),
     }
     if action == "verify" and not given["reassignment-json-file"]:
         raise ToolUsageError(
@@ -154,10 +179,15 @@ def options_from_namespace(ns: argparse.Namespace) -> ReassignOptions:
             "--generate option"
         )
     invalid = {
-        "verify": ("throttle", "topics-to-move-json-file", "disable-rack-aware", "broker-list"),
-        "generate": ("throttle", "reassignment-json-file"),
+        "verify": ("throttle", "topics-to-move-json-file", "disable-rack-aware", "broker-list", "additional"),
+        "generate": ("throttle", "reassignment-json-file", "additional"),
         "execute": ("topics-to-move-json-file", "disable-rack-aware", "broker-list"),
-    }[action]
+        "cancel": ("throttle", "topics-to-move-json-file", "disable-rack-aware", "broker-list", "additional"),
+        "list": (
+            "throttle", "topics-to-move-json-file", "disable-rack-aware", "broker-list", "additional",
+            "reassignment-json-file",
+        ),
+    }[action]  # fmt: skip
     for name in invalid:
         if given[name]:
             raise ToolUsageError(f"Option {_flag(action)} can't be used with option {_flag(name)}")
@@ -165,13 +195,15 @@ def options_from_namespace(ns: argparse.Namespace) -> ReassignOptions:
         raise ToolUsageError(f"--throttle must be >= 0 bytes/s, got {ns.throttle}")
     return ReassignOptions(
         action=action,
-        zookeeper=check_hosts(ns.zookeeper, "--zookeeper"),
+        zookeeper=None if bootstrap is not None else check_hosts(ns.zookeeper, "--zookeeper"),
         topics_to_move_json_file=ns.topics_to_move_json_file,
         broker_list=parse_broker_list(ns.broker_list) if ns.broker_list is not None else (),
         reassignment_json_file=ns.reassignment_json_file,
         throttle_bytes_per_s=ns.throttle,
         disable_rack_aware=bool(ns.disable_rack_aware),
         timeout_s=ns.timeout,
+        bootstrap_server=None if bootstrap is None else check_hosts(bootstrap, "--bootstrap-server"),
+        additional=given["additional"],
     )
 
 
@@ -624,11 +656,14 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     if options.action == "generate":
         path = options.topics_to_move_json_file or ""
         topics = parse_topics_to_move(read_json_file(path, "topics-to-move JSON"), path)
-    else:
+    elif options.action != "list":
         path = options.reassignment_json_file or ""
         plan_list = parse_reassignment(read_json_file(path, "reassignment JSON"), path)
     logging.getLogger("zkraft.client").addHandler(logging.NullHandler())
     stream = out if out is not None else sys.stdout
+    if options.bootstrap_server is not None:
+        return _run_api(options, topics, plan_list, stream)
+    assert options.zookeeper is not None
     try:
         with zk_session(options.zookeeper, options.timeout_s) as zk:
             tool = ZkReassigner(zk, stream)
@@ -644,5 +679,37 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     except (KafkaError, AdminOperationError, ZnodeDataError) as error:
         raise ToolError(str(error)) from None
     except ZkException as error:
+        raise ToolError(" ".join(str(error).split()) or type(error).__name__) from None
+    return EXIT_OK
+
+
+def _run_api(
+    options: ReassignOptions,
+    topics: list[str],
+    plan_list: list[tuple[TopicPartition, tuple[int, ...]]],
+    stream: TextIO,
+) -> int:
+    """The actions through the admin API (client/tools/reassign_api.py)."""
+    from client import Admin
+    from client.tools.reassign_api import ApiReassigner
+
+    assert options.bootstrap_server is not None
+    try:
+        with Admin(options.bootstrap_server, client_id="reassign-partitions") as admin:
+            tool = ApiReassigner(admin, stream)
+            match options.action:
+                case "generate":
+                    tool.generate(options, topics)
+                case "execute":
+                    tool.execute_api(plan_list, options.additional)
+                case "verify":
+                    tool.verify_api(plan_list)
+                case "cancel":
+                    tool.cancel(plan_list)
+                case "list":
+                    tool.list_ongoing()
+                case _:
+                    raise ToolUsageError(f"unknown action {options.action}")
+    except (KafkaError, AdminOperationError) as error:
         raise ToolError(" ".join(str(error).split()) or type(error).__name__) from None
     return EXIT_OK
