@@ -25,6 +25,8 @@ SASL_HANDSHAKE_KEY = 17
 DESCRIBE_CLUSTER_KEY = 60
 # Kafka's "not requested" value of the authorized-operations fields (Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# How long a Metadata request waits for the broker's first UpdateMetadata when it knows no broker yet (start-up).
+FIRST_METADATA_WAIT_S = 2.0
 # KIP-511: ApiVersionsRequest.isValid checks client_software_name and _version with this pattern.
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -96,6 +98,11 @@ async def metadata(request: Any, ctx: KafkaRequestContext) -> Any:
     topics asked for (Kafka 2.8 KafkaApis.handleTopicMetadataRequest)."""
     service = ctx.service
     cache = service.metadata_cache
+    if not cache.brokers:
+        # A broker that has not yet had its first UpdateMetadata from the controller knows no broker at all.
+        # Kafka 2.8 answers that empty list, and a Java AdminClient then waits for a controller until its next
+        # metadata refresh; a short wait here answers with the cluster instead.
+        await cache.wait_for_update(FIRST_METADATA_WAIT_S)
     names = _requested_topics(request, ctx.api_version)
     auto_created: set[str] = set()
     allow_auto_create = ctx.api_version < 4 or request.allow_auto_topic_creation
