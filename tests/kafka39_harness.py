@@ -149,6 +149,7 @@ class Kafka39Brokers:
         zookeeper_connect: str,
         n: int = 3,
         properties: Mapping[str, str] | None = None,
+        jvm_options: Sequence[str] = BROKER_JVM_OPTIONS,
     ) -> None:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
@@ -161,6 +162,7 @@ class Kafka39Brokers:
             raise ValueError(f"no jars in {jars_dir}")
         self.zookeeper_connect = zookeeper_connect
         self.properties = dict(properties or {})
+        self.jvm_options = tuple(jvm_options)  # a benchmark gives the brokers Kafka's own JIT and GC settings
         self.addresses: dict[int, str] = {
             broker_id: f"{LOOPBACK}:{port}" for broker_id, port in zip(range(1, n + 1), free_ports(n), strict=True)
         }
@@ -222,7 +224,7 @@ class Kafka39Brokers:
         self._log_files[broker_id] = log
         command = [
             self.java,
-            *BROKER_JVM_OPTIONS,
+            *self.jvm_options,
             f"-Dlog4j.configuration=file:{self.broker_log4j}",
             f"-Dkafka.logs.dir={self.root / 'logs'}",
             "-cp",
@@ -254,6 +256,11 @@ class Kafka39Brokers:
     def alive(self, broker_id: int) -> bool:
         proc = self._procs.get(broker_id)
         return proc is not None and proc.poll() is None
+
+    def pid(self, broker_id: int) -> int | None:
+        """The process id of `broker_id` while it runs (a benchmark reads its CPU time from /proc), else None."""
+        proc = self._procs.get(broker_id)
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def live_ids(self) -> list[int]:
         return [broker_id for broker_id in sorted(self.addresses) if self.alive(broker_id)]
