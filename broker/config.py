@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
 from client.properties import PropertiesError, read_properties_file
 
 
@@ -55,6 +56,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("host.name", "host", _str),
     Property("port", "port", _int, 0),
     Property("broker.rack", "rack", _str),
+    # The Kafka listeners (broker/listeners.py); host.name/port above stay the broker's gRPC endpoint.
+    Property("listeners", "listeners", _str),
+    Property("advertised.listeners", "advertised_listeners", _str),
+    Property("listener.security.protocol.map", "listener_security_protocol_map", _str),
     Property("log.dirs", "log_dirs", _list),
     Property("log.dir", "log_dir", _str),
     Property("zookeeper.connect", "zookeeper_connect", _str),
@@ -126,6 +131,10 @@ class BrokerConfig:
     host: str = "127.0.0.1"
     port: int = 9092
     rack: str = ""
+    # Kafka's; unset: no Kafka listener, only the gRPC endpoint (broker/listeners.py says why).
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = ""
     log_dirs: tuple[str, ...] = ()
     log_dir: str = "/tmp/kafka-logs"
     zookeeper_connect: str = "127.0.0.1:2181"
@@ -212,6 +221,11 @@ class BrokerConfig:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def kafka_listeners(self) -> tuple[KafkaListener, ...]:
+        """`listeners` with `advertised.listeners` (checked by from_properties; a bad value raises here too)."""
+        return parse_listeners(self.listeners, self.advertised_listeners, self.listener_security_protocol_map)
+
 
 def check_key(key: str, where: str = "") -> None:
     if key in _BY_NAME:
@@ -246,6 +260,10 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
     if config.min_insync_replicas < 1:
         raise BrokerConfigError("min.insync.replicas must be at least 1")
     _check_request_bounds(config)
+    try:
+        parse_listeners(config.listeners, config.advertised_listeners, config.listener_security_protocol_map)
+    except ListenerConfigError as exc:
+        raise BrokerConfigError(str(exc)) from None
     return config
 
 

@@ -77,6 +77,24 @@ class MetadataCache:
         broker = self.brokers.get(broker_id)
         return None if broker is None else f"{broker.host}:{broker.port}"
 
+    def listener_endpoint(self, broker_id: int, listener: str) -> broker_pb2.UpdateMetadataEndpoint | None:
+        """Live broker `broker_id`'s endpoint on `listener` (Kafka's MetadataCache.getAliveBrokerNode)."""
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            return None
+        return next((e for e in broker.endpoints if e.listener == listener), None)
+
+    def listener_brokers(
+        self, listener: str
+    ) -> list[tuple[broker_pb2.UpdateMetadataBroker, broker_pb2.UpdateMetadataEndpoint]]:
+        """Live brokers with an endpoint on `listener`, by id, with that endpoint (getAliveBrokerNodes)."""
+        found = []
+        for _, broker in sorted(self.brokers.items()):
+            endpoint = next((e for e in broker.endpoints if e.listener == listener), None)
+            if endpoint is not None:
+                found.append((broker, endpoint))
+        return found
+
     def metadata(self, topics: Iterable[str] | None) -> broker_pb2.MetadataResponse:
         """The Metadata response for `topics` (None: all topics)."""
         response = broker_pb2.MetadataResponse(

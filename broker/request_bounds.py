@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -179,6 +180,26 @@ class BurstMemoryRelease:
         released = self._release_memory()
         self.releases += 1
         self._log.info("request_burst_memory_released", burst_bytes=burst, peak_in_flight_bytes=peak, released=released)
+
+
+@contextlib.contextmanager
+def holding_request_bytes(budget: BytesInFlight, size_bytes: int) -> Iterator[None]:
+    """Runs a request already admitted to `budget` with `size_bytes`: they are released when it ends, or before if
+    the handler calls `release_request_bytes` (the Kafka listener's requests, as `bounded_handler`'s)."""
+    released = False
+
+    def release_once() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            budget.release(size_bytes)
+
+    token = _RELEASE_CURRENT.set(release_once)
+    try:
+        yield
+    finally:
+        release_once()
+        _RELEASE_CURRENT.reset(token)
 
 
 Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]

@@ -30,6 +30,7 @@ from broker.config import BrokerConfig
 from broker.config_changes import ConfigChangeListener
 from broker.damaged_logs import publish_damage_claim
 from broker.group.api import build_group_api
+from broker.kafka_listener import KafkaListenerServer
 from broker.log import LogConfig
 from broker.log_housekeeping import LogHousekeeper
 from broker.log_manager import LogManager
@@ -51,6 +52,7 @@ from client.kafka_znodes import (
     BROKER_IDS_PATH,
     CLUSTER_ID_PATH,
     CONTROLLER_PATH,
+    GRPC_LISTENER_NAME,
     BrokerRegistration,
     EndPoint,
     broker_path,
@@ -113,11 +115,19 @@ async def ensure_cluster_id(zk: AsyncZkClient) -> str:
         return decode_cluster_id(data)
 
 
-async def register_broker(zk: AsyncZkClient, config: BrokerConfig, log: Any) -> int:
+def registered_endpoints(config: BrokerConfig, kafka_endpoints: tuple[EndPoint, ...]) -> tuple[EndPoint, ...]:
+    """The Kafka listeners' endpoints first (the top-level host/port Kafka writes is the first PLAINTEXT one, the
+    address Kafka's own tools read), then the gRPC endpoint under its own listener name (broker/listeners.py)."""
+    return (*kafka_endpoints, EndPoint(config.host, config.port, GRPC_LISTENER_NAME, "PLAINTEXT"))
+
+
+async def register_broker(
+    zk: AsyncZkClient, config: BrokerConfig, log: Any, kafka_endpoints: tuple[EndPoint, ...] = ()
+) -> int:
     """Creates the ephemeral `/brokers/ids/<id>`; returns its czxid (the broker epoch)."""
     registration = BrokerRegistration(
         broker_id=config.broker_id,
-        endpoints=(EndPoint(config.host, config.port, "PLAINTEXT", "PLAINTEXT"),),
+        endpoints=registered_endpoints(config, kafka_endpoints),
         rack=config.rack or None,
         timestamp_ms=time.time_ns() // 1_000_000,
     )
@@ -144,7 +154,13 @@ async def register_broker(zk: AsyncZkClient, config: BrokerConfig, log: Any) -> 
             await _wait_deleted(zk, path, deadline)
     stat = await zk.exists(path)
     assert stat is not None
-    log.info("broker_registered", path=path, broker_epoch=stat.czxid, address=config.address)
+    log.info(
+        "broker_registered",
+        path=path,
+        broker_epoch=stat.czxid,
+        address=config.address,
+        kafka_endpoints=[e.connection_string for e in kafka_endpoints],
+    )
     return stat.czxid
 
 
@@ -179,6 +195,8 @@ class Broker:
         self._reregister_task: asyncio.Future[None] | None = None
         self.registration_guard: RegistrationGuard | None = None
         self.requests_in_flight: BytesInFlight | None = None
+        self.kafka_listeners: list[KafkaListenerServer] = []
+        self.kafka_endpoints: tuple[EndPoint, ...] = ()
 
     async def start(self) -> None:
         config = self.config
@@ -211,11 +229,12 @@ class Broker:
         if port == 0:
             raise BrokerStartupError(f"cannot listen on {config.address} (port in use?)")
         await self.server.start()
+        await self._start_kafka_listeners(service)
         replicas.start()
         self._start_housekeeping(replicas)
         # Before registering: a controller that sees this broker live must see its damaged logs too.
         await publish_damage_claim(zk, config.broker_id, self.logs.lost_data, self.log)
-        self.broker_epoch = broker_epoch = await register_broker(zk, config, self.log)
+        self.broker_epoch = broker_epoch = await register_broker(zk, config, self.log, self.kafka_endpoints)
         await self._guard_registration()
         self.controller = _make_controller(config, zk, broker_epoch, state_change, self.log)
         service.controller = self.controller
@@ -230,6 +249,30 @@ class Broker:
             cluster_id=cluster_id,
             log_dirs=[str(d) for d in config.directories],
         )
+
+    async def _start_kafka_listeners(self, service: BrokerService) -> None:
+        """Binds each Kafka listener (broker/kafka_listener.py); a bound port 0 is what gets registered."""
+        config = self.config
+        assert self.requests_in_flight is not None
+        grpc_host = "127.0.0.1" if config.host in ("", "0.0.0.0") else config.host
+        for listener in config.kafka_listeners:
+            server = KafkaListenerServer(
+                listener,
+                service,
+                self.requests_in_flight,
+                request_max_bytes=config.socket_request_max_bytes,
+                pipelined_requests_max=config.max_concurrent_streams_per_connection,
+                request_timeout_s=config.request_timeout_ms / 1000,
+                grpc_address=f"{grpc_host}:{config.port}",
+                logger=self.log,
+            )
+            try:
+                bound_port = await server.start()
+            except OSError as exc:
+                where = f"{listener.bind_host or ''}:{listener.bind_port}"
+                raise BrokerStartupError(f"cannot listen on {where} for listener {listener.name}: {exc}") from None
+            self.kafka_listeners.append(server)
+            self.kafka_endpoints += (listener.registered(bound_port),)
 
     def _start_housekeeping(self, replicas: ReplicaManager) -> None:
         """Retention and compaction tasks over every log (broker/log_housekeeping.py)."""
@@ -263,7 +306,7 @@ class Broker:
                     return
                 try:
                     await self.zk.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
-                    self.broker_epoch = await register_broker(self.zk, self.config, self.log)
+                    self.broker_epoch = await register_broker(self.zk, self.config, self.log, self.kafka_endpoints)
                     await self._guard_registration()
                     break
                 except Exception as exc:  # the quorum may be unreachable for a while: keep trying, bounded
@@ -352,6 +395,8 @@ class Broker:
             await self.registration_guard.stop()  # before the session's end deletes the registration
         if self.zk is not None:
             await self.zk.stop()  # the registration (ephemeral) goes with the session
+        for listener in self.kafka_listeners:
+            await listener.stop()
         if self.server is not None:
             await self.server.stop(grace=1.0)
         if self.replicas is not None:
@@ -370,7 +415,7 @@ async def _controller_address(zk: AsyncZkClient) -> str | None:
     except NoNodeError:
         return None
     registration = decode_broker(controller, data)
-    endpoint = registration.plaintext_endpoint()
+    endpoint = registration.grpc_endpoint()
     if endpoint is None or endpoint.host is None:
         return None
     return f"{endpoint.host}:{endpoint.port}"

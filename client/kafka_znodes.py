@@ -258,6 +258,8 @@ def decode_controller_epoch(data: bytes | None) -> int:
 # --- /brokers/ids/<id> ---------------------------------------------------------------
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# zkraft's: the listener name of a broker's gRPC endpoint in its registration (its Kafka listeners have theirs).
+GRPC_LISTENER_NAME = "GRPC"
 # EndPoint.DefaultSecurityProtocolMap: each protocol's name is also a listener name.
 _DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 # EndPoint.uriParseExp; Scala matches the whole string.
@@ -331,6 +333,14 @@ class BrokerRegistration:
 
     def endpoint_for(self, listener_name: str) -> EndPoint | None:
         return next((e for e in self.endpoints if e.listener_name == listener_name), None)
+
+    def grpc_endpoint(self) -> EndPoint | None:
+        """The broker's gRPC endpoint: the GRPC listener; in a registration written before brokers had Kafka
+        listeners, the first PLAINTEXT endpoint, else the first."""
+        grpc = self.endpoint_for(GRPC_LISTENER_NAME)
+        if grpc is not None:
+            return grpc
+        return self.plaintext_endpoint() or next(iter(self.endpoints), None)
 
 
 def encode_broker(info: BrokerRegistration) -> bytes:

@@ -2,7 +2,8 @@
 
     with KafkaCluster(tmp_path, brokers=3) as cluster:
         cluster.start()                       # quorum, then brokers; waits until all brokers registered
-        cluster.bootstrap_servers             # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
+        cluster.bootstrap_servers             # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3" (the brokers' gRPC endpoints)
+        cluster.kafka_bootstrap_servers       # the brokers' Kafka listeners, for Kafka's own clients
         cluster.zookeeper                     # "127.0.0.1:q1,..." for ZkClient / `zkraft topics --zookeeper`
         cluster.create_topic("t", partitions=8, replication_factor=3)   # via `zkraft topics`, waits for leaders
         cluster.kill_broker(2); cluster.start_broker(2)                  # SIGKILL / restart on the same data
@@ -59,7 +60,9 @@ class KafkaCluster:
         (self.root / "logs").mkdir(exist_ok=True)
         self.quorum = QuorumProcesses(self.root / "quorum", 3, {**QUORUM_PROPERTIES, **(quorum_properties or {})})
         self.broker_ids = list(range(1, brokers + 1))
-        self.ports = dict(zip(self.broker_ids, free_ports(brokers), strict=True))
+        ports = free_ports(2 * brokers)  # one call: the gRPC and Kafka ports are distinct
+        self.ports = dict(zip(self.broker_ids, ports[:brokers], strict=True))
+        self.kafka_ports = dict(zip(self.broker_ids, ports[brokers:], strict=True))
         self.properties = {**BROKER_DEFAULTS, **(broker_properties or {})}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._logs: dict[int, IO[bytes]] = {}
@@ -77,6 +80,14 @@ class KafkaCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(self.broker_address(b) for b in self.broker_ids)
+
+    def kafka_address(self, broker_id: int) -> str:
+        """The broker's Kafka listener (`listeners=PLAINTEXT://...`), for Kafka's binary protocol."""
+        return f"{LOOPBACK}:{self.kafka_ports[broker_id]}"
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        return ",".join(self.kafka_address(b) for b in self.broker_ids)
 
     def data_dir(self, broker_id: int) -> Path:
         return self.root / f"broker-{broker_id}"
@@ -104,6 +115,7 @@ class KafkaCluster:
             "broker.id": str(broker_id),
             "host.name": LOOPBACK,
             "port": str(self.ports[broker_id]),
+            "listeners": f"PLAINTEXT://{self.kafka_address(broker_id)}",
             "log.dirs": str(self.data_dir(broker_id)),
             "zookeeper.connect": self.zookeeper,
             **self.properties,
@@ -203,7 +215,7 @@ class KafkaCluster:
                     # The port was free when chosen, but another socket (often an outgoing connection's
                     # ephemeral port) took it before the broker bound it: choose again.
                     retries[broker_id] -= 1
-                    self.ports[broker_id] = free_ports(1)[0]
+                    self.ports[broker_id], self.kafka_ports[broker_id] = free_ports(2)
                     self.start_broker(broker_id, wait=False)
             self.assert_alive(*broker_ids)
             return set(broker_ids) <= set(self.registered_brokers())

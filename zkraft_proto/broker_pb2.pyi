@@ -549,17 +549,31 @@ class UpdateMetadataPartitionState(_message.Message):
     offline_replicas: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, topic_name: _Optional[str] = ..., partition_index: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class UpdateMetadataEndpoint(_message.Message):
+    __slots__ = ("port", "host", "listener", "security_protocol")
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    LISTENER_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    port: int
+    host: str
+    listener: str
+    security_protocol: str
+    def __init__(self, port: _Optional[int] = ..., host: _Optional[str] = ..., listener: _Optional[str] = ..., security_protocol: _Optional[str] = ...) -> None: ...
+
 class UpdateMetadataBroker(_message.Message):
-    __slots__ = ("id", "host", "port", "rack")
+    __slots__ = ("id", "host", "port", "rack", "endpoints")
     ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     id: int
     host: str
     port: int
     rack: str
-    def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ...) -> None: ...
+    endpoints: _containers.RepeatedCompositeFieldContainer[UpdateMetadataEndpoint]
+    def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., endpoints: _Optional[_Iterable[_Union[UpdateMetadataEndpoint, _Mapping]]] = ...) -> None: ...
 
 class UpdateMetadataRequest(_message.Message):
     __slots__ = ("controller_id", "controller_epoch", "broker_epoch", "partition_states", "live_brokers", "correlation_id")

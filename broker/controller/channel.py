@@ -166,8 +166,19 @@ def _update_metadata_request(
 
 
 def _metadata_broker(broker: LiveBroker) -> broker_pb2.UpdateMetadataBroker:
+    """host/port: the gRPC endpoint; endpoints: every listener (Kafka's UpdateMetadata v1+ carries them all, so
+    each broker answers a Kafka Metadata request with the endpoints of the listener it came in on)."""
     return broker_pb2.UpdateMetadataBroker(
-        id=broker.broker_id, host=broker.host, port=broker.port, rack=broker.registration.rack or ""
+        id=broker.broker_id,
+        host=broker.host,
+        port=broker.port,
+        rack=broker.registration.rack or "",
+        endpoints=[
+            broker_pb2.UpdateMetadataEndpoint(
+                port=e.port, host=e.host or "", listener=e.listener_name, security_protocol=e.security_protocol
+            )
+            for e in broker.registration.endpoints
+        ],
     )
 
 

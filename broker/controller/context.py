@@ -41,13 +41,11 @@ class LiveBroker:
 
     @property
     def endpoint(self) -> EndPoint:
-        """The endpoint the controller and the other brokers use: the first PLAINTEXT one, else the first."""
-        plain = self.registration.plaintext_endpoint()
-        if plain is not None:
-            return plain
-        if not self.registration.endpoints:
+        """The endpoint the controller and the other brokers use: the broker's gRPC one."""
+        endpoint = self.registration.grpc_endpoint()
+        if endpoint is None:
             raise ValueError(f"broker {self.broker_id} registered no endpoint")
-        return self.registration.endpoints[0]
+        return endpoint
 
     @property
     def host(self) -> str:

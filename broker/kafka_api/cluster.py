@@ -1,3 +1,170 @@
-"""ApiVersions, Metadata, DescribeCluster and SaslHandshake: what a client asks before anything else."""
+"""ApiVersions, Metadata, DescribeCluster and SaslHandshake: what a client asks before anything else.
+
+Versions: Kafka 2.8's (clients/src/main/resources/common/message/*.json, validVersions) intersected with
+kio's schemas: ApiVersions 0-3, Metadata 0-11, DescribeCluster 0, SaslHandshake 0-1.
+"""
 
 from __future__ import annotations
+
+import re
+from typing import Any
+
+from kio.index import load_response_schema
+
+from broker.kafka_api.entities import build
+from broker.kafka_api.registry import API_SPECS, KafkaRequestContext, kafka_api
+from client import kafka_errors as errors
+from client.kafka_znodes import INTERNAL_TOPICS, is_valid_topic_name
+
+API_VERSIONS_KEY = 18
+METADATA_KEY = 3
+SASL_HANDSHAKE_KEY = 17
+DESCRIBE_CLUSTER_KEY = 60
+# Kafka's "not requested" value of the authorized-operations fields (Integer.MIN_VALUE).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# KIP-511: ApiVersionsRequest.isValid checks client_software_name and _version with this pattern.
+_SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def _api_keys() -> list[dict[str, int]]:
+    return [
+        {"api_key": spec.key, "min_version": spec.min_version, "max_version": spec.max_version}
+        for _, spec in sorted(API_SPECS.items())
+    ]
+
+
+def unsupported_api_versions_response() -> Any:
+    """ApiVersions v0 with UNSUPPORTED_VERSION and the table: Kafka's answer to an ApiVersions request in a
+    version it does not know (KIP-511), from which the client picks a version both sides speak."""
+    return build(
+        load_response_schema(API_VERSIONS_KEY, 0),
+        error_code=errors.UnsupportedVersionError.code,
+        api_keys=_api_keys(),
+    )
+
+
+@kafka_api(API_VERSIONS_KEY, "ApiVersions", 0, 3)
+async def api_versions(request: Any, ctx: KafkaRequestContext) -> Any:
+    """Every API this broker serves, with its version range (Kafka's ApiVersionsResponse)."""
+    if ctx.api_version >= 3 and not (
+        _SOFTWARE_NAME.fullmatch(request.client_software_name)
+        and _SOFTWARE_NAME.fullmatch(request.client_software_version)
+    ):
+        return build(ctx.response_type, error_code=errors.InvalidRequestError.code, api_keys=[], throttle_time=0)
+    return build(ctx.response_type, error_code=errors.NONE, api_keys=_api_keys(), throttle_time=0)
+
+
+@kafka_api(SASL_HANDSHAKE_KEY, "SaslHandshake", 0, 1)
+async def sasl_handshake(request: Any, ctx: KafkaRequestContext) -> Any:
+    """A broker without SASL: no mechanism is enabled (Kafka answers UNSUPPORTED_SASL_MECHANISM)."""
+    return build(ctx.response_type, error_code=errors.UnsupportedSaslMechanismError.code, mechanisms=())
+
+
+@kafka_api(DESCRIBE_CLUSTER_KEY, "DescribeCluster", 0, 0)
+async def describe_cluster(request: Any, ctx: KafkaRequestContext) -> Any:
+    """The live brokers on this listener, the controller and the cluster id (KIP-700)."""
+    cache = ctx.service.metadata_cache
+    brokers = _brokers(cache, ctx.listener_name)
+    return build(
+        ctx.response_type,
+        throttle_time=0,
+        error_code=errors.NONE,
+        error_message=None,
+        cluster_id=cache.cluster_id,
+        controller_id=_controller_id(cache, ctx.listener_name),
+        brokers=[{"broker_id": b["node_id"], **{k: v for k, v in b.items() if k != "node_id"}} for b in brokers],
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+@kafka_api(METADATA_KEY, "Metadata", 0, 11)
+async def metadata(request: Any, ctx: KafkaRequestContext) -> Any:
+    """Brokers (their endpoints on the listener the request came in on), controller, cluster id and the
+    topics asked for (Kafka 2.8 KafkaApis.handleTopicMetadataRequest)."""
+    service = ctx.service
+    cache = service.metadata_cache
+    names = _requested_topics(request, ctx.api_version)
+    auto_created: set[str] = set()
+    allow_auto_create = ctx.api_version < 4 or request.allow_auto_topic_creation
+    if names and allow_auto_create and service.admin is not None:
+        missing = [t for t in names if not cache.contains(t) and is_valid_topic_name(t)]
+        if missing and service.admin.config.auto_create_topics_enable:
+            await service.admin.auto_create(missing)
+            auto_created = set(missing)
+    topics = [
+        _topic(cache, name, ctx.listener_name, ctx.api_version, auto_created)
+        for name in (cache.topics() if names is None else names)
+    ]
+    return build(
+        ctx.response_type,
+        throttle_time=0,
+        brokers=_brokers(cache, ctx.listener_name),
+        cluster_id=cache.cluster_id,
+        controller_id=_controller_id(cache, ctx.listener_name),
+        topics=topics,
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _requested_topics(request: Any, api_version: int) -> list[str] | None:
+    """The names asked for, each once; None for all topics (v0: an empty list; v1+: a null list)."""
+    if request.topics is None or (api_version == 0 and not request.topics):
+        return None
+    return list(dict.fromkeys(t.name for t in request.topics if t.name is not None))
+
+
+def _brokers(cache: Any, listener: str) -> list[dict[str, Any]]:
+    return [
+        {"node_id": broker.id, "host": endpoint.host, "port": endpoint.port, "rack": broker.rack or None}
+        for broker, endpoint in cache.listener_brokers(listener)
+    ]
+
+
+def _controller_id(cache: Any, listener: str) -> int:
+    controller = cache.controller_id
+    return controller if cache.listener_endpoint(controller, listener) is not None else -1
+
+
+def _topic(cache: Any, name: str, listener: str, api_version: int, auto_created: set[str]) -> dict[str, Any]:
+    partitions = cache.partitions.get(name)
+    internal = name in INTERNAL_TOPICS
+    if partitions is None:
+        if not is_valid_topic_name(name):
+            error = errors.InvalidTopicError.code
+        elif name in auto_created:
+            error = errors.LeaderNotAvailableError.code  # being created: the client asks again
+        else:
+            error = errors.UnknownTopicOrPartitionError.code
+        return {"error_code": error, "name": name, "topic_id": None, "is_internal": internal, "partitions": ()}
+    return {
+        "error_code": errors.NONE,
+        "name": name,
+        "topic_id": None,
+        "is_internal": internal,
+        "partitions": [
+            _partition(cache, index, partitions[index], listener, api_version) for index in sorted(partitions)
+        ],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _partition(cache: Any, index: int, state: Any, listener: str, api_version: int) -> dict[str, Any]:
+    live = cache.brokers
+    error = errors.NONE
+    leader = state.leader
+    if leader not in live:
+        error, leader = errors.LeaderNotAvailableError.code, -1
+    elif cache.listener_endpoint(leader, listener) is None:
+        # The leader is alive but not on this listener (Kafka 2.8: LISTENER_NOT_FOUND from v6 on).
+        error = errors.ListenerNotFoundError.code if api_version >= 6 else errors.LeaderNotAvailableError.code
+        leader = -1
+    replicas = list(state.replicas)
+    return {
+        "error_code": error,
+        "partition_index": index,
+        "leader_id": leader,
+        "leader_epoch": state.leader_epoch,
+        "replica_nodes": replicas,
+        "isr_nodes": list(state.isr),
+        "offline_replicas": [r for r in replicas if r not in live],
+    }

@@ -13,11 +13,11 @@ Kafka response. Semantics live once, below both front ends.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# (request entity, context) -> response entity of context.response_type
+# (request entity, context) -> response entity of context.response_type, or an EncodedResponse
 Handler = Callable[[Any, "KafkaRequestContext"], Awaitable[Any]]
 
 
@@ -31,6 +31,17 @@ class KafkaRequestContext:
     client_host: str  # the peer's address, as Kafka's RequestContext.clientAddress
     listener_name: str  # the listener the request came in on (its endpoint is the one Metadata answers)
     response_type: type  # kio's response class for (api_key, api_version)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body a handler encoded itself, in the negotiated version, without the size and header.
+
+    For responses that carry records (Fetch): the listener writes `parts` as they are after the frame's size
+    and header (one `writelines`), so record bytes read from the log are not copied into one buffer first.
+    """
+
+    parts: Sequence[bytes | memoryview]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,309 @@
+"""The broker's Kafka listener: Kafka's binary protocol on a TCP port, dispatched to broker/kafka_api.
+
+Framing (Kafka protocol guide, "Protocol Primitives" and "Common Request and Response Structure"): each
+request is an int32 size, then a request header (v1, or v2 for the flexible versions of an API, KIP-482),
+then the body; each response is an int32 size, a response header (v0, or v1 for flexible versions, except
+ApiVersions whose responses always use v0 so that any client can read them) and the body. kio, generated
+from Kafka's JSON message schemas, decodes and encodes headers and bodies; its readers and writers are
+built once per (API key, version).
+
+One connection, many requests: Kafka answers the requests of a connection in the order they came
+(SocketServer mutes a channel until its response is sent). Clients pipeline (librdkafka keeps several
+Produce requests in flight), so requests are handled concurrently, each as soon as it is read, and a
+per-connection queue of their futures writes the answers in request order. The queue is bounded by
+`max.concurrent.streams.per.connection`: beyond it, the connection is not read until answers go out.
+
+Limits, as Kafka's SocketServer: a frame announcing more than `socket.request.max.bytes` (or less than a
+header) closes the connection before its body is read; a request's bytes wait for room in
+`queued.max.request.bytes` before they are read (KIP-72's memory pool); an unknown API key, or a request
+kio cannot decode, closes the connection (Kafka 2.8's InvalidRequestException); a known API in a
+version the broker does not serve is answered UNSUPPORTED_VERSION where its response has a top-level
+error code (broker/kafka_wire.py error_answer; Kafka 2.8 closes the connection for all of them), and
+ApiVersions in any version it does not serve gets a v0 answer with the table, so the client downgrades.
+A handler that fails unexpectedly is logged with its traceback and its connection closed: the client
+reconnects and retries, as after any broken connection.
+
+A connection that opens with HTTP/2's client preface ("PRI * HTTP/2.0...": read as a Kafka size it is
+1,347,569,952, far above any `socket.request.max.bytes`, so no Kafka client ever sends it) is a gRPC
+client that was given the Kafka bootstrap list: it is handed, byte for byte, to the broker's own gRPC
+server, whose Metadata then names every broker's gRPC endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import structlog
+
+from broker.kafka_api import cluster
+from broker.kafka_api.registry import API_SPECS, KafkaRequestContext
+from broker.kafka_wire import (
+    API_VERSIONS_KEY,
+    HEADER_START,
+    REQUEST_BYTES_MIN,
+    SIZE,
+    Codec,
+    Frame,
+    api_versions_fallback,
+    codec_for,
+    encode_response,
+    error_answer,
+)
+from broker.listeners import KafkaListener
+from broker.request_bounds import BytesInFlight, RequestBytesExhausted, holding_request_bytes
+
+# HTTP/2's connection preface (RFC 9113 §3.4); its first four bytes, read as a Kafka size, are 1,347,569,952.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+HTTP2_PREFACE_SIZE = SIZE.unpack(HTTP2_PREFACE[:4])[0]
+# Bytes per read of the gRPC byte pump.
+PUMP_CHUNK_BYTES = 256 * 1024
+UNSUPPORTED_VERSION = 35
+
+Answer = asyncio.Future[Frame | None]
+
+
+class _CloseConnection(Exception):
+    """The request breaks the protocol: close the connection (Kafka's InvalidRequestException)."""
+
+
+class KafkaListenerServer:
+    """One Kafka listener's TCP server on the broker's event loop."""
+
+    def __init__(
+        self,
+        listener: KafkaListener,
+        service: Any,
+        budget: BytesInFlight,
+        request_max_bytes: int,
+        pipelined_requests_max: int,
+        request_timeout_s: float,
+        grpc_address: str | None,
+        logger: Any = None,
+    ) -> None:
+        self.listener = listener
+        self._service = service
+        self._budget = budget
+        self._request_max_bytes = request_max_bytes
+        self._pipelined_max = pipelined_requests_max
+        self._request_timeout_s = request_timeout_s
+        self._grpc_address = grpc_address
+        self._log = (logger or structlog.get_logger("zkraft.broker")).bind(listener=listener.name)
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._handlers: set[asyncio.Task[Frame | None]] = set()  # requests being worked on, for stop()
+        self.bound_port = -1
+
+    async def start(self) -> int:
+        """Binds the listener; returns the bound port (the one registered when the configured port is 0)."""
+        self._server = await asyncio.start_server(
+            self._on_connection, self.listener.bind_host, self.listener.bind_port, reuse_address=True
+        )
+        self.bound_port = self._server.sockets[0].getsockname()[1]
+        self._log.info("kafka_listener_started", host=self.listener.bind_host, port=self.bound_port)
+        return self.bound_port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        tasks = [*self._connections, *self._handlers]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        connection = _Connection(self, reader, writer, peer[0] if peer else "")
+        try:
+            await connection.serve()
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+class _Connection:
+    """One client connection: a read loop that dispatches, a write loop that answers in request order."""
+
+    def __init__(
+        self, server: KafkaListenerServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+    ) -> None:
+        self._server = server
+        self._reader = reader
+        self._writer = writer
+        self._peer = peer
+        self._log = server._log.bind(peer=peer)
+        self._answers: asyncio.Queue[Answer | None] = asyncio.Queue(server._pipelined_max)
+
+    async def serve(self) -> None:
+        """Reads and answers until either side ends; answers already owed are written before closing."""
+        reading = asyncio.create_task(self._read_loop())
+        writing = asyncio.create_task(self._write_loop())
+        try:
+            await asyncio.wait((reading, writing), return_when=asyncio.FIRST_COMPLETED)
+            if not writing.done():  # the client stopped sending (or broke the protocol): owed answers, then close
+                await self._answers.put(None)
+                await writing
+        finally:
+            for task in (reading, writing):
+                task.cancel()
+            await asyncio.gather(reading, writing, return_exceptions=True)
+
+    async def _read_loop(self) -> None:
+        server = self._server
+        while True:
+            try:
+                size_bytes = SIZE.unpack(await self._reader.readexactly(4))[0]
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            if size_bytes == HTTP2_PREFACE_SIZE and server._grpc_address is not None:
+                await self._pump_to_grpc()
+                return
+            if not REQUEST_BYTES_MIN <= size_bytes <= server._request_max_bytes:
+                self._log.warning(
+                    "kafka_frame_refused", size_bytes=size_bytes, socket_request_max_bytes=server._request_max_bytes
+                )
+                return
+            try:
+                await server._budget.acquire(size_bytes, server._request_timeout_s)
+            except RequestBytesExhausted as exc:
+                self._log.warning("kafka_request_bytes_exhausted", error=str(exc))
+                return
+            try:
+                body = await self._reader.readexactly(size_bytes)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                server._budget.release(size_bytes)
+                return
+            try:
+                answer = self._dispatch(body)
+            except _CloseConnection as exc:
+                server._budget.release(size_bytes)
+                self._log.warning("kafka_request_refused", reason=str(exc))
+                return
+            await self._answers.put(answer)
+
+    def _dispatch(self, body: bytes) -> Answer:
+        """Decodes `body` and starts its handler; the returned future resolves to the response frame."""
+        size_bytes = len(body)
+        api_key, api_version, correlation_id = HEADER_START.unpack_from(body)
+        codec = codec_for(api_key, api_version)
+        if codec is None:
+            return self._unserved(body, api_key, api_version, correlation_id)
+        try:
+            header, offset = codec.read_header(body, 0)
+            request, _ = codec.read_request(body, offset)
+        except Exception as exc:  # kio's decoders raise several types on truncated or malformed bytes
+            raise _CloseConnection(
+                f"cannot decode {codec.spec.name} v{api_version} (correlation id {correlation_id}): {exc}"
+            ) from None
+        context = KafkaRequestContext(
+            service=self._server._service,
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+            client_id=header.client_id,
+            client_host=self._peer,
+            listener_name=self._server.listener.name,
+            response_type=codec.response_type,
+        )
+        handling = asyncio.create_task(self._handle(codec, request, context, size_bytes))
+        handlers = self._server._handlers
+        handlers.add(handling)
+        handling.add_done_callback(handlers.discard)
+        return handling
+
+    def _unserved(self, body: bytes, api_key: int, api_version: int, correlation_id: int) -> Answer:
+        """A request for a key or version the broker does not serve: answered when it can be, else closed."""
+        self._server._budget.release(len(body))
+        future: Answer = asyncio.get_running_loop().create_future()
+        if api_key == API_VERSIONS_KEY:
+            # KIP-511: whatever the version, an ApiVersions v0 with UNSUPPORTED_VERSION and the table.
+            future.set_result(api_versions_fallback(correlation_id, cluster.unsupported_api_versions_response()))
+            return future
+        spec = API_SPECS.get(api_key)
+        if spec is None:  # Kafka 2.8 closes the connection (ApiKeys.forId throws in RequestHeader.parse)
+            raise _CloseConnection(f"unknown API key {api_key} (correlation id {correlation_id})")
+        answer = error_answer(api_key, api_version, correlation_id, UNSUPPORTED_VERSION)
+        if answer is None:
+            raise _CloseConnection(
+                f"{spec.name} v{api_version} is not served (v{spec.min_version}-{spec.max_version}) "
+                f"and has no schema to answer in (correlation id {correlation_id})"
+            )
+        self._log.info(
+            "kafka_unsupported_version", api=spec.name, api_version=api_version, correlation_id=correlation_id
+        )
+        future.set_result(answer)
+        return future
+
+    async def _handle(self, codec: Codec, request: Any, context: KafkaRequestContext, size_bytes: int) -> Frame | None:
+        """Runs the handler with the request's bytes held in the budget; None closes the connection."""
+        try:
+            with holding_request_bytes(self._server._budget, size_bytes):
+                response = await codec.spec.handler(request, context)
+            return encode_response(codec, context.correlation_id, response)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the loop boundary of one request: log it and close (the client retries)
+            self._log.exception(
+                "kafka_request_failed",
+                api=codec.spec.name,
+                api_version=context.api_version,
+                correlation_id=context.correlation_id,
+                error=str(exc),
+            )
+            return None
+
+    async def _write_loop(self) -> None:
+        writer = self._writer
+        while True:
+            answer = await self._answers.get()
+            if answer is None:
+                return
+            frame = await answer
+            if frame is None:
+                return
+            try:
+                writer.writelines(frame)
+                await writer.drain()
+            except ConnectionError:
+                return
+
+    async def _pump_to_grpc(self) -> None:
+        """Hands this connection to the broker's gRPC server: the preface's first bytes, then both ways."""
+        address = self._server._grpc_address
+        assert address is not None
+        host, _, port = address.rpartition(":")
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+        except OSError as exc:
+            self._log.warning("grpc_handoff_failed", error=str(exc))
+            return
+        upstream_writer.write(HTTP2_PREFACE[:4])
+        try:
+            await asyncio.gather(
+                _pump(self._reader, upstream_writer), _pump(upstream_reader, self._writer), return_exceptions=True
+            )
+        finally:
+            upstream_writer.close()
+
+
+async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    """Copies `source` to `sink` until end of stream, then half-closes `sink`."""
+    try:
+        while True:
+            chunk = await source.read(PUMP_CHUNK_BYTES)
+            if not chunk:
+                break
+            sink.write(chunk)
+            await sink.drain()
+    finally:
+        with contextlib.suppress(Exception):
+            if sink.can_write_eof():
+                sink.write_eof()

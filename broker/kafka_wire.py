@@ -1,0 +1,197 @@
+"""Kafka's request and response frames, decoded and encoded with kio (the listener's codec, no I/O here).
+
+A request frame is an int32 size, a request header and a body; a response frame an int32 size, a response
+header and a body (Kafka protocol guide, "Common Request and Response Structure"). The request header is
+v1, or v2 for the flexible versions of an API (KIP-482: client id, then tagged fields); the response header
+v0 (correlation id), or v1 for flexible versions (then tagged fields), EXCEPT ApiVersions whose responses
+always use v0: a client reads them before it knows which versions the broker speaks (KIP-511).
+
+kio's readers and writers are built once per (API key, version) and cached (`codec_for`).
+
+`error_answer` answers a request the broker cannot serve in the API's own response when that response has a
+top-level error code (FindCoordinator, JoinGroup, InitProducerId, Fetch v7+, ...): the error there, every
+other required field empty (zero, "", no entries). A response whose errors are only per topic or partition
+(Produce, Metadata, ListOffsets, ...) would read as an empty success, and a version kio has no schema for
+cannot be written: those have no answer, and the listener closes the connection, as Kafka 2.8 does for
+every request it cannot parse.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1 import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2 import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+
+from broker.kafka_api.registry import API_SPECS, ApiSpec, EncodedResponse
+
+SIZE = struct.Struct(">i")
+# api key, api version, correlation id: how every request header begins, in every version.
+HEADER_START = struct.Struct(">hhi")
+_RESPONSE_HEADER_V0 = struct.Struct(">i")  # correlation id
+_RESPONSE_HEADER_V1 = struct.Struct(">iB")  # correlation id, an empty tagged-field section
+API_VERSIONS_KEY = 18
+# A request header v1 with a null client id: api key, api version, correlation id, client id length -1.
+REQUEST_BYTES_MIN = 10
+
+Frame = list[bytes | memoryview]
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """What one served (API key, version) needs: its handler, kio's readers and writer, its header versions."""
+
+    spec: ApiSpec
+    read_header: Any  # kio reader: (buffer, offset) -> (RequestHeader, offset after it)
+    read_request: Any  # kio reader: (buffer, offset) -> (request entity, offset after it)
+    response_type: type
+    write_response: Callable[[Any, Any], None]
+    response_header: struct.Struct
+
+
+_CODECS: dict[tuple[int, int], Codec] = {}
+
+
+def codec_for(api_key: int, api_version: int) -> Codec | None:
+    """The cached codec of a served (key, version), or None when the broker does not serve it."""
+    codec = _CODECS.get((api_key, api_version))
+    if codec is not None:
+        return codec
+    spec = API_SPECS.get(api_key)
+    if spec is None or not spec.min_version <= api_version <= spec.max_version:
+        return None
+    request_type = load_request_schema(api_key, api_version)
+    response_type = load_response_schema(api_key, api_version)
+    flexible = bool(request_type.__flexible__)
+    codec = Codec(
+        spec=spec,
+        read_header=entity_reader(RequestHeaderV2 if flexible else RequestHeaderV1),
+        read_request=entity_reader(request_type),
+        response_type=response_type,
+        write_response=entity_writer(response_type),
+        response_header=_response_header(api_key, flexible),
+    )
+    _CODECS[(api_key, api_version)] = codec
+    return codec
+
+
+def _response_header(api_key: int, flexible: bool) -> struct.Struct:
+    return _RESPONSE_HEADER_V1 if flexible and api_key != API_VERSIONS_KEY else _RESPONSE_HEADER_V0
+
+
+def encode_response(codec: Codec, correlation_id: int, response: Any) -> Frame:
+    """The response frame: size, header, body (an EncodedResponse's buffers are written as they are)."""
+    header = codec.response_header
+    header_bytes = header.pack(correlation_id) if header is _RESPONSE_HEADER_V0 else header.pack(correlation_id, 0)
+    if isinstance(response, EncodedResponse):
+        parts = response.parts
+        body_bytes = sum(len(p) for p in parts)
+        return [SIZE.pack(len(header_bytes) + body_bytes) + header_bytes, *parts]
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    buffer.write(header_bytes)
+    codec.write_response(buffer, response)
+    frame = buffer.getbuffer()
+    SIZE.pack_into(frame, 0, len(frame) - 4)
+    return [frame]
+
+
+def error_answer(api_key: int, api_version: int, correlation_id: int, error_code: int) -> Frame | None:
+    """The API's own response in `api_version` with `error_code` at its top level, or None when it has no
+    top-level error code or kio has no schema for that version (or the key is unknown)."""
+    try:
+        request_type = load_request_schema(api_key, api_version)
+        response_type = load_response_schema(api_key, api_version)
+    except (KioIndexError, KeyError):
+        return None
+    if "error_code" not in {f.name for f in dataclasses.fields(response_type)}:
+        return None
+    spec = API_SPECS.get(api_key) or ApiSpec(api_key, response_type.__name__, 0, 0, _no_handler)
+    codec = Codec(
+        spec=spec,
+        read_header=None,
+        read_request=None,
+        response_type=response_type,
+        write_response=_writer(response_type),
+        response_header=_response_header(api_key, bool(request_type.__flexible__)),
+    )
+    return encode_response(codec, correlation_id, _empty_entity(response_type, ErrorCode(error_code)))
+
+
+async def _no_handler(request: Any, context: Any) -> Any:
+    raise AssertionError("error answers have no handler")
+
+
+@cache
+def _writer(entity_type: type) -> Callable[[Any, Any], None]:
+    return entity_writer(entity_type)
+
+
+_EMPTY_BY_KAFKA_TYPE: dict[str, Any] = {
+    "bool": False,
+    "bytes": b"",
+    "string": "",
+    "float64": 0.0,
+    "records": None,
+    "uuid": None,
+    "timedelta_i32": datetime.timedelta(0),
+    "timedelta_i64": datetime.timedelta(0),
+    "datetime_i64": None,
+}
+
+
+def _empty_entity(entity_type: type, error: ErrorCode) -> Any:
+    """`entity_type` with every error code `error`, other required fields empty and optional ones defaulted."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(entity_type):
+        kafka_type = f.metadata.get("kafka_type")
+        if kafka_type == "error_code":
+            values[f.name] = error
+        elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        elif _is_tuple(f.type):
+            values[f.name] = ()
+        elif kafka_type is None:  # a nested entity
+            nested = _entity_in(f.type)
+            values[f.name] = None if nested is None else _empty_entity(nested, error)
+        else:
+            values[f.name] = _EMPTY_BY_KAFKA_TYPE.get(kafka_type, 0)
+    return entity_type(**values)
+
+
+def _is_tuple(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is tuple
+
+
+def _entity_in(annotation: Any) -> type | None:
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            if dataclasses.is_dataclass(arg) and isinstance(arg, type):
+                return arg
+    return None
+
+
+def api_versions_fallback(correlation_id: int, response: Any) -> Frame:
+    """An ApiVersions v0 frame (the answer to an ApiVersions request in a version the broker does not know)."""
+    codec = codec_for(API_VERSIONS_KEY, 0)
+    assert codec is not None
+    return encode_response(codec, correlation_id, response)
+
+
+def frame_bytes(frame: Sequence[bytes | memoryview]) -> bytes:
+    """A frame as one bytes object (tests and logs)."""
+    return b"".join(bytes(part) for part in frame)
