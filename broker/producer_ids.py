@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from client import kafka_errors as errors
 from client.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from client.kafka_znodes import PRODUCER_ID_BLOCK_PATH
 
@@ -113,3 +114,41 @@ class ProducerIdManager:
         raise ProducerIdBlockError(
             f"{PRODUCER_ID_BLOCK_PATH}: no block claimed after {CLAIM_ATTEMPTS_MAX} conditional writes"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResult:
+    """InitProducerId's answer, shared by the gRPC and the Kafka front ends."""
+
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    error_message: str | None = None
+
+
+async def init_producer_id(
+    manager: ProducerIdManager | None, transactional_id: str | None, logger: Any
+) -> InitProducerIdResult:
+    """A fresh producer id with epoch 0: Kafka 2.8's TransactionCoordinator.handleInitProducerId for a null
+    transactional id ("blindly accept the request and return a new producerId"), whatever id and epoch the
+    producer held before (an idempotent producer bumps past an UNKNOWN_PRODUCER_ID this way, KIP-360).
+
+    Transactions are not served: a transactional id answers UNSUPPORTED_VERSION with a message saying so.
+    """
+    if transactional_id:
+        return InitProducerIdResult(
+            errors.UnsupportedVersionError.code,
+            error_message=f"transactional id {transactional_id!r}: transactions are not supported",
+        )
+    if manager is None:
+        return InitProducerIdResult(
+            errors.CoordinatorNotAvailableError.code, error_message="this broker is still starting: no producer ids yet"
+        )
+    try:
+        producer_id = await manager.generate_producer_id()
+    except Exception as exc:  # a quorum hiccup: the client retries on a retriable code
+        logger.warning("init_producer_id_failed", error=str(exc))
+        return InitProducerIdResult(
+            errors.CoordinatorNotAvailableError.code, error_message=f"cannot claim a producer id block: {exc}"
+        )
+    return InitProducerIdResult(errors.NONE, producer_id, 0)

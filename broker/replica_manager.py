@@ -75,6 +75,18 @@ def _is_valid_partition(tp: TopicPartition) -> bool:
     return tp.partition >= 0
 
 
+def leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> int:
+    """The error for a request that names the leader epoch it believes current (KIP-320; Kafka 2.8
+    Partition.checkCurrentLeaderEpoch): FENCED_LEADER_EPOCH when it is older than this replica's, so the
+    client refreshes its metadata; UNKNOWN_LEADER_EPOCH when newer, as this replica has not heard of it yet;
+    -1 means the client does not know the epoch and is not checked."""
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return NONE
+    if current_leader_epoch < leader_epoch:
+        return errors.FencedLeaderEpochError.code
+    return errors.UnknownLeaderEpochError.code
+
+
 def now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
@@ -542,11 +554,9 @@ class ReplicaManager:
             return errors.UnknownTopicOrPartitionError.code
         if not partition.is_leader and replica_id != DEBUG_REPLICA_ID:
             return errors.NotLeaderForPartitionError.code
-        if item.current_leader_epoch >= 0:
-            if item.current_leader_epoch < partition.leader_epoch:
-                return errors.FencedLeaderEpochError.code
-            if item.current_leader_epoch > partition.leader_epoch:
-                return errors.UnknownLeaderEpochError.code
+        epoch_error = leader_epoch_error(item.current_leader_epoch, partition.leader_epoch)
+        if epoch_error != NONE:
+            return epoch_error
         if replica_id >= 0 and replica_id not in partition.replicas:
             return errors.NotLeaderForPartitionError.code  # Kafka: the replica is not assigned here
         return NONE
@@ -565,6 +575,9 @@ class ReplicaManager:
                     continue
                 if not partition.is_leader and request.replica_id != DEBUG_REPLICA_ID:
                     out.error_code = errors.NotLeaderForPartitionError.code
+                    continue
+                out.error_code = leader_epoch_error(item.current_leader_epoch, partition.leader_epoch)
+                if out.error_code != NONE:
                     continue
                 log = partition.log
                 out.leader_epoch = partition.leader_epoch
@@ -591,8 +604,8 @@ class ReplicaManager:
                     out.error_code = errors.UnknownTopicOrPartitionError.code
                 elif not partition.is_leader:
                     out.error_code = errors.NotLeaderForPartitionError.code
-                elif item.current_leader_epoch >= 0 and item.current_leader_epoch < partition.leader_epoch:
-                    out.error_code = errors.FencedLeaderEpochError.code
+                elif (epoch_error := leader_epoch_error(item.current_leader_epoch, partition.leader_epoch)) != NONE:
+                    out.error_code = epoch_error
                 else:
                     found = partition.log.leader_epoch_cache.end_offset_for(item.leader_epoch, partition.leo)
                     out.leader_epoch, out.end_offset = found.leader_epoch, found.end_offset

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 
 from broker.metadata_cache import MetadataCache
+from broker.producer_ids import init_producer_id
 from broker.replica_manager import ReplicaManager
 from broker.request_bounds import BytesInFlight, bounded_handler
 from broker.state_change_log import update_metadata_partition_text
@@ -83,6 +84,10 @@ class BrokerService(BrokerServicer):
     def admin(self) -> Any:
         return self._admin
 
+    @property
+    def logger(self) -> Any:
+        return self._log
+
     async def Produce(self, request: pb.ProduceRequest, context: grpc.aio.ServicerContext) -> pb.ProduceResponse:
         return await self._replicas.produce(request)
 
@@ -100,31 +105,13 @@ class BrokerService(BrokerServicer):
         self, request: pb.InitProducerIdRequest, context: grpc.aio.ServicerContext
     ) -> pb.InitProducerIdResponse:
         """A fresh producer id, epoch 0 (Kafka's answer to an idempotent producer without a transactional id)."""
-        if request.transactional_id:
-            return pb.InitProducerIdResponse(
-                error_code=errors.UnsupportedVersionError.code,
-                producer_id=-1,
-                producer_epoch=-1,
-                error_message=f"transactional id {request.transactional_id!r}: transactions are not supported",
-            )
-        if self.producer_ids is None:
-            return pb.InitProducerIdResponse(
-                error_code=errors.CoordinatorNotAvailableError.code,
-                producer_id=-1,
-                producer_epoch=-1,
-                error_message="this broker is still starting: no producer ids yet",
-            )
-        try:
-            producer_id = await self.producer_ids.generate_producer_id()
-        except Exception as exc:  # a quorum hiccup: the client retries on a retriable code
-            self._log.warning("init_producer_id_failed", error=str(exc))
-            return pb.InitProducerIdResponse(
-                error_code=errors.CoordinatorNotAvailableError.code,
-                producer_id=-1,
-                producer_epoch=-1,
-                error_message=f"cannot claim a producer id block: {exc}",
-            )
-        return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
+        result = await init_producer_id(self.producer_ids, request.transactional_id or None, self._log)
+        return pb.InitProducerIdResponse(
+            error_code=result.error_code,
+            producer_id=result.producer_id,
+            producer_epoch=result.producer_epoch,
+            error_message=result.error_message or "",
+        )
 
     async def Metadata(self, request: pb.MetadataRequest, context: grpc.aio.ServicerContext) -> pb.MetadataResponse:
         # A set, as Kafka's KafkaApis takes it: a name repeated 20,000 times is answered once, not 20,000 times.

@@ -1,3 +1,363 @@
-"""Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and InitProducerId: the record path."""
+"""Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and InitProducerId: the record path.
+
+Each handler translates a Kafka request into the replica manager's own request (the one the gRPC front end
+sends), and its answer back; acks, min.insync.replicas, the idempotent producer's sequences, the delayed
+produce and fetch, leader epochs all live below, once. Records stay whole batches as bytes both ways: a
+produced batch is appended as it came (compressed or not), a fetched one is the segment's bytes; only batch
+headers are ever read here (a few bytes at fixed positions), never a record.
+
+What only the Kafka wire has is decided here: Produce v3+'s one-batch rule and zstd only from v7 (Kafka 2.8
+ProduceRequest.validateRecords), acks=0 answering nothing or closing the connection, fetch sessions (always
+declined, so every fetch is a full fetch: Kafka's FetchSession.scala lets a broker decline), aborted
+transactions (none: there are no transactions, so READ_COMMITTED reads up to the high watermark).
+"""
 
 from __future__ import annotations
+
+import struct
+from typing import Any
+
+from broker.kafka_api.entities import build, millis
+from broker.kafka_api.registry import CloseConnection, KafkaRequestContext, kafka_api
+from broker.producer_ids import init_producer_id
+from client import kafka_errors as errors
+from zkraft_proto import broker_pb2 as pb
+
+NONE = errors.NONE
+NOT_LEADER = errors.NotLeaderForPartitionError.code
+UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.code
+
+# Record batch v2 header positions (research/kafka.md, "Record batch"): batchLength int32 at 8 counts the bytes
+# after it, magic int8 at 16, attributes int16 at 21 (bits 0-2 the codec).
+_BATCH_LENGTH = struct.Struct(">i")
+_BATCH_LENGTH_POSITION = 8
+_LOG_OVERHEAD_BYTES = 12  # baseOffset + batchLength
+_MAGIC_POSITION = 16
+_ATTRIBUTES_POSITION = 21
+_CODEC_MASK = 0x07
+_ZSTD = 4
+_ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: older produce versions may not carry zstd
+
+# Fetch sessions (KIP-227; Kafka 2.8 FetchSession.scala / FetchMetadata.java).
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+# A fetch's replica id on this listener: consumers (-1) and the debug consumer (-2) only; followers replicate
+# over the broker's gRPC service, so any other id is read as a consumer's (it can never move a high watermark).
+CONSUMER_REPLICA_ID = -1
+DEBUG_REPLICA_ID = -2
+READ_COMMITTED = 1
+NO_PREFERRED_READ_REPLICA = -1
+# Kafka's "unknown" values for a partition that answers an error (Kafka 2.8 ReplicaManager.readFromLocalLog).
+UNKNOWN_OFFSET = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+# ---------------------------------------------------------------- Produce
+
+
+@kafka_api(0, "Produce", 3, 9)
+async def produce(request: Any, ctx: KafkaRequestContext) -> Any:
+    """Kafka 2.8 KafkaApis.handleProduceRequest over ReplicaManager.produce. acks=0 answers nothing, or closes
+    the connection when a partition failed (the producer then refreshes its metadata)."""
+    refused: dict[tuple[str, int], tuple[int, str]] = {}
+    topics: dict[str, list[pb.PartitionProduceData]] = {}
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = data.records or b""
+            problem = _produce_records_problem(ctx.api_version, records)
+            if problem is not None:
+                refused[(topic.name, data.index)] = problem
+            else:
+                topics.setdefault(topic.name, []).append(pb.PartitionProduceData(index=data.index, records=records))
+    results: dict[tuple[str, int], pb.PartitionProduceResponse] = {}
+    if topics:
+        answer = await ctx.service.replicas.produce(
+            pb.ProduceRequest(
+                acks=request.acks,
+                timeout_ms=millis(request.timeout),
+                client_id=ctx.client_id or "",
+                topics=[pb.TopicProduceData(name=name, partitions=parts) for name, parts in topics.items()],
+            )
+        )
+        for topic_answer in answer.responses:
+            for result in topic_answer.partitions:
+                results[(topic_answer.name, result.index)] = result
+    responses = [
+        {
+            "name": topic.name,
+            "partition_responses": [
+                _partition_produce_response(ctx, topic.name, data.index, refused, results)
+                for data in topic.partition_data
+            ],
+        }
+        for topic in request.topic_data
+    ]
+    if request.acks == 0:
+        _answer_nothing_or_close(responses)
+        return None
+    return build(ctx.response_type, responses=responses, throttle_time=0)
+
+
+def _produce_records_problem(version: int, records: bytes) -> tuple[int, str] | None:
+    """Kafka 2.8 ProduceRequest.validateRecords, from the first batch's header: v3+ carries exactly one batch of
+    magic 2, and zstd only from v7. An empty or short buffer is left to the log, which refuses it by name."""
+    if len(records) < _ATTRIBUTES_POSITION + 2:
+        return None
+    if records[_MAGIC_POSITION] != 2:
+        return errors.InvalidRecordError.code, (
+            f"Produce requests with version {version} are only allowed to contain record batches with magic version 2"
+        )
+    if version < _ZSTD_MIN_PRODUCE_VERSION and records[_ATTRIBUTES_POSITION + 1] & _CODEC_MASK == _ZSTD:
+        return errors.UnsupportedCompressionTypeError.code, (
+            f"Produce requests with version {version} are not allowed to use ZStandard compression"
+        )
+    (batch_length,) = _BATCH_LENGTH.unpack_from(records, _BATCH_LENGTH_POSITION)
+    if 0 <= batch_length < len(records) - _LOG_OVERHEAD_BYTES:
+        return errors.InvalidRecordError.code, (
+            f"Produce requests with version {version} are only allowed to contain exactly one record batch"
+        )
+    return None
+
+
+def _partition_produce_response(
+    ctx: KafkaRequestContext,
+    topic: str,
+    index: int,
+    refused: dict[tuple[str, int], tuple[int, str]],
+    results: dict[tuple[str, int], pb.PartitionProduceResponse],
+) -> dict[str, Any]:
+    problem = refused.get((topic, index))
+    if problem is not None:
+        code, message = problem
+        return {"index": index, "error_code": code, "base_offset": -1, "record_errors": (), "error_message": message}
+    result = results[(topic, index)]
+    code = _not_hosted_code(ctx, topic, index, result.error_code)
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": result.base_offset,
+        "log_append_time": result.log_append_time_ms,
+        "log_start_offset": result.log_start_offset if code == NONE else -1,
+        "record_errors": (),
+        "error_message": result.error_message or None,
+    }
+
+
+def _not_hosted_code(ctx: KafkaRequestContext, topic: str, partition: int, code: int) -> int:
+    """Kafka 2.8 ReplicaManager.getPartitionOrError: a partition this broker does not host but the cluster has is
+    NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and finds the leader), not an unknown partition."""
+    if code == UNKNOWN_TOPIC_OR_PARTITION and ctx.service.metadata_cache.partition_state(topic, partition) is not None:
+        return NOT_LEADER
+    return code
+
+
+def _answer_nothing_or_close(responses: list[dict[str, Any]]) -> None:
+    failed = [
+        f"{topic['name']}-{p['index']}: {errors.error_for(p['error_code']).__class__.__name__}"
+        for topic in responses
+        for p in topic["partition_responses"]
+        if p["error_code"] != NONE
+    ]
+    if failed:
+        raise CloseConnection("produce with acks=0 failed on " + ", ".join(failed))
+
+
+# ---------------------------------------------------------------- Fetch
+
+
+@kafka_api(1, "Fetch", 4, 12)
+async def fetch(request: Any, ctx: KafkaRequestContext) -> Any:
+    """Kafka 2.8 KafkaApis.handleFetchRequest over ReplicaManager.fetch (its delayed fetch waits for min_bytes
+    up to max_wait_ms). A session is never created: session id 0 answers a request to create one (the broker
+    may decline), and an incremental fetch in a session finds none (FETCH_SESSION_ID_NOT_FOUND)."""
+    session_epoch = getattr(request, "session_epoch", FINAL_EPOCH)
+    if session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+        return build(
+            ctx.response_type,
+            throttle_time=0,
+            error_code=errors.FetchSessionIdNotFoundError.code,
+            session_id=INVALID_SESSION_ID,
+            responses=(),
+        )
+    replica_id = DEBUG_REPLICA_ID if request.replica_id == DEBUG_REPLICA_ID else CONSUMER_REPLICA_ID
+    reply = await ctx.service.replicas.fetch(
+        pb.FetchRequest(
+            replica_id=replica_id,
+            max_wait_ms=millis(request.max_wait),
+            min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes,
+            isolation_level=request.isolation_level,
+            topics=[
+                pb.FetchTopic(
+                    topic=topic.topic,
+                    partitions=[
+                        pb.FetchPartition(
+                            partition=item.partition,
+                            current_leader_epoch=getattr(item, "current_leader_epoch", -1),
+                            fetch_offset=item.fetch_offset,
+                            log_start_offset=-1,
+                            partition_max_bytes=item.partition_max_bytes,
+                        )
+                        for item in topic.partitions
+                    ],
+                )
+                for topic in request.topics
+            ],
+        )
+    )
+    aborted = () if request.isolation_level == READ_COMMITTED else None
+    responses = [
+        {
+            "topic": topic.topic,
+            "partitions": [
+                _fetch_partition_data(ctx, topic.topic, part, reply.records.get((t, p), b""), aborted)
+                for p, part in enumerate(topic.partitions)
+            ],
+        }
+        for t, topic in enumerate(reply.response.responses)
+    ]
+    return build(
+        ctx.response_type, throttle_time=0, error_code=NONE, session_id=INVALID_SESSION_ID, responses=responses
+    )
+
+
+def _fetch_partition_data(
+    ctx: KafkaRequestContext, topic: str, part: pb.FetchPartitionData, records: bytes, aborted: tuple[()] | None
+) -> dict[str, Any]:
+    if part.error_code != NONE:
+        # Kafka 2.8 ReplicaManager.readFromLocalLog: an erroring partition answers unknown offsets, no records.
+        return {
+            "partition_index": part.partition,
+            "error_code": _not_hosted_code(ctx, topic, part.partition, part.error_code),
+            "high_watermark": UNKNOWN_OFFSET,
+            "last_stable_offset": UNKNOWN_OFFSET,
+            "log_start_offset": UNKNOWN_OFFSET,
+            "aborted_transactions": None,
+            "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
+            "records": b"",
+        }
+    return {
+        "partition_index": part.partition,
+        "error_code": NONE,
+        "high_watermark": part.high_watermark,
+        "last_stable_offset": part.last_stable_offset,
+        "log_start_offset": part.log_start_offset,
+        "aborted_transactions": aborted,
+        "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
+        "records": records,
+    }
+
+
+# ---------------------------------------------------------------- ListOffsets
+
+
+@kafka_api(2, "ListOffsets", 1, 6)
+async def list_offsets(request: Any, ctx: KafkaRequestContext) -> Any:
+    """Earliest (-2), latest (-1: the high watermark for a consumer, which is also the last stable offset as
+    there are no transactions) and by timestamp (the first offset whose timestamp is >= it, with that
+    timestamp); Kafka 2.8 Partition.fetchOffsetForTimestamp."""
+    answer = ctx.service.replicas.list_offsets(
+        pb.ListOffsetsRequest(
+            replica_id=request.replica_id,
+            isolation_level=getattr(request, "isolation_level", 0),
+            topics=[
+                pb.ListOffsetsTopic(
+                    name=topic.name,
+                    partitions=[
+                        pb.ListOffsetsPartition(
+                            partition_index=item.partition_index,
+                            current_leader_epoch=getattr(item, "current_leader_epoch", -1),
+                            timestamp=item.timestamp,
+                        )
+                        for item in topic.partitions
+                    ],
+                )
+                for topic in request.topics
+            ],
+        )
+    )
+    topics = [
+        {
+            "name": topic.name,
+            "partitions": [
+                {
+                    "partition_index": item.partition_index,
+                    "error_code": _not_hosted_code(ctx, topic.name, item.partition_index, item.error_code),
+                    "timestamp": item.timestamp,
+                    "offset": item.offset,
+                    "leader_epoch": item.leader_epoch if item.error_code == NONE else -1,
+                }
+                for item in topic.partitions
+            ],
+        }
+        for topic in answer.topics
+    ]
+    return build(ctx.response_type, throttle_time=0, topics=topics)
+
+
+# ---------------------------------------------------------------- OffsetForLeaderEpoch
+
+
+@kafka_api(23, "OffsetForLeaderEpoch", 2, 4)
+async def offset_for_leader_epoch(request: Any, ctx: KafkaRequestContext) -> Any:
+    """KIP-101/KIP-279/KIP-320: the end offset of the requested epoch on the leader, fenced by the client's
+    current leader epoch (FENCED_LEADER_EPOCH older, UNKNOWN_LEADER_EPOCH newer)."""
+    answer = ctx.service.replicas.offset_for_leader_epoch(
+        pb.OffsetForLeaderEpochRequest(
+            replica_id=getattr(request, "replica_id", CONSUMER_REPLICA_ID),
+            topics=[
+                pb.OffsetForLeaderTopic(
+                    topic=topic.topic,
+                    partitions=[
+                        pb.OffsetForLeaderPartition(
+                            partition=item.partition,
+                            current_leader_epoch=item.current_leader_epoch,
+                            leader_epoch=item.leader_epoch,
+                        )
+                        for item in topic.partitions
+                    ],
+                )
+                for topic in request.topics
+            ],
+        )
+    )
+    topics = [
+        {
+            "topic": topic.topic,
+            "partitions": [
+                {
+                    "error_code": _not_hosted_code(ctx, topic.topic, item.partition, item.error_code),
+                    "partition": item.partition,
+                    "leader_epoch": item.leader_epoch,
+                    "end_offset": item.end_offset,
+                }
+                for item in topic.partitions
+            ],
+        }
+        for topic in answer.topics
+    ]
+    return build(ctx.response_type, throttle_time=0, topics=topics)
+
+
+# ---------------------------------------------------------------- InitProducerId
+
+
+@kafka_api(22, "InitProducerId", 0, 4)
+async def init_producer_id_api(request: Any, ctx: KafkaRequestContext) -> Any:
+    """Kafka 2.8 KafkaApis.handleInitProducerIdRequest: a producer id and epoch given must come together
+    (INVALID_REQUEST otherwise), an empty transactional id is INVALID_REQUEST; the rest is shared with the gRPC
+    front end (broker/producer_ids.py: a fresh id for an idempotent producer, transactions unsupported)."""
+    producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
+    producer_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH) or request.transactional_id == "":
+        return build(ctx.response_type, throttle_time=0, error_code=errors.InvalidRequestError.code, producer_epoch=-1)
+    result = await init_producer_id(ctx.service.producer_ids, request.transactional_id, ctx.service.logger)
+    return build(
+        ctx.response_type,
+        throttle_time=0,
+        error_code=result.error_code,
+        producer_id=result.producer_id,
+        producer_epoch=result.producer_epoch,
+    )

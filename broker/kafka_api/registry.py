@@ -72,3 +72,11 @@ def kafka_api(key: int, name: str, min_version: int, max_version: int) -> Callab
         return handler
 
     return register
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka closes the connection instead of answering: a Produce with acks=0 that
+    failed on some partition (Kafka 2.8 KafkaApis.handleProduceRequest: "the server will close socket server so
+    that the producer client will know that some error has happened and will refresh its metadata"). The
+    message names the failure for the broker's log. A handler that returns None sends no response at all (a
+    Produce with acks=0 that succeeded)."""
