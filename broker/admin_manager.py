@@ -14,9 +14,11 @@ registered brokers only (Kafka's KRaft controller check and message).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from broker.config import BrokerConfig
+from broker.config_admin import ConfigAdmin
 from broker.metadata_cache import MetadataCache
 from broker.request_bounds import release_request_bytes
 from client import kafka_errors as errors
@@ -55,12 +57,20 @@ def _check_new_partition_assignments(topic: pb.CreatePartitionsTopic, existing: 
         )
 
 
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]  # the topic's overrides
+
+
 class AdminManager:
     def __init__(self, config: BrokerConfig, zk: AsyncZkClient, metadata: MetadataCache, logger: Any) -> None:
         self.config = config
         self.zk = zk
         self.metadata = metadata
         self._log = logger
+        self.configs = ConfigAdmin(config, zk, logger)  # DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
 
     async def _live_brokers(self) -> list[BrokerMetadata]:
         racks: dict[int, str | None] = {}
@@ -95,7 +105,16 @@ class AdminManager:
             raise errors.TopicAlreadyExistsError(f"Topic '{topic}' already exists.") from None
 
     async def create_topics(self, request: pb.CreateTopicsRequest) -> pb.CreateTopicsResponse:
+        response, _ = await self.create_topics_detailed(request)
+        return response
+
+    async def create_topics_detailed(
+        self, request: pb.CreateTopicsRequest
+    ) -> tuple[pb.CreateTopicsResponse, dict[str, CreatedTopic]]:
+        """The response, and each topic created (or that validate_only would create) with its shape and
+        configs, which CreateTopics v5+ answers (KIP-525)."""
         response = pb.CreateTopicsResponse()
+        shapes: dict[str, CreatedTopic] = {}
         created: dict[str, int] = {}
         brokers = await self._live_brokers()
         registered = {b.id for b in brokers}
@@ -127,6 +146,8 @@ class AdminManager:
                     existing_topics=existing,
                     znode_bytes_max=self.config.jute_maxbuffer,
                 )
+                first = plan.assignment[min(plan.assignment)]
+                shapes[topic.name] = CreatedTopic(len(plan.assignment), len(first), plan.configs)
                 if not request.validate_only:
                     await self._write(plan.znodes, topic.name)
                     created[topic.name] = len(plan.assignment)
@@ -134,9 +155,10 @@ class AdminManager:
                     self._log.info("topic_created", topic=topic.name, assignment=plan.assignment)
             except Exception as exc:
                 result.error_code, result.error_message = _error_of(exc)
+                shapes.pop(topic.name, None)
         if created and request.timeout_ms > 0:
             await self._wait_for_leaders(created, request.timeout_ms)
-        return response
+        return response, shapes
 
     async def auto_create(self, topics: list[str]) -> None:
         """Metadata for unknown topics with auto.create.topics.enable: create them with the defaults."""

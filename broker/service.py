@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from broker.config_admin import AlterOp, ConfigOp, DescribeConfigsResult
 from broker.metadata_cache import MetadataCache
 from broker.producer_ids import init_producer_id
 from broker.replica_manager import ReplicaManager
@@ -221,3 +222,82 @@ class BrokerService(BrokerServicer):
         self, request: pb.DeleteGroupsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteGroupsResponse:
         return await self.groups.delete_groups(request)
+
+    # ---------------------------------------------------------------- configs (broker/config_admin.py)
+
+    async def DescribeConfigs(
+        self, request: pb.DescribeConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeConfigsResponse:
+        resources = [(r.resource_type, r.resource_name, list(r.configuration_keys) or None) for r in request.resources]
+        results = await self._admin.configs.describe(
+            resources,
+            include_synonyms=request.include_synonyms,
+            include_documentation=request.include_documentation,
+        )
+        return pb.DescribeConfigsResponse(results=[describe_configs_result_pb(r) for r in results])
+
+    async def AlterConfigs(
+        self, request: pb.AlterConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AlterConfigsResponse:
+        try:
+            resources = [
+                (
+                    r.resource_type,
+                    r.resource_name,
+                    [
+                        ConfigOp(c.name, c.value if c.HasField("value") else None, AlterOp(c.config_operation))
+                        for c in r.configs
+                    ],
+                )
+                for r in request.resources
+            ]
+        except ValueError as exc:  # an operation id AlterConfigOp.OpType does not know
+            return pb.AlterConfigsResponse(
+                responses=[
+                    pb.AlterConfigsResourceResponse(
+                        error_code=errors.InvalidRequestError.code,
+                        error_message=f"Unknown alter config operation type: {exc}",
+                        resource_type=r.resource_type,
+                        resource_name=r.resource_name,
+                    )
+                    for r in request.resources
+                ]
+            )
+        results = await self._admin.configs.alter(
+            resources, validate_only=request.validate_only, incremental=request.incremental
+        )
+        return pb.AlterConfigsResponse(
+            responses=[
+                pb.AlterConfigsResourceResponse(
+                    error_code=r.error_code,
+                    error_message=r.error_message or "",
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+                for r in results
+            ]
+        )
+
+
+def describe_configs_result_pb(result: DescribeConfigsResult) -> pb.DescribeConfigsResult:
+    return pb.DescribeConfigsResult(
+        error_code=result.error_code,
+        error_message=result.error_message or "",
+        resource_type=result.resource_type,
+        resource_name=result.resource_name,
+        configs=[
+            pb.DescribeConfigsResourceResult(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=int(e.source),
+                is_sensitive=e.is_sensitive,
+                synonyms=[
+                    pb.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source)) for s in e.synonyms
+                ],
+                config_type=int(e.config_type),
+                documentation=e.documentation,
+            )
+            for e in result.entries
+        ],
+    )

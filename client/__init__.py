@@ -19,6 +19,7 @@ prefer_legacy_poller()  # before any client module imports grpc: client/grpc_tun
 if TYPE_CHECKING:
     from client.admin import Admin
     from client.aio import AsyncZkClient
+    from client.config_resources import AlterConfigOp, ConfigResource, ConfigResourceType
     from client.consumer import Consumer
     from client.consumer_coordinator import ConsumerRebalanceListener, OffsetAndMetadata
     from client.kafka_types import (
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
 # name -> the module that defines it
 _EXPORTS = {
     "Admin": "client.admin",
+    "AlterConfigOp": "client.config_resources",
+    "ConfigResource": "client.config_resources",
+    "ConfigResourceType": "client.config_resources",
     "AsyncZkClient": "client.aio",
     "Consumer": "client.consumer",
     "ConsumerRebalanceListener": "client.consumer_coordinator",
@@ -77,9 +81,12 @@ _EXPORTS = {
 __all__ = [
     "AddWatchMode",
     "Admin",
+    "AlterConfigOp",
     "AsyncZkClient",
     "AsyncZkRetry",
     "ClusterDescription",
+    "ConfigResource",
+    "ConfigResourceType",
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",

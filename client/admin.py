@@ -17,6 +17,16 @@ from typing import Any
 
 import grpc
 
+from client.config_resources import (
+    ALTER_OPERATIONS,
+    CONFIG_SOURCE_NAMES,
+    AlterConfigOp,
+    ConfigDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSynonym,
+)
 from client.consumer_coordinator import OffsetAndMetadata
 from client.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment, decode_subscription
 from client.kafka_client_errors import IllegalStateError, KafkaConfigurationError, KafkaTimeoutError
@@ -36,7 +46,15 @@ from client.kafka_types import (
 from client.structs import TopicPartition
 from zkraft_proto import broker_pb2
 
-__all__ = ["Admin", "NewPartitions", "NewTopic", "OffsetAndMetadata"]
+__all__ = [
+    "Admin",
+    "AlterConfigOp",
+    "ConfigResource",
+    "ConfigResourceType",
+    "NewPartitions",
+    "NewTopic",
+    "OffsetAndMetadata",
+]
 
 # The gRPC deadline of a request the broker may hold for `timeout_ms`: that plus this margin.
 DEADLINE_MARGIN_S = 5.0
@@ -309,6 +327,107 @@ class Admin:
             raise error_for(24, f"group ids must be non-empty strings, got {ids!r}")
         return ids
 
+    # ------------------------------------------------------------------ configs
+
+    def describe_configs(
+        self, config_resources: Iterable[ConfigResource], include_synonyms: bool = False
+    ) -> list[ConfigDescription]:
+        """Every config of each topic or broker (or those named in its `configs`), with values and sources.
+
+        A topic is described by any broker; a broker by itself (its static configs are its own). Raises the
+        first failing resource's error (UnknownTopicOrPartitionError, ...)."""
+        resources = _config_resources(config_resources, "describe_configs")
+        out = []
+        for target, batch in self._by_config_target(resources).items():
+            request = broker_pb2.DescribeConfigsRequest(
+                resources=[
+                    broker_pb2.DescribeConfigsResource(
+                        resource_type=r.type_id, resource_name=r.name, configuration_keys=list(r.configs or ())
+                    )
+                    for r in batch
+                ],
+                include_synonyms=include_synonyms,
+            )
+            response = self._config_call(target, "DescribeConfigs", request)
+            self._raise_first_config_error(response.results, "describe configs of")
+            out.extend(_config_description(result) for result in response.results)
+        return out
+
+    def alter_configs(self, config_resources: Iterable[ConfigResource], validate_only: bool = False) -> None:
+        """AlterConfigs: each resource's `configs` become its whole override set (configs left out revert)."""
+        resources = _config_resources(config_resources, "alter_configs")
+        for r in resources:
+            if r.configs is None:
+                raise KafkaConfigurationError(f"alter_configs needs the configs of {r.name!r}")
+        ops = {id(r): [broker_pb2.AlterableConfig(name=k, value=v) for k, v in r.configs.items()] for r in resources}
+        self._alter(resources, ops, validate_only, incremental=False)
+
+    def incremental_alter_configs(
+        self, config_resources: Iterable[ConfigResource], validate_only: bool = False
+    ) -> None:
+        """IncrementalAlterConfigs: each resource's `operations` (SET, DELETE, APPEND, SUBTRACT) applied to it."""
+        resources = _config_resources(config_resources, "incremental_alter_configs")
+        ops = {}
+        for r in resources:
+            ops[id(r)] = []
+            for op in r.operations:
+                if op.op not in ALTER_OPERATIONS:
+                    raise KafkaConfigurationError(
+                        f"operation must be one of {', '.join(ALTER_OPERATIONS)}, got {op.op!r}"
+                    )
+                ops[id(r)].append(
+                    broker_pb2.AlterableConfig(
+                        name=op.name, value=op.value, config_operation=ALTER_OPERATIONS.index(op.op)
+                    )
+                )
+        self._alter(resources, ops, validate_only, incremental=True)
+
+    def _alter(
+        self, resources: list[ConfigResource], ops: dict[int, list], validate_only: bool, incremental: bool
+    ) -> None:
+        for target, batch in self._by_config_target(resources).items():
+            request = broker_pb2.AlterConfigsRequest(
+                resources=[
+                    broker_pb2.AlterConfigsResource(resource_type=r.type_id, resource_name=r.name, configs=ops[id(r)])
+                    for r in batch
+                ],
+                validate_only=validate_only,
+                incremental=incremental,
+            )
+            response = self._config_call(target, "AlterConfigs", request)
+            self._raise_first_config_error(response.responses, "alter configs of")
+
+    @staticmethod
+    def _by_config_target(resources: list[ConfigResource]) -> dict[int | None, list[ConfigResource]]:
+        """A broker's configs go to that broker (KafkaAdminClient does the same); the rest to any broker."""
+        targets: dict[int | None, list[ConfigResource]] = {}
+        for r in resources:
+            broker = int(r.name) if r.type_id == ConfigResourceType.BROKER and r.name.isdigit() else None
+            targets.setdefault(broker, []).append(r)
+        return targets
+
+    def _config_call(self, broker_id: int | None, method: str, request: object) -> Any:
+        if broker_id is None:
+            return self._call(method, request, self.request_timeout_ms)
+        self._metadata(None)
+        stub = self._cluster.stub(broker_id)
+        return self._group_rpc(
+            lambda: getattr(stub, method)(request, timeout=self._cluster.request_timeout_s),
+            f"{method} of broker {broker_id}",
+        )
+
+    @staticmethod
+    def _raise_first_config_error(results: Iterable, what: str) -> None:
+        for result in results:
+            if result.error_code != NONE:
+                kind = (
+                    ConfigResourceType(result.resource_type).name.lower()
+                    if result.resource_type in (2, 4)
+                    else "resource"
+                )
+                detail = result.error_message or error_for(result.error_code).message
+                raise error_for(result.error_code, f"{what} {kind} {result.resource_name!r}: {detail}")
+
     # ------------------------------------------------------------------ plumbing
 
     def _metadata(self, topics: list[str] | None):
@@ -367,6 +486,39 @@ def _group_description(group: Any, coordinator: BrokerMetadata) -> ConsumerGroup
     return ConsumerGroupDescription(
         group.group_id, group.group_state, group.protocol_type, group.protocol_data, tuple(members), coordinator
     )
+
+
+def _config_resources(resources: Iterable[ConfigResource], what: str) -> list[ConfigResource]:
+    items = list(resources)
+    if not items:
+        raise KafkaConfigurationError(f"{what} needs at least one ConfigResource")
+    for r in items:
+        if not isinstance(r, ConfigResource):
+            raise KafkaConfigurationError(f"{what} takes ConfigResource objects, got {r!r}")
+        r.type_id  # noqa: B018  (raises KafkaConfigurationError naming a bad resource type)
+    return items
+
+
+def _config_description(result: Any) -> ConfigDescription:
+    entries = {}
+    for c in result.configs:
+        source = CONFIG_SOURCE_NAMES.get(c.config_source, "UNKNOWN")
+        entries[c.name] = ConfigEntry(
+            name=c.name,
+            value=c.value if c.HasField("value") else None,
+            source=source,
+            is_default=source == "DEFAULT_CONFIG",
+            read_only=c.read_only,
+            is_sensitive=c.is_sensitive,
+            synonyms=tuple(
+                ConfigSynonym(
+                    s.name, s.value if s.HasField("value") else None, CONFIG_SOURCE_NAMES.get(s.source, "UNKNOWN")
+                )
+                for s in c.synonyms
+            ),
+            documentation=c.documentation if c.HasField("documentation") else None,
+        )
+    return ConfigDescription(ConfigResourceType(result.resource_type), result.resource_name, entries)
 
 
 def _creatable(topic: NewTopic) -> broker_pb2.CreatableTopic:

@@ -15,7 +15,7 @@
     zkraft reassign-partitions --zookeeper H:P --generate|--execute|--verify ...
     zkraft preferred-replica-election --zookeeper H:P [--path-to-json-file F]
     zkraft replica-verification --broker-list H:P[,...] [--topic-white-list REGEX] [--time-limit-ms N]
-    zkraft configs --zookeeper H:P --entity-type topics|brokers [--entity-name N] --describe|--alter ...
+    zkraft configs --zookeeper H:P|--bootstrap-server H:P --entity-type topics|brokers [--entity-name N] ....
     zkraft state-change-log-merger --logs F1,F2 | --logs-regex R [--topic T] [--partitions 0,1]
 
 A user's mistake prints one line `zkraft: error: ...` on stderr and exits
@@ -209,7 +209,7 @@ def _add_replication_tools(commands: argparse._SubParsersAction) -> None:  # typ
          "check that all replicas of partitions hold the same records"),
         ("state-change-log-merger", "state_change_log_merger", "Kafka's kafka.tools.StateChangeLogMerger",
          "merge brokers' state-change.log files in time order"),
-        ("configs", "configs", "Kafka's kafka-configs.sh (ZooKeeper mode)",
+        ("configs", "configs", "Kafka's kafka-configs.sh",
          "describe or change topic and broker configs at run time"),
     )  # fmt: skip
     for name, module_name, origin, summary in tools:

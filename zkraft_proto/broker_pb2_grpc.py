@@ -149,6 +149,16 @@ class BrokerStub:
                 request_serializer=zkraft__proto_dot_broker__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=zkraft__proto_dot_broker__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.DescribeConfigs = channel.unary_unary(
+                '/zkraft.broker.Broker/DescribeConfigs',
+                request_serializer=zkraft__proto_dot_broker__pb2.DescribeConfigsRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.DescribeConfigsResponse.FromString,
+                _registered_method=True)
+        self.AlterConfigs = channel.unary_unary(
+                '/zkraft.broker.Broker/AlterConfigs',
+                request_serializer=zkraft__proto_dot_broker__pb2.AlterConfigsRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.AlterConfigsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -298,6 +308,19 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeConfigs(self, request, context):
+        """Topic and broker configs (Kafka's DescribeConfigs; AlterConfigs and IncrementalAlterConfigs in one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -415,6 +438,16 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=zkraft__proto_dot_broker__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=zkraft__proto_dot_broker__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeConfigs,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.DescribeConfigsRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.DescribeConfigsResponse.SerializeToString,
+            ),
+            'AlterConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterConfigs,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.AlterConfigsRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.AlterConfigsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1038,6 +1071,60 @@ class Broker:
             '/zkraft.broker.Broker/DeleteGroups',
             zkraft__proto_dot_broker__pb2.DeleteGroupsRequest.SerializeToString,
             zkraft__proto_dot_broker__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/DescribeConfigs',
+            zkraft__proto_dot_broker__pb2.DescribeConfigsRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.DescribeConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/AlterConfigs',
+            zkraft__proto_dot_broker__pb2.AlterConfigsRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.AlterConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,21 +1,29 @@
-"""`zkraft configs`: Kafka's kafka-configs.sh in ZooKeeper mode, for topic and broker configs.
+"""`zkraft configs`: Kafka's kafka-configs.sh for topic and broker configs, through ZooKeeper or a broker.
 
     zkraft configs --zookeeper Q --entity-type topics --entity-name T --alter \\
         --add-config k=v[,k=v] [--delete-config k[,k]]
     zkraft configs --zookeeper Q --entity-type topics|brokers [--entity-name N] --describe
+    zkraft configs --bootstrap-server B --entity-type topics|brokers [--entity-name N] --describe [--all]
+    zkraft configs --bootstrap-server B --entity-type topics|brokers --entity-name N --alter ...
 
 `--alter` writes `/config/<type>/<name>` and a `/config/changes/config_change_<seq>`
 notification (Kafka's AdminZkClient.changeConfigs), so running brokers apply it
 without a restart. Topic values are checked as Kafka's LogConfig checks them.
 Output lines are Kafka 2.x's: `Completed Updating config for entity: topic 'T'.`
 and `Configs for topic 'T' are k=v,k2=v2`.
+
+With `--bootstrap-server` the tool goes through `client.Admin` as 2.8's ConfigCommand goes through the
+AdminClient: `--describe` prints `Dynamic configs for topic T are:` (`All configs` with `--all`) and one
+`  name=value sensitive=false synonyms={SOURCE:name=value, ...}` line per config; `--alter` changes a topic
+with IncrementalAlterConfigs (SET and DELETE) and a broker with AlterConfigs (its whole dynamic config),
+then prints `Completed updating config for topic T.`
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from client.exceptions import NoNodeError, ZkException
 from client.kafka_errors import KafkaError
@@ -37,7 +45,9 @@ ENTITY_NAMES = {CONFIG_TYPE_TOPIC: "topic", CONFIG_TYPE_BROKER: "broker"}
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum (required)")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum")
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="brokers: go through the Admin API")
+    parser.add_argument("--all", action="store_true", help="with --bootstrap-server --describe: every config")
     parser.add_argument("--entity-type", choices=sorted(ENTITY_NAMES), help="topics or brokers")
     parser.add_argument("--entity-name", help="the topic name or broker id")
     actions = parser.add_mutually_exclusive_group()
@@ -76,8 +86,10 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     stream = out if out is not None else sys.stdout
-    if ns.zookeeper is None:
-        raise ToolUsageError('Missing required argument "[zookeeper]"')
+    if (ns.zookeeper is None) == (ns.bootstrap_server is None):
+        raise ToolUsageError("Only one of --bootstrap-server or --zookeeper must be specified")
+    if ns.all and (ns.bootstrap_server is None or not ns.describe):
+        raise ToolUsageError("--all can only be used with --bootstrap-server and --describe")
     if ns.entity_type is None:
         raise ToolUsageError('Missing required argument "[entity-type]"')
     if not (ns.alter or ns.describe):
@@ -88,6 +100,8 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
         raise ToolUsageError("--alter needs --add-config or --delete-config")
     added = parse_add_config(ns.add_config) if ns.add_config else {}
     deleted = [k.strip() for k in (ns.delete_config or "").split(",") if k.strip()]
+    if ns.bootstrap_server is not None:
+        return _run_with_admin(ns, added, deleted, stream)
     try:
         with zk_session(ns.zookeeper, ns.timeout) as zk:
             if ns.alter:
@@ -143,3 +157,83 @@ def describe(zk: object, entity_type: str, name: str | None, out: TextIO) -> Non
         configs = _read(zk, entity_type, entity)
         shown = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
         print(f"Configs for {ENTITY_NAMES[entity_type]} '{entity}' are {shown}", file=out)
+
+
+# ---------------------------------------------------------------- --bootstrap-server (2.8 ConfigCommand)
+
+_DYNAMIC_SOURCE = {CONFIG_TYPE_TOPIC: "DYNAMIC_TOPIC_CONFIG", CONFIG_TYPE_BROKER: "DYNAMIC_BROKER_CONFIG"}
+
+
+def _run_with_admin(ns: argparse.Namespace, added: dict[str, str], deleted: list[str], out: TextIO) -> int:
+    from client.tools.topics import _admin, check_hosts
+
+    try:
+        with _admin(check_hosts(ns.bootstrap_server, "--bootstrap-server")) as admin:
+            if ns.alter:
+                alter_with_admin(admin, ns.entity_type, ns.entity_name, added, deleted, out)
+            else:
+                describe_with_admin(admin, ns.entity_type, ns.entity_name, ns.all, out)
+    except KafkaError as error:
+        raise ToolError(" ".join(str(error).split())) from None
+    return 0
+
+
+def _resource(entity_type: str, name: str) -> Any:
+    from client.config_resources import ConfigResource, ConfigResourceType
+
+    kind = ConfigResourceType.TOPIC if entity_type == CONFIG_TYPE_TOPIC else ConfigResourceType.BROKER
+    return ConfigResource(kind, name)
+
+
+def _entries(admin: Any, entity_type: str, name: str, describe_all: bool) -> list[Any]:
+    """getResourceConfig: the entity's configs sorted by name, only its dynamic ones unless `describe_all`."""
+    [description] = admin.describe_configs([_resource(entity_type, name)], include_synonyms=True)
+    wanted = _DYNAMIC_SOURCE[entity_type]
+    entries = [e for e in description.entries.values() if describe_all or e.source == wanted]
+    return sorted(entries, key=lambda e: e.name)
+
+
+def describe_with_admin(admin: Any, entity_type: str, name: str | None, describe_all: bool, out: TextIO) -> None:
+    if name is not None:
+        names = [name]
+    elif entity_type == CONFIG_TYPE_TOPIC:
+        names = sorted(admin.list_topics())
+    else:
+        names = [str(b[0]) for b in admin.describe_cluster().brokers]
+    for entity in names:
+        kind = "All" if describe_all else "Dynamic"
+        print(f"{kind} configs for {ENTITY_NAMES[entity_type]} {entity} are:", file=out)
+        for entry in _entries(admin, entity_type, entity, describe_all):
+            synonyms = ", ".join(f"{s.source}:{s.name}={_java(s.value)}" for s in entry.synonyms)
+            print(
+                f"  {entry.name}={_java(entry.value)} sensitive={_java(entry.is_sensitive)} synonyms={{{synonyms}}}",
+                file=out,
+            )
+
+
+def _java(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def alter_with_admin(
+    admin: Any, entity_type: str, name: str, added: dict[str, str], deleted: list[str], out: TextIO
+) -> None:
+    from client.config_resources import AlterConfigOp, ConfigResource
+
+    current = {e.name: e.value for e in _entries(admin, entity_type, name, describe_all=False)}
+    missing = [k for k in deleted if k not in current]
+    if missing:
+        raise ToolError(f"Invalid config(s): {','.join(missing)}")
+    resource = _resource(entity_type, name)
+    if entity_type == CONFIG_TYPE_TOPIC:
+        operations = [AlterConfigOp(k, v, "SET") for k, v in added.items()]
+        operations += [AlterConfigOp(k, "", "DELETE") for k in deleted]
+        admin.incremental_alter_configs([ConfigResource(resource.resource_type, name, operations=operations)])
+    else:
+        configs = {k: v or "" for k, v in current.items() if k not in deleted} | added
+        admin.alter_configs([ConfigResource(resource.resource_type, name, configs=configs)])
+    print(f"Completed updating config for {ENTITY_NAMES[entity_type]} {name}.", file=out)

@@ -557,13 +557,25 @@ class AdminTopicService:
         report = DescribeFilter(
             options.under_replicated_partitions, options.unavailable_partitions, options.topics_with_overrides, live
         )
+        configs = self._non_default_configs(topics) if report.describe_configs else {}
         for description in self.admin.describe_topics(topics):
             partitions = [
                 PartitionInfo(p.partition, None if p.leader < 0 else p.leader, tuple(p.replicas), tuple(p.isr))
                 for p in description.partitions
             ]
-            for line in describe_lines(description.name, partitions, {}, False, report):
+            shown = configs.get(description.name, {})
+            for line in describe_lines(description.name, partitions, shown, False, report):
                 self._print(line)
+
+    def _non_default_configs(self, topics: Sequence[str]) -> dict[str, dict[str, str]]:
+        """TopicCommand (2.8, --bootstrap-server): each topic's configs whose source is not DEFAULT_CONFIG (its
+        overrides, and the broker's static settings such as log.segment.bytes from server.properties)."""
+        from client.config_resources import ConfigResource, ConfigResourceType
+
+        if not topics:
+            return {}
+        described = self.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
+        return {d.name: {k: v or "" for k, v in d.non_default().items()} for d in described}
 
     def alter(self, options: TopicCommandOptions) -> None:
         from client import NewPartitions
