@@ -535,3 +535,70 @@ def test_offsets_expire_after_retention_and_empty_groups_die() -> None:
         assert list(c.groups["g30"].offsets) == [tp1]
 
     run(body)
+
+
+# ---------------------------------------------------------------- KIP-394 pending members, KIP-345 static members
+
+
+def test_member_id_required_then_the_pending_id_expires_with_the_session() -> None:
+    async def body() -> None:
+        h = Harness()
+        await h.own()
+        protocols = [("range", b"r")]
+        first = await h.coordinator.join_group(
+            GROUP, "", "c", "/h", 1000, 5000, "consumer", protocols, require_known_member_id=True
+        )
+        assert first.error_code == errors.MemberIdRequiredError.code and first.member_id == "c-m1"
+        assert h.group.pending_members == {"c-m1"}
+        h.timers.advance(1001)  # the member never came back within its session timeout
+        assert h.group.pending_members == set()
+        late = await h.coordinator.join_group(GROUP, "c-m1", "c", "/h", 1000, 5000, "consumer", protocols)
+        assert late.error_code == UNKNOWN_MEMBER_ID
+
+    run(body)
+
+
+def test_static_member_that_does_not_rejoin_keeps_its_place_until_its_session_expires() -> None:
+    async def body() -> None:
+        h = Harness()
+        await h.own()
+        protocols = [("range", b"r")]
+
+        def join(member_id: str, instance: str | None) -> asyncio.Task[Any]:
+            return asyncio.ensure_future(
+                h.coordinator.join_group(
+                    GROUP, member_id, "c", "/h", 1000, 500, "consumer", protocols, group_instance_id=instance
+                )
+            )
+
+        s, d = join("", "static-1"), join("", None)
+        await settle()
+        h.timers.advance(0)
+        await settle()
+        static_id, dynamic_id = s.result().member_id, d.result().member_id
+        assert static_id.startswith("static-1-") and h.group.static_members == {"static-1": static_id}
+        leader = s.result().leader_id
+        h.sync(dynamic_id, 1)
+        h.sync(static_id, 1)
+        h.sync(leader, 1, {static_id: b"S", dynamic_id: b"D"})
+        await settle()
+        assert h.group.state is GroupState.STABLE
+        # A third member joins; only the dynamic one rejoins before the rebalance timeout.
+        j3 = join("", None)
+        await settle()
+        jd = join(dynamic_id, None)
+        await settle()
+        h.timers.advance(500)
+        await settle()
+        assert (j3.result().error_code, jd.result().error_code) == (NONE, NONE)
+        assert static_id in h.group.members  # a static member is not dropped for not rejoining
+        assert h.group.leader_id != static_id or h.group.members[static_id].awaiting_join is not None
+        duplicate = await h.coordinator.join_group(
+            GROUP, "other-id", "c", "/h", 1000, 500, "consumer", protocols, group_instance_id="static-1"
+        )
+        assert duplicate.error_code == errors.FencedInstanceIdError.code
+        h.timers.advance(1001)  # its session expires: now it is gone, with its instance id
+        await settle()
+        assert static_id not in h.group.members and h.group.static_members == {}
+
+    run(body)

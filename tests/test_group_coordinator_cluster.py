@@ -117,6 +117,9 @@ def in_thread(pool: ThreadPoolExecutor, call: Callable[..., Any], *args: Any) ->
 def test_group_membership_offsets_and_coordinator_failover(tmp_path: Path) -> None:
     with KafkaCluster(tmp_path, brokers=3, broker_properties=PROPERTIES) as cluster, ThreadPoolExecutor(4) as pool:
         cluster.start()
+        # Offsets are committed for partitions of a topic the brokers know (Kafka answers
+        # UNKNOWN_TOPIC_OR_PARTITION otherwise).
+        cluster.create_topic("t", partitions=3, replication_factor=3)
 
         # FindCoordinator creates __consumer_offsets and names the leader of the group's partition.
         found = wait_until(lambda: find_coordinator(cluster, 1), WAIT_S, 0.2, "no coordinator found")

@@ -75,18 +75,23 @@ class GroupApi:
                 error_message=f"key type {request.key_type}: only group coordinators (0) are served",
                 node_id=-1,
             )
+        error, message, broker_id = await self.group_coordinator_id(request.key)
+        broker = self._metadata.brokers.get(broker_id)
+        if error != errors.NONE or broker is None:
+            return pb.FindCoordinatorResponse(error_code=error, error_message=message, node_id=-1)
+        return pb.FindCoordinatorResponse(node_id=broker.id, host=broker.host, port=broker.port)
+
+    async def group_coordinator_id(self, group_id: str) -> tuple[int, str, int]:
+        """(error, message, broker id) of the coordinator of `group_id`: the leader of its `__consumer_offsets`
+        partition, the topic created on first use. Both front ends answer FindCoordinator from this."""
         if not self._metadata.contains(OFFSETS_TOPIC):
             await self._create_offsets_topic()
-        partition = self.coordinator.partition_for(request.key)
+        partition = self.coordinator.partition_for(group_id)
         state = self._metadata.partition_state(OFFSETS_TOPIC, partition)
-        broker = None if state is None else self._metadata.brokers.get(state.leader)
-        if broker is None:
-            return pb.FindCoordinatorResponse(
-                error_code=errors.CoordinatorNotAvailableError.code,
-                error_message=f"{OFFSETS_TOPIC}-{partition} has no live leader yet",
-                node_id=-1,
-            )
-        return pb.FindCoordinatorResponse(node_id=broker.id, host=broker.host, port=broker.port)
+        if state is None or state.leader not in self._metadata.brokers:
+            message = f"{OFFSETS_TOPIC}-{partition} has no live leader yet"
+            return errors.CoordinatorNotAvailableError.code, message, -1
+        return errors.NONE, "", state.leader
 
     async def _create_offsets_topic(self) -> None:
         """One creation at a time per broker; a topic another broker created meanwhile is fine."""
@@ -143,6 +148,7 @@ class GroupApi:
             request.rebalance_timeout_ms,
             request.protocol_type,
             [(p.name, p.metadata) for p in request.protocols],
+            group_instance_id=request.group_instance_id or None,
         )
         return pb.JoinGroupResponse(
             error_code=result.error_code,
@@ -151,7 +157,12 @@ class GroupApi:
             protocol_name=result.protocol_name,
             leader=result.leader_id,
             member_id=result.member_id,
-            members=[pb.JoinGroupResponseMember(member_id=m, metadata=data) for m, data in result.members],
+            members=[
+                pb.JoinGroupResponseMember(member_id=m, metadata=data, group_instance_id=instance or "")
+                for (m, data), instance in zip(
+                    result.members, result.member_instance_ids or [None] * len(result.members), strict=True
+                )
+            ],
         )
 
     async def sync_group(self, request: pb.SyncGroupRequest) -> pb.SyncGroupResponse:
@@ -162,6 +173,7 @@ class GroupApi:
             request.protocol_type,
             request.protocol_name,
             {a.member_id: a.assignment for a in request.assignments},
+            group_instance_id=request.group_instance_id or None,
         )
         return pb.SyncGroupResponse(
             error_code=result.error_code,
@@ -172,14 +184,23 @@ class GroupApi:
 
     async def heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
         return pb.HeartbeatResponse(
-            error_code=self.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id)
+            error_code=self.coordinator.heartbeat(
+                request.group_id,
+                request.generation_id,
+                request.member_id,
+                group_instance_id=request.group_instance_id or None,
+            )
         )
 
     async def leave_group(self, request: pb.LeaveGroupRequest) -> pb.LeaveGroupResponse:
-        error, results = self.coordinator.leave_group(request.group_id, [m.member_id for m in request.members])
+        identities = [(m.member_id, m.group_instance_id or None) for m in request.members]
+        error, results = self.coordinator.leave_group(request.group_id, identities)
         return pb.LeaveGroupResponse(
             error_code=error,
-            members=[pb.LeaveGroupMemberResponse(member_id=m, error_code=code) for m, code in results],
+            members=[
+                pb.LeaveGroupMemberResponse(member_id=m, group_instance_id=i or "", error_code=code)
+                for (m, code), (_, i) in zip(results, identities if results else [], strict=False)
+            ],
         )
 
     # ---------------------------------------------------------------- offsets
@@ -196,8 +217,8 @@ class GroupApi:
             for topic in request.topics
             for p in topic.partitions
         }
-        results = await self.coordinator.commit_offsets(
-            request.group_id, request.generation_id, request.member_id, offsets
+        results = await self.commit_offsets(
+            request.group_id, request.generation_id, request.member_id, request.group_instance_id or None, offsets
         )
         response = pb.OffsetCommitResponse()
         by_topic: dict[str, pb.OffsetCommitTopicResponse] = {}
@@ -207,6 +228,31 @@ class GroupApi:
                 topic = by_topic[tp.topic] = response.topics.add(name=tp.topic)
             topic.partitions.add(partition_index=tp.partition, error_code=code)
         return response
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, int]:
+        """An offset of a partition this broker does not know answers UNKNOWN_TOPIC_OR_PARTITION and is not
+        stored (K28 KafkaApis.handleOffsetCommitRequest); the rest go to the coordinator."""
+        unknown = {
+            tp: errors.UnknownTopicOrPartitionError.code
+            for tp in offsets
+            if self._metadata.partition_state(tp.topic, tp.partition) is None
+        }
+        known = {tp: value for tp, value in offsets.items() if tp not in unknown}
+        results = (
+            await self.coordinator.commit_offsets(
+                group_id, generation_id, member_id, known, group_instance_id=group_instance_id
+            )
+            if known
+            else {}
+        )
+        return {tp: unknown[tp] if tp in unknown else results[tp] for tp in offsets}
 
     async def offset_fetch(self, request: pb.OffsetFetchRequest) -> pb.OffsetFetchResponse:
         wanted = (

@@ -34,11 +34,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from broker.group.metadata import (
+    CONSUMER_PROTOCOL_TYPE,
     GroupMetadata,
     GroupState,
     JoinResult,
     MemberMetadata,
     SyncResult,
+    select_protocol,
 )
 from broker.group.partitioner import partition_for
 from broker.group.records import (
@@ -56,6 +58,7 @@ from broker.group.records import (
     fits_kafka_string,
 )
 from broker.group.store import KeyValue, OffsetsStore
+from broker.log.errors import invariant
 from broker.periodic import every
 from client import kafka_errors as errors
 from client.structs import TopicPartition
@@ -115,6 +118,36 @@ class _Api:
 
 
 _EMPTY_ID_ALLOWED = frozenset({_Api.COMMIT, _Api.FETCH, _Api.DESCRIBE})
+
+
+JoinCallback = Callable[[JoinResult], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Joining:
+    """One JoinGroup request's member fields, as the join paths pass them on."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+
+    def member(self, member_id: str) -> MemberMetadata:
+        return MemberMetadata(
+            member_id=member_id,
+            client_id=self.client_id,
+            client_host=self.client_host,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            session_timeout_ms=self.session_timeout_ms,
+            protocol_type=self.protocol_type,
+            protocols=list(self.protocols),
+            is_new=True,
+            group_instance_id=self.group_instance_id,
+        )
 
 
 def wall_clock_ms() -> int:
@@ -220,11 +253,18 @@ class GroupCoordinator:
         rebalance_timeout_ms: int,
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
+        *,
+        group_instance_id: str | None = None,
+        require_known_member_id: bool = False,
     ) -> JoinResult:
+        """K28 handleJoinGroup. `group_instance_id` makes a static member (KIP-345, JoinGroup v5+);
+        `require_known_member_id` (JoinGroup v4+, KIP-394) answers a dynamic member's first join with
+        MEMBER_ID_REQUIRED and the id it must come back with."""
         error = self._validate(group_id, _Api.JOIN)
         if error != NONE:
             return JoinResult(error, member_id)
-        if not all(fits_kafka_string(s) for s in (member_id, client_id, protocol_type, *(n for n, _ in protocols))):
+        texts = (member_id, client_id, protocol_type, group_instance_id or "", *(n for n, _ in protocols))
+        if not all(fits_kafka_string(s) for s in texts):
             return JoinResult(errors.InvalidRequestError.code, member_id)  # they could not be stored (records.py)
         config = self.config
         if not config.group_min_session_timeout_ms <= session_timeout_ms <= config.group_max_session_timeout_ms:
@@ -242,31 +282,144 @@ class GroupCoordinator:
             if not future.done():
                 future.set_result(result)
 
+        joining = _Joining(
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            list(protocols),
+        )
         if group.is_(GroupState.DEAD):
             respond(JoinResult(COORDINATOR_NOT_AVAILABLE, member_id))
         elif not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
             respond(JoinResult(errors.InconsistentGroupProtocolError.code, member_id))
         elif not member_id:
-            member = MemberMetadata(
-                member_id=f"{client_id}-{self._new_member_suffix()}",
-                client_id=client_id,
-                client_host=client_host,
-                rebalance_timeout_ms=rebalance_timeout_ms,
-                session_timeout_ms=session_timeout_ms,
-                protocol_type=protocol_type,
-                protocols=list(protocols),
-                is_new=True,
-            )
-            self._add_member_and_rebalance(group, member, respond)
-        elif not group.has(member_id):
-            respond(JoinResult(UNKNOWN_MEMBER_ID, member_id))
+            self._join_unknown_member(group, joining, require_known_member_id, respond)
         else:
-            member = group.members[member_id]
-            member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
-            self._join_known_member(group, member, list(protocols), respond)
+            self._join_member(group, joining, respond)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._check_join_complete(group)
         return await future
+
+    def _join_unknown_member(
+        self, group: GroupMetadata, joining: _Joining, require_known_member_id: bool, respond: JoinCallback
+    ) -> None:
+        """K28 doUnknownJoinGroup: a known static member takes a fresh id; a dynamic one is told its id first."""
+        prefix = joining.group_instance_id if joining.group_instance_id is not None else joining.client_id
+        new_member_id = f"{prefix}-{self._new_member_suffix()}"
+        if group.static_member_id(joining.group_instance_id) is not None:
+            self._update_static_member(group, new_member_id, joining, respond)
+        elif require_known_member_id and joining.group_instance_id is None:
+            group.pending_members.add(new_member_id)
+            self._expire_pending_member_after(group, new_member_id, joining.session_timeout_ms)
+            respond(JoinResult(errors.MemberIdRequiredError.code, new_member_id))
+        else:
+            self._add_member_and_rebalance(group, joining.member(new_member_id), respond)
+
+    def _join_member(self, group: GroupMetadata, joining: _Joining, respond: JoinCallback) -> None:
+        """K28 doJoinGroup: a pending member enters; a known one rejoins; a duplicate static instance is fenced."""
+        member_id = joining.member_id
+        if member_id in group.pending_members and joining.group_instance_id is None:
+            self._add_member_and_rebalance(group, joining.member(member_id), respond)
+        elif group.is_static_member_fenced(member_id, joining.group_instance_id):
+            respond(JoinResult(errors.FencedInstanceIdError.code, member_id))
+        elif not group.has(member_id) or (
+            joining.group_instance_id is not None and group.static_member_id(joining.group_instance_id) is None
+        ):
+            respond(JoinResult(UNKNOWN_MEMBER_ID, member_id))
+        else:
+            member = group.members[member_id]
+            member.session_timeout_ms = joining.session_timeout_ms
+            member.rebalance_timeout_ms = joining.rebalance_timeout_ms
+            self._join_known_member(group, member, joining.protocols, respond)
+
+    def _update_static_member(
+        self, group: GroupMetadata, new_member_id: str, joining: _Joining, respond: JoinCallback
+    ) -> None:
+        """K28 updateStaticMemberAndRebalance: a static member restarted within its session timeout takes a new
+        member id and, in a Stable group whose protocol stays, its old assignment without a rebalance."""
+        old_member_id = group.static_member_id(joining.group_instance_id)
+        invariant(old_member_id is not None, "a static member to update is known")
+        leader_before = group.leader_id
+        self._cancel_heartbeat(group.group_id, old_member_id)
+        member = group.replace_static_member(old_member_id, new_member_id)
+        old_protocols = member.protocols
+        member.protocols = joining.protocols
+        self._reset_heartbeat(group, member)
+        self._log.info(
+            "static_member_replaced",
+            group=group.group_id,
+            group_instance_id=joining.group_instance_id,
+            old_member=old_member_id,
+            new_member=new_member_id,
+            state=group.state.value,
+        )
+        if group.is_(GroupState.STABLE):
+            if group.protocol_name == select_protocol(group.all()):
+                member.awaiting_join = respond  # answered once stored, or by a rebalance that overtakes the write
+                self._spawn(
+                    self._store_static_member(group, member, old_member_id, old_protocols, leader_before, respond),
+                    f"store static member of {group.group_id}",
+                )
+            else:
+                member.awaiting_join = respond
+                self._maybe_prepare_rebalance(group)
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            member.awaiting_join = respond
+            self._prepare_rebalance(group)
+        else:  # PreparingRebalance: it answers with the others when the join completes
+            member.awaiting_join = respond
+
+    async def _store_static_member(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        old_member_id: str,
+        old_protocols: list[tuple[str, bytes]],
+        leader_before: str | None,
+        respond: JoinCallback,
+    ) -> None:
+        new_member_id = member.member_id
+        error = await self._store_group(group, {m.member_id: m.assignment for m in group.all()})
+        if member.awaiting_join is not respond or group.members.get(new_member_id) is not member:
+            return  # a rebalance, a leave or an unload answered it meanwhile
+        member.awaiting_join = None
+        if error != NONE:
+            # Not stored: the old member id stays the one the group knows (K28 reverts the update).
+            self._cancel_heartbeat(group.group_id, new_member_id)
+            member.protocols = old_protocols
+            self._reset_heartbeat(group, group.replace_static_member(new_member_id, old_member_id))
+            respond(JoinResult(error, ""))
+            return
+        # The old leader id is answered so that this member does not run a trivial assignment a Stable group
+        # would not broadcast anyway (K28's comment in updateStaticMemberAndRebalance).
+        respond(
+            JoinResult(
+                error_code=NONE,
+                member_id=new_member_id,
+                generation_id=group.generation_id,
+                protocol_type=group.protocol_type or "",
+                protocol_name=group.protocol_name or "",
+                leader_id=leader_before or "",
+            )
+        )
+
+    def _expire_pending_member_after(self, group: GroupMetadata, member_id: str, session_timeout_ms: int) -> None:
+        """A member id handed out with MEMBER_ID_REQUIRED is forgotten if it does not join within the session."""
+
+        def expire() -> None:
+            self._heartbeat_timers.pop((group.group_id, member_id), None)
+            if member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                self._log.info("pending_member_expired", group=group.group_id, member=member_id)
+                if group.is_(GroupState.PREPARING_REBALANCE):
+                    self._check_join_complete(group)
+
+        key = (group.group_id, member_id)
+        self._heartbeat_timers[key] = self._call_later(session_timeout_ms / 1000, expire)
 
     def _join_known_member(
         self,
@@ -380,6 +533,11 @@ class GroupCoordinator:
             self._log.info("member_removed_not_rejoined", group=group.group_id, member=member.member_id)
             group.remove(member.member_id)
             self._cancel_heartbeat(group.group_id, member.member_id)
+        if group.members and not group.elect_joined_leader():
+            # Only static members that did not rejoin are left: wait again until they do or their sessions
+            # expire (K28 onCompleteJoin re-arms its DelayedJoin).
+            self._arm_rebalance_timer(group, group.rebalance_timeout_ms(), self._on_complete_join, initial=False)
+            return
         group.init_next_generation(self._now_ms())
         self._log.info(
             "group_state_changed",
@@ -430,6 +588,8 @@ class GroupCoordinator:
         protocol_type: str,
         protocol_name: str,
         assignments: dict[str, bytes],
+        *,
+        group_instance_id: str | None = None,
     ) -> SyncResult:
         error = self._validate(group_id, _Api.SYNC)
         if error != NONE:
@@ -439,6 +599,8 @@ class GroupCoordinator:
             return SyncResult(UNKNOWN_MEMBER_ID)
         if group.is_(GroupState.DEAD):
             return SyncResult(COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return SyncResult(errors.FencedInstanceIdError.code)
         if not group.has(member_id):
             return SyncResult(UNKNOWN_MEMBER_ID)
         if generation_id != group.generation_id:
@@ -482,7 +644,9 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- Heartbeat / LeaveGroup
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> int:
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, *, group_instance_id: str | None = None
+    ) -> int:
         error = self._validate(group_id, _Api.HEARTBEAT)
         if error != NONE:
             return error
@@ -491,6 +655,8 @@ class GroupCoordinator:
             return UNKNOWN_MEMBER_ID
         if group.is_(GroupState.DEAD):
             return COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return errors.FencedInstanceIdError.code
         if not group.has(member_id):
             return UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
@@ -502,26 +668,43 @@ class GroupCoordinator:
             return REBALANCE_IN_PROGRESS
         return NONE
 
-    def leave_group(self, group_id: str, member_ids: list[str]) -> tuple[int, list[tuple[str, int]]]:
-        """(top-level error, [(member id, error)]), as LeaveGroup v3+ answers."""
+    def leave_group(
+        self, group_id: str, members: list[str] | list[tuple[str, str | None]]
+    ) -> tuple[int, list[tuple[str, int]]]:
+        """(top-level error, [(member id, error)]), as LeaveGroup v3+ answers (K28 handleLeaveGroup).
+
+        `members` are member ids or (member id, group.instance.id) pairs; a static member may leave by
+        its instance id alone (an empty member id), as kafka-consumer-groups' --delete does (KIP-345).
+        """
+        identities = [(m, None) if isinstance(m, str) else m for m in members]
         error = self._validate(group_id, _Api.LEAVE)
         if error != NONE:
             return error, []
         group = self.groups.get(group_id)
         if group is None:
-            return NONE, [(m, UNKNOWN_MEMBER_ID) for m in member_ids]
+            return NONE, [(m, UNKNOWN_MEMBER_ID) for m, _ in identities]
         if group.is_(GroupState.DEAD):
             return COORDINATOR_NOT_AVAILABLE, []
-        results = []
-        for member_id in member_ids:
-            member = group.members.get(member_id)
-            if member is None:
-                results.append((member_id, UNKNOWN_MEMBER_ID))
-                continue
-            self._log.info("member_left", group=group_id, member=member_id)
-            self._remove_member_and_update_group(group, member)
-            results.append((member_id, NONE))
-        return NONE, results
+        return NONE, [(m, self._leave_one(group, m, instance)) for m, instance in identities]
+
+    def _leave_one(self, group: GroupMetadata, member_id: str, group_instance_id: str | None) -> int:
+        if member_id and group.is_static_member_fenced(member_id, group_instance_id):
+            return errors.FencedInstanceIdError.code
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._cancel_heartbeat(group.group_id, member_id)
+            if group.is_(GroupState.PREPARING_REBALANCE):
+                self._check_join_complete(group)
+            return NONE
+        static_id = group.static_member_id(group_instance_id)
+        member = group.members.get(static_id if static_id is not None else member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        self._log.info(
+            "member_left", group=group.group_id, member=member.member_id, group_instance_id=group_instance_id
+        )
+        self._remove_member_and_update_group(group, member)
+        return NONE
 
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
         respond, member.awaiting_join = member.awaiting_join, None
@@ -577,6 +760,8 @@ class GroupCoordinator:
         generation_id: int,
         member_id: str,
         offsets: dict[TopicPartition, OffsetAndMetadata],
+        *,
+        group_instance_id: str | None = None,
     ) -> dict[TopicPartition, int]:
         def all_(code: int) -> dict[TopicPartition, int]:
             return dict.fromkeys(offsets, code)
@@ -591,6 +776,8 @@ class GroupCoordinator:
             group = self.groups[group_id] = GroupMetadata(group_id)  # Kafka used as an offset store only
         if group.is_(GroupState.DEAD):
             return all_(COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return all_(errors.FencedInstanceIdError.code)
         if not (generation_id < 0 and group.is_(GroupState.EMPTY)):
             if not group.has(member_id):
                 return all_(UNKNOWN_MEMBER_ID)
@@ -670,6 +857,41 @@ class GroupCoordinator:
                 results[group_id] = await self._append(group_id, tombstones, _GROUP_STORE_ERRORS)
                 self._log.info("group_deleted", group=group_id, offsets=len(group.offsets))
         return results
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """OffsetDelete (KIP-496, K28 handleDeleteOffsets): (group error, per-partition errors).
+
+        An Empty group loses the offsets; a consumer group with members keeps those of topics it still
+        subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); any other group with members answers NON_EMPTY_GROUP.
+        """
+        error = self._validate(group_id, _Api.DELETE)
+        if error != NONE:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return errors.GroupIdNotFoundError.code, {}
+        results: dict[TopicPartition, int] = {}
+        if group.is_(GroupState.EMPTY):
+            eligible = list(partitions)
+        else:
+            subscribed = group.subscribed_topics()
+            if subscribed is None and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return errors.NonEmptyGroupError.code, {}
+            eligible = [tp for tp in partitions if subscribed is not None and tp.topic not in subscribed]
+            results = {tp: errors.GroupSubscribedToTopicError.code for tp in partitions if tp not in eligible}
+        if eligible:
+            tombstones: list[KeyValue] = [
+                (encode_offset_key(group_id, tp), None) for tp in sorted(set(eligible)) if tp in group.offsets
+            ]
+            code = await self._append(group_id, tombstones, _GROUP_STORE_ERRORS) if tombstones else NONE
+            if code == NONE:
+                for tp in eligible:
+                    group.offsets.pop(tp, None)
+                self._log.info("offsets_deleted", group=group_id, offsets=len(tombstones))
+            results.update(dict.fromkeys(eligible, code))
+        return NONE, {tp: results[tp] for tp in partitions}
 
     # ---------------------------------------------------------------- offset expiration
 

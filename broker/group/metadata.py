@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 
 from broker.group.records import OffsetAndMetadata, StoredGroup, StoredMember
 from client import kafka_errors as errors
+from client.consumer_protocol import ConsumerProtocolError, decode_subscription
 from client.structs import TopicPartition
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class GroupState(enum.Enum):
@@ -50,6 +53,7 @@ class JoinResult:
     protocol_name: str = ""
     leader_id: str = ""
     members: tuple[tuple[str, bytes], ...] = ()  # (member id, metadata): the leader's answer only
+    member_instance_ids: tuple[str | None, ...] = ()  # each member's group.instance.id, in `members`' order
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,7 @@ class MemberMetadata:
     awaiting_join: Callable[[JoinResult], None] | None = None
     awaiting_sync: Callable[[SyncResult], None] | None = None
     is_new: bool = False
+    group_instance_id: str | None = None  # KIP-345: a static member keeps its place across restarts
     # Bumped on each heartbeat, join or sync: an expiry timer armed for an older value is stale.
     heartbeat_epoch: int = 0
 
@@ -129,6 +134,9 @@ class GroupMetadata:
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     new_member_added: bool = False  # InitialDelayedJoin extends its delay while members keep arriving
     state_timestamp_ms: int = -1
+    # KIP-394: member ids handed out with MEMBER_ID_REQUIRED that have not joined yet.
+    pending_members: set[str] = field(default_factory=set)
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id (KIP-345)
 
     # ------------------------------------------------------------ states
 
@@ -159,11 +167,43 @@ class GroupMetadata:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        self.pending_members.discard(member.member_id)
 
     def remove(self, member_id: str) -> MemberMetadata | None:
         member = self.members.pop(member_id, None)
+        if member is not None and member.group_instance_id is not None:
+            self.static_members.pop(member.group_instance_id, None)
         if member_id == self.leader_id:
             self.leader_id = next(iter(self.members), None)
+        return member
+
+    def static_member_id(self, group_instance_id: str | None) -> str | None:
+        return None if group_instance_id is None else self.static_members.get(group_instance_id)
+
+    def is_static_member_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        """A known group.instance.id whose member id is another one: a duplicate instance (FENCED_INSTANCE_ID)."""
+        known = self.static_member_id(group_instance_id)
+        return known is not None and known != member_id
+
+    def replace_static_member(self, old_member_id: str, new_member_id: str) -> MemberMetadata:
+        """The static member `old_member_id` rejoined without its id: it carries on as `new_member_id`
+        with its assignment (K28 GroupMetadata.replaceGroupInstance); the old id's parked calls are fenced."""
+        member = self.members.pop(old_member_id)
+        fenced = errors.FencedInstanceIdError.code
+        join, member.awaiting_join = member.awaiting_join, None
+        if join is not None:
+            join(JoinResult(fenced, old_member_id))
+        sync, member.awaiting_sync = member.awaiting_sync, None
+        if sync is not None:
+            sync(SyncResult(fenced))
+        member.member_id = new_member_id
+        self.members[new_member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = new_member_id
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
         return member
 
     def supports_protocols(self, protocol_type: str, protocols: list[str]) -> bool:
@@ -175,10 +215,37 @@ class GroupMetadata:
         return list(self.members.values())
 
     def has_all_members_joined(self) -> bool:
-        return all(m.awaiting_join is not None for m in self.members.values())
+        """Every member parked in JoinGroup and no member id handed out still to come back (K28)."""
+        return not self.pending_members and all(m.awaiting_join is not None for m in self.members.values())
 
     def not_yet_rejoined(self) -> list[MemberMetadata]:
-        return [m for m in self.members.values() if m.awaiting_join is None]
+        """Dynamic members that did not rejoin: a static member keeps its place until its session expires."""
+        return [m for m in self.members.values() if m.awaiting_join is None and m.group_instance_id is None]
+
+    def elect_joined_leader(self) -> bool:
+        """Keeps a leader that rejoined, else makes any member that rejoined the leader; False if none did
+        (K28 maybeElectNewJoinedLeader: a static member that did not rejoin cannot lead the next generation)."""
+        leader = self.members.get(self.leader_id or "")
+        if leader is not None and leader.awaiting_join is not None:
+            return True
+        joined = next((m for m in self.members.values() if m.awaiting_join is not None), None)
+        if joined is None:
+            return False
+        self.leader_id = joined.member_id
+        return True
+
+    def subscribed_topics(self) -> set[str] | None:
+        """The topics a consumer group's members subscribe to, or None if unknown (not a consumer group, or
+        metadata that does not parse), as K28 GroupMetadata.computeSubscribedTopics."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or not self.protocol_name or not self.members:
+            return None
+        topics: set[str] = set()
+        try:
+            for member in self.members.values():
+                topics.update(decode_subscription(member.metadata_for(self.protocol_name)).topics)
+        except (ConsumerProtocolError, IllegalStateTransition):
+            return None
+        return topics
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -201,8 +268,10 @@ class GroupMetadata:
         """The current generation's JoinGroup answer for `member`: the leader gets every member's metadata."""
         protocol = self.protocol_name or ""
         members: tuple[tuple[str, bytes], ...] = ()
+        instance_ids: tuple[str | None, ...] = ()
         if member.member_id == self.leader_id:
             members = tuple((m.member_id, m.metadata_for(protocol)) for m in self.members.values())
+            instance_ids = tuple(m.group_instance_id for m in self.members.values())
         return JoinResult(
             error_code=errors.NONE,
             member_id=member.member_id,
@@ -211,6 +280,7 @@ class GroupMetadata:
             protocol_name=protocol,
             leader_id=self.leader_id or "",
             members=members,
+            member_instance_ids=instance_ids,
         )
 
     def set_and_propagate_assignment(self, assignment: dict[str, bytes]) -> None:
@@ -268,7 +338,7 @@ class GroupMetadata:
             members=tuple(
                 StoredMember(
                     member_id=m.member_id,
-                    group_instance_id=None,
+                    group_instance_id=m.group_instance_id,
                     client_id=m.client_id,
                     client_host=m.client_host,
                     rebalance_timeout_ms=m.rebalance_timeout_ms,
@@ -302,5 +372,8 @@ class GroupMetadata:
                 protocol_type=stored.protocol_type,
                 protocols=[(stored.protocol or "", m.subscription)],
                 assignment=m.assignment,
+                group_instance_id=m.group_instance_id,
             )
+            if m.group_instance_id is not None:
+                group.static_members[m.group_instance_id] = m.member_id
         return group
