@@ -42,6 +42,24 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")  # Kafka's order
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+def _compression_type(text: str) -> str:
+    value = text.strip().lower()
+    if value not in _COMPRESSION_TYPES:
+        raise ValueError(text)
+    return value
+
+
+def _timestamp_type(text: str) -> str:
+    value = text.strip()
+    if value not in _TIMESTAMP_TYPES:
+        raise ValueError(text)
+    return value
+
+
 @dataclass(frozen=True)
 class Property:
     name: str  # Kafka's property name
@@ -103,6 +121,9 @@ PROPERTIES: tuple[Property, ...] = (
     Property("log.cleaner.min.cleanable.ratio", "log_cleaner_min_cleanable_ratio", float, 0),
     Property("log.cleaner.min.compaction.lag.ms", "log_cleaner_min_compaction_lag_ms", _int, 0),
     Property("message.max.bytes", "message_max_bytes", _int, 0),
+    Property("compression.type", "compression_type", _compression_type),
+    Property("log.message.timestamp.type", "log_message_timestamp_type", _timestamp_type),
+    Property("log.message.timestamp.difference.max.ms", "log_message_timestamp_difference_max_ms", _int, 0),
     Property("request.timeout.ms", "request_timeout_ms", _int, 1),
     Property("controller.socket.timeout.ms", "controller_socket_timeout_ms", _int, 1),
     Property("isr.change.propagation.interval.ms", "isr_change_propagation_interval_ms", _int, 1),
@@ -178,6 +199,9 @@ class BrokerConfig:
     log_cleaner_min_cleanable_ratio: float = 0.5
     log_cleaner_min_compaction_lag_ms: int = 0
     message_max_bytes: int = 1048588
+    compression_type: str = "producer"
+    log_message_timestamp_type: str = "CreateTime"
+    log_message_timestamp_difference_max_ms: int = 2**63 - 1  # Kafka's Long.MAX_VALUE: no limit
     request_timeout_ms: int = 30000
     controller_socket_timeout_ms: int = 30000
     isr_change_propagation_interval_ms: int = 2500
@@ -280,7 +304,12 @@ def _check_request_bounds(config: BrokerConfig) -> None:
 
 
 def _kind(prop: Property) -> str:
-    return {_int: "integer", _bool: "boolean (true or false)"}.get(prop.parse, "value")
+    return {
+        _int: "integer",
+        _bool: "boolean (true or false)",
+        _compression_type: f"value (one of {', '.join(_COMPRESSION_TYPES)})",
+        _timestamp_type: "value (CreateTime or LogAppendTime)",
+    }.get(prop.parse, "value")
 
 
 def load_broker_config(config_file: Path | None, overrides: Sequence[str] = ()) -> BrokerConfig:

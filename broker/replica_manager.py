@@ -387,8 +387,14 @@ class ReplicaManager:
             )
             return None
         log = partition.log
+        # LogAppendTime: the time stamped into the batches is the one the response reports (K28 LogValidator).
+        append_time_ms = time.time_ns() // 1_000_000 if log.config.log_append_time else -1
         try:
-            first, last = log.append(bytearray(records), partition.leader_epoch)
+            first, last = log.append(
+                bytearray(records),
+                partition.leader_epoch,
+                append_time_ms=append_time_ms if append_time_ms >= 0 else None,
+            )
         except CorruptRecordError as exc:
             result.error_code = errors.CorruptRecordError.code
             result.error_message = f"{tp}: {exc}"
@@ -402,6 +408,7 @@ class ReplicaManager:
             result.error_message = str(exc)
             return None
         result.base_offset = first
+        result.log_append_time_ms = append_time_ms
         result.log_start_offset = log.log_start_offset
         if partition.maybe_increment_hw():
             self._complete_produces(partition)

@@ -15,10 +15,25 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.log import LogConfig
+from client.batch_rewrite import TOPIC_CODECS
 
 
 def _int(text: str) -> int:
     return int(text.strip())
+
+
+def _compression_type(text: str) -> str:
+    value = text.strip().lower()
+    if value not in TOPIC_CODECS:
+        raise ValueError(text)
+    return value
+
+
+def _timestamp_type(text: str) -> str:
+    value = text.strip()
+    if value not in ("CreateTime", "LogAppendTime"):
+        raise ValueError(text)
+    return value
 
 
 def _policy(text: str) -> tuple[str, ...]:
@@ -39,6 +54,13 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any], Callable[[BrokerConfi
     "delete.retention.ms": ("delete_retention_ms", _int, lambda c: c.log_cleaner_delete_retention_ms),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float, lambda c: c.log_cleaner_min_cleanable_ratio),
     "min.compaction.lag.ms": ("min_compaction_lag_ms", _int, lambda c: c.log_cleaner_min_compaction_lag_ms),
+    "compression.type": ("compression_type", _compression_type, lambda c: c.compression_type),
+    "message.timestamp.type": ("message_timestamp_type", _timestamp_type, lambda c: c.log_message_timestamp_type),
+    "message.timestamp.difference.max.ms": (
+        "message_timestamp_difference_max_ms",
+        _int,
+        lambda c: c.log_message_timestamp_difference_max_ms,
+    ),
 }
 
 

@@ -64,7 +64,8 @@ log = logging.getLogger("zkraft.client.producer")
 __all__ = ["FutureRecordMetadata", "Producer", "RecordMetadata"]
 
 _ACKS = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
-_COMPRESSION = {None: CompressionType.NONE, "none": CompressionType.NONE, "gzip": CompressionType.GZIP}
+# Kafka's compression.type values (kafka-python's compression_type), None meaning none.
+_COMPRESSION = {None: CompressionType.NONE} | {codec.name.lower(): codec for codec in CompressionType}
 # Kafka's CorruptRecordException is retriable in Errors.java, but resending the same bytes cannot help.
 _NEVER_RETRY = {CorruptRecordError.code}
 # How long the sender sleeps at most when nothing is due (it is woken by sends and responses anyway).
@@ -110,7 +111,9 @@ class Producer:
         if acks not in _ACKS or isinstance(acks, bool):
             raise KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
         if compression_type not in _COMPRESSION:
-            raise KafkaConfigurationError(f"compression_type must be 'gzip' or None, got {compression_type!r}")
+            raise KafkaConfigurationError(
+                f"compression_type must be None, 'none', 'gzip', 'snappy', 'lz4' or 'zstd', got {compression_type!r}"
+            )
         self.acks = _ACKS[acks]
         self.linger_ms = _positive("linger_ms", linger_ms, 0)
         self.batch_size = _positive("batch_size", batch_size)

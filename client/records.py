@@ -34,11 +34,16 @@ from __future__ import annotations
 import enum
 import struct
 import time
-import zlib
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from crc32c import crc32c
+
+from client import compression as codecs
+from client.compression import DECOMPRESSED_BYTES_MAX_DEFAULT
+from client.records_errors import CorruptRecordError as CorruptRecordError
+from client.records_errors import RecordsError as RecordsError
+from client.records_errors import UnsupportedCompressionError as UnsupportedCompressionError
 
 # --------------------------------------------------------------------------- constants
 
@@ -82,25 +87,7 @@ class TimestampType(enum.IntEnum):
     LOG_APPEND_TIME = 1
 
 
-# Kafka's GZIP codec uses java.util.zip.GZIPOutputStream at the default level.
-_GZIP_LEVEL = 6
-_GZIP_WBITS = 31  # zlib with a gzip header and trailer, as GZIPOutputStream writes
-
-
 # --------------------------------------------------------------------------- errors
-
-
-class RecordsError(Exception):
-    """Base of the record-format errors."""
-
-
-class CorruptRecordError(RecordsError):
-    """Bad framing, magic, CRC or counts; the broker answers Kafka's CORRUPT_MESSAGE (code 2)."""
-
-
-class UnsupportedCompressionError(RecordsError):
-    """A codec this implementation does not encode or decode (snappy, lz4, zstd)."""
-
 
 # Kept under the name the brief and callers use.
 UnsupportedCompression = UnsupportedCompressionError
@@ -254,10 +241,7 @@ class RecordBatchBuilder:
         base_timestamp_ms: int | None = None,
         compression: CompressionType | int = CompressionType.NONE,
     ) -> None:
-        codec = CompressionType(compression)
-        if codec not in (CompressionType.NONE, CompressionType.GZIP):
-            raise UnsupportedCompressionError(f"cannot build a {codec.name.lower()} batch: only none and gzip")
-        self._compression = codec
+        self._compression = CompressionType(compression)
         self._base_timestamp_ms = time.time_ns() // 1_000_000 if base_timestamp_ms is None else base_timestamp_ms
         self._max_timestamp_ms = -1
         self._parts: list[bytes] = []
@@ -321,10 +305,7 @@ class RecordBatchBuilder:
         """
         if self._count == 0:
             raise ValueError("a record batch needs at least one record")
-        records = b"".join(self._parts)
-        if self._compression is CompressionType.GZIP:
-            compressor = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
-            records = compressor.compress(records) + compressor.flush()
+        records = codecs.compress(self._compression, b"".join(self._parts))
         return _frame_batch(
             records,
             attributes=int(self._compression),
@@ -478,12 +459,18 @@ def assign_offsets(
 # --------------------------------------------------------------------------- consumer side
 
 
-def iter_batches(buf: bytes | bytearray | memoryview, *, check_crc: bool = True) -> Iterator[tuple[BatchHeader, bytes]]:
+def iter_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    check_crc: bool = True,
+    decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX_DEFAULT,
+) -> Iterator[tuple[BatchHeader, bytes]]:
     """(header, uncompressed record bytes) for each whole batch; a truncated last batch is ignored.
 
     A fetch response may end with a partial batch (the broker slices segment
     files by bytes), so a tail shorter than its declared size ends iteration
-    quietly, as Kafka's consumer does. Anything else malformed raises.
+    quietly, as Kafka's consumer does. Anything else malformed raises; so does
+    a compressed batch that would inflate beyond `decompressed_bytes_max`.
     """
     mv = memoryview(buf)
     total = len(mv)
@@ -500,20 +487,22 @@ def iter_batches(buf: bytes | bytearray | memoryview, *, check_crc: bool = True)
         body = mv[pos + BATCH_HEADER_SIZE : pos + size]
         if check_crc and crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != header.crc:
             raise CorruptRecordError(f"batch at position {pos}: CRC-32C mismatch")
-        yield header, _decompress(header.attributes & COMPRESSION_CODEC_MASK, body, pos)
+        yield header, decompress_body(header, body, pos, decompressed_bytes_max)
         pos += size
 
 
-def _decompress(codec: int, body: memoryview, pos: int) -> bytes:
-    if codec == CompressionType.NONE:
-        return bytes(body)
-    if codec == CompressionType.GZIP:
-        try:
-            return zlib.decompress(body, _GZIP_WBITS)
-        except zlib.error as exc:
-            raise CorruptRecordError(f"batch at position {pos}: gzip: {exc}") from None
-    name = CompressionType(codec).name.lower() if codec <= CompressionType.ZSTD else str(codec)
-    raise UnsupportedCompressionError(f"batch at position {pos}: cannot decode {name} compression")
+def decompress_body(
+    header: BatchHeader,
+    body: bytes | memoryview,
+    pos: int = 0,
+    decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX_DEFAULT,
+) -> bytes:
+    """A batch's records section inflated; errors name the batch's position."""
+    codec = header.attributes & COMPRESSION_CODEC_MASK
+    try:
+        return codecs.decompress(codec, body, decompressed_bytes_max=decompressed_bytes_max)
+    except RecordsError as exc:
+        raise type(exc)(f"batch at position {pos}: {exc}") from None
 
 
 def iter_records(

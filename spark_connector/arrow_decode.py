@@ -24,21 +24,28 @@ broker returns whole batches, which may begin before the fetch offset.
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 
-from client.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC, CorruptRecordError, decode_headers, decode_varint
+from client import compression
+from client.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    CorruptRecordError,
+    RecordsError,
+    decode_headers,
+    decode_varint,
+)
 from spark_connector.schema import ARROW_HEADER_TYPE, arrow_schema
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CODEC_MASK = 0x07
 _TIMESTAMP_TYPE_MASK = 0x08
 _CONTROL_MASK = 0x20
-_GZIP_WBITS = 31
 # Step 2 tuning: how many predicted starts are checked at once (grows while runs hold), and how many records are
 # walked in Python after a run shorter than _RUN_MIN before predicting again.
 _WINDOW_MIN = 16
@@ -161,12 +168,11 @@ def _scan_batches(
 
 
 def _inflate(codec: int, body: bytes | memoryview, base_offset: int) -> bytes:
-    if codec == 1:
-        try:
-            return zlib.decompress(body, _GZIP_WBITS)
-        except zlib.error as exc:
-            raise CorruptRecordError(f"batch at offset {base_offset}: gzip: {exc}") from None
-    raise CorruptRecordError(f"batch at offset {base_offset}: compression codec {codec} is not supported (none, gzip)")
+    """Every codec of client.compression, bounded by its default limit on inflated bytes."""
+    try:
+        return compression.decompress(codec, body, decompressed_bytes_max=compression.DECOMPRESSED_BYTES_MAX_DEFAULT)
+    except RecordsError as exc:
+        raise CorruptRecordError(f"batch at offset {base_offset}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- step 2: framing

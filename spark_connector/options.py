@@ -147,6 +147,7 @@ _SOURCE_OPTIONS = {
 }
 _SOURCE_CLIENT_PROPERTIES = {"bootstrap.servers", "max.partition.fetch.bytes"}
 _SINK_OPTIONS = {name.lower(): name for name in ("topic", "includeHeaders")}
+_SINK_COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")  # Kafka's producer compression.type
 _SINK_CLIENT_PROPERTIES = {"bootstrap.servers", "acks", "linger.ms", "batch.size", "compression.type"}
 
 
@@ -215,8 +216,10 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if acks not in ("all", "-1", "0", "1"):
         raise OptionError(f"option kafka.acks must be all, -1, 0 or 1, got {acks!r}")
     compression = client.get("compression.type", "none").strip().lower()
-    if compression not in ("none", "gzip"):
-        raise OptionError(f"option kafka.compression.type must be none or gzip, got {compression!r}")
+    if compression not in _SINK_COMPRESSION:
+        raise OptionError(
+            f"option kafka.compression.type must be one of {', '.join(_SINK_COMPRESSION)}, got {compression!r}"
+        )
     return SinkOptions(
         bootstrap_servers=_bootstrap(client),
         topic=None if topic is None else topic.strip(),

@@ -61,7 +61,7 @@ TIMEOUT_S = 20.0
         ({"acks": "none"}, "acks must be"),
         ({"batch_size": -1}, "batch_size must be a number >= 1"),
         ({"linger_ms": -5}, "linger_ms must be"),
-        ({"compression_type": "snappy"}, "compression_type must be 'gzip' or None"),
+        ({"compression_type": "bz2"}, "compression_type must be None, 'none', 'gzip'"),
         ({"max_in_flight_requests_per_connection": 0}, "max_in_flight_requests_per_connection"),
         ({"buffer_memory": 0}, "buffer_memory"),
         ({"key_serializer": 3}, "key_serializer must be callable"),

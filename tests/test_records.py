@@ -14,7 +14,6 @@ from client.records import (
     Record,
     RecordBatchBuilder,
     TimestampType,
-    UnsupportedCompressionError,
     assign_offsets,
     decode_columns,
     decode_varint,
@@ -188,15 +187,19 @@ def test_gzip_round_trip() -> None:
     assert list(iter_records(gz)) == list(iter_records(plain))
 
 
-def test_other_codecs_are_unsupported() -> None:
-    with pytest.raises(UnsupportedCompressionError):
-        RecordBatchBuilder(compression=CompressionType.SNAPPY)
+def test_a_codec_label_that_lies_is_corrupt_and_unknown_codecs_are_refused() -> None:
+    with pytest.raises(ValueError):
+        RecordBatchBuilder(compression=5)  # Kafka defines codecs 0-4 (tests/test_record_codecs.py has them all)
     batch = bytearray(build([(b"k", b"v")]))
     batch[22] = (batch[22] & ~7) | CompressionType.ZSTD  # attributes low byte
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
     assert validate_batches(batch).batch_count == 1  # stored as it came: the broker does not decompress
-    with pytest.raises(UnsupportedCompressionError, match="zstd"):
+    with pytest.raises(CorruptRecordError, match="zstd"):
         list(iter_records(batch))
+    batch[22] = (batch[22] & ~7) | 5
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    with pytest.raises(CorruptRecordError, match="unknown compression codec 5"):
+        validate_batches(batch)
 
 
 def test_log_append_time_gives_every_record_the_max_timestamp() -> None:

@@ -12,8 +12,9 @@ bytes reach `min.cleanable.dirty.ratio`:
    older than `delete.retention.ms`; offsets are kept (gaps are fine). A batch
    keeps its base offset, lastOffsetDelta (so its last offset, as Kafka does for
    producer state), timestamps and producer fields; its kept records are
-   copied byte for byte (their offset deltas stay valid), only the count,
-   length and CRC are new. A batch that keeps nothing goes;
+   copied byte for byte (their offset deltas stay valid) and compressed again
+   with the batch's own codec; only the count, length and CRC are new. A batch
+   that keeps nothing goes;
 3. the cleaned file replaces the segment (atomic rename over the `.log`, then
    indexes rebuilt from it), and the checkpoint moves to the end of the
    cleaned range.
@@ -25,7 +26,6 @@ puts the results in place and must run on the log's own thread.
 
 from __future__ import annotations
 
-import gzip
 import os
 import struct
 import time
@@ -37,12 +37,14 @@ from crc32c import crc32c
 
 from broker.log.log import PartitionLog
 from broker.log.segment import LogSegment, filename_prefix
+from client import compression
 from client.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     CompressionType,
     decode_varint,
+    decompress_body,
     read_batch_header,
 )
 
@@ -175,14 +177,11 @@ def _raw_batches(data: bytes) -> list[tuple[Any, bytes]]:
 
 
 def _records_body(header: Any, data: bytes) -> bytes:
-    """The records section of a batch, decompressed."""
+    """The records section of a batch, decompressed (every codec; CorruptRecordError past the size limit)."""
     body = data[BATCH_HEADER_SIZE:]
-    codec = header.attributes & _COMPRESSION_MASK
-    if codec == CompressionType.NONE:
+    if header.attributes & _COMPRESSION_MASK == CompressionType.NONE:
         return body
-    if codec == CompressionType.GZIP:
-        return gzip.decompress(body)
-    raise ValueError(f"cannot compact a batch compressed with codec {codec}")
+    return decompress_body(header, body)
 
 
 def _record_spans(body: bytes, count: int) -> list[tuple[int, int, int, bytes | None, bool]]:
@@ -272,9 +271,8 @@ def filter_segment(data: bytes, latest: dict[bytes, int], delete_horizon_ms: int
 
 
 def _rebuild_batch(header: Any, batch: bytes, records: bytes, count: int) -> bytes:
-    """The batch with only `records` (already encoded), compressed as before; header fields kept."""
-    if header.attributes & _COMPRESSION_MASK == CompressionType.GZIP:
-        records = gzip.compress(records)
+    """The batch with only `records` (already encoded), in the batch's own codec; header fields kept."""
+    records = compression.compress(header.attributes & _COMPRESSION_MASK, records)
     new = bytearray(batch[:BATCH_HEADER_SIZE]) + records
     _LENGTH.pack_into(new, 8, len(new) - LOG_OVERHEAD)
     _COUNT.pack_into(new, 57, count)

@@ -56,3 +56,9 @@ def invariant(condition: bool, message: str) -> None:
     """Always-on assertion; `assert` is stripped under -O (STYLE 10)."""
     if not condition:
         raise InvariantViolation(message)
+
+
+class InvalidTimestampError(LogError):
+    """A CreateTime batch's timestamp is further from the append time than `message.timestamp.difference.max.ms`."""
+
+    error_code = kafka_errors.InvalidTimestampError.code

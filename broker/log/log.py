@@ -41,6 +41,7 @@ from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, TopicPartition
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.errors import (
     CheckpointFileError,
+    InvalidTimestampError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
@@ -56,10 +57,12 @@ from broker.log.segment import (
     LogSegment,
     filename_prefix,
 )
+from client.batch_rewrite import TOPIC_CODECS, needs_recompression, recompress, set_log_append_time
 from client.fsync import fsync_directory
-from client.records import BATCH_HEADER_SIZE, assign_offsets, read_batch_header, validate_batches
+from client.records import BATCH_HEADER_SIZE, BatchesInfo, assign_offsets, read_batch_header, validate_batches
 
 GIB = 1024**3
+LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE, Kafka's "no limit"
 DAY_MS = 24 * 3600 * 1000
 # Files a crash may leave behind in a partition directory; removed at load.
 _LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
@@ -81,6 +84,10 @@ class LogConfig:
     delete_retention_ms: int = DAY_MS  # delete.retention.ms: how long tombstones survive compaction
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    compression_type: str = "producer"  # compression.type: producer keeps each batch's codec
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type: CreateTime or LogAppendTime
+    # message.timestamp.difference.max.ms: how far a CreateTime batch's timestamps may be from the append time
+    message_timestamp_difference_max_ms: int = LONG_MAX
 
     @property
     def compact(self) -> bool:
@@ -89,6 +96,10 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
 
     def __post_init__(self) -> None:
         if not BATCH_HEADER_SIZE <= self.segment_bytes <= INT32_MAX:
@@ -103,6 +114,16 @@ class LogConfig:
             raise ValueError(f"flush.messages {self.flush_interval_messages} must be >= 1")
         if self.flush_interval_ms is not None and self.flush_interval_ms < 0:
             raise ValueError(f"flush.ms {self.flush_interval_ms} must be >= 0")
+        if self.compression_type not in TOPIC_CODECS:
+            raise ValueError(f"compression.type {self.compression_type!r} is not one of {', '.join(TOPIC_CODECS)}")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(
+                f"message.timestamp.type {self.message_timestamp_type!r} is not CreateTime or LogAppendTime"
+            )
+        if self.message_timestamp_difference_max_ms < 0:
+            raise ValueError(
+                f"message.timestamp.difference.max.ms {self.message_timestamp_difference_max_ms} must be >= 0"
+            )
 
 
 class FetchSlice(NamedTuple):
@@ -122,6 +143,26 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"log directory name {directory.name!r} is not <topic>-<partition>")
     return TopicPartition(topic, int(partition))
+
+
+def check_timestamp_difference(
+    buf: bytearray, info: BatchesInfo, now_ms: int, difference_max_ms: int, tp: TopicPartition
+) -> None:
+    """K28 LogValidator.validateTimestamp, on headers only: each batch's first and max timestamps.
+
+    Kafka checks every record; the header holds the first record's timestamp
+    and the largest one, which bound what a producer stamping increasing
+    times writes, without decoding records on the produce path.
+    """
+    for batch in info.batches:
+        base_ms = read_batch_header(buf, batch.position).base_timestamp
+        for timestamp_ms in (base_ms, batch.max_timestamp):
+            if abs(timestamp_ms - now_ms) > difference_max_ms:
+                raise InvalidTimestampError(
+                    f"{tp.topic}-{tp.partition}: timestamp {timestamp_ms} of the batch at position {batch.position} "
+                    f"is out of range: more than message.timestamp.difference.max.ms={difference_max_ms} "
+                    f"from the append time {now_ms}"
+                )
 
 
 def _wall_clock_ms() -> int:
@@ -343,8 +384,12 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, batches: bytearray, leader_epoch: int) -> tuple[int, int]:
+    def append(self, batches: bytearray, leader_epoch: int, *, append_time_ms: int | None = None) -> tuple[int, int]:
         """Appends a produce request's batches as leader; returns (first offset, last offset).
+
+        The topic's `compression.type` and `message.timestamp.type` are applied
+        first (client.batch_rewrite); `append_time_ms` (default: the log's
+        clock) is the LogAppendTime the caller reports in its produce response.
 
         Raises client.records.CorruptRecordError, RecordTooLargeError,
         RecordBatchTooLargeError, and for batches with a producer id the
@@ -359,6 +404,7 @@ class PartitionLog:
         first = self._leo
         if info.batch_count == 0:
             return first, first - 1
+        batches, info = self._apply_topic_rules(batches, info, append_time_ms)
         self._check_sizes(info.byte_size, max(b.length for b in info.batches))
         # Header-only, per batch: the producer id decides whether sequences are checked.
         headers = [read_batch_header(batches, b.position) for b in info.batches]
@@ -382,6 +428,24 @@ class PartitionLog:
                 offset += header.last_offset_delta + 1
         self._after_append(next_offset, info.record_count)
         return first, next_offset - 1
+
+    def _apply_topic_rules(
+        self, batches: bytearray, info: BatchesInfo, append_time_ms: int | None
+    ) -> tuple[bytearray, BatchesInfo]:
+        """compression.type, message.timestamp.type and its difference limit (K28 LogValidator)."""
+        config = self.config
+        codec = TOPIC_CODECS[config.compression_type]
+        if needs_recompression(info, batches, codec):
+            assert codec is not None
+            batches, info = recompress(batches, info, codec)
+        if config.log_append_time:
+            now_ms = self._clock_ms() if append_time_ms is None else append_time_ms
+            return batches, set_log_append_time(batches, info, now_ms)
+        if config.message_timestamp_difference_max_ms < LONG_MAX:
+            check_timestamp_difference(
+                batches, info, self._clock_ms(), config.message_timestamp_difference_max_ms, self.topic_partition
+            )
+        return batches, info
 
     def append_as_follower(self, batches: bytes | bytearray) -> tuple[int, int]:
         """Appends batches fetched from the leader, offsets and epochs as they are; returns (first, last)."""
