@@ -61,12 +61,9 @@ def start_spark_with_kafka(
         raise SparkKafkaUnavailable("a SparkSession is already running in this process: spark.jars would not apply")
     paths = [str(REPO_ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    settings = {
-        **BASE_CONF,
-        "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
-        "spark.jars": ",".join(str(jar) for jar in jars),
-        **(conf or {}),
-    }
+    settings = {**BASE_CONF, "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"], **(conf or {})}
+    if jars:
+        settings["spark.jars"] = ",".join(str(jar) for jar in jars)
     builder = SparkSession.builder.master(master).appName(app)
     for key, value in settings.items():
         builder = builder.config(key, value)
