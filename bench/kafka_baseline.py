@@ -98,9 +98,10 @@ class RealKafka:
         """ZooKeeper's process: what Kafka leans on as zkraft's brokers lean on the quorum."""
         return [pid for node_id in self.zookeeper.addresses if (pid := self.zookeeper.pid(node_id)) is not None]
 
-    def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
-        """kafka-topics.sh --create, as a Kafka user creates one."""
+    def create_topic(self, topic: str, partitions: int, replication_factor: int, **configs: str) -> None:
+        """kafka-topics.sh --create, as a Kafka user creates one; `configs` with "_" for "." (retention_ms="-1")."""
+        overrides = [arg for key, value in configs.items() for arg in ("--config", f"{key.replace('_', '.')}={value}")]
         self.brokers.topics(
             "--create", "--topic", topic, "--partitions", str(partitions),
-            "--replication-factor", str(replication_factor), timeout_s=TOPIC_TIMEOUT_S,
+            "--replication-factor", str(replication_factor), *overrides, timeout_s=TOPIC_TIMEOUT_S,
         )  # fmt: skip

@@ -375,13 +375,15 @@ def start_clusters(stack: contextlib.ExitStack, tmp: Path, args, with_real_kafka
 
     cluster = stack.enter_context(KafkaCluster(tmp / "kafka"))
     cluster.start()
-    cluster.create_topic("bench", partitions=args.partitions, replication_factor=1)
+    # The records carry timestamps of 2023 (BASE_TS_MS): without retention.ms=-1, time-based retention (7 days by
+    # default, checked every 5 minutes) may delete them in the middle of the run, on either cluster.
+    cluster.create_topic("bench", partitions=args.partitions, replication_factor=1, retention_ms="-1")
     seconds = produce(cluster.bootstrap_servers, "bench", args.records, args.partitions)
     emit({"record": "produce", "cluster": "zkraft", "seconds": round(seconds, 3)})
     if not with_real_kafka:
         return cluster.bootstrap_servers, {}
     real = stack.enter_context(RealKafka(tmp / "real-kafka"))
-    real.create_topic("bench", args.partitions, 1)
+    real.create_topic("bench", args.partitions, 1, retention_ms="-1")
     seconds = produce_with_librdkafka(real.bootstrap_servers, "bench", args.records, args.partitions)
     emit({"record": "produce", "cluster": "kafka", "seconds": round(seconds, 3)})
     return cluster.bootstrap_servers, {"zkraft": cluster.kafka_bootstrap_servers, "kafka": real.bootstrap_servers}
