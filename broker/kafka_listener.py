@@ -20,8 +20,9 @@ kio cannot decode, closes the connection (Kafka 2.8's InvalidRequestException); 
 version the broker does not serve is answered UNSUPPORTED_VERSION where its response has a top-level
 error code (broker/kafka_wire.py error_answer; Kafka 2.8 closes the connection for all of them), and
 ApiVersions in any version it does not serve gets a v0 answer with the table, so the client downgrades.
-A handler that fails unexpectedly is logged with its traceback and its connection closed: the client
-reconnects and retries, as after any broken connection.
+A handler that raises CloseConnection (Kafka closes instead of answering) or fails unexpectedly (logged
+with its traceback) has its connection closed: the client reconnects and retries, as after any broken
+connection. A handler that returns None sends nothing (Produce with acks=0).
 
 A connection that opens with HTTP/2's client preface ("PRI * HTTP/2.0...": read as a Kafka size it is
 1,347,569,952, far above any `socket.request.max.bytes`, so no Kafka client ever sends it) is a gRPC
@@ -38,7 +39,7 @@ from typing import Any
 import structlog
 
 from broker.kafka_api import cluster
-from broker.kafka_api.registry import API_SPECS, KafkaRequestContext
+from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaRequestContext
 from broker.kafka_wire import (
     API_VERSIONS_KEY,
     HEADER_START,
@@ -122,6 +123,10 @@ class KafkaListenerServer:
         connection = _Connection(self, reader, writer, peer[0] if peer else "")
         try:
             await connection.serve()
+        except asyncio.CancelledError:
+            # stop(): the connection ends with the listener. Not re-raised: asyncio's stream server would log a
+            # cancelled connection task as an error.
+            pass
         finally:
             self._connections.discard(task)
             writer.close()
@@ -148,6 +153,10 @@ class _Connection:
         writing = asyncio.create_task(self._write_loop())
         try:
             await asyncio.wait((reading, writing), return_when=asyncio.FIRST_COMPLETED)
+            for task in (reading, writing):
+                if task.done() and not task.cancelled() and task.exception() is not None:
+                    # A bug, not the client's doing (those end the loops normally): one connection ends, logged.
+                    self._log.error("kafka_connection_failed", exc_info=task.exception())
             if not writing.done():  # the client stopped sending (or broke the protocol): owed answers, then close
                 await self._answers.put(None)
                 await writing
@@ -220,11 +229,12 @@ class _Connection:
         return handling
 
     def _unserved(self, body: bytes, api_key: int, api_version: int, correlation_id: int) -> Answer:
-        """A request for a key or version the broker does not serve: answered when it can be, else closed."""
-        self._server._budget.release(len(body))
+        """A request for a key or version the broker does not serve: answered when it can be, else closed (the
+        caller then returns the request's bytes to the budget)."""
         future: Answer = asyncio.get_running_loop().create_future()
         if api_key == API_VERSIONS_KEY:
             # KIP-511: whatever the version, an ApiVersions v0 with UNSUPPORTED_VERSION and the table.
+            self._server._budget.release(len(body))
             future.set_result(api_versions_fallback(correlation_id, cluster.unsupported_api_versions_response()))
             return future
         spec = API_SPECS.get(api_key)
@@ -239,6 +249,7 @@ class _Connection:
         self._log.info(
             "kafka_unsupported_version", api=spec.name, api_version=api_version, correlation_id=correlation_id
         )
+        self._server._budget.release(len(body))
         future.set_result(answer)
         return future
 
@@ -250,6 +261,14 @@ class _Connection:
             return encode_response(codec, context.correlation_id, response)
         except asyncio.CancelledError:
             raise
+        except CloseConnection as exc:  # Kafka closes instead of answering (a failed Produce with acks=0)
+            self._log.info(
+                "kafka_connection_closed_by_handler",
+                api=codec.spec.name,
+                correlation_id=context.correlation_id,
+                reason=str(exc),
+            )
+            return None
         except Exception as exc:  # the loop boundary of one request: log it and close (the client retries)
             self._log.exception(
                 "kafka_request_failed",
@@ -261,19 +280,42 @@ class _Connection:
             return None
 
     async def _write_loop(self) -> None:
-        writer = self._writer
+        """Writes each answer in request order; answers already done behind it go out in the same write (one
+        system call for a burst of pipelined answers)."""
+        answers = self._answers
+        carried: Answer | None = None
+        has_carried = False
         while True:
-            answer = await self._answers.get()
+            if has_carried:
+                answer, has_carried = carried, False
+            else:
+                answer = await answers.get()
             if answer is None:
                 return
             frame = await answer
             if frame is None:
                 return
-            try:
-                writer.writelines(frame)
-                await writer.drain()
-            except ConnectionError:
+            frames = list(frame)
+            while not answers.empty():
+                following = answers.get_nowait()
+                if following is None or not following.done():
+                    carried, has_carried = following, True
+                    break
+                more = following.result()
+                if more is None:  # a failed request: the answers before it still go out, then the connection ends
+                    await self._write(frames)
+                    return
+                frames.extend(more)
+            if frames and not await self._write(frames):
                 return
+
+    async def _write(self, frames: list[bytes | memoryview]) -> bool:
+        try:
+            self._writer.writelines(frames)
+            await self._writer.drain()
+        except ConnectionError:
+            return False
+        return True
 
     async def _pump_to_grpc(self) -> None:
         """Hands this connection to the broker's gRPC server: the preface's first bytes, then both ways."""

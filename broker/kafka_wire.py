@@ -92,7 +92,10 @@ def _response_header(api_key: int, flexible: bool) -> struct.Struct:
 
 
 def encode_response(codec: Codec, correlation_id: int, response: Any) -> Frame:
-    """The response frame: size, header, body (an EncodedResponse's buffers are written as they are)."""
+    """The response frame: size, header, body (an EncodedResponse's buffers are written as they are); no bytes
+    at all for None (a request Kafka does not answer)."""
+    if response is None:
+        return []
     header = codec.response_header
     header_bytes = header.pack(correlation_id) if header is _RESPONSE_HEADER_V0 else header.pack(correlation_id, 0)
     if isinstance(response, EncodedResponse):

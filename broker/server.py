@@ -246,6 +246,7 @@ class Broker:
         self.log.info(
             "broker_started",
             address=config.address,
+            kafka_endpoints=[e.connection_string for e in self.kafka_endpoints],
             cluster_id=cluster_id,
             log_dirs=[str(d) for d in config.directories],
         )

@@ -1,6 +1,6 @@
 """Kafka's own clients against the brokers' Kafka listeners: a 3-broker cluster of real processes.
 
-What a user of librdkafka (confluent-kafka) or kafka-python checks first: the client connects to the
+What a user of librdkafka (confluent-kafka), kafka-python or aiokafka checks first: the client connects to the
 bootstrap list, negotiates versions (ApiVersions), and lists the cluster's topics, brokers and partition
 leaders (Metadata) as the cluster itself has them in ZooKeeper; each broker is named by its Kafka
 listener, not by its gRPC endpoint.
@@ -8,15 +8,21 @@ listener, not by its gRPC endpoint.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer
 
+from client import Admin, Consumer, NewTopic, Producer
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
+from tests.quorum_harness import REPO_ROOT, subprocess_env
 
 pytestmark = pytest.mark.integration
 
@@ -90,3 +96,47 @@ def test_metadata_for_an_unknown_topic_without_auto_creation_is_an_error(cluster
     admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers, "allow.auto.create.topics": False})
     metadata = admin.list_topics(topic="no-such-topic", timeout=10)
     assert metadata.topics["no-such-topic"].error is not None
+
+
+def test_the_sdk_and_tools_take_the_kafka_bootstrap_list(cluster: KafkaCluster) -> None:
+    """A gRPC client reaching a Kafka listener is handed to that broker's gRPC service, whose Metadata names
+    every broker's gRPC endpoint: the SDK's Admin, Producer and Consumer and `zkraft topics` work unchanged."""
+    servers = cluster.kafka_bootstrap_servers
+    with Admin(servers) as admin:
+        admin.create_topics([NewTopic("via-kafka-list", 2, 3)], timeout_ms=30000)
+    with Producer(servers, acks="all") as producer:
+        sent = [producer.send("via-kafka-list", f"v{i}".encode(), partition=i % 2) for i in range(20)]
+        producer.flush()
+    assert sorted((m.get(timeout=30).partition, m.get(timeout=30).offset) for m in sent) == sorted(
+        (p, o) for p in range(2) for o in range(10)
+    )
+    consumer = Consumer(
+        "via-kafka-list", bootstrap_servers=servers, auto_offset_reset="earliest", consumer_timeout_ms=10000
+    )
+    try:
+        values = sorted(record.value for record in consumer)
+    finally:
+        consumer.close()
+    assert values == sorted(f"v{i}".encode() for i in range(20))
+    described = subprocess.run(
+        [sys.executable, "-m", "zkraft", "topics", "--bootstrap-server", servers, "--describe", "--topic", TOPIC],
+        cwd=REPO_ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert described.returncode == 0, described.stderr
+    assert f"Topic: {TOPIC}\tPartitionCount: {PARTITIONS}\tReplicationFactor: 3" in described.stdout
+
+
+def test_aiokafka_lists_topics(cluster: KafkaCluster) -> None:
+    async def listed() -> set[str]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap_servers, request_timeout_ms=30000)
+        await consumer.start()
+        try:
+            return await consumer.topics()
+        finally:
+            await consumer.stop()
+
+    assert TOPIC in asyncio.run(listed())

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
 from client import ZkClient
@@ -37,6 +38,8 @@ STATUS_RUN_TIMEOUT_S = 30.0
 ERROR_RUN_TIMEOUT_S = 60.0
 ZK_TIMEOUT_S = 10.0
 PORT_SEARCH_ATTEMPTS = 50
+# Kafka listener ports a test's cluster may grow into on a rerun.
+KAFKA_PORTS_RESERVED = 4
 
 
 def _env() -> dict[str, str]:
@@ -130,11 +133,15 @@ def _kill_recorded_children(data_dir: Path) -> None:
 
 
 def with_zk_ports(data_dir: Path, args: tuple[str, ...]) -> tuple[str, ...]:
-    """`args` with free ZooKeeper client ports for a new cluster (tests running at once cannot share
-    2181); a rerun keeps the ports its cluster.json records."""
-    if "--zk-base-port" in args or (data_dir / "cluster.json").exists():
+    """`args` with free ZooKeeper client ports and Kafka listener ports for a new cluster (tests running at
+    once cannot share 2181 and 9092); a rerun keeps the ports its cluster.json records."""
+    if (data_dir / "cluster.json").exists():
         return args
-    return (*args, "--zk-base-port", str(free_base_port()))
+    if "--zk-base-port" not in args:
+        args = (*args, "--zk-base-port", str(free_base_port()))
+    if "--kafka-base-port" not in args:
+        args = (*args, "--kafka-base-port", str(free_base_port(KAFKA_PORTS_RESERVED)))
+    return args
 
 
 @contextlib.contextmanager
@@ -303,6 +310,10 @@ def test_a_killed_node_is_reported_and_restarted_by_zkraft_up(up_cluster: UpProc
 # ---- brokers ----
 
 
+def kafka_ports_of(up: UpProcess) -> list[str]:
+    return [broker["kafka_address"] for broker in up.cluster()["brokers"]]
+
+
 def broker_ports(brokers: int) -> tuple[int, int]:
     """(quorum base port, broker base port): 3 + `brokers` consecutive free ports, so the two never overlap."""
     base = free_base_port(3 + brokers)
@@ -332,18 +343,28 @@ def test_up_starts_registered_brokers_stops_them_first_and_restarts_them_from_cl
     )  # fmt: skip
     with running_up(data_dir, "--brokers", "1", *ports, *fast_stop, ready_line="zkraft up: running") as up:
         output = up.output()
-        assert f"broker 1: {first} (pid " in output
+        [kafka] = kafka_ports_of(up)
+        assert f"broker 1: {kafka} (pid " in output and f"gRPC {first}" in output
         assert "brokers ready: 1 registered, controller is broker 1" in output
-        assert f"zkraft up: running; bootstrap servers {first}; Ctrl-C stops the cluster" in output
+        assert f"Kafka bootstrap servers: {kafka}\n" in output
+        assert f"zkraft up: running; bootstrap servers {kafka}; Ctrl-C stops the cluster" in output
         assert output.index("quorum ready: leader is") < output.index("broker 1:")
         [broker] = up.cluster()["brokers"]
         assert (broker["id"], broker["address"]) == (1, first)
+        # The printed list is what a Kafka client (librdkafka here) bootstraps from.
+        metadata = AdminClient({"bootstrap.servers": kafka}).list_topics(timeout=ZK_TIMEOUT_S)
+        assert {b.id: f"{b.host}:{b.port}" for b in metadata.brokers.values()} == {1: kafka}
         assert pid_alive(broker["pid"])
         assert broker["data_dir"] == str(data_dir / "broker-1")
         assert broker["log"] == str(data_dir / "logs" / "broker-1.log")
         properties = Path(broker["config"]).read_text(encoding="utf-8").splitlines()
         hosts = ",".join(up.addresses())
-        for line in ("broker.id=1", f"port={broker_base}", f"log.dirs={data_dir / 'broker-1'}"):
+        for line in (
+            "broker.id=1",
+            f"port={broker_base}",
+            f"listeners=PLAINTEXT://{kafka}",
+            f"log.dirs={data_dir / 'broker-1'}",
+        ):
             assert line in properties
         assert f"zookeeper.connect={hosts}" in properties
         assert "controlled.shutdown.retry.backoff.ms=100" in properties
@@ -357,6 +378,8 @@ def test_up_starts_registered_brokers_stops_them_first_and_restarts_them_from_cl
     with running_up(data_dir, "--brokers", "2", *fast_stop, ready_line="zkraft up: running") as up:
         brokers = up.cluster()["brokers"]
         assert [(b["id"], b["address"]) for b in brokers] == [(1, first), (2, f"127.0.0.1:{broker_base + 1}")]
+        kafka_host, kafka_port = kafka.rsplit(":", 1)
+        assert kafka_ports_of(up) == [kafka, f"{kafka_host}:{int(kafka_port) + 1}"]
         assert zk_children(",".join(up.addresses()), "/brokers/ids") == ["1", "2"]
         victim = brokers[1]
         os.kill(victim["pid"], signal.SIGKILL)
@@ -389,6 +412,8 @@ def test_up_starts_registered_brokers_stops_them_first_and_restarts_them_from_cl
         ("broker.id=7", "'broker.id' is set by zkraft up for each broker"),
         ("zookeeper.connect=127.0.0.1:1", "'zookeeper.connect' is set by zkraft up for each broker"),
         ("port=1", "'port' is set by zkraft up for each broker"),
+        ("listeners=PLAINTEXT://:1", "'listeners' is set by zkraft up for each broker"),
+        ("listener.security.protocol.map=PLAINTEXT:SSL", "listener PLAINTEXT uses security protocol SSL"),
         ("num.partitions=many", "num.partitions='many': not a valid integer"),
         ("quorum.state.machine=register", "cannot serve brokers"),
     ],
@@ -452,6 +477,36 @@ def test_plan_keeps_recorded_brokers_adds_new_ones_and_rests_the_rest(tmp_path: 
 
     with pytest.raises(up_module.UpUsageError, match="--broker-base-port 9092: .* ports from 19092"):
         up_module.plan(tmp_path, brokers=1, base_port=None, broker_base_port=9092)
+
+
+def test_plan_gives_each_broker_a_kafka_listener_and_a_rerun_keeps_the_recorded_ones(tmp_path: Path) -> None:
+    recorded = up_module.plan(tmp_path, brokers=2, base_port=17001, broker_base_port=19192, kafka_base_port=29092)
+    assert [(b.address, b.kafka_address) for b in recorded.brokers] == [
+        ("127.0.0.1:19192", "127.0.0.1:29092"),
+        ("127.0.0.1:19193", "127.0.0.1:29093"),
+    ]
+    assert ("127.0.0.1", 29092) in recorded.brokers[0].ports
+    up_module.write_cluster_file(recorded, {})
+    document = json.loads((tmp_path / "cluster.json").read_text(encoding="utf-8"))
+    assert [b["kafka_address"] for b in document["brokers"]] == ["127.0.0.1:29092", "127.0.0.1:29093"]
+    grown = up_module.plan(tmp_path, brokers=3, base_port=None, broker_base_port=None)
+    assert [b.kafka_address for b in grown.brokers] == [f"127.0.0.1:{29092 + k}" for k in range(3)]
+    with pytest.raises(up_module.UpUsageError, match="--kafka-base-port 9092: .* ports from 29092"):
+        up_module.plan(tmp_path, brokers=1, base_port=None, broker_base_port=None, kafka_base_port=9092)
+
+
+def test_a_cluster_json_from_before_kafka_listeners_gets_new_ports_apart_from_the_others(tmp_path: Path) -> None:
+    old = up_module.plan(tmp_path, brokers=3, base_port=17001, broker_base_port=9092, kafka_base_port=29092)
+    up_module.write_cluster_file(old, {})
+    document = json.loads((tmp_path / "cluster.json").read_text(encoding="utf-8"))
+    for broker in document["brokers"]:
+        del broker["kafka_address"]  # as written before brokers had Kafka listeners (gRPC on 9092..9094)
+    (tmp_path / "cluster.json").write_text(json.dumps(document), encoding="utf-8")
+    rerun = up_module.plan(tmp_path, brokers=3, base_port=None, broker_base_port=None)
+    assert [b.address for b in rerun.brokers] == ["127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"]
+    kafka_ports = [int(b.kafka_address.rsplit(":", 1)[1]) for b in rerun.brokers]
+    assert kafka_ports == list(range(kafka_ports[0], kafka_ports[0] + 3))
+    assert not set(kafka_ports) & {9092, 9093, 9094, 17001, 17002, 17003}
 
 
 def test_plan_gives_each_node_a_client_port_and_a_rerun_keeps_the_recorded_ones(tmp_path: Path) -> None:

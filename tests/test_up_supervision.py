@@ -66,7 +66,8 @@ def children(up: UpProcess) -> dict[str, dict]:
 
 
 def bootstrap(up: UpProcess) -> str:
-    return ",".join(b["address"] for b in up.cluster()["brokers"])
+    """The bootstrap list `zkraft up` prints: the brokers' Kafka listeners, which the SDK takes as well."""
+    return ",".join(b["kafka_address"] for b in up.cluster()["brokers"])
 
 
 def create_spread_topic(bootstrap_servers: str, topic: str) -> None:

@@ -125,6 +125,7 @@ def _up(options: argparse.Namespace) -> int:
             base_port=options.base_port,
             broker_base_port=options.broker_base_port,
             zk_base_port=options.zk_base_port,
+            kafka_base_port=options.kafka_base_port,
         )
     except up.UpUsageError as error:
         raise UsageError(str(error)) from None
@@ -336,7 +337,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--base-port", type=int, default=None, help="first of 3 consecutive quorum ports (default 7001)")
     up.add_argument(
-        "--broker-base-port", type=int, default=None, help="first of N consecutive broker ports (default 9092)"
+        "--broker-base-port",
+        type=int,
+        default=None,
+        help="first of N consecutive broker gRPC ports (default 9192)",
+    )
+    up.add_argument(
+        "--kafka-base-port",
+        type=int,
+        default=None,
+        help="first of N consecutive Kafka listener ports: the bootstrap servers (default 9092, else the next free)",
     )
     up.add_argument(
         "--zk-base-port",

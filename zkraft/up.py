@@ -4,11 +4,16 @@
 
 starts quorum nodes 1..3 on 127.0.0.1:7001..7003 as child processes (data in
 DIR/quorum-N, output in DIR/logs/quorum-N.log), waits until they elect a
-leader, then starts brokers 1..N on 127.0.0.1:9092.. (properties in
-DIR/broker-N.properties, data in DIR/broker-N, output in
-DIR/logs/broker-N.log) and waits until each has registered `/brokers/ids/<id>`
-and a controller holds `/controller`. Every process is recorded in
-DIR/cluster.json. It stays in the foreground until SIGINT or SIGTERM, then
+leader, then starts brokers 1..N (properties in DIR/broker-N.properties, data
+in DIR/broker-N, output in DIR/logs/broker-N.log) and waits until each has
+registered `/brokers/ids/<id>` and a controller holds `/controller`. Each
+broker serves Kafka's binary protocol on its Kafka listener (127.0.0.1:9092..
+when those ports are free, else the next free block) and its gRPC service on
+127.0.0.1:9192..; the Kafka listeners are the bootstrap list `zkraft up`
+prints, for Kafka's clients and zkraft's SDK and tools alike (a gRPC client
+reaching a Kafka listener is handed to that broker's gRPC service). Every
+process is recorded in DIR/cluster.json, each broker with its `address` (gRPC)
+and `kafka_address`. It stays in the foreground until SIGINT or SIGTERM, then
 stops the brokers first (while the quorum still serves their sessions) and
 the quorum nodes last, each with SIGTERM and SIGKILL after a timeout.
 
@@ -65,7 +70,11 @@ LISTEN_HOST = "127.0.0.1"
 BASE_PORT_DEFAULT = 7001
 # The nodes' ZooKeeper client ports (clientPort): ZooKeeper's 2181, then the next two.
 ZK_BASE_PORT_DEFAULT = 2181
-BROKER_BASE_PORT_DEFAULT = 9092
+# The brokers' gRPC endpoints; their Kafka listeners take Kafka's 9092 and the next ports.
+BROKER_BASE_PORT_DEFAULT = 9192
+KAFKA_BASE_PORT_DEFAULT = 9092
+# How far past the default base `zkraft up` looks for a block of free Kafka ports before letting the kernel choose.
+KAFKA_PORT_SEARCH_MAX = 100
 BROKERS_DEFAULT = 3
 CLUSTER_FILE = "cluster.json"
 READY_TIMEOUT_S = 30.0
@@ -88,7 +97,9 @@ FOUR_LETTER_WHITELIST_UP = "srvr,ruok,mntr,stat,conf,isro,envi"
 QUORUM_NODE = "quorum node"
 BROKER = "broker"
 # Broker properties `zkraft up` writes for each broker; `log.dir` too, as `log.dirs` would silently win over it.
-BROKER_IDENTITY_PROPERTIES = frozenset({"broker.id", "host.name", "port", "log.dirs", "log.dir", "zookeeper.connect"})
+BROKER_IDENTITY_PROPERTIES = frozenset(
+    {"broker.id", "host.name", "port", "listeners", "log.dirs", "log.dir", "zookeeper.connect"}
+)
 
 
 class UpError(Exception):
@@ -111,6 +122,7 @@ class ChildSpec:
     log_path: Path
     cmd: tuple[str, ...]
     zk_address: str = ""  # a quorum node's ZooKeeper client address (clientPort), "" for a broker
+    kafka_address: str = ""  # a broker's Kafka listener, "" for a quorum node
 
     @property
     def name(self) -> str:
@@ -119,7 +131,7 @@ class ChildSpec:
     @property
     def ports(self) -> list[tuple[str, int]]:
         """(host, port) of each port this child listens on."""
-        addresses = [self.address, self.zk_address] if self.zk_address else [self.address]
+        addresses = [self.address, *(a for a in (self.zk_address, self.kafka_address) if a)]
         return [parse_host_port(address, "address") for address in addresses]
 
 
@@ -138,6 +150,7 @@ class RecordedCluster:
     quorum: list[tuple[int, str]]
     brokers: list[tuple[int, str]]
     quorum_zk: list[tuple[int, str]]  # each node's `zk_address`; empty in a file from before there were any
+    broker_kafka: dict[int, str]  # each broker's `kafka_address`; none in a file from before Kafka listeners
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +223,7 @@ def _read_cluster_file(path: Path) -> RecordedCluster:
             _read_records(document["quorum"]),
             _read_records(document.get("brokers") or []),
             sorted((int(node["id"]), str(node["zk_address"])) for node in document["quorum"] if "zk_address" in node),
+            {int(b["id"]): str(b["kafka_address"]) for b in document.get("brokers") or [] if "kafka_address" in b},
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise UpError(f"{path}: not a zkraft cluster file ({error}); move it away to start a new cluster") from None
@@ -225,6 +239,11 @@ def _read_cluster_file(path: Path) -> RecordedCluster:
                 parse_host_port(address, f"{path}: {what} {child_id}")
             except SettingsError as error:
                 raise UpError(str(error)) from None
+    for broker_id, address in recorded.broker_kafka.items():
+        try:
+            parse_host_port(address, f"{path}: broker {broker_id} kafka_address")
+        except SettingsError as error:
+            raise UpError(str(error)) from None
     return recorded
 
 
@@ -301,28 +320,97 @@ def _broker_addresses(
     return [*recorded, *wanted[len(recorded) :]]
 
 
+def _kafka_addresses(
+    recorded: dict[int, str], broker_ids: list[int], base_port: int | None, taken: set[int], root: Path
+) -> dict[int, str]:
+    """Each broker's Kafka listener: as recorded; the others consecutive from --kafka-base-port, else (a new cluster,
+    or a cluster.json from before Kafka listeners) the first free block from 9092 that no other child uses."""
+    addresses = {b: recorded[b] for b in broker_ids if b in recorded}
+    missing = [b for b in broker_ids if b not in recorded]
+    if not missing:
+        if base_port is not None and recorded:
+            _check_recorded_base("--kafka-base-port", base_port, sorted(recorded.items()), root / CLUSTER_FILE)
+        return addresses
+    if recorded:
+        first = _check_recorded_base("--kafka-base-port", base_port, sorted(recorded.items()), root / CLUSTER_FILE)
+        first += max(recorded) - min(recorded) + 1  # after the recorded ones, as new brokers' gRPC ports
+        ports = [port for _, port in (parse_host_port(a, "kafka_address") for a in recorded.values())]
+        taken = taken | set(ports)
+    elif base_port is not None:
+        first = base_port
+    else:
+        first = _free_block(KAFKA_BASE_PORT_DEFAULT, len(missing), taken)
+    wanted = _consecutive_addresses(len(missing), first, "--kafka-base-port")
+    for broker_id, (_, address) in zip(missing, wanted, strict=True):
+        addresses[broker_id] = address
+    return addresses
+
+
+def _free_block(start: int, count: int, taken: set[int]) -> int:
+    """The first port from `start` (bounded search) beginning `count` consecutive ports that are free and not
+    `taken`; past the bound, the kernel's choice."""
+    for first in range(start, start + KAFKA_PORT_SEARCH_MAX):
+        block = range(first, first + count)
+        if not taken.intersection(block) and all(_port_free(LISTEN_HOST, port) for port in block):
+            return first
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LISTEN_HOST, 0))
+        return int(probe.getsockname()[1])
+
+
+def _port_free(host: str, port: int) -> bool:
+    if port > PORT_MAX:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def plan_brokers(
-    root: Path, recorded: RecordedCluster | None, count: int, base_port: int | None
+    root: Path,
+    recorded: RecordedCluster | None,
+    count: int,
+    base_port: int | None,
+    kafka_base_port: int | None = None,
+    taken: set[int] | None = None,
 ) -> tuple[list[ChildSpec], list[ChildSpec]]:
-    """(brokers to start, recorded brokers left stopped)."""
+    """(brokers to start, recorded brokers left stopped); `taken`: ports of the quorum's nodes."""
+    grpc = _broker_addresses(recorded.brokers if recorded else [], count, base_port, root)
+    taken = (taken or set()) | {parse_host_port(address, "address")[1] for _, address in grpc}
+    kafka = _kafka_addresses(
+        recorded.broker_kafka if recorded else {}, [b for b, _ in grpc], kafka_base_port, taken, root
+    )
     specs = []
-    for broker_id, address in _broker_addresses(recorded.brokers if recorded else [], count, base_port, root):
+    for broker_id, address in grpc:
         config_path = root / f"broker-{broker_id}.properties"
         cmd = (sys.executable, "-m", "zkraft", "broker", "start", "--config", str(config_path))
         log_path = root / "logs" / f"broker-{broker_id}.log"
-        specs.append(ChildSpec(BROKER, broker_id, address, root / f"broker-{broker_id}", config_path, log_path, cmd))
+        data_dir = root / f"broker-{broker_id}"
+        specs.append(
+            ChildSpec(BROKER, broker_id, address, data_dir, config_path, log_path, cmd, kafka_address=kafka[broker_id])
+        )
     return specs[:count], specs[count:]
 
 
 def plan(
-    root: Path, brokers: int, base_port: int | None, broker_base_port: int | None, zk_base_port: int | None = None
+    root: Path,
+    brokers: int,
+    base_port: int | None,
+    broker_base_port: int | None,
+    zk_base_port: int | None = None,
+    kafka_base_port: int | None = None,
 ) -> Plan:
     cluster_file = root / CLUSTER_FILE
     recorded = _read_cluster_file(cluster_file) if cluster_file.exists() else None
     if brokers > 0 and "," in str(root):
         raise UpUsageError(f"--data-dir: {root} contains a comma, which log.dirs cannot hold")
     quorum = plan_quorum(root, recorded, base_port, zk_base_port)
-    started, resting = plan_brokers(root, recorded, brokers, broker_base_port)
+    quorum_ports = {port for spec in quorum for _, port in spec.ports}
+    started, resting = plan_brokers(root, recorded, brokers, broker_base_port, kafka_base_port, quorum_ports)
     return Plan(root, quorum, started, resting)
 
 
@@ -332,6 +420,7 @@ def broker_properties(spec: ChildSpec, zookeeper_connect: str, overrides: dict[s
         "broker.id": str(spec.child_id),
         "host.name": host,
         "port": str(port),
+        "listeners": f"PLAINTEXT://{spec.kafka_address}",
         "log.dirs": str(spec.data_dir),
         "zookeeper.connect": zookeeper_connect,
         **overrides,
@@ -382,7 +471,8 @@ def check_ports_distinct(specs: Sequence[ChildSpec]) -> None:
             if port in owners:
                 raise UpUsageError(
                     f"port {port} is both {owners[port].name}'s and {spec.name}'s; "
-                    "choose --base-port, --zk-base-port and --broker-base-port so that they do not overlap"
+                    "choose --base-port, --zk-base-port, --broker-base-port and --kafka-base-port so that they do not "
+                    "overlap"
                 )
             owners[port] = spec
 
@@ -461,6 +551,8 @@ def _child_record(spec: ChildSpec, pids: dict[str, int]) -> dict[str, Any]:
     }
     if spec.zk_address:
         record["zk_address"] = spec.zk_address
+    if spec.kafka_address:
+        record["kafka_address"] = spec.kafka_address
     return record
 
 
@@ -774,12 +866,13 @@ def run(
     base_port: int | None = None,
     broker_base_port: int | None = None,
     zk_base_port: int | None = None,
+    kafka_base_port: int | None = None,
 ) -> int:
     parsed = parse_overrides(overrides)
     root = Path(data_dir).expanduser().resolve()
     if root.exists() and not root.is_dir():
         raise UpUsageError(f"--data-dir: {root} exists and is not a directory")
-    cluster_plan = plan(root, brokers, base_port, broker_base_port, zk_base_port)
+    cluster_plan = plan(root, brokers, base_port, broker_base_port, zk_base_port, kafka_base_port)
     validate_node_settings(cluster_plan.quorum, parsed.quorum, len(cluster_plan.brokers))
     validate_broker_settings(cluster_plan, parsed.broker)
     check_ports_distinct([*cluster_plan.quorum, *cluster_plan.brokers])
@@ -832,13 +925,21 @@ def _start_brokers(cluster: LocalCluster) -> bool:
     if controller is None:
         return False
     for spec in specs:
-        _say(f"{spec.name}: {spec.address} (pid {pids.get(spec.name, '-')}, log {spec.log_path})")
+        _say(
+            f"{spec.name}: {spec.kafka_address} (pid {pids.get(spec.name, '-')}, gRPC {spec.address}, "
+            f"log {spec.log_path})"
+        )
     _say(f"brokers ready: {len(specs)} registered, controller is broker {controller}")
+    _say(f"Kafka bootstrap servers: {kafka_bootstrap(cluster.plan)}")
     return True
+
+
+def kafka_bootstrap(plan: Plan) -> str:
+    """The one bootstrap list for Kafka's clients and zkraft's SDK and tools: the brokers' Kafka listeners."""
+    return ",".join(spec.kafka_address for spec in plan.brokers)
 
 
 def _running_line(plan: Plan) -> str:
     if not plan.brokers:
         return "zkraft up: running; Ctrl-C stops the cluster"
-    bootstrap = ",".join(spec.address for spec in plan.brokers)
-    return f"zkraft up: running; bootstrap servers {bootstrap}; Ctrl-C stops the cluster"
+    return f"zkraft up: running; bootstrap servers {kafka_bootstrap(plan)}; Ctrl-C stops the cluster"

@@ -6,13 +6,16 @@ kio's schemas: ApiVersions 0-3, Metadata 0-11, DescribeCluster 0, SaslHandshake 
 
 from __future__ import annotations
 
+import io
 import re
+from functools import cache
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.serial import entity_writer
 
 from broker.kafka_api.entities import build
-from broker.kafka_api.registry import API_SPECS, KafkaRequestContext, kafka_api
+from broker.kafka_api.registry import API_SPECS, EncodedResponse, KafkaRequestContext, kafka_api
 from client import kafka_errors as errors
 from client.kafka_znodes import INTERNAL_TOPICS, is_valid_topic_name
 
@@ -51,7 +54,17 @@ async def api_versions(request: Any, ctx: KafkaRequestContext) -> Any:
         and _SOFTWARE_NAME.fullmatch(request.client_software_version)
     ):
         return build(ctx.response_type, error_code=errors.InvalidRequestError.code, api_keys=[], throttle_time=0)
-    return build(ctx.response_type, error_code=errors.NONE, api_keys=_api_keys(), throttle_time=0)
+    return _encoded_api_versions(ctx.response_type)
+
+
+@cache
+def _encoded_api_versions(response_type: type) -> EncodedResponse:
+    """The table, encoded once per version: every connection asks for it first, and it never changes once the
+    API modules are imported (the first request comes after that)."""
+    body = io.BytesIO()
+    response = build(response_type, error_code=errors.NONE, api_keys=_api_keys(), throttle_time=0)
+    entity_writer(response_type)(body, response)
+    return EncodedResponse((body.getvalue(),))
 
 
 @kafka_api(SASL_HANDSHAKE_KEY, "SaslHandshake", 0, 1)

@@ -9,6 +9,16 @@ entity of `context.response_type` (build it with `broker.kafka_api.entities.buil
 Handlers translate: they turn the Kafka request into what the broker's own service below takes
 (`context.service`, the same BrokerService the gRPC front end calls) and its answer back into the
 Kafka response. Semantics live once, below both front ends.
+
+How the listener runs them: the requests of one connection are handled concurrently (clients
+pipeline), each handler started as its request is read, in arrival order, and the answers are written
+in that order. A handler returns a kio response entity, an `EncodedResponse` (a body it encoded
+itself, e.g. Fetch's records), or None when Kafka sends no response (Produce with acks=0); it raises
+`CloseConnection` when Kafka closes the connection instead of answering. Any other exception is logged
+with its traceback and the connection closed too (the client reconnects and retries). A handler that waits
+(a delayed produce or fetch) calls `broker.request_bounds.release_request_bytes()` first, as on gRPC.
+To name a broker to a Kafka client (FindCoordinator, Metadata), use its endpoint on
+`context.listener_name`: `context.service.metadata_cache.listener_endpoint(broker_id, listener_name)`.
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# (request entity, context) -> response entity of context.response_type, or an EncodedResponse
+# (request entity, context) -> response entity of context.response_type, an EncodedResponse, or None (no response)
 Handler = Callable[[Any, "KafkaRequestContext"], Awaitable[Any]]
 
 
