@@ -30,7 +30,8 @@ from typing import Any
 from broker.config import BrokerConfig
 from broker.controller.election import next_eligible_leader_replicas
 from broker.fetch_response import FetchReply
-from broker.log import LogError
+from broker.log import LogError, OffsetOutOfRangeError
+from broker.log.epoch_cache import EpochEndOffset
 from broker.log_manager import LogManager
 from broker.partition import Partition
 from broker.periodic import every
@@ -568,6 +569,23 @@ class ReplicaManager:
             return errors.NotLeaderForPartitionError.code  # Kafka: the replica is not assigned here
         return NONE
 
+    def diverging_epoch(self, tp: TopicPartition, last_fetched_epoch: int, fetch_offset: int) -> EpochEndOffset | None:
+        """KIP-595's check of a fetch that names the epoch of the last batch its client read (Kafka 2.8
+        Partition.readRecords with lastFetchedEpoch): when this leader's log ends that epoch before the fetch
+        offset, or knows only an older epoch, the client's log diverged and is told where the epoch ends here
+        (the fetch answers no records). Raises OffsetOutOfRangeError when the epoch's end is unknown, as Kafka
+        does. None when the logs agree (or the epoch is not given)."""
+        partition = self.partitions.get(tp)
+        if partition is None or last_fetched_epoch < 0:
+            return None
+        log = partition.log
+        found = log.leader_epoch_cache.end_offset_for(last_fetched_epoch, partition.leo)
+        if found.end_offset < 0 or found.leader_epoch < 0 or fetch_offset < log.log_start_offset:
+            raise OffsetOutOfRangeError(str(tp), fetch_offset, log.log_start_offset, partition.leo)
+        if found.leader_epoch < last_fetched_epoch or found.end_offset < fetch_offset:
+            return found
+        return None
+
     # ---------------------------------------------------------------- offsets
 
     def list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
@@ -584,21 +602,36 @@ class ReplicaManager:
                     out.error_code = errors.NotLeaderForPartitionError.code
                     continue
                 out.error_code = leader_epoch_error(item.current_leader_epoch, partition.leader_epoch)
-                if out.error_code != NONE:
-                    continue
-                log = partition.log
-                out.leader_epoch = partition.leader_epoch
-                if item.timestamp == EARLIEST_TIMESTAMP:
-                    out.offset = log.log_start_offset
-                elif item.timestamp == LATEST_TIMESTAMP:
-                    out.offset = (
-                        log.log_end_offset if request.replica_id != CONSUMER_REPLICA_ID else partition.high_watermark
-                    )
-                else:
-                    found = log.offset_for_timestamp(item.timestamp)
-                    if found is not None and found[0] < partition.high_watermark:
-                        out.offset, out.timestamp = found
+                if out.error_code == NONE:
+                    out.leader_epoch = partition.leader_epoch
+                    self._offset_for_timestamp(partition, item.timestamp, request.replica_id, out)
         return response
+
+    @staticmethod
+    def _offset_for_timestamp(
+        partition: Partition, timestamp: int, replica_id: int, out: pb.ListOffsetsPartitionResponse
+    ) -> None:
+        """Kafka 2.8 Partition.fetchOffsetForTimestamp. A consumer sees up to the high watermark (also the last
+        stable offset: no transactions), a replica or the debug consumer up to the log end. A new leader whose
+        high watermark has not yet reached the start of its epoch answers OFFSET_NOT_AVAILABLE (retriable) for
+        LATEST and for a time past what it can show: its high watermark is older than what was acknowledged."""
+        log = partition.log
+        is_client = replica_id == CONSUMER_REPLICA_ID
+        last_fetchable = partition.high_watermark if is_client else log.log_end_offset
+        lagging = is_client and partition.leader_epoch_start_offset > partition.high_watermark
+        if timestamp == EARLIEST_TIMESTAMP:
+            out.offset = log.log_start_offset
+            return
+        if timestamp != LATEST_TIMESTAMP:
+            found = log.offset_for_timestamp(timestamp)
+            if found is not None and found[0] < last_fetchable:
+                out.offset, out.timestamp = found
+                return
+        if lagging:
+            out.error_code = errors.OffsetNotAvailableError.code
+            out.leader_epoch = -1
+        elif timestamp == LATEST_TIMESTAMP:
+            out.offset = last_fetchable
 
     def offset_for_leader_epoch(self, request: pb.OffsetForLeaderEpochRequest) -> pb.OffsetForLeaderEpochResponse:
         response = pb.OffsetForLeaderEpochResponse()

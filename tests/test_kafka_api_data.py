@@ -18,12 +18,15 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from broker.config import BrokerConfig
 from broker.kafka_api.entities import build
-from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaRequestContext
+from broker.kafka_api.fetch_encoding import encode_fetch_response
+from broker.kafka_api.registry import API_SPECS, CloseConnection, EncodedResponse, KafkaRequestContext
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
@@ -69,16 +72,16 @@ class Broker:
         self.service = BrokerService(self.replicas, self.metadata, None, logger)
         self.service.producer_ids = _ProducerIds()
 
-    async def lead(self) -> None:
+    async def lead(self, leader_epoch: int = LEADER_EPOCH, replicas: tuple[int, ...] = (BROKER_ID,)) -> None:
         states = [
             pb.LeaderAndIsrPartitionState(
                 topic_name=TOPIC,
                 partition_index=p,
                 controller_epoch=1,
                 leader=BROKER_ID,
-                leader_epoch=LEADER_EPOCH,
-                isr=[BROKER_ID],
-                replicas=[BROKER_ID],
+                leader_epoch=leader_epoch,
+                isr=replicas,
+                replicas=replicas,
             )
             for p in (0, 1)
         ]
@@ -111,6 +114,11 @@ class Broker:
             response_type=response_type,
         )
         response = await API_SPECS[api_key].handler(request, ctx)
+        if isinstance(response, EncodedResponse):  # Fetch: the listener writes these parts as they are
+            body = b"".join(response.parts)
+            decoded, size = entity_reader(response_type)(body, 0)
+            assert size == len(body)
+            return decoded
         return None if response is None else _round_trip(response_type, response)
 
 
@@ -158,6 +166,13 @@ def _batch(values: list[bytes], *, producer_id: int = -1, sequence: int = -1, ti
             b"k%d" % i, value, headers=[("h", b"x")], timestamp_ms=(timestamp_ms or None) and timestamp_ms + i
         )
     return builder.build(producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1, base_sequence=sequence)
+
+
+def _damaged_batch(position: int, damage: bytes) -> bytes:
+    """A valid batch with `damage` written over it at `position` (header fields, lengths, CRC, records)."""
+    batch = bytearray(_batch([b"value"]))
+    batch[position : position + len(damage)] = damage
+    return bytes(batch)
 
 
 def _produce_request(records: bytes | None, *, partition: int = 0, acks: int = -1) -> dict[str, Any]:
@@ -251,6 +266,10 @@ async def test_produce_v3_and_later_refuses_two_batches_and_zstd_before_v7(broke
     zstd[22] |= 4  # the codec bits of the attributes: what a v6 request may not carry (CRC not checked first)
     refused = _produced(await broker.call(0, 6, _produce_request(bytes(zstd))))
     assert int(refused.error_code) == errors.UnsupportedCompressionTypeError.code
+    transactional = bytearray(_batch([b"a"]))
+    transactional[22] |= 0x10  # the transactional bit, in a request without a transactional id
+    refused = _produced(await broker.call(0, 9, _produce_request(bytes(transactional))))
+    assert int(refused.error_code) == errors.TransactionalIdAuthorizationFailedError.code
     empty = _produced(await broker.call(0, 9, _produce_request(b"")))
     assert int(empty.error_code) == errors.InvalidRecordError.code
     # Nothing of these reached the log.
@@ -366,6 +385,32 @@ async def test_list_offsets_earliest_latest_and_by_timestamp(broker: Broker, ver
         assert int(fenced.error_code) == errors.FencedLeaderEpochError.code
 
 
+@_synchronous
+async def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_not_available(
+    broker: Broker,
+) -> None:
+    await broker.lead(replicas=(BROKER_ID, 2, 3))
+    await broker.call(0, 9, _produce_request(_batch([b"a", b"b"]), acks=1))  # the followers never fetch it
+    await broker.lead(leader_epoch=LEADER_EPOCH + 1, replicas=(BROKER_ID, 2, 3))  # a new epoch starts at 2, HW 0
+
+    async def lookup(timestamp: int, replica_id: int = -1) -> Any:
+        request = {
+            "replica_id": replica_id,
+            "isolation_level": 0,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}],
+        }
+        [topic] = (await broker.call(2, 6, request)).topics
+        [partition] = topic.partitions
+        return partition
+
+    assert int((await lookup(-1)).error_code) == errors.OffsetNotAvailableError.code
+    assert int((await lookup(0)).error_code) == errors.OffsetNotAvailableError.code
+    earliest = await lookup(-2)
+    assert (int(earliest.error_code), earliest.offset) == (0, 0)
+    debug = await lookup(-1, replica_id=-2)  # a replica's or the debug consumer's view: the log end
+    assert (int(debug.error_code), debug.offset) == (0, 2)
+
+
 @pytest.mark.parametrize("version", _versions(23))
 @_synchronous
 async def test_offset_for_leader_epoch_answers_the_epoch_end_and_fences(broker: Broker, version: int) -> None:
@@ -413,3 +458,92 @@ async def test_init_producer_id_gives_fresh_ids_and_refuses_transactions(broker:
         assert int(half.error_code) == errors.InvalidRequestError.code
         bumped = await broker.call(22, version, request | {"producer_id": first.producer_id, "producer_epoch": 0})
         assert int(bumped.error_code) == 0 and bumped.producer_id > second.producer_id
+
+
+@pytest.mark.parametrize("version", _versions(1))
+def test_the_spliced_fetch_encoding_is_byte_for_byte_kios(version: int) -> None:
+    response_type = _entity_class(importlib.import_module(f"kio.schema.fetch.v{version}.response"), EntityType.response)
+    batch = _batch([b"a" * 300, b"b"])
+
+    def partition(index: int, error: int = 0) -> dict[str, Any]:
+        return {
+            "partition_index": index,
+            "error_code": error,
+            "high_watermark": 10 + index,
+            "last_stable_offset": 10 + index,
+            "log_start_offset": 0,
+            "aborted_transactions": () if index % 2 else None,
+            "preferred_read_replica": -1,
+        }
+
+    top = {"throttle_time": 0, "error_code": 0, "session_id": 0}
+    topics = [
+        ("a", [(partition(0), batch), (partition(1, error=1), b""), (partition(2), memoryview(batch * 2))]),
+        ("b" * 200, []),
+        ("c", [(partition(0), b"")]),
+    ]
+    spliced = b"".join(encode_fetch_response(response_type, top, topics).parts)
+    whole = build(
+        response_type,
+        top,
+        responses=[
+            {"topic": name, "partitions": [fields | {"records": bytes(records)} for fields, records in parts]}
+            for name, parts in topics
+        ],
+    )
+    buffer = io.BytesIO()
+    entity_writer(response_type)(buffer, whole)
+    assert spliced == buffer.getvalue()
+
+
+@_synchronous
+async def test_a_fetch_whose_last_fetched_epoch_diverged_is_told_where_the_epoch_ends(broker: Broker) -> None:
+    await broker.lead()
+    await broker.call(0, 9, _produce_request(_batch([b"a", b"b"])))  # offsets 0-1 in epoch 3
+    await broker.lead(leader_epoch=LEADER_EPOCH + 2)
+    await broker.call(0, 9, _produce_request(_batch([b"c"])))  # offset 2 in epoch 5
+
+    async def fetch(offset: int, last_fetched_epoch: int) -> Any:
+        request = _fetch_request(12, offset)
+        [part] = request["topics"][0]["partitions"]
+        topics = [{"topic": TOPIC, "partitions": [part | {"last_fetched_epoch": last_fetched_epoch}]}]
+        return _fetched(await broker.call(1, 12, request | {"topics": topics}))
+
+    agreed = await fetch(2, LEADER_EPOCH)  # epoch 3 ends at 2 here too: read on
+    assert agreed.diverging_epoch is None or agreed.diverging_epoch.end_offset == -1  # absent: kio's default
+    assert [r.value for r in iter_records(agreed.records)] == [b"c"]
+    for offset, epoch in ((3, LEADER_EPOCH), (3, LEADER_EPOCH + 1)):  # the client read past epoch 3's end here
+        diverged = await fetch(offset, epoch)
+        assert (int(diverged.error_code), diverged.records) == (0, b"")
+        assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (LEADER_EPOCH, 2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    records=st.binary(max_size=200) | st.builds(_damaged_batch, st.integers(0, 80), st.binary(min_size=1, max_size=8)),
+    fetch_offset=st.integers(-(2**63), 2**63 - 1),
+    partition_max_bytes=st.integers(-(2**31), 2**31 - 1),
+    last_fetched_epoch=st.integers(-(2**31), 2**31 - 1),
+    timestamp=st.integers(-(2**63), 2**63 - 1),
+)
+def test_any_values_a_client_sends_get_an_answer(
+    tmp_path: Path, records: bytes, fetch_offset: int, partition_max_bytes: int, last_fetched_epoch: int, timestamp: int
+) -> None:
+    async def scenario() -> None:
+        broker = Broker(tmp_path / str(time.monotonic_ns()))
+        await broker.lead()
+        produced = _produced(await broker.call(0, 9, _produce_request(records)))
+        assert int(produced.error_code) != 0 or produced.base_offset >= 0
+        part = {"partition": 0, "fetch_offset": fetch_offset, "partition_max_bytes": partition_max_bytes}
+        request = _fetch_request(12, 0) | {
+            "topics": [{"topic": TOPIC, "partitions": [part | {"last_fetched_epoch": last_fetched_epoch}]}]
+        }
+        assert len((await broker.call(1, 12, request)).responses) == 1
+        lookup = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}],
+        }
+        assert len((await broker.call(2, 6, lookup)).topics) == 1
+
+    asyncio.run(scenario())

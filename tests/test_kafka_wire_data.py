@@ -261,3 +261,16 @@ def test_acks_0_records_are_written_without_an_answer(cluster: KafkaCluster) -> 
     finally:
         consumer.close()
     assert [r[2] for r in _read_kafka_python(cluster, topic, RECORDS)] == [b"%d" % i for i in range(RECORDS)]
+    # No answer is not a failure: the broker neither wrote a response nor dropped the connection for these.
+    failed = [e for b in cluster.broker_ids for e in cluster.log_events(b, "kafka_request_failed")]
+    assert [e for e in failed if e.get("api") == "Produce"] == []
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_pass_through_as_written(cluster: KafkaCluster, codec: str) -> None:
+    # The record path never opens a batch: what librdkafka compressed is stored and fetched as it came.
+    topic = f"compressed-{codec}"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    records = _expected(codec)
+    assert _produce_librdkafka(cluster, topic, records, **{"compression.type": codec}) == list(range(RECORDS))
+    assert _read_librdkafka(cluster, topic, RECORDS) == records

@@ -5,12 +5,15 @@ sends numbered records while the leader of partition 0 is killed. The producer f
 (NOT_LEADER_OR_FOLLOWER, metadata refresh) and retries its in-flight batches with their sequences; the new
 leader knows those sequences from the replicated batches, so a batch the old leader had appended is answered
 as a duplicate with its original offset, not written twice. Afterwards every acknowledged record is in the
-log exactly once, at the offset its acknowledgement named, and no record is there twice.
+log exactly once, at the offset its acknowledgement named, and no record is there twice. A librdkafka
+consumer reading the partitions while the leader dies (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, a
+metadata refresh, then the new leader) is handed every record of the log once, in offset order.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -56,7 +59,48 @@ class _Acks:
                 self.acked[message.value()] = (message.partition(), message.offset())
 
 
+class _TailingConsumer(threading.Thread):
+    """A librdkafka consumer (assign, no group) reading every partition from offset 0 until told the ends."""
+
+    def __init__(self, cluster: KafkaCluster) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap = cluster.kafka_bootstrap_servers
+        self.seen: list[tuple[int, int, bytes]] = []
+        self.ends: dict[int, int] | None = None  # set by the test once the producer is done
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "unused-tailing",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 100,
+            }
+        )
+        try:
+            consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+            deadline = time.monotonic() + 2 * TIMEOUT_S
+            while time.monotonic() < deadline and not self._done():
+                for message in consumer.consume(500, timeout=0.2):
+                    if message.error() is not None:  # a broker going away is reported here, then retried
+                        self.errors.append(str(message.error()))
+                    else:
+                        self.seen.append((message.partition(), message.offset(), message.value()))
+        finally:
+            consumer.close()
+
+    def _done(self) -> bool:
+        ends = self.ends
+        if ends is None:
+            return False
+        read = Counter(partition for partition, _, _ in self.seen)
+        return all(read[p] >= end for p, end in ends.items())
+
+
 def test_a_leader_killed_under_an_idempotent_producer_loses_and_duplicates_nothing(cluster: KafkaCluster) -> None:
+    tailing = _TailingConsumer(cluster)
+    tailing.start()
     acks = _Acks()
     producer = Producer(
         {
@@ -87,6 +131,13 @@ def test_a_leader_killed_under_an_idempotent_producer_loses_and_duplicates_nothi
     moved = [v for v, position in acks.acked.items() if where[v] != position]
     assert moved == [], f"{len(moved)} records are not at the offset their acknowledgement named"
     assert len(acks.acked) == RECORDS
+
+    tailing.ends = {p: sum(1 for q, _ in in_log if q == p) for p in range(PARTITIONS)}
+    tailing.join(2 * TIMEOUT_S)
+    assert not tailing.is_alive(), "the tailing consumer did not reach the end of every partition"
+    for p in range(PARTITIONS):
+        read = [(offset, value) for q, offset, value in tailing.seen if q == p]
+        assert read == sorted((o, v) for (q, o), (v, _) in in_log.items() if q == p), f"partition {p} read differently"
 
 
 def _read_everything(cluster: KafkaCluster) -> dict[tuple[int, int], tuple[bytes, bytes]]:

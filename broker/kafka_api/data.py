@@ -18,9 +18,12 @@ import struct
 from typing import Any
 
 from broker.kafka_api.entities import build, millis
+from broker.kafka_api.fetch_encoding import encode_fetch_response
 from broker.kafka_api.registry import CloseConnection, KafkaRequestContext, kafka_api
+from broker.log import LogError
 from broker.producer_ids import init_producer_id
 from client import kafka_errors as errors
+from client.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
 
 NONE = errors.NONE
@@ -35,6 +38,7 @@ _LOG_OVERHEAD_BYTES = 12  # baseOffset + batchLength
 _MAGIC_POSITION = 16
 _ATTRIBUTES_POSITION = 21
 _CODEC_MASK = 0x07
+_TRANSACTIONAL_FLAG = 0x10
 _ZSTD = 4
 _ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: older produce versions may not carry zstd
 
@@ -61,16 +65,7 @@ NO_PRODUCER_EPOCH = -1
 async def produce(request: Any, ctx: KafkaRequestContext) -> Any:
     """Kafka 2.8 KafkaApis.handleProduceRequest over ReplicaManager.produce. acks=0 answers nothing, or closes
     the connection when a partition failed (the producer then refreshes its metadata)."""
-    refused: dict[tuple[str, int], tuple[int, str]] = {}
-    topics: dict[str, list[pb.PartitionProduceData]] = {}
-    for topic in request.topic_data:
-        for data in topic.partition_data:
-            records = data.records or b""
-            problem = _produce_records_problem(ctx.api_version, records)
-            if problem is not None:
-                refused[(topic.name, data.index)] = problem
-            else:
-                topics.setdefault(topic.name, []).append(pb.PartitionProduceData(index=data.index, records=records))
+    refused, topics = _partitions_to_append(request, ctx.api_version)
     results: dict[tuple[str, int], pb.PartitionProduceResponse] = {}
     if topics:
         answer = await ctx.service.replicas.produce(
@@ -100,11 +95,40 @@ async def produce(request: Any, ctx: KafkaRequestContext) -> Any:
     return build(ctx.response_type, responses=responses, throttle_time=0)
 
 
-def _produce_records_problem(version: int, records: bytes) -> tuple[int, str] | None:
+def _partitions_to_append(
+    request: Any, version: int
+) -> tuple[dict[tuple[str, int], tuple[int, str]], dict[str, list[pb.PartitionProduceData]]]:
+    """(refused partitions with their error, the rest by topic for the replica manager). A transactional batch
+    without a transactional id refuses the whole request, as Kafka 2.8 answers it with one error."""
+    refused: dict[tuple[str, int], tuple[int, str]] = {}
+    topics: dict[str, list[pb.PartitionProduceData]] = {}
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = data.records or b""
+            problem = _produce_records_problem(version, records, request.transactional_id)
+            if problem is None:
+                topics.setdefault(topic.name, []).append(pb.PartitionProduceData(index=data.index, records=records))
+                continue
+            refused[(topic.name, data.index)] = problem
+            if problem[0] == errors.TransactionalIdAuthorizationFailedError.code:
+                everything = {(t.name, d.index): problem for t in request.topic_data for d in t.partition_data}
+                return everything, {}
+    return refused, topics
+
+
+def _produce_records_problem(version: int, records: bytes, transactional_id: str | None) -> tuple[int, str] | None:
     """Kafka 2.8 ProduceRequest.validateRecords, from the first batch's header: v3+ carries exactly one batch of
-    magic 2, and zstd only from v7. An empty or short buffer is left to the log, which refuses it by name."""
+    magic 2, and zstd only from v7. An empty or short buffer is left to the log, which refuses it by name.
+
+    A transactional batch without a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka 2.8's
+    KafkaApis.handleProduceRequest answers it. With an id it goes to the log as the gRPC front end sends it:
+    no producer can hold a transactional producer id here (InitProducerId refuses transactional ids)."""
     if len(records) < _ATTRIBUTES_POSITION + 2:
         return None
+    if transactional_id is None and records[_ATTRIBUTES_POSITION + 1] & _TRANSACTIONAL_FLAG:
+        return errors.TransactionalIdAuthorizationFailedError.code, (
+            "a transactional record batch needs the request's transactional id"
+        )
     if records[_MAGIC_POSITION] != 2:
         return errors.InvalidRecordError.code, (
             f"Produce requests with version {version} are only allowed to contain record batches with magic version 2"
@@ -181,64 +205,62 @@ async def fetch(request: Any, ctx: KafkaRequestContext) -> Any:
             session_id=INVALID_SESSION_ID,
             responses=(),
         )
-    replica_id = DEBUG_REPLICA_ID if request.replica_id == DEBUG_REPLICA_ID else CONSUMER_REPLICA_ID
-    reply = await ctx.service.replicas.fetch(
-        pb.FetchRequest(
-            replica_id=replica_id,
-            max_wait_ms=millis(request.max_wait),
-            min_bytes=request.min_bytes,
-            max_bytes=request.max_bytes,
-            isolation_level=request.isolation_level,
-            topics=[
-                pb.FetchTopic(
-                    topic=topic.topic,
-                    partitions=[
-                        pb.FetchPartition(
-                            partition=item.partition,
-                            current_leader_epoch=getattr(item, "current_leader_epoch", -1),
-                            fetch_offset=item.fetch_offset,
-                            log_start_offset=-1,
-                            partition_max_bytes=item.partition_max_bytes,
-                        )
-                        for item in topic.partitions
-                    ],
-                )
-                for topic in request.topics
+    reply = await ctx.service.replicas.fetch(_replica_fetch_request(request))
+    aborted = () if request.isolation_level == READ_COMMITTED else None
+    topics = [
+        (
+            topic.topic,
+            [
+                _partition_answer(ctx, topic.topic, item, part, reply.records.get((t, p), b""), aborted)
+                for p, (item, part) in enumerate(zip(asked.partitions, topic.partitions, strict=True))
             ],
         )
-    )
-    aborted = () if request.isolation_level == READ_COMMITTED else None
-    responses = [
-        {
-            "topic": topic.topic,
-            "partitions": [
-                _fetch_partition_data(ctx, topic.topic, part, reply.records.get((t, p), b""), aborted)
-                for p, part in enumerate(topic.partitions)
-            ],
-        }
-        for t, topic in enumerate(reply.response.responses)
+        for t, (asked, topic) in enumerate(zip(request.topics, reply.response.responses, strict=True))
     ]
-    return build(
-        ctx.response_type, throttle_time=0, error_code=NONE, session_id=INVALID_SESSION_ID, responses=responses
+    top = {"throttle_time": 0, "error_code": NONE, "session_id": INVALID_SESSION_ID}
+    return encode_fetch_response(ctx.response_type, top, topics)
+
+
+def _replica_fetch_request(request: Any) -> pb.FetchRequest:
+    replica_id = DEBUG_REPLICA_ID if request.replica_id == DEBUG_REPLICA_ID else CONSUMER_REPLICA_ID
+    return pb.FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=millis(request.max_wait),
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation_level=request.isolation_level,
+        topics=[
+            pb.FetchTopic(
+                topic=topic.topic,
+                partitions=[
+                    pb.FetchPartition(
+                        partition=item.partition,
+                        current_leader_epoch=getattr(item, "current_leader_epoch", -1),
+                        fetch_offset=item.fetch_offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=item.partition_max_bytes,
+                    )
+                    for item in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
     )
 
 
-def _fetch_partition_data(
-    ctx: KafkaRequestContext, topic: str, part: pb.FetchPartitionData, records: bytes, aborted: tuple[()] | None
-) -> dict[str, Any]:
+def _partition_answer(
+    ctx: KafkaRequestContext,
+    topic: str,
+    item: Any,
+    part: pb.FetchPartitionData,
+    records: bytes,
+    aborted: tuple[()] | None,
+) -> tuple[dict[str, Any], bytes]:
+    """A partition's fields (without records) and its records; a fetch naming its last fetched epoch (v12+) is
+    checked for a diverged log first (the answer then carries where the epoch ends here, and no records)."""
     if part.error_code != NONE:
-        # Kafka 2.8 ReplicaManager.readFromLocalLog: an erroring partition answers unknown offsets, no records.
-        return {
-            "partition_index": part.partition,
-            "error_code": _not_hosted_code(ctx, topic, part.partition, part.error_code),
-            "high_watermark": UNKNOWN_OFFSET,
-            "last_stable_offset": UNKNOWN_OFFSET,
-            "log_start_offset": UNKNOWN_OFFSET,
-            "aborted_transactions": None,
-            "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
-            "records": b"",
-        }
-    return {
+        return _fetch_error_data(ctx, topic, part.partition, part.error_code), b""
+    fields = {
         "partition_index": part.partition,
         "error_code": NONE,
         "high_watermark": part.high_watermark,
@@ -246,7 +268,31 @@ def _fetch_partition_data(
         "log_start_offset": part.log_start_offset,
         "aborted_transactions": aborted,
         "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
-        "records": records,
+    }
+    last_fetched_epoch = getattr(item, "last_fetched_epoch", -1)
+    if last_fetched_epoch < 0:
+        return fields, records
+    try:
+        diverged = ctx.service.replicas.diverging_epoch(
+            TopicPartition(topic, part.partition), last_fetched_epoch, item.fetch_offset
+        )
+    except LogError as exc:
+        return _fetch_error_data(ctx, topic, part.partition, exc.error_code), b""
+    if diverged is None:
+        return fields, records
+    return fields | {"diverging_epoch": {"epoch": diverged.leader_epoch, "end_offset": diverged.end_offset}}, b""
+
+
+def _fetch_error_data(ctx: KafkaRequestContext, topic: str, partition: int, code: int) -> dict[str, Any]:
+    """Kafka 2.8 ReplicaManager.readFromLocalLog: an erroring partition answers unknown offsets, no records."""
+    return {
+        "partition_index": partition,
+        "error_code": _not_hosted_code(ctx, topic, partition, code),
+        "high_watermark": UNKNOWN_OFFSET,
+        "last_stable_offset": UNKNOWN_OFFSET,
+        "log_start_offset": UNKNOWN_OFFSET,
+        "aborted_transactions": None,
+        "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
     }
 
 
