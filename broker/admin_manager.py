@@ -157,7 +157,7 @@ class AdminManager:
                 result.error_code, result.error_message = _error_of(exc)
                 shapes.pop(topic.name, None)
         if created and request.timeout_ms > 0:
-            await self._wait_for_leaders(created, request.timeout_ms)
+            self._mark_timed_out(response.topics, await self._wait_for_leaders(created, request.timeout_ms))
         return response, shapes
 
     async def auto_create(self, topics: list[str]) -> None:
@@ -170,24 +170,39 @@ class AdminManager:
         )
         response = await self.create_topics(request)
         for result in response.topics:
-            if result.error_code not in (errors.NONE, errors.TopicAlreadyExistsError.code):
+            if result.error_code not in (
+                errors.NONE,
+                errors.TopicAlreadyExistsError.code,
+                errors.RequestTimedOutError.code,
+            ):
                 self._log.info("auto_create_failed", topic=result.name, error=result.error_message)
 
-    async def _wait_for_leaders(self, topics: dict[str, int], timeout_ms: int) -> None:
-        """Bounded wait until every new partition has a live leader in this broker's metadata."""
+    async def _wait_for_leaders(self, topics: dict[str, int], timeout_ms: int) -> set[str]:
+        """Bounded wait until every new partition has a live leader in this broker's metadata; the topics
+        still missing one when `timeout_ms` runs out (Kafka's DelayedCreatePartitions answers them
+        REQUEST_TIMED_OUT: they exist, their leaders are still being elected)."""
         release_request_bytes()
 
-        def ready() -> bool:
+        def leaderless() -> set[str]:
+            missing = set()
             for name, count in topics.items():
                 for p in range(count):
                     state = self.metadata.partition_state(name, p)
                     if state is None or state.leader < 0 or state.leader not in self.metadata.brokers:
-                        return False
-            return True
+                        missing.add(name)
+                        break
+            return missing
 
         deadline = time.monotonic() + timeout_ms / 1000
-        while not ready() and time.monotonic() < deadline:
+        while leaderless() and time.monotonic() < deadline:
             await self.metadata.wait_for_update(deadline - time.monotonic())
+        return leaderless()
+
+    def _mark_timed_out(self, results: Any, timed_out: set[str]) -> None:
+        for result in results:
+            if result.name in timed_out and result.error_code == errors.NONE:
+                result.error_code = errors.RequestTimedOutError.code
+                self._log.info("admin_leaders_not_elected_in_time", topic=result.name)
 
     async def create_partitions(self, request: pb.CreatePartitionsRequest) -> pb.CreatePartitionsResponse:
         response = pb.CreatePartitionsResponse()
@@ -225,7 +240,7 @@ class AdminManager:
                 if isinstance(exc, AdminOperationError) and "increased" in str(exc):
                     result.error_code = errors.InvalidPartitionsError.code
         if grown and request.timeout_ms > 0:
-            await self._wait_for_leaders(grown, request.timeout_ms)
+            self._mark_timed_out(response.results, await self._wait_for_leaders(grown, request.timeout_ms))
         return response
 
     async def delete_topics(self, request: pb.DeleteTopicsRequest) -> pb.DeleteTopicsResponse:

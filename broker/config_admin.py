@@ -90,13 +90,17 @@ class _ConfigValueError(Exception):
     """A ConfigException: answered as INVALID_REQUEST with the resource named, as 2.8's alterConfigs does."""
 
 
+def _type_name(resource_type: int) -> str:
+    """ConfigResource.Type.forId(id).toString: an id it does not know is UNKNOWN."""
+    try:
+        return ResourceType(resource_type).name
+    except ValueError:
+        return "UNKNOWN"
+
+
 def resource_text(resource_type: int, name: str) -> str:
     """ConfigResource.toString."""
-    try:
-        type_name = ResourceType(resource_type).name
-    except ValueError:
-        type_name = "UNKNOWN"
-    return f"ConfigResource(type={type_name}, name='{name}')"
+    return f"ConfigResource(type={_type_name(resource_type)}, name='{name}')"
 
 
 def _scala_set(names: Sequence[str]) -> str:
@@ -141,16 +145,18 @@ class ConfigAdmin:
         if await self.zk.exists(topic_path(topic)) is None:
             raise errors.UnknownTopicOrPartitionError(f"The topic '{topic}' does not exist.")
 
-    def _broker_entity(self, name: str) -> str:
-        """getBrokerId: this broker's id, or the cluster default for an empty name."""
+    def _broker_entity(self, name: str, describing: bool) -> str:
+        """getBrokerId: this broker's id, or the cluster default for an empty name (2.8's messages differ
+        between ConfigHelper's describe and ZkAdminManager's alter)."""
         if not name:
             return DEFAULT_BROKER_ENTITY
-        if not name.isdigit():
-            raise errors.InvalidRequestError(f"Broker id must be an integer, but it is: {name}")
-        if int(name) != self.config.broker_id:
-            raise errors.InvalidRequestError(
-                f"Unexpected broker id, expected {self.config.broker_id} or empty string, but received {name}"
-            )
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise errors.InvalidRequestError(f"Broker id must be an integer, but it is: {name}") from None
+        if broker_id != self.config.broker_id:
+            expected = f"{self.config.broker_id} or empty string" if describing else str(self.config.broker_id)
+            raise errors.InvalidRequestError(f"Unexpected broker id, expected {expected}, but received {name}")
         return str(self.config.broker_id)
 
     # ------------------------------------------------------------------ describe
@@ -166,7 +172,8 @@ class ConfigAdmin:
         results = []
         for resource_type, name, keys in resources:
             try:
-                entries = await self._describe_one(resource_type, name, keys, include_synonyms, include_documentation)
+                wanted = keys or None  # ConfigHelper: a null or empty key list asks for every config
+                entries = await self._describe_one(resource_type, name, wanted, include_synonyms, include_documentation)
                 results.append(DescribeConfigsResult(resource_type, name, entries=tuple(entries)))
             except Exception as exc:
                 code, message = _error_of(exc, resource_type, name)
@@ -188,10 +195,10 @@ class ConfigAdmin:
             layers = await self.broker_layers()
             return describe_topic_configs(overrides, layers, keys, synonyms=synonyms, documentation=documentation)
         if resource_type == ResourceType.BROKER:
-            per_broker = self._broker_entity(name) != DEFAULT_BROKER_ENTITY
+            per_broker = self._broker_entity(name, describing=True) != DEFAULT_BROKER_ENTITY
             layers = await self.broker_layers()
             return describe_broker_configs(self.config, layers, keys, per_broker=per_broker, synonyms=synonyms)
-        raise errors.InvalidRequestError(f"Unsupported resource type: {resource_text(resource_type, name)}")
+        raise errors.InvalidRequestError(f"Unsupported resource type: {_type_name(resource_type)}")
 
     # ------------------------------------------------------------------ alter
 
@@ -226,15 +233,15 @@ class ConfigAdmin:
             check_topic_configs(configs)
             entity_type, entity = CONFIG_TYPE_TOPIC, name
         elif resource_type == ResourceType.BROKER:
-            entity = self._broker_entity(name)
+            entity = self._broker_entity(name, describing=False)
             current = await self._entity_config(CONFIG_TYPE_BROKER, entity) if incremental else {}
             configs = apply_ops(current, ops, {})
             check_dynamic_broker_configs(configs)
             entity_type = CONFIG_TYPE_BROKER
         else:
+            kind = _type_name(resource_type)
             raise errors.InvalidRequestError(
-                f"AlterConfigs is only supported for topics and brokers, but resource type is "
-                f"{resource_text(resource_type, name)}"
+                f"AlterConfigs is only supported for topics and brokers, but resource type is {kind}"
             )
         if not validate_only:
             await self._write(entity_type, entity, configs)
@@ -273,7 +280,8 @@ def _check_ops(ops: Sequence[ConfigOp], incremental: bool) -> None:
 
 def apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp], keys: Mapping[str, Any]) -> dict[str, str]:
     """ZkAdminManager.prepareIncrementalConfigs: SET, DELETE, and APPEND / SUBTRACT on LIST configs (each starting
-    from the current value, else the default). Unlike 2.8, an empty default yields no empty list element."""
+    from the current value, else the default; APPEND keeps a repeated item, as 2.8 does). Unlike 2.8, an empty
+    default yields no empty list element (2.8 appends "0:1" to the throttled replicas' "" as ",0:1")."""
     configs = dict(current)
     for op in ops:
         if op.op == AlterOp.SET:
@@ -293,7 +301,7 @@ def apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp], keys: Mapping
             old_items = [item for item in old.split(",") if item]
             given = [item for item in (op.value or "").split(",") if item]
             if op.op == AlterOp.APPEND:
-                merged = list(dict.fromkeys(old_items + given))
+                merged = old_items + given
             else:
                 merged = [item for item in old_items if item not in given]
             configs[op.name] = ",".join(merged)

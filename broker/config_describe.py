@@ -424,7 +424,9 @@ def describe_broker_configs(
 ) -> list[ConfigEntry]:
     """ZkAdminManager.createBrokerConfigEntry for each config of a broker, or of the cluster default entity."""
     if per_broker:
-        values: dict[str, str | None] = {**broker_static_values(config), **layers.dynamic_broker}
+        # A property this broker leaves unset (None) still has Kafka's static default where 2.8 has one.
+        static = {n: v if v is not None else layers.defaults.get(n) for n, v in broker_static_values(config).items()}
+        values: dict[str, str | None] = {**static, **layers.dynamic_broker}
     else:
         values = dict(layers.dynamic_default)
     wanted = sorted(values) if keys is None else [k for k in dict.fromkeys(keys) if k in values]

@@ -35,8 +35,9 @@ class LogDirDescription:
 def describe_log_dirs(
     logs: Any, partitions: Mapping[TopicPartition, Any], wanted: Mapping[str, Collection[int]] | None
 ) -> list[LogDirDescription]:
-    """`logs` is the LogManager, `partitions` the replica manager's; `wanted` topic -> partitions, None for all."""
-    by_dir: dict[str, dict[str, list[LogDirPartition]]] = {str(d.resolve()): {} for d in logs.directories}
+    """`logs` is the LogManager, `partitions` the replica manager's; `wanted` topic -> partitions, None for all.
+    Each dir is named by its absolute path, as `new File(logDir).getAbsolutePath`."""
+    by_dir: dict[str, dict[str, list[LogDirPartition]]] = {str(d.absolute()): {} for d in logs.directories}
     for tp, log in logs:
         if wanted is not None and tp.partition not in wanted.get(tp.topic, ()):
             continue
@@ -45,7 +46,7 @@ def describe_log_dirs(
             continue
         partition = partitions.get(tp)
         lag = INVALID_OFFSET_LAG if partition is None else max(partition.high_watermark - log.log_end_offset, 0)
-        topics = by_dir.setdefault(str(directory.resolve()), {})
+        topics = by_dir.setdefault(str(directory.absolute()), {})
         topics.setdefault(tp.topic, []).append(LogDirPartition(tp.partition, log.size_bytes, lag))
     return [
         LogDirDescription(path, {t: sorted(ps, key=lambda p: p.partition) for t, ps in sorted(topics.items())})

@@ -128,3 +128,26 @@ def test_configs_tool_with_bootstrap_server(cluster: KafkaCluster, admin: Admin)
     assert "Invalid value soon for configuration retention.ms: Not a number of type LONG" in bad.stderr
     missing = _tool(*bootstrap, "--entity-name", "tooled", "--alter", "--delete-config", "nope")
     assert missing.returncode != 0 and "Invalid config(s): nope" in missing.stderr
+
+
+def test_configs_tool_broker_default_and_every_broker(cluster: KafkaCluster) -> None:
+    brokers = ["configs", "--bootstrap-server", cluster.bootstrap_servers, "--entity-type", "brokers"]
+    done = _tool(*brokers, "--entity-default", "--alter", "--add-config", "leader.replication.throttled.rate=2000000")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Completed updating default config for brokers in the cluster."
+    described = _tool(*brokers, "--describe")
+    assert described.returncode == 0, described.stderr
+    lines = described.stdout.splitlines()
+    for broker_id in (1, 2, 3):
+        assert f"Dynamic configs for broker {broker_id} are:" in lines
+    default_at = lines.index("Default configs for brokers in the cluster are:")
+    assert lines[default_at + 1] == (
+        "  leader.replication.throttled.rate=2000000 sensitive=false "
+        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:leader.replication.throttled.rate=2000000}"
+    )
+    refused = _tool(*brokers, "--entity-default", "--alter", "--add-config", "log.retention.ms=1")
+    assert (
+        refused.returncode != 0 and "Cannot update these configs dynamically: Set(log.retention.ms)" in refused.stderr
+    )
+    done = _tool(*brokers, "--entity-default", "--alter", "--delete-config", "leader.replication.throttled.rate")
+    assert done.returncode == 0, done.stderr

@@ -125,7 +125,13 @@ def _request(api_key: int, version: int, name: str) -> Any:
     return vars(importlib.import_module(f"kio.schema.{MODULES[api_key]}.v{version}.request"))[name]
 
 
-def _create(broker: SimpleNamespace, version: int, topics: list[dict[str, Any]], validate_only: bool = False) -> Any:
+def _create(
+    broker: SimpleNamespace,
+    version: int,
+    topics: list[dict[str, Any]],
+    validate_only: bool = False,
+    timeout_ms: int = 0,
+) -> Any:
     module = importlib.import_module(f"kio.schema.create_topics.v{version}.request")
     import datetime
 
@@ -143,7 +149,7 @@ def _create(broker: SimpleNamespace, version: int, topics: list[dict[str, Any]],
             )
             for t in topics
         ),
-        timeout=datetime.timedelta(0),
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
         validate_only=validate_only,
     )
     return _call(broker, 19, version, request)
@@ -383,7 +389,7 @@ def test_create_partitions_delete_topics_and_describe_log_dirs(broker: SimpleNam
     log = broker.service.replicas.logs.get_or_create(TopicPartition("t", 0))
     log_dirs = _request(35, 2, "DescribeLogDirsRequest")(topics=None)
     [result] = _call(broker, 35, 2, log_dirs).results
-    assert int(result.error_code) == 0 and result.log_dir == str((tmp_path / "logs").resolve())
+    assert int(result.error_code) == 0 and result.log_dir == str((tmp_path / "logs").absolute())
     [(topic, [partition])] = [(t.name, list(t.partitions)) for t in result.topics]
     assert (topic, partition.partition_index, partition.partition_size) == ("t", 0, log.size_bytes)
     assert partition.is_future_key is False
@@ -397,3 +403,87 @@ def test_create_partitions_delete_topics_and_describe_log_dirs(broker: SimpleNam
         [deleted] = _call(broker, 20, version, request).responses
         assert int(deleted.error_code) == (0 if version == 6 else 3)
     assert "/admin/delete_topics/t" in broker.zk.nodes
+
+
+def test_delete_topics_by_an_unknown_id(broker: SimpleNamespace) -> None:
+    import datetime
+    import uuid
+
+    module = importlib.import_module("kio.schema.delete_topics.v6.request")
+    topic_id = uuid.uuid4()
+    request = module.DeleteTopicsRequest(
+        topics=(module.DeleteTopicState(name=None, topic_id=topic_id),), timeout=datetime.timedelta(0)
+    )
+    [result] = _call(broker, 20, 6, request).responses
+    assert (int(result.error_code), result.topic_id, result.name) == (100, topic_id, None)
+
+
+def _minimal_request(api_key: int, module: Any) -> Any:
+    """A request of each API that succeeds on a cluster holding topic t, in the fields of `module`'s version."""
+    import datetime
+
+    zero = datetime.timedelta(0)
+    match api_key:
+        case 19:
+            topic = module.CreatableTopic(
+                name="fresh", num_partitions=1, replication_factor=1, assignments=(), configs=()
+            )
+            return module.CreateTopicsRequest(topics=(topic,), timeout=zero, validate_only=True)
+        case 20 if hasattr(module, "DeleteTopicState"):
+            return module.DeleteTopicsRequest(topics=(module.DeleteTopicState(name="t", topic_id=None),), timeout=zero)
+        case 20:
+            return module.DeleteTopicsRequest(topic_names=("t",), timeout=zero)
+        case 33:
+            config = module.AlterableConfig(name="retention.ms", value="1000")
+            resource = module.AlterConfigsResource(resource_type=2, resource_name="t", configs=(config,))
+            return module.AlterConfigsRequest(resources=(resource,), validate_only=True)
+        case 44:
+            config = module.AlterableConfig(name="retention.ms", config_operation=0, value="1000")
+            resource = module.AlterConfigsResource(resource_type=2, resource_name="t", configs=(config,))
+            return module.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=True)
+        case 35:
+            return module.DescribeLogDirsRequest(topics=None)
+        case 37:
+            topic = module.CreatePartitionsTopic(name="t", count=2, assignments=None)
+            return module.CreatePartitionsRequest(topics=(topic,), timeout=zero, validate_only=True)
+    raise AssertionError(api_key)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version"),
+    [
+        (key, v)
+        for key in (19, 20, 33, 35, 37, 44)
+        for v in range(API_SPECS[key].min_version, API_SPECS[key].max_version + 1)
+    ],
+)
+def test_every_advertised_version_answers(broker: SimpleNamespace, api_key: int, version: int) -> None:
+    _create(broker, 7, [{"name": "t", "partitions": 1, "rf": 1}])
+    module = importlib.import_module(f"kio.schema.{MODULES[api_key]}.v{version}.request")
+    response = _call(broker, api_key, version, _minimal_request(api_key, module))
+    results = next(getattr(response, f) for f in ("topics", "responses", "results") if hasattr(response, f))
+    assert results and all(int(getattr(r, "error_code", 0)) == 0 for r in results)
+
+
+def test_config_requests_kafka_refuses(broker: SimpleNamespace) -> None:
+    _create(broker, 7, [{"name": "t", "partitions": 1, "rf": 1}])
+    assert len(_configs(_describe(broker, 4, [(2, "t", ())]))) == 26  # an empty key list asks for every config
+    logger, unknown = _describe(broker, 4, [(8, "1", None), (4, "one", None)]).results
+    assert (int(logger.error_code), logger.error_message) == (42, "Unsupported resource type: BROKER_LOGGER")
+    assert unknown.error_message == "Broker id must be an integer, but it is: one"
+    other, logger = _alter(broker, [(4, "2", {"follower.replication.throttled.rate": "1"}), (8, "1", {})]).responses
+    assert (int(other.error_code), other.error_message) == (42, "Unexpected broker id, expected 1, but received 2")
+    assert (
+        logger.error_message
+        == "AlterConfigs is only supported for topics and brokers, but resource type is BROKER_LOGGER"
+    )
+    [twice] = _incremental(broker, (2, "t"), [("cleanup.policy", 2, "delete")]).responses
+    assert int(twice.error_code) == 0  # 2.8 appends without removing repeats
+    assert json.loads(broker.zk.nodes["/config/topics/t"])["config"]["cleanup.policy"] == "delete,delete"
+
+
+def test_create_topics_whose_leaders_are_not_elected_in_time_answer_request_timed_out(broker: SimpleNamespace) -> None:
+    # No controller runs here, so no leader ever shows in the metadata: as Kafka's DelayedCreatePartitions,
+    # the topic exists and the answer says the wait ran out.
+    [result] = _create(broker, 7, [{"name": "slow", "partitions": 1, "rf": 1}], timeout_ms=50).topics
+    assert int(result.error_code) == 7 and "/brokers/topics/slow" in broker.zk.nodes

@@ -317,6 +317,51 @@ def test_describe_lines_are_kafka_2x() -> None:
     ]
 
 
+def test_admin_describe_prints_the_non_default_configs() -> None:
+    """--bootstrap-server --describe: the Configs column holds every entry whose source is not DEFAULT_CONFIG."""
+    import io
+    from types import SimpleNamespace
+
+    from client.config_resources import ConfigDescription, ConfigEntry, ConfigResourceType
+
+    def entry(name: str, value: str, source: str) -> ConfigEntry:
+        return ConfigEntry(name, value, source, source == "DEFAULT_CONFIG", False, False)
+
+    described = {
+        "a": {"cleanup.policy": entry("cleanup.policy", "compact", "DYNAMIC_TOPIC_CONFIG")}
+        | {"segment.bytes": entry("segment.bytes", "5000", "STATIC_BROKER_CONFIG")},
+        "b": {"retention.ms": entry("retention.ms", "604800000", "DEFAULT_CONFIG")},
+    }
+    partition = SimpleNamespace(partition=0, leader=1, replicas=[1], isr=[1])
+    admin = SimpleNamespace(
+        list_topics=lambda: ["a", "b"],
+        describe_cluster=lambda: SimpleNamespace(brokers=[(1, "h", 1, None)]),
+        describe_topics=lambda names: [SimpleNamespace(name=n, partitions=[partition]) for n in names],
+        describe_configs=lambda resources: [
+            ConfigDescription(ConfigResourceType.TOPIC, r.name, described[r.name]) for r in resources
+        ],
+    )
+    for overrides, expected in (
+        (
+            False,
+            [
+                "Topic: a\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: cleanup.policy=compact,segment.bytes=5000",
+                "\tTopic: a\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1",
+                "Topic: b\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: ",
+                "\tTopic: b\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1",
+            ],
+        ),
+        (
+            True,
+            ["Topic: a\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: cleanup.policy=compact,segment.bytes=5000"],
+        ),
+    ):
+        out = io.StringIO()
+        args = ["--describe", "--bootstrap-server", "h:1"] + (["--topics-with-overrides"] if overrides else [])
+        tool.AdminTopicService(admin, out).describe(tool.options_from_namespace(_namespace(*args)))
+        assert out.getvalue().splitlines() == expected
+
+
 ONE_ACTION = "Command must include exactly one action: --list, --describe, --create, --alter or --delete"
 
 

@@ -19,6 +19,8 @@ from broker.log_dirs_description import describe_log_dirs
 from client import kafka_errors as errors
 from zkraft_proto import broker_pb2 as pb
 
+UNKNOWN_TOPIC_ID = 100  # Kafka 2.8's Errors.UNKNOWN_TOPIC_ID (KIP-516)
+
 # ---------------------------------------------------------------- topics
 
 
@@ -39,7 +41,7 @@ def _creatable(topic: Any) -> pb.CreatableTopic:
     )
 
 
-def _request_error(topic: Any, duplicates: set[str], client_id: str | None) -> tuple[int, str] | None:
+def _request_error(topic: Any, duplicates: set[str]) -> tuple[int, str] | None:
     """KafkaApis.handleCreateTopicsRequest's checks of the request itself, before AdminManager sees a topic."""
     if topic.name in duplicates:
         return errors.InvalidRequestError.code, "Found multiple entries for this topic."
@@ -61,7 +63,7 @@ async def create_topics(request: Any, ctx: KafkaRequestContext) -> Any:
     duplicates = _duplicates([t.name for t in request.topics])
     refused = {}
     for topic in request.topics:
-        error = _request_error(topic, duplicates, ctx.client_id)
+        error = _request_error(topic, duplicates)
         if error is not None:
             refused[topic.name] = error
     accepted = [_creatable(t) for t in request.topics if t.name not in refused]
@@ -125,8 +127,8 @@ async def delete_topics(request: Any, ctx: KafkaRequestContext) -> Any:
                 {
                     "name": None,
                     "topic_id": state.topic_id,
-                    "error_code": errors.UnknownTopicIdError.code,
-                    "error_message": errors.UnknownTopicIdError.default_message,
+                    "error_code": UNKNOWN_TOPIC_ID,
+                    "error_message": "This server does not host this topic ID.",
                 }
             )
     return build(ctx.response_type, throttle_time=0, responses=results)
@@ -166,7 +168,7 @@ async def create_partitions(request: Any, ctx: KafkaRequestContext) -> Any:
 # ---------------------------------------------------------------- configs
 
 
-def _config_result(entry: ConfigEntry, version: int) -> dict[str, Any]:
+def _config_result(entry: ConfigEntry) -> dict[str, Any]:
     return {
         "name": entry.name,
         "value": entry.value,
@@ -184,7 +186,7 @@ async def describe_configs(request: Any, ctx: KafkaRequestContext) -> Any:
     resources = [(r.resource_type, r.resource_name, r.configuration_keys) for r in request.resources]
     described = await ctx.service.admin.configs.describe(
         resources,
-        include_synonyms=request.include_synonyms if ctx.api_version >= 1 else False,
+        include_synonyms=request.include_synonyms,
         include_documentation=getattr(request, "include_documentation", False),
     )
     results = [
@@ -193,7 +195,7 @@ async def describe_configs(request: Any, ctx: KafkaRequestContext) -> Any:
             "error_message": d.error_message,
             "resource_type": d.resource_type,
             "resource_name": d.resource_name,
-            "configs": [_config_result(e, ctx.api_version) for e in d.entries],
+            "configs": [_config_result(e) for e in d.entries],
         }
         for d in described
     ]

@@ -5,6 +5,7 @@
     zkraft configs --zookeeper Q --entity-type topics|brokers [--entity-name N] --describe
     zkraft configs --bootstrap-server B --entity-type topics|brokers [--entity-name N] --describe [--all]
     zkraft configs --bootstrap-server B --entity-type topics|brokers --entity-name N --alter ...
+    zkraft configs --bootstrap-server B --entity-type brokers --entity-default --describe|--alter ...
 
 `--alter` writes `/config/<type>/<name>` and a `/config/changes/config_change_<seq>`
 notification (Kafka's AdminZkClient.changeConfigs), so running brokers apply it
@@ -42,6 +43,7 @@ from client.tools.topics import ToolError, ToolUsageError, zk_session
 from client.topic_admin import validate_topic_configs
 
 ENTITY_NAMES = {CONFIG_TYPE_TOPIC: "topic", CONFIG_TYPE_BROKER: "broker"}
+BROKER_DEFAULT_ENTITY = ""  # ConfigCommand.BrokerDefaultEntityName: the cluster-wide broker default
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +52,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="with --bootstrap-server --describe: every config")
     parser.add_argument("--entity-type", choices=sorted(ENTITY_NAMES), help="topics or brokers")
     parser.add_argument("--entity-name", help="the topic name or broker id")
+    parser.add_argument(
+        "--entity-default", action="store_true", help="brokers: the cluster-wide default (with --bootstrap-server)"
+    )
     actions = parser.add_mutually_exclusive_group()
     actions.add_argument("--alter", action="store_true", help="add or delete configs of one entity")
     actions.add_argument("--describe", action="store_true", help="print configs of one or all entities")
@@ -94,6 +99,12 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
         raise ToolUsageError('Missing required argument "[entity-type]"')
     if not (ns.alter or ns.describe):
         raise ToolUsageError("Command must include exactly one action: --describe, --alter")
+    if ns.entity_default:
+        if ns.bootstrap_server is None or ns.entity_type != CONFIG_TYPE_BROKER or ns.entity_name is not None:
+            raise ToolUsageError(
+                "--entity-default needs --bootstrap-server, --entity-type brokers and no --entity-name"
+            )
+        ns.entity_name = BROKER_DEFAULT_ENTITY
     if ns.alter and ns.entity_name is None:
         raise ToolUsageError("an entity name must be specified with --alter")
     if ns.alter and not (ns.add_config or ns.delete_config):
@@ -188,7 +199,7 @@ def _resource(entity_type: str, name: str) -> Any:
 def _entries(admin: Any, entity_type: str, name: str, describe_all: bool) -> list[Any]:
     """getResourceConfig: the entity's configs sorted by name, only its dynamic ones unless `describe_all`."""
     [description] = admin.describe_configs([_resource(entity_type, name)], include_synonyms=True)
-    wanted = _DYNAMIC_SOURCE[entity_type]
+    wanted = "DYNAMIC_DEFAULT_BROKER_CONFIG" if name == BROKER_DEFAULT_ENTITY else _DYNAMIC_SOURCE[entity_type]
     entries = [e for e in description.entries.values() if describe_all or e.source == wanted]
     return sorted(entries, key=lambda e: e.name)
 
@@ -199,10 +210,13 @@ def describe_with_admin(admin: Any, entity_type: str, name: str | None, describe
     elif entity_type == CONFIG_TYPE_TOPIC:
         names = sorted(admin.list_topics())
     else:
-        names = [str(b[0]) for b in admin.describe_cluster().brokers]
+        names = [str(b[0]) for b in admin.describe_cluster().brokers] + [BROKER_DEFAULT_ENTITY]
     for entity in names:
-        kind = "All" if describe_all else "Dynamic"
-        print(f"{kind} configs for {ENTITY_NAMES[entity_type]} {entity} are:", file=out)
+        if entity == BROKER_DEFAULT_ENTITY:
+            print(f"Default configs for {entity_type} in the cluster are:", file=out)
+        else:
+            kind = "All" if describe_all else "Dynamic"
+            print(f"{kind} configs for {ENTITY_NAMES[entity_type]} {entity} are:", file=out)
         for entry in _entries(admin, entity_type, entity, describe_all):
             synonyms = ", ".join(f"{s.source}:{s.name}={_java(s.value)}" for s in entry.synonyms)
             print(
@@ -236,4 +250,7 @@ def alter_with_admin(
     else:
         configs = {k: v or "" for k, v in current.items() if k not in deleted} | added
         admin.alter_configs([ConfigResource(resource.resource_type, name, configs=configs)])
-    print(f"Completed updating config for {ENTITY_NAMES[entity_type]} {name}.", file=out)
+    if name == BROKER_DEFAULT_ENTITY:
+        print(f"Completed updating default config for {entity_type} in the cluster.", file=out)
+    else:
+        print(f"Completed updating config for {ENTITY_NAMES[entity_type]} {name}.", file=out)
