@@ -19,9 +19,15 @@ only awaits are the store's appends (acks=all) and parked requests:
   (or after their commit, for a group used only as an offset store); an Empty
   group without offsets is then removed (tombstones, KIP-211).
 
-Member ids are `<client_id>-<uuid4>`, given on the first join and answered at
-once (JoinGroup v3 behaviour; MEMBER_ID_REQUIRED is not used). Heartbeat in
-CompletingRebalance answers NONE, as Kafka 2.8 does.
+Member ids are `<client_id>-<uuid4>` (`<group.instance.id>-<uuid4>` for a static
+member). A caller that asks `require_known_member_id` (Kafka's JoinGroup v4+,
+KIP-394) gets MEMBER_ID_REQUIRED and a pending id to join with; otherwise the
+first join is answered at once (JoinGroup v3 behaviour, our gRPC front end).
+Static members (KIP-345, `group_instance_id`) survive a restart within their
+session timeout: the instance id's new member id takes over the old one's place
+and, in a Stable group, its assignment without a rebalance; a duplicate instance
+is FENCED_INSTANCE_ID. Heartbeat in CompletingRebalance answers NONE, as Kafka
+2.8 does.
 """
 
 from __future__ import annotations
