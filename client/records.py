@@ -27,6 +27,10 @@ Three users, three cost models:
   batch headers (struct + the C CRC-32C), never records: baseOffset and
   partitionLeaderEpoch lie outside the CRC, so re-offsetting keeps it valid;
 * the consumer decodes with `iter_records` or, column-wise, `decode_columns`.
+
+A batch's records section may be compressed with any of Kafka's codecs;
+client.compression holds them, and inflating one is bounded by
+`decompressed_bytes_max` (a CorruptRecordError beyond it, never an allocation).
 """
 
 from __future__ import annotations

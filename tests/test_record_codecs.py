@@ -9,6 +9,7 @@ cluster tests are at the end of the file.
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import struct
@@ -33,6 +34,7 @@ from client.records import (
     read_batch_header,
     validate_batches,
 )
+from client.tools.dump_log_segments import DumpOptions, run
 from spark_connector.arrow_decode import decode_to_arrow
 
 LOG = structlog.get_logger()
@@ -261,3 +263,75 @@ def test_bad_topic_codec_settings_are_refused_with_one_line() -> None:
         LogConfig(compression_type="bz2")
     with pytest.raises(ValueError, match="message.timestamp.type 'Now' is not CreateTime or LogAppendTime"):
         LogConfig(message_timestamp_type="Now")
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
+def test_dump_log_segments_names_the_codec_and_prints_records(tmp_path: Path, codec: CompressionType) -> None:
+    log = _log(tmp_path, message_timestamp_type="LogAppendTime")
+    builder = RecordBatchBuilder(T0, codec)
+    builder.append(b"user-1", b"hello")
+    builder.append(b"user-2", b"world")
+    log.append(bytearray(builder.build()), 0, append_time_ms=T0 + 42)
+    log.flush()
+    out = io.StringIO()
+    code = run([str(p) for p in sorted((tmp_path / "t-0").glob("*.log"))], DumpOptions(print_data_log=True), out=out)
+    lines = out.getvalue().splitlines()
+    assert code == 0
+    assert f" LogAppendTime: {T0 + 42} " in lines[2]
+    assert f" compresscodec: {codec.name} crc: " in lines[2]  # Kafka 2.8 prints the enum's name: NONE, GZIP, ...
+    assert lines[3].endswith("key: user-1 payload: hello") and lines[4].endswith("key: user-2 payload: world")
+
+
+def test_spark_sink_takes_every_producer_codec() -> None:
+    from spark_connector.options import OptionError, parse_sink_options
+
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        options = parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.compression.type": codec})
+        assert options.compression_type == (None if codec == "none" else codec)
+    with pytest.raises(OptionError, match="kafka.compression.type must be one of none, gzip, snappy, lz4, zstd"):
+        parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.compression.type": "brotli"})
+
+
+# Batches written by Apache Kafka's Java client (kafka-clients 3.9.1, whose codec streams are 2.8's:
+# GZIPOutputStream, snappy-java's SnappyOutputStream, KafkaLZ4BlockOutputStream, zstd-jni), with
+# `MemoryRecords.builder(buf, MAGIC_VALUE_V2, Compression.of(codec), CREATE_TIME, 0)` and 200 records:
+# timestamp 1700000000000 + i, key "k<i>", value "value <i> " + "x" * (i % 90).
+JAVA_BATCHES = Path(__file__).parent / "data" / "kafka_java_batches"
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
+def test_we_read_batches_the_java_client_wrote(codec: CompressionType) -> None:
+    data = (JAVA_BATCHES / f"{codec.name.lower()}.bin").read_bytes()
+    assert read_batch_header(data).compression == codec
+    assert validate_batches(data).record_count == 200
+    got = list(iter_records(data))
+    assert [(r.offset, r.timestamp_ms, r.key, r.value) for r in got] == [
+        (i, 1_700_000_000_000 + i, b"k%d" % i, b"value %d " % i + b"x" * (i % 90)) for i in range(200)
+    ]
+    decoded = decode_to_arrow("t", 0, data, 0, 200, False)
+    assert decoded.batch is not None and decoded.batch.num_rows == 200
+
+
+def test_our_lz4_frame_header_is_byte_identical_to_the_java_clients() -> None:
+    java = (JAVA_BATCHES / "lz4.bin").read_bytes()[61:68]
+    ours = compression.compress(compression.LZ4, b"anything")[:7]
+    assert ours == java, "magic, FLG, BD and the header checksum as KafkaLZ4BlockOutputStream writes them"
+
+
+def test_broker_defaults_and_topic_overrides_of_codec_and_timestamp_type() -> None:
+    from broker.config import BrokerConfigError, from_properties
+    from broker.topic_config import log_config_for
+
+    broker = from_properties({"compression.type": "LZ4", "log.message.timestamp.type": "LogAppendTime",
+                              "log.message.timestamp.difference.max.ms": "60000"})  # fmt: skip
+    config = log_config_for(broker, {})
+    assert (config.compression_type, config.message_timestamp_type) == ("lz4", "LogAppendTime")
+    assert config.message_timestamp_difference_max_ms == 60000
+    topic = log_config_for(broker, {"compression.type": "producer", "message.timestamp.type": "CreateTime"})
+    assert (topic.compression_type, topic.log_append_time) == ("producer", False), "a topic's setting wins"
+    skipped = log_config_for(broker, {"compression.type": "bz2"})  # a hand-edited znode: skipped, not fatal
+    assert skipped.compression_type == "lz4"
+    with pytest.raises(BrokerConfigError, match=r"compression.type='brotli': not a valid value \(one of uncompressed"):
+        from_properties({"compression.type": "brotli"})
+    with pytest.raises(BrokerConfigError, match="log.message.timestamp.type='now': not a valid value"):
+        from_properties({"log.message.timestamp.type": "now"})

@@ -9,6 +9,8 @@ workers run; the JVM session itself is exercised in tests/test_spark_source.py).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -21,6 +23,7 @@ from client.records import iter_batches  # noqa: E402
 from spark_connector.fetch_reader import read_range  # noqa: E402
 from spark_connector.planning import OffsetRange, ReadSettings  # noqa: E402
 from tests.kafka_harness import KafkaCluster  # noqa: E402
+from tests.quorum_harness import REPO_ROOT, subprocess_env  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +110,29 @@ def test_log_append_time_replaces_the_producers_timestamps(cluster: KafkaCluster
     rows = _spark_rows(cluster, "appended")
     assert {r["timestampType"] for r in rows} == {1}
     assert [r["timestamp"].timestamp() * 1000 for r in rows] == pytest.approx([by_offset[i] for i in range(COUNT)])
+
+
+def _zkraft(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zkraft", *args], cwd=REPO_ROOT, env=subprocess_env(), input=stdin,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+@pytest.mark.parametrize(("flags", "codec"), [(["--compression-codec", "lz4"], 3), (["--compression-codec"], 1)])
+def test_console_producer_compression_codec(cluster: KafkaCluster, flags: list[str], codec: int) -> None:
+    topic = f"console-{codec}"
+    cluster.create_topic(topic)
+    lines = "".join(f"line {i}\n" for i in range(50))
+    done = _zkraft("console-producer", "--bootstrap-server", cluster.bootstrap_servers, "--topic", topic, *flags,
+                   stdin=lines)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _stored_codecs(cluster, topic) == {codec}, "alone, --compression-codec means gzip, as in Kafka"
+
+
+def test_producer_perf_test_compression_type(cluster: KafkaCluster) -> None:
+    cluster.create_topic("perf-zstd")
+    done = _zkraft("producer-perf-test", "--topic", "perf-zstd", "--num-records", "2000", "--record-size", "100",
+                   "--throughput", "-1", "--producer-props", f"bootstrap.servers={cluster.bootstrap_servers}",
+                   "compression.type=zstd", "acks=all")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "2000 records sent" in done.stdout
+    assert _stored_codecs(cluster, "perf-zstd") == {4}

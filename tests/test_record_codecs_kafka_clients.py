@@ -5,7 +5,7 @@ and gzip) and our SDK (xerial snappy, Kafka's LZ4 frame). Readers: the SDK,
 librdkafka, aiokafka (all codecs through cramjam) and kafka-python (none and
 gzip only: its snappy, lz4 and zstd need python-snappy, lz4 and zstandard,
 which are not installed). Every reader must see the same offsets, keys, values
-and headers; the broker's segment files must hold the writer's codec
+and headers (and with LogAppendTime, the same append times); the broker's segment files must hold the writer's codec
 (compression.type=producer), which also proves librdkafka did not quietly
 fall back to uncompressed: it does so for a codec whose broker feature it does
 not detect in ApiVersions (LZ4 needs FindCoordinator advertised, zstd Produce
@@ -15,11 +15,13 @@ v7 and Fetch v10). One quorum and one broker of real processes.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import Producer as RdProducer
 from confluent_kafka import TopicPartition as RdTopicPartition
@@ -185,3 +187,53 @@ def test_the_sdk_writes_each_codec_and_every_client_reads_it(cluster: KafkaClust
     _sdk_produce(cluster, topic, codec)
     assert _stored_codecs(cluster, topic) == {CODECS.index(codec)}
     _read_by_everyone(cluster, topic, codec)
+
+
+def test_topic_compression_type_recompresses_librdkafka_batches(cluster: KafkaCluster) -> None:
+    cluster.create_topic("rd-to-gzip", compression_type="gzip")
+    _librdkafka_produce(cluster, "rd-to-gzip", "lz4")
+    assert _stored_codecs(cluster, "rd-to-gzip") == {1}
+    _read_by_everyone(cluster, "rd-to-gzip", "gzip")
+
+
+def test_log_append_time_reaches_librdkafka_aiokafka_and_the_sdk(cluster: KafkaCluster) -> None:
+    topic = "rd-appended"
+    cluster.create_topic(topic, message_timestamp_type="LogAppendTime")
+    producer = RdProducer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "compression.type": "zstd",
+                           "acks": "all", "linger.ms": 20})  # fmt: skip
+    reports: dict[int, tuple[int, int]] = {}
+
+    def delivered(err: object, msg: object) -> None:
+        assert err is None, err
+        reports[msg.offset()] = msg.timestamp()  # type: ignore[attr-defined]
+
+    before_ms = time.time_ns() // 1_000_000
+    for i in range(COUNT):  # timestamp: 2001, which the broker's append time replaces
+        producer.produce(topic, _value(i), b"k%d" % i, partition=0, timestamp=1_000_000_000_000, on_delivery=delivered)
+    assert producer.flush(TIMEOUT_S) == 0
+    after_ms = time.time_ns() // 1_000_000
+    assert len(reports) == COUNT
+    assert {kind for kind, _ in reports.values()} == {TIMESTAMP_LOG_APPEND_TIME}, "delivery reports: LogAppendTime"
+    assert all(before_ms <= ts <= after_ms for _, ts in reports.values())
+    consumer = RdConsumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": "rd-appended",
+                           "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([RdTopicPartition(topic, 0, 0)])
+    seen: dict[int, tuple[int, int]] = {}
+    try:
+
+        def done() -> bool:
+            for message in consumer.consume(COUNT, timeout=1.0):
+                assert message.error() is None, message.error()
+                seen[message.offset()] = message.timestamp()
+            return len(seen) >= COUNT
+
+        wait_until(done, TIMEOUT_S, interval_s=0.01, message="librdkafka did not read the LogAppendTime topic")
+    finally:
+        consumer.close()
+    assert seen == reports, "the consumer sees each record's append time, as the producer was told"
+    with Consumer(topic, bootstrap_servers=cluster.kafka_bootstrap_servers, auto_offset_reset="earliest",
+                  consumer_timeout_ms=5000) as sdk:  # fmt: skip
+        records = [r for _, r in zip(range(COUNT), sdk, strict=False)]
+    assert {r.offset: (r.timestamp_type, r.timestamp) for r in records} == {
+        o: (1, ts) for o, (_, ts) in reports.items()
+    }

@@ -5,8 +5,17 @@ active), the log start and end offsets, the recovery point (everything below
 it is fsynced) and the leader-epoch cache.
 
 * Produce path (`append`): `validate_batches` (framing, magic, CRC-32C, counts:
-  header-only work), `assign_offsets` (rewrites baseOffset and
-  partitionLeaderEpoch in place, outside the CRC), roll if needed, one write.
+  header-only work), the topic's rules (client.batch_rewrite: recompression
+  when `compression.type` names another codec than a batch's, the
+  LogAppendTime header stamp, `message.timestamp.difference.max.ms` on header
+  timestamps; nothing unless the topic asks), `assign_offsets` (rewrites
+  baseOffset and partitionLeaderEpoch in place, outside the CRC), roll if
+  needed, one write. A compressed batch is not inflated to be validated:
+  Kafka 2.8's LogValidator iterates a v2 batch's records (inflating it) to
+  check offsets and timestamps, but the CRC-32C already proves the bytes are
+  the producer's, offsets are assigned from the header, and readers reject a
+  malformed records section with CORRUPT_MESSAGE; inflating every batch would
+  put per-record work on the hot path that Kafka pays for in the JVM.
 * Fetch path (`read_slice` / `read`): bisect of segment base offsets, bisect of
   the segment's sparse index, a short header scan; the answer is a byte range
   of a segment file made of whole batches, starting with the one holding the
@@ -397,15 +406,19 @@ class PartitionLog:
         unknown producer id). A request whose batches were all written before
         (producer id retries) is not written again: the original (first, last)
         offsets are returned. `batches` is rewritten in place (offsets, leader
-        epoch). An empty buffer appends nothing and returns (LEO, LEO - 1).
+        epoch, LogAppendTime), unless the topic's codec made a recompressed copy.
+        An empty buffer appends nothing and returns (LEO, LEO - 1).
         """
         invariant(not self._closed, f"append to closed log {self.dir}")
         info = validate_batches(batches)
         first = self._leo
         if info.batch_count == 0:
             return first, first - 1
-        batches, info = self._apply_topic_rules(batches, info, append_time_ms)
         self._check_sizes(info.byte_size, max(b.length for b in info.batches))
+        checked = info.byte_size
+        batches, info = self._apply_topic_rules(batches, info, append_time_ms)
+        if info.byte_size != checked:  # recompressed: Kafka checks the sizes again (K28 Log.append)
+            self._check_sizes(info.byte_size, max(b.length for b in info.batches))
         # Header-only, per batch: the producer id decides whether sequences are checked.
         headers = [read_batch_header(batches, b.position) for b in info.batches]
         idempotent = any(h.producer_id >= 0 for h in headers)

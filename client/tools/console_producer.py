@@ -170,7 +170,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--property", action="append", default=[], metavar="K=V", help="parse.key, key.separator, ignore.error"
     )
     parser.add_argument("--request-required-acks", default="1", help="acks: 0, 1 or all (default 1)")
-    parser.add_argument("--compression-codec", help="none, gzip, snappy, lz4 or zstd")
+    # Kafka's ConsoleProducer: the flag's value is optional and defaults to gzip when given without one.
+    parser.add_argument(
+        "--compression-codec", nargs="?", const="gzip", help="none, gzip, snappy, lz4 or zstd (alone: gzip)"
+    )
     parser.add_argument("--timeout", type=int, default=LINGER_MS_DEFAULT, help="linger.ms (default 1000)")
     parser.add_argument("--request-timeout-ms", type=int, help="request.timeout.ms")
     parser.add_argument("--message-send-max-retries", type=int, help="retries")
