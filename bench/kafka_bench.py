@@ -145,6 +145,7 @@ class Up:
         command = [
             sys.executable, "-m", "zkraft", "up", "--data-dir", str(data_dir), "--brokers", "3",
             "--base-port", str(free_port_block(3)), "--broker-base-port", str(free_port_block(3)),
+            "--kafka-base-port", str(free_port_block(3)), "--zk-base-port", str(free_port_block(3)),
         ]  # fmt: skip
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env(), cwd=REPO_ROOT
