@@ -37,6 +37,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 VALUE_BYTES = 100
 PRODUCE_CHUNK_RECORDS = 1000  # records per produce_batch call
 QUEUE_FULL_WAIT_S = 0.005
+QUEUE_FULL_LIMIT_S = 120.0  # a queue that stays full this long means the brokers take nothing: give up
 FLUSH_TIMEOUT_S = 600.0
 CONSUME_BATCH_RECORDS = 10_000
 CONSUME_POLL_S = 0.5
@@ -105,7 +106,10 @@ def queue_chunk(client: Producer, topic: str, chunk: list[dict[str, Any]]) -> No
     produce_batch marks each record it could not queue with an "_error" key; those are queued again.
     """
     pending = chunk
+    deadline = time.monotonic() + QUEUE_FULL_LIMIT_S
     while pending:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"librdkafka's queue stayed full for {QUEUE_FULL_LIMIT_S:g} s: are the brokers up?")
         try:
             client.produce_batch(topic, pending)
         except BufferError:

@@ -56,6 +56,7 @@ from figures import emit  # noqa: E402
 VALUE_BYTES = 100
 QUERY_TIMEOUT_S = 900.0
 BASE_TS_MS = 1_700_000_000_000
+QUEUE_FULL_POLLS_MAX = 12_000  # of 10 ms: two minutes of a full librdkafka queue is a broker that takes nothing
 
 
 # --------------------------------------------------------------------------- the ceiling: prebuilt Arrow batches
@@ -246,12 +247,14 @@ def produce_with_librdkafka(bootstrap: str, topic: str, records: int, partitions
                          "queue.buffering.max.messages": 1_000_000})  # fmt: skip
     started = time.perf_counter()
     for i in range(records):
-        while True:
+        for _ in range(QUEUE_FULL_POLLS_MAX):
             try:
                 producer.produce(topic, value=value, partition=i % partitions, timestamp=BASE_TS_MS + i)
                 break
             except BufferError:
                 producer.poll(0.01)
+        else:
+            raise RuntimeError(f"librdkafka's queue stayed full producing into {topic}: are the brokers up?")
     if producer.flush(600) != 0:
         raise RuntimeError(f"records left unacknowledged in {topic}")
     return time.perf_counter() - started
