@@ -14,7 +14,14 @@ Measured in one run, on one SparkSession (issue 8):
 | | one 250k-row batch per partition (our layout, `4x250000`) and one 1M-row batch (`1x1000000`) |
 | `rate_source` | Spark's built-in `rate-micro-batch` source, one batch of the same row count |
 | `parquet_stream` | a Parquet file stream of the same rows and columns |
-| `summary` | each figure's best and median run, and zkraft as a share of the Python-source ceiling (both) |
+| `kafka_source` | Spark's own `readStream.format("kafka")` (spark-sql-kafka-0-10, jars from |
+| | tests/spark_kafka/pom.xml), `cluster=zkraft` through the brokers' Kafka listeners and `cluster=kafka` on |
+| | a real 3-broker Apache Kafka on a real ZooKeeper (bench/kafka_baseline.py) holding the same records |
+| `summary` | each figure's best and median run, zkraft as a share of the Python-source ceiling (both), and |
+| | Spark's Kafka source on zkraft over it on real Kafka (target >= 0.9) and over the Parquet stream (>= 0.5) |
+
+The Kafka source's rows need java and mvn (the jars come from Maven Central once per checkout); without
+them, or with `--no-kafka-source`, its rows are left out and the rest runs as before.
 
 Every query runs once unreported first (`--warmup-rounds`), so that no
 measured run pays for starting Python workers or JIT-compiling Spark's
@@ -30,6 +37,7 @@ on the same cores as Spark; compare `loadavg_1m` before comparing figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -48,6 +56,7 @@ from figures import emit  # noqa: E402
 VALUE_BYTES = 100
 QUERY_TIMEOUT_S = 900.0
 BASE_TS_MS = 1_700_000_000_000
+QUEUE_FULL_POLLS_MAX = 12_000  # of 10 ms: two minutes of a full librdkafka queue is a broker that takes nothing
 
 
 # --------------------------------------------------------------------------- the ceiling: prebuilt Arrow batches
@@ -218,24 +227,61 @@ def compile_bytecode() -> list[str]:
     return packages
 
 
-def start_spark():
-    from pyspark.sql import SparkSession
+def start_spark(kafka_jars: list[Path] | None):
+    """`local[2]`; with Spark's own Kafka source on the classpath when `kafka_jars` are given."""
+    from tests.spark_kafka_session import start_spark_with_kafka
 
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
-    return (
-        SparkSession.builder.master("local[2]")
-        .appName("zkraft-spark-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
+    return start_spark_with_kafka(
+        "zkraft-spark-bench",
+        kafka_jars or [],
+        conf={"spark.driver.memory": "4g", "spark.sql.session.timeZone": "UTC"},
     )
 
 
-def measure_round(spark, bootstrap: str, parquet: Path, parquet_schema, args, run: int, record) -> None:
+def produce_with_librdkafka(bootstrap: str, topic: str, records: int, partitions: int) -> float:
+    """The records `produce` writes into zkraft (same values, partitions, timestamps), into a Kafka cluster."""
+    from confluent_kafka import Producer
+
+    value = b"x" * VALUE_BYTES
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20,
+                         "queue.buffering.max.messages": 1_000_000})  # fmt: skip
+    started = time.perf_counter()
+    for i in range(records):
+        for _ in range(QUEUE_FULL_POLLS_MAX):
+            try:
+                producer.produce(topic, value=value, partition=i % partitions, timestamp=BASE_TS_MS + i)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        else:
+            raise RuntimeError(f"librdkafka's queue stayed full producing into {topic}: are the brokers up?")
+    if producer.flush(600) != 0:
+        raise RuntimeError(f"records left unacknowledged in {topic}")
+    return time.perf_counter() - started
+
+
+def kafka_source_queries(spark, kafka_bootstraps: dict[str, str], run: int, report) -> list[Callable[[], None]]:
+    """One `readStream.format("kafka")` query per cluster ("zkraft", "kafka") over the `bench` topic."""
+    queries: list[Callable[[], None]] = []
+    for cluster, bootstrap in kafka_bootstraps.items():
+        df = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", "bench")
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        queries.append(
+            lambda df=df, cluster=cluster: report("kafka_source", cluster=cluster)(
+                timed_query(df, f"kafka_{cluster}_{run}")
+            )
+        )
+    return queries
+
+
+def measure_round(
+    spark, bootstrap: str, kafka_bootstraps: dict[str, str], parquet: Path, parquet_schema, args, run: int, record
+) -> None:
     """Every query once, in an order that rotates from round to round; figures of a warm-up round (run < 0) are
     not reported.
 
@@ -286,24 +332,72 @@ def measure_round(spark, bootstrap: str, parquet: Path, parquet_schema, args, ru
     queries.append(lambda: report("rate_source")(timed_query(rate, f"rate_{run}")))
     files = spark.readStream.schema(parquet_schema).parquet(str(parquet))
     queries.append(lambda: report("parquet_stream")(timed_query(files, f"parquet_{run}")))
+    queries.extend(kafka_source_queries(spark, kafka_bootstraps, run, report))
     first = run % len(queries)
     for query in queries[first:] + queries[:first]:
         query()
 
 
-def main(argv: list[str] | None = None) -> int:
+def kafka_source_jars(args) -> list[Path] | None:
+    """Spark's Kafka source jars, or None (said in one line) when `--no-kafka-source` or java/mvn is missing."""
+    from bench.kafka_baseline import unavailable_reason
+    from tests.spark_kafka_session import spark_kafka_jars
+
+    if args.no_kafka_source:
+        return None
+    reason = unavailable_reason()
+    if reason is not None:
+        emit({"record": "kafka_source", "skipped": reason})
+        return None
+    return spark_kafka_jars()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="zkraft Spark source benchmark")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--warmup-rounds", type=int, default=1, help="unreported rounds of every query first")
     parser.add_argument("--fetch-max-bytes", type=int, default=None, help="kafka.max.partition.fetch.bytes")
+    parser.add_argument(
+        "--no-kafka-source", action="store_true", help='leave out Spark\'s format("kafka") and the real Kafka'
+    )
     args = parser.parse_args(argv)
+    for name in ("records", "partitions", "runs"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.warmup_rounds < 0:
+        parser.error(f"--warmup-rounds must be >= 0, got {args.warmup_rounds}")
+    return args
 
-    compiled = compile_bytecode()
-    spark = start_spark()  # before any gRPC channel in this process: PySpark forks to launch its JVM
-    import spark_connector
+
+def start_clusters(stack: contextlib.ExitStack, tmp: Path, args, with_real_kafka: bool) -> tuple[str, dict[str, str]]:
+    """zkraft (and the real Kafka baseline) holding the same `bench` topic; (gRPC bootstrap, Kafka bootstraps)."""
+    from bench.kafka_baseline import RealKafka
     from tests.kafka_harness import KafkaCluster
+
+    cluster = stack.enter_context(KafkaCluster(tmp / "kafka"))
+    cluster.start()
+    # The records carry timestamps of 2023 (BASE_TS_MS): without retention.ms=-1, time-based retention (7 days by
+    # default, checked every 5 minutes) may delete them in the middle of the run, on either cluster.
+    cluster.create_topic("bench", partitions=args.partitions, replication_factor=1, retention_ms="-1")
+    seconds = produce(cluster.bootstrap_servers, "bench", args.records, args.partitions)
+    emit({"record": "produce", "cluster": "zkraft", "seconds": round(seconds, 3)})
+    if not with_real_kafka:
+        return cluster.bootstrap_servers, {}
+    real = stack.enter_context(RealKafka(tmp / "real-kafka"))
+    real.create_topic("bench", args.partitions, 1, retention_ms="-1")
+    seconds = produce_with_librdkafka(real.bootstrap_servers, "bench", args.records, args.partitions)
+    emit({"record": "produce", "cluster": "kafka", "seconds": round(seconds, 3)})
+    return cluster.bootstrap_servers, {"zkraft": cluster.kafka_bootstrap_servers, "kafka": real.bootstrap_servers}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    compiled = compile_bytecode()
+    jars = kafka_source_jars(args)
+    spark = start_spark(jars)  # before any gRPC channel in this process: PySpark forks to launch its JVM
+    import spark_connector
 
     spark_connector.register(spark)
     spark.dataSource.register(ceiling_source_class())
@@ -317,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
             "partitions": args.partitions,
             "value_bytes": VALUE_BYTES,
             "bytecode_compiled": compiled,
+            "kafka_source": jars is not None,
         }
     )
     results: dict[str, list[dict]] = {}
@@ -330,19 +425,17 @@ def main(argv: list[str] | None = None) -> int:
 
         return done
 
-    with tempfile.TemporaryDirectory(prefix="zkraft-spark-bench-") as tmp, KafkaCluster(Path(tmp) / "kafka") as cluster:
-        cluster.start()
-        cluster.create_topic("bench", partitions=args.partitions, replication_factor=1)
-        emit({"record": "produce", "seconds": round(produce(cluster.bootstrap_servers, "bench", args.records,
-                                                                args.partitions), 3)})  # fmt: skip
-        parquet = Path(tmp) / "parquet"
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="zkraft-spark-bench-")))
+        bootstrap, kafka_bootstraps = start_clusters(stack, tmp, args, with_real_kafka=jars is not None)
+        parquet = tmp / "parquet"
         write_parquet(spark, parquet, args.records, args.partitions)
         parquet_schema = spark.read.parquet(str(parquet)).schema
         # Warm-up (not reported): the first queries of a session start Spark's Python workers and JIT-compile the
         # Arrow-to-row path, which would otherwise be charged to whichever query runs first (ours). One unreported
         # round of the same queries puts every measured run, ours and the baselines', on a warm JVM.
         for run in range(-args.warmup_rounds, args.runs):
-            measure_round(spark, cluster.bootstrap_servers, parquet, parquet_schema, args, run, record)
+            measure_round(spark, bootstrap, kafka_bootstraps, parquet, parquet_schema, args, run, record)
     spark.stop()
     emit(summary(results))
     return 0
@@ -363,6 +456,18 @@ def summary(results: dict[str, list[dict]]) -> dict:
         for label, ceiling in figures.items():
             if label.startswith("python_source_ceiling") and zk and ceiling["rows_per_s"]:
                 out[f"zkraft_share_of/{label}/{kind}"] = round(zk["rows_per_s"] / ceiling["rows_per_s"], 3)
+        # The issue's targets for Spark's own Kafka source: on zkraft >= 0.9x on real Kafka, >= 0.5x the Parquet stream.
+        on_zkraft = figures.get("kafka_source/zkraft")
+        for label in ("kafka_source/kafka", "parquet_stream"):
+            other = figures.get(label)
+            if on_zkraft and other and other["rows_per_s"]:
+                out[f"kafka_source_zkraft_over/{label}/{kind}"] = round(
+                    on_zkraft["rows_per_s"] / other["rows_per_s"], 3
+                )
+    out["targets"] = {
+        "kafka_source_zkraft_over/kafka_source/kafka": 0.9,
+        "kafka_source_zkraft_over/parquet_stream": 0.5,
+    }
     return out
 
 

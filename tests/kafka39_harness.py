@@ -139,6 +139,57 @@ class ToolError(AssertionError):
     """A Kafka tool exited non-zero or outlived its timeout; the message carries its output."""
 
 
+class KafkaTools:
+    """Apache Kafka's command-line tools (their main classes, as bin/*.sh run them) from a folder of jars.
+
+    Against any cluster that speaks Kafka's protocol: Kafka39Brokers' own, or zkraft's Kafka listeners.
+    """
+
+    def __init__(self, root: Path, jars_dir: Path) -> None:
+        self.java = find_java() or "java"
+        self.root = Path(root)
+        self.classpath = os.pathsep.join(str(jar) for jar in sorted(Path(jars_dir).glob("*.jar")))
+        if not self.classpath:
+            raise ValueError(f"no jars in {jars_dir}")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.log4j = self.root / "tools-log4j.properties"
+        self.log4j.write_text(TOOLS_LOG4J, encoding="utf-8")
+
+    def command(self, main_class: str, args: Sequence[str]) -> list[str]:
+        return [self.java, *TOOL_JVM_OPTIONS, f"-Dlog4j.configuration=file:{self.log4j}", "-cp", self.classpath,
+                main_class, *args]  # fmt: skip
+
+    def run(
+        self, main_class: str, args: Sequence[str], stdin_text: str | None = None, timeout_s: float = TOOL_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a tool's main class to completion, whatever its exit status; ToolError if it outlives `timeout_s`."""
+        try:
+            return subprocess.run(
+                self.command(main_class, args),
+                input=stdin_text if stdin_text is not None else "",
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+                cwd=self.root,
+            )
+        except subprocess.TimeoutExpired as exc:
+            output = _text(exc.stdout) + _text(exc.stderr)
+            raise ToolError(
+                f"{main_class} {' '.join(args)} ran over {timeout_s:g} s\n{output[-OUTPUT_TAIL_CHARS:]}"
+            ) from None
+
+    def run_ok(
+        self, main_class: str, args: Sequence[str], stdin_text: str | None = None, timeout_s: float = TOOL_TIMEOUT_S
+    ) -> str:
+        """Run a tool's main class to completion and return its stdout; ToolError if it fails."""
+        done = self.run(main_class, args, stdin_text, timeout_s)
+        if done.returncode != 0:
+            output = done.stdout + done.stderr
+            raise ToolError(f"{main_class} {' '.join(args)} exited {done.returncode}\n{output[-OUTPUT_TAIL_CHARS:]}")
+        return done.stdout
+
+
 class Kafka39Brokers:
     """`n` Kafka 3.9 brokers (ids 1..n) in ZooKeeper mode; a context manager that SIGKILLs them on exit."""
 
@@ -149,6 +200,7 @@ class Kafka39Brokers:
         zookeeper_connect: str,
         n: int = 3,
         properties: Mapping[str, str] | None = None,
+        jvm_options: Sequence[str] = BROKER_JVM_OPTIONS,
     ) -> None:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
@@ -161,6 +213,7 @@ class Kafka39Brokers:
             raise ValueError(f"no jars in {jars_dir}")
         self.zookeeper_connect = zookeeper_connect
         self.properties = dict(properties or {})
+        self.jvm_options = tuple(jvm_options)  # a benchmark gives the brokers Kafka's own JIT and GC settings
         self.addresses: dict[int, str] = {
             broker_id: f"{LOOPBACK}:{port}" for broker_id, port in zip(range(1, n + 1), free_ports(n), strict=True)
         }
@@ -170,8 +223,7 @@ class Kafka39Brokers:
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         self.broker_log4j = self.root / "log4j.properties"
         self.broker_log4j.write_text(BROKER_LOG4J, encoding="utf-8")
-        self.tools_log4j = self.root / "tools-log4j.properties"
-        self.tools_log4j.write_text(TOOLS_LOG4J, encoding="utf-8")
+        self.tools = KafkaTools(self.root, jars_dir)
         for broker_id in self.addresses:
             self._write_config(broker_id)
 
@@ -222,7 +274,7 @@ class Kafka39Brokers:
         self._log_files[broker_id] = log
         command = [
             self.java,
-            *BROKER_JVM_OPTIONS,
+            *self.jvm_options,
             f"-Dlog4j.configuration=file:{self.broker_log4j}",
             f"-Dkafka.logs.dir={self.root / 'logs'}",
             "-cp",
@@ -254,6 +306,11 @@ class Kafka39Brokers:
     def alive(self, broker_id: int) -> bool:
         proc = self._procs.get(broker_id)
         return proc is not None and proc.poll() is None
+
+    def pid(self, broker_id: int) -> int | None:
+        """The process id of `broker_id` while it runs (a benchmark reads its CPU time from /proc), else None."""
+        proc = self._procs.get(broker_id)
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def live_ids(self) -> list[int]:
         return [broker_id for broker_id in sorted(self.addresses) if self.alive(broker_id)]
@@ -303,34 +360,7 @@ class Kafka39Brokers:
         self, main_class: str, args: Sequence[str], stdin_text: str | None = None, timeout_s: float = TOOL_TIMEOUT_S
     ) -> str:
         """Run a Kafka tool's main class to completion and return its stdout; ToolError if it fails."""
-        command = [
-            self.java,
-            *TOOL_JVM_OPTIONS,
-            f"-Dlog4j.configuration=file:{self.tools_log4j}",
-            "-cp",
-            self.classpath,
-            main_class,
-            *args,
-        ]
-        try:
-            done = subprocess.run(
-                command,
-                input=stdin_text if stdin_text is not None else "",
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                check=False,
-                cwd=self.root,
-            )
-        except subprocess.TimeoutExpired as exc:
-            output = _text(exc.stdout) + _text(exc.stderr)
-            raise ToolError(
-                f"{main_class} {' '.join(args)} ran over {timeout_s:g} s\n{output[-OUTPUT_TAIL_CHARS:]}"
-            ) from None
-        if done.returncode != 0:
-            output = done.stdout + done.stderr
-            raise ToolError(f"{main_class} {' '.join(args)} exited {done.returncode}\n{output[-OUTPUT_TAIL_CHARS:]}")
-        return done.stdout
+        return self.tools.run_ok(main_class, args, stdin_text, timeout_s)
 
     def topics(self, *args: str, timeout_s: float = TOOL_TIMEOUT_S) -> str:
         """kafka-topics.sh --bootstrap-server <live brokers> ARGS."""

@@ -337,6 +337,11 @@ class RealZooKeeper:
         proc = self._procs.get(node_id)
         return proc is not None and proc.poll() is None
 
+    def pid(self, node_id: int) -> int | None:
+        """The process id of `node_id` while it runs (a benchmark reads its CPU time from /proc), else None."""
+        proc = self._procs.get(node_id)
+        return proc.pid if proc is not None and proc.poll() is None else None
+
     # ---- state
     def four_letter(self, node_id: int, word: str) -> str | None:
         return four_letter_word(self.addresses[node_id], word)
