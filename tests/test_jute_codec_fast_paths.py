@@ -292,3 +292,16 @@ def test_fast_replies_read_back_as_their_records(
     ):
         assert frame.stat() == _stat_tuple(stat)
     assert frame.pos == len(frame.buf), "nothing after the record"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 7), st.integers(0, 3), st.text(max_size=12), st.integers(-1, 2**63 - 1))
+def test_watch_events_read_back_as_kazoo_reads_them(event_type: int, state: int, path: str, zxid: int) -> None:
+    out: list[bytes] = []
+    event = zk_pb2.WatchEvent(type=event_type, state=state, path=path, zxid=zxid)
+    jute.JuteEncoder().encode(zk_pb2.ServerMessage(event=event), out)
+    frame = Frame(b"".join(out))
+    assert frame.take(">iqi") == (jute.XID_NOTIFICATION, zxid, 0)
+    assert frame.take(">ii") == (event_type, state or jute.KEEPER_STATE_SYNC_CONNECTED)
+    assert frame.string() == path.encode("utf-8")
+    assert frame.pos == len(frame.buf)

@@ -313,10 +313,18 @@ def _path_and_watch(reader: JuteReader, op: Any) -> None:
 
 
 def _create_into(reader: JuteReader, op: zk_pb2.CreateOp, opcode: int) -> None:
-    op.path = reader.ustring()
-    op.null_data = reader.next_is_null()
-    op.data = reader.buffer()
-    buf, pos = reader.buf, reader.pos
+    """{ustring path, buffer data, vector<ACL> acl, int flags[, long ttl]}."""
+    after = _path_end(reader, 8)
+    buf = reader.buf
+    if after >= 0 and (size := _INT.unpack_from(buf, after)[0]) >= 0 and after + 4 + size <= reader.end:
+        op.path = _text(buf, reader.pos + 4, after)
+        op.data = bytes(buf[after + 4 : after + 4 + size])
+        reader.pos = after + 4 + size
+    else:
+        op.path = reader.ustring()
+        op.null_data = reader.next_is_null()
+        op.data = reader.buffer()
+    pos = reader.pos
     if reader.end - pos >= _OPEN_ACL_SIZE + 4 and buf[pos : pos + _OPEN_ACL_SIZE] == _OPEN_ACL_BYTES:
         reader.pos = pos + _OPEN_ACL_SIZE  # the default list: left empty (see _OPEN_ACL_BYTES)
     else:
@@ -674,6 +682,8 @@ def _write_multi(out: list[bytes], op_types: list[int], resp: zk_pb2.Response, a
 # header + Stat reply is one pack. The others (_write_body) build their parts and measure them.
 _REPLY_STAT = struct.Struct(">iiqi" + _STAT.format[1:])  # frame length, ReplyHeader, Stat
 _REPLY_SIZED = struct.Struct(">iiqii")  # frame length, ReplyHeader, a buffer's or string's length
+# frame length, ReplyHeader, WatcherEvent{type, state, the path's length}
+_EVENT_HEADER = struct.Struct(">iiqiiii")
 _HEADER_BYTES = 16  # ReplyHeader{xid, zxid, err}: what the frame length counts besides the record
 
 
@@ -809,8 +819,8 @@ class JuteEncoder:
     def event(self, ev: zk_pb2.WatchEvent, out: list[bytes]) -> None:
         """Notification: ReplyHeader{-1, zxid of the change, 0} + WatcherEvent{type, state, path}."""
         raw = ev.path.encode("utf-8")
-        out.append(_REPLY_HEADER.pack(16 + 12 + len(raw), XID_NOTIFICATION, ev.zxid, 0))
-        out.append(struct.pack(">iii", ev.type, ev.state or KEEPER_STATE_SYNC_CONNECTED, len(raw)))
+        state = ev.state or KEEPER_STATE_SYNC_CONNECTED
+        out.append(_EVENT_HEADER.pack(16 + 12 + len(raw), XID_NOTIFICATION, ev.zxid, 0, ev.type, state, len(raw)))
         out.append(raw)
 
     def reply(self, resp: zk_pb2.Response, out: list[bytes]) -> None:
