@@ -828,9 +828,10 @@ class JuteEncoder:
         opcode = self.pending.popleft() if self.pending else OP_PING
         err = resp.err
         zxid = resp.zxid
-        if self.arrivals and self.stats is not None:
+        if self.arrivals:
             latency_ms = (self.now - self.arrivals.popleft()) * 1000
-            self.stats.answered(OPERATION_NAMES.get(opcode, "UNKN"), zxid, latency_ms)
+            if self.stats is not None:
+                self.stats.answered(OPERATION_NAMES.get(opcode, "UNKN"), zxid, latency_ms)
         if not err:
             fast = _FAST_REPLIES.get(opcode)
             if fast is not None:
