@@ -9,7 +9,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kazoo.protocol import serialization as kz
-from kazoo.security import OPEN_ACL_UNSAFE
+from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
 from zkemu import jute_codec as jute
 from zkraft_proto import zk_pb2
@@ -36,7 +36,9 @@ def encode_reply(encoder: jute.JuteEncoder, resp: zk_pb2.Response) -> bytes:
 def test_kazoo_requests_decode_into_core_requests() -> None:
     opcode, req, _ = decode(kz.Create("/a", b"d", OPEN_ACL_UNSAFE, 3))
     assert (opcode, req.xid, req.create.path, req.create.data, req.create.mode) == (1, 7, "/a", b"d", 3)
-    assert [(a.perms, a.id.scheme, a.id.id) for a in req.create.acl] == [(31, "world", "anyone")]
+    assert list(req.create.acl) == []  # OPEN_ACL_UNSAFE: the default list, which the tree reads as open
+    opcode, req, _ = decode(kz.Create("/a", b"d", CREATOR_ALL_ACL, 0))
+    assert [(a.perms, a.id.scheme, a.id.id) for a in req.create.acl] == [(31, "auth", "")]
     opcode, req, _ = decode(kz.Create2("/b", b"", OPEN_ACL_UNSAFE, 0))
     assert (opcode, req.create.path) == (15, "/b")
     opcode, req, _ = decode(kz.GetChildren2("/c", True))

@@ -200,6 +200,23 @@ def test_set_acl_checks_admin_and_aversion_and_a_delete_forgets_the_acl(zk: Zk) 
     assert zk.tree.get_acl("/n")[0] == acl.OPEN_ACL_UNSAFE  # a re-created node does not inherit the old ACL
 
 
+def test_the_acl_lookups_start_with_the_first_stored_acl_and_stop_after_the_last(zk: Zk) -> None:
+    """The tree skips the acls database while it is empty (ZnodeTree._acls_present): the first stored
+    ACL turns the lookups on in its own batch, and they stay on while one is stored."""
+    assert _create(zk, "/o").err == 0
+    assert not zk.tree._acls_present
+    only_alice = (Acl(ALL, *ALICE_ID),)
+    assert _create(zk, "/a", only_alice).err == 0
+    assert zk.tree._acls_present
+    assert _create(zk, "/o/x").err == 0  # a batch without ACLs of its own
+    assert zk.txn(auth=_auth(BOB_ID), set_data=pb.SetDataOp(path="/a", data=b"v", version=-1)).err == Code.NOAUTH
+    assert zk.txn(delete=pb.DeleteOp(path="/a", version=-1)).err == 0
+    assert _create(zk, "/o/y").err == 0  # the next batch finds the database empty
+    assert not zk.tree._acls_present
+    assert _create(zk, "/a", only_alice).err == 0
+    assert zk.txn(auth=_auth(BOB_ID), set_data=pb.SetDataOp(path="/a", data=b"v", version=-1)).err == Code.NOAUTH
+
+
 def test_auth_scheme_becomes_the_callers_digest_ids(zk: Zk) -> None:
     assert _create(zk, "/c", (Acl(ALL, "auth", ""),), LOCAL).err == Code.INVALIDACL
     assert _create(zk, "/c", (Acl(ALL, "auth", ""),), LOCAL, ALICE_ID).err == 0

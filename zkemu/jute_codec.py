@@ -18,7 +18,6 @@ FinalRequestProcessor (which record answers which opcode), MultiOperationRecord 
 from __future__ import annotations
 
 import struct
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -268,17 +267,74 @@ def _short(reader: JuteReader) -> tuple[int, int]:
     raise JuteError(f"frame of {reader.end - reader.pos} bytes has no RequestHeader")
 
 
+# ---- fast paths for the common requests (the Java client's and kazoo's load)
+#
+# Each reads its record's fixed layout with one struct.unpack_from per field group, straight from
+# the frame, when the lengths are plausible; anything else (a null path, a length that lies, a
+# truncated record) takes the general JuteReader path, which raises JuteError as it always did.
+# tests/test_jute_codec.py checks that both paths decode every generated request alike.
+
+# OPEN_ACL_UNSAFE as a client writes it: one ACL{perms ALL, Id{"world", "anyone"}}. A create that
+# carries it leaves the CreateOp's list empty, which the tree reads as that same list (zkemu.tree's
+# create: "an empty list is the default"), so no Acl/Id messages are built for it.
+_OPEN_ACL_BYTES = struct.pack(">iii5si6s", 1, 31, 5, b"world", 6, b"anyone")
+_OPEN_ACL_SIZE = len(_OPEN_ACL_BYTES)
+
+
+def _text(buf: bytes | bytearray | memoryview, start: int, end: int) -> str:
+    try:
+        return str(buf[start:end], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise JuteError(f"string is not UTF-8: {exc}") from None
+
+
+def _path_end(reader: JuteReader, tail_bytes: int) -> int:
+    """Where the record's leading path ends, when the path is a plain string followed by at least
+    `tail_bytes` more bytes of the frame; -1 sends the caller to the general path."""
+    pos = reader.pos
+    if reader.end - pos < 4 + tail_bytes:
+        return -1
+    (size,) = _INT.unpack_from(reader.buf, pos)
+    after = pos + 4 + size
+    return after if size >= 0 and after + tail_bytes <= reader.end else -1
+
+
+def _path_and_watch(reader: JuteReader, op: Any) -> None:
+    """{ustring path, boolean watch}: getData, exists, getChildren(2)."""
+    after = _path_end(reader, 1)
+    if after < 0:
+        op.path = reader.ustring()
+        op.watch = reader.bool()
+        return
+    buf = reader.buf
+    op.path = _text(buf, reader.pos + 4, after)
+    op.watch = buf[after] != 0
+    reader.pos = after + 1
+
+
 def _create_into(reader: JuteReader, op: zk_pb2.CreateOp, opcode: int) -> None:
-    op.path = reader.ustring()
-    op.null_data = reader.next_is_null()
-    op.data = reader.buffer()
-    reader.acls(op.acl)
+    """{ustring path, buffer data, vector<ACL> acl, int flags[, long ttl]}."""
+    after = _path_end(reader, 8)
+    buf = reader.buf
+    if after >= 0 and (size := _INT.unpack_from(buf, after)[0]) >= 0 and after + 4 + size <= reader.end:
+        op.path = _text(buf, reader.pos + 4, after)
+        op.data = bytes(buf[after + 4 : after + 4 + size])
+        reader.pos = after + 4 + size
+    else:
+        op.path = reader.ustring()
+        op.null_data = reader.next_is_null()
+        op.data = reader.buffer()
+    pos = reader.pos
+    if reader.end - pos >= _OPEN_ACL_SIZE + 4 and buf[pos : pos + _OPEN_ACL_SIZE] == _OPEN_ACL_BYTES:
+        reader.pos = pos + _OPEN_ACL_SIZE  # the default list: left empty (see _OPEN_ACL_BYTES)
+    else:
+        reader.acls(op.acl)
     flags = reader.int()
     # create/create2 with the CONTAINER flag make a persistent node in ZooKeeper (their CreateTxn carries
     # no container owner; only createContainer's CreateContainerTxn does): checked against ZooKeeper 3.9.
     if opcode == OP_CREATE_CONTAINER:
         op.mode = CREATE_MODE_CONTAINER
-    else:
+    elif flags:
         op.mode = 0 if flags == CREATE_MODE_CONTAINER else flags
     if opcode == OP_CREATE_TTL:
         op.ttl_ms = reader.long()
@@ -289,22 +345,44 @@ def _create(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
 
 
 def _delete(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
-    req.delete.path = reader.ustring()
-    req.delete.version = reader.int()
+    op = req.delete
+    after = _path_end(reader, 4)
+    if after < 0:
+        op.path = reader.ustring()
+        op.version = reader.int()
+        return
+    buf = reader.buf
+    op.path = _text(buf, reader.pos + 4, after)
+    (version,) = _INT.unpack_from(buf, after)
+    if version:
+        op.version = version
+    reader.pos = after + 4
 
 
 def _exists(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
-    req.exists.path = reader.ustring()
-    req.exists.watch = reader.bool()
+    _path_and_watch(reader, req.exists)
 
 
 def _get_data(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
-    req.get_data.path = reader.ustring()
-    req.get_data.watch = reader.bool()
+    _path_and_watch(reader, req.get_data)
 
 
 def _set_data(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    """{ustring path, buffer data, int version}; the fast path takes a path and data of plain lengths."""
     op = req.set_data
+    after = _path_end(reader, 8)
+    if after >= 0:
+        buf = reader.buf
+        (size,) = _INT.unpack_from(buf, after)
+        data_end = after + 4 + size
+        if size >= 0 and data_end + 4 <= reader.end:
+            op.path = _text(buf, reader.pos + 4, after)
+            op.data = bytes(buf[after + 4 : data_end])
+            (version,) = _INT.unpack_from(buf, data_end)
+            if version:
+                op.version = version
+            reader.pos = data_end + 4
+            return
     op.path = reader.ustring()
     op.null_data = reader.next_is_null()
     op.data = reader.buffer()
@@ -324,9 +402,9 @@ def _set_acl(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
 
 def _get_children(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
     op = req.get_children
-    op.path = reader.ustring()
-    op.watch = reader.bool()
-    op.include_stat = opcode == OP_GET_CHILDREN2
+    _path_and_watch(reader, op)
+    if opcode == OP_GET_CHILDREN2:
+        op.include_stat = True
 
 
 def _sync(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
@@ -598,10 +676,108 @@ def _write_multi(out: list[bytes], op_types: list[int], resp: zk_pb2.Response, a
     out.append(_MULTI_END)
 
 
+# ---- the common replies in one or a few struct.pack calls
+#
+# Each writes ReplyHeader{xid, zxid, err 0} with its record; a Stat is 68 bytes of fixed layout, so a
+# header + Stat reply is one pack. The others (_write_body) build their parts and measure them.
+_REPLY_STAT = struct.Struct(">iiqi" + _STAT.format[1:])  # frame length, ReplyHeader, Stat
+_REPLY_SIZED = struct.Struct(">iiqii")  # frame length, ReplyHeader, a buffer's or string's length
+# frame length, ReplyHeader, WatcherEvent{type, state, the path's length}
+_EVENT_HEADER = struct.Struct(">iiqiiii")
+_HEADER_BYTES = 16  # ReplyHeader{xid, zxid, err}: what the frame length counts besides the record
+
+
+def _reply_stat(out: list[bytes], xid: int, zxid: int, resp: zk_pb2.Response) -> None:
+    """setData, setACL: SetDataResponse / SetACLResponse{stat}."""
+    out.append(_REPLY_STAT.pack(_HEADER_BYTES + _STAT.size, xid, zxid, 0, *_stat_fields(resp.stat)))
+
+
+def _reply_exists(out: list[bytes], xid: int, zxid: int, resp: zk_pb2.Response) -> None:
+    """exists: ExistsResponse{stat}, or for a missing node NONODE and no record."""
+    if not resp.exists:
+        out.append(_REPLY_HEADER.pack(_HEADER_BYTES, xid, zxid, Code.NONODE))
+        return
+    _reply_stat(out, xid, zxid, resp)
+
+
+def _reply_data(out: list[bytes], xid: int, zxid: int, resp: zk_pb2.Response) -> None:
+    """getData: GetDataResponse{buffer data, stat}."""
+    stat = _STAT.pack(*_stat_fields(resp.stat))
+    if resp.null_data:
+        out.append(_REPLY_SIZED.pack(_HEADER_BYTES + 4 + _STAT.size, xid, zxid, 0, -1))
+        out.append(stat)
+        return
+    data = resp.data
+    out.append(_REPLY_SIZED.pack(_HEADER_BYTES + 4 + len(data) + _STAT.size, xid, zxid, 0, len(data)))
+    out.append(data)
+    out.append(stat)
+
+
+def _reply_path(out: list[bytes], xid: int, zxid: int, resp: zk_pb2.Response) -> None:
+    """create, sync: CreateResponse / SyncResponse{ustring path}."""
+    raw = resp.path.encode("utf-8")
+    out.append(_REPLY_SIZED.pack(_HEADER_BYTES + 4 + len(raw), xid, zxid, 0, len(raw)))
+    out.append(raw)
+
+
+def _reply_path_stat(out: list[bytes], xid: int, zxid: int, resp: zk_pb2.Response) -> None:
+    """create2, createContainer, createTTL: Create2Response{ustring path, stat}."""
+    raw = resp.path.encode("utf-8")
+    out.append(_REPLY_SIZED.pack(_HEADER_BYTES + 4 + len(raw) + _STAT.size, xid, zxid, 0, len(raw)))
+    out.append(raw)
+    out.append(_STAT.pack(*_stat_fields(resp.stat)))
+
+
+def _reply_empty(out: list[bytes], xid: int, zxid: int, resp: zk_pb2.Response) -> None:
+    """delete, ping, setWatches(2), removeWatches, checkWatches, closeSession: no record."""
+    out.append(_REPLY_HEADER.pack(_HEADER_BYTES, xid, zxid, 0))
+
+
+def _reply_children(out: list[bytes], xid: int, zxid: int, resp: zk_pb2.Response, with_stat: bool) -> None:
+    """getChildren(2): GetChildren(2)Response{vector<ustring> children[, stat]}."""
+    parts: list[bytes] = []
+    for child in resp.children:
+        raw = child.encode("utf-8")
+        parts.append(_INT.pack(len(raw)))
+        parts.append(raw)
+    body = b"".join(parts)
+    stat_bytes = _STAT.size if with_stat else 0
+    out.append(_REPLY_SIZED.pack(_HEADER_BYTES + 4 + len(body) + stat_bytes, xid, zxid, 0, len(resp.children)))
+    out.append(body)
+    if with_stat:
+        out.append(_STAT.pack(*_stat_fields(resp.stat)))
+
+
+def _reply_children1(out: list[bytes], xid: int, zxid: int, resp: zk_pb2.Response) -> None:
+    _reply_children(out, xid, zxid, resp, False)
+
+
+def _reply_children2(out: list[bytes], xid: int, zxid: int, resp: zk_pb2.Response) -> None:
+    _reply_children(out, xid, zxid, resp, True)
+
+
+# The successful replies written without _write_body's measuring; the rest go through it.
+_FAST_REPLIES: dict[int, Callable[[list[bytes], int, int, zk_pb2.Response], None]] = {
+    OP_GET_DATA: _reply_data,
+    OP_EXISTS: _reply_exists,
+    OP_SET_DATA: _reply_stat,
+    OP_SET_ACL: _reply_stat,
+    OP_CREATE: _reply_path,
+    OP_SYNC: _reply_path,
+    OP_CREATE2: _reply_path_stat,
+    OP_CREATE_CONTAINER: _reply_path_stat,
+    OP_CREATE_TTL: _reply_path_stat,
+    OP_DELETE: _reply_empty,
+    OP_PING: _reply_empty,
+    OP_GET_CHILDREN: _reply_children1,
+    OP_GET_CHILDREN2: _reply_children2,
+}
+
+
 class JuteEncoder:
     """One connection's replies and events as jute frames, in the order the core writes them."""
 
-    __slots__ = ("pending", "arrivals", "multi_types", "with_read_only", "close_after", "stats")
+    __slots__ = ("pending", "arrivals", "multi_types", "with_read_only", "close_after", "stats", "now")
 
     def __init__(self, stats: ConnectionStats | None = None) -> None:
         # The opcode of each request awaiting its reply, oldest first, and when it arrived (time.monotonic);
@@ -612,6 +788,9 @@ class JuteEncoder:
         self.with_read_only = False
         self.close_after = False  # a reply that ends the connection was encoded (AUTHFAILED, unknown opcode)
         self.stats = stats
+        # time.monotonic() of the socket write being encoded (set once per write by the sink): each
+        # reply's latency is measured to it, without a clock read per reply.
+        self.now = 0.0
 
     def expect(self, opcode: int, arrived: float, op_types: list[int] | None = None) -> None:
         """A request of `opcode` was read at `arrived`: its reply is the next one not yet expected."""
@@ -640,8 +819,8 @@ class JuteEncoder:
     def event(self, ev: zk_pb2.WatchEvent, out: list[bytes]) -> None:
         """Notification: ReplyHeader{-1, zxid of the change, 0} + WatcherEvent{type, state, path}."""
         raw = ev.path.encode("utf-8")
-        out.append(_REPLY_HEADER.pack(16 + 12 + len(raw), XID_NOTIFICATION, ev.zxid, 0))
-        out.append(struct.pack(">iii", ev.type, ev.state or KEEPER_STATE_SYNC_CONNECTED, len(raw)))
+        state = ev.state or KEEPER_STATE_SYNC_CONNECTED
+        out.append(_EVENT_HEADER.pack(16 + 12 + len(raw), XID_NOTIFICATION, ev.zxid, 0, ev.type, state, len(raw)))
         out.append(raw)
 
     def reply(self, resp: zk_pb2.Response, out: list[bytes]) -> None:
@@ -650,12 +829,15 @@ class JuteEncoder:
         err = resp.err
         zxid = resp.zxid
         if self.arrivals:
-            arrived = self.arrivals.popleft()
+            latency_ms = (self.now - self.arrivals.popleft()) * 1000
             if self.stats is not None:
-                self.stats.answered(OPERATION_NAMES.get(opcode, "UNKN"), zxid, (time.monotonic() - arrived) * 1000)
-        if opcode == OP_EXISTS and not err and not resp.exists:
-            err = Code.NONODE  # exists on a missing node: NONODE and no record
-        elif opcode in (OP_RECONFIG, OP_SASL, OP_UNKNOWN, OP_MARSHALLING_ERROR):
+                self.stats.answered(OPERATION_NAMES.get(opcode, "UNKN"), zxid, latency_ms)
+        if not err:
+            fast = _FAST_REPLIES.get(opcode)
+            if fast is not None:
+                fast(out, resp.xid, zxid, resp)
+                return
+        if opcode in (OP_RECONFIG, OP_SASL, OP_UNKNOWN, OP_MARSHALLING_ERROR):
             self._fixed_reply(opcode, resp.xid, zxid, out)
             return
         elif opcode == OP_AUTH:
@@ -697,4 +879,4 @@ class JuteEncoder:
 
 
 def _length(out: list[bytes], start: int) -> int:
-    return sum(len(part) for part in out[start:])
+    return sum(map(len, out[start:]))

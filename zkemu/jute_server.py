@@ -36,6 +36,8 @@ from quorum import errors as qerrors
 from zkemu import four_letter_words
 from zkemu.jute_codec import (
     OP_MARSHALLING_ERROR,
+    OP_MULTI,
+    OP_MULTI_READ,
     OP_UNKNOWN,
     JuteEncoder,
     JuteError,
@@ -64,6 +66,8 @@ BATCH_REQUESTS_MAX = 64
 # A request frame shorter than its RequestHeader{xid, type} cannot be answered: the connection closes.
 REQUEST_HEADER_BYTES = 8
 _LENGTH = struct.Struct(">i")
+# The requests whose reply follows the op types of their ops (JuteEncoder.expect).
+_MULTI_OPCODES = frozenset({OP_MULTI, OP_MULTI_READ})
 
 
 async def start_jute_server(service: ZooKeeperService) -> asyncio.Server:
@@ -129,12 +133,16 @@ class JuteSink:
         if writer.is_closing():
             raise ConnectionResetError("the client closed the connection")
         out: list[bytes] = []
-        encode = self.encoder.encode
+        encoder = self.encoder
+        encoder.now = now = time.monotonic()  # the replies' latencies end here (one clock read a write)
+        encode = encoder.encode
         frames = 0
         for message in messages:
             frames += encode(message, out)
         writer.write(b"".join(out))
-        self.stats.sent(frames)
+        stats = self.stats
+        stats.sent(frames)
+        stats.last_response_ms = int(now * 1000)  # `cons` lresp
         if self.encoder.close_after and self.on_close is not None:
             self.on_close()
         if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
@@ -271,8 +279,7 @@ class JuteConnection:
                 req.xid = xid
                 opcode = OP_MARSHALLING_ERROR
                 self.log.info("zk_request_unreadable", session_id=self.stats.session_id, xid=xid, reason=str(exc))
-            multi = req.HasField("multi") or req.HasField("multi_read")
-            encoder.expect(opcode, arrived, jute.op_types if multi else None)
+            encoder.expect(opcode, arrived, jute.op_types if opcode in _MULTI_OPCODES else None)
             pos += 4 + length
             if opcode == OP_UNKNOWN or len(requests) == BATCH_REQUESTS_MAX:
                 break  # an unknown opcode ends the connection: nothing after it is read
