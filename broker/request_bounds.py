@@ -226,16 +226,7 @@ def bounded_handler(
             await budget.acquire(size_bytes, timeout_s)
         except RequestBytesExhausted as exc:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        released = False
-
-        def release_once() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                budget.release(size_bytes)
-
-        token = _RELEASE_CURRENT.set(release_once)
-        try:
+        with holding_request_bytes(budget, size_bytes):
             try:
                 request = parse(raw)
             except Exception as exc:  # protobuf's DecodeError and friends: the client sent bytes we cannot read
@@ -247,8 +238,5 @@ def bounded_handler(
             except Exception as exc:  # the loop boundary of one request: log it, answer it, serve the next
                 logger.exception("request_failed", request=type_name, error=str(exc))
                 await context.abort(grpc.StatusCode.INTERNAL, f"UNKNOWN_SERVER_ERROR: {type(exc).__name__}: {exc}")
-        finally:
-            release_once()
-            _RELEASE_CURRENT.reset(token)
 
     return bounded
