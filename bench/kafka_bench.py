@@ -13,6 +13,11 @@ librdkafka (Kafka's JIT compiler warms up; both sides open their first connectio
 | | | the settings RF 1 acks=1, RF 3 acks=1, RF 3 acks=all; brokers' CPU seconds per million records |
 | `rdkafka_consume_<setting>` | librdkafka | records/s reading that topic back (every partition assigned, no group) |
 | `rdkafka_latency_rf3_acksall` | librdkafka | end-to-end p50/p99 at `--latency-rate` (10,000/s), RF 3 acks=all |
+| `java_produce_<setting>` | Kafka's Java | kafka-producer-perf-test (Kafka 3.9's jars, JIT at full speed), the |
+| | | same settings, `--java-records-factor` times `--records` (the client is that much faster) |
+| `java_consume_<setting>` | Kafka's Java | kafka-consumer-perf-test's fetch rate (its group join left out) |
+| `java_e2e_rf3_acksall` | Kafka's Java | kafka-e2e-latency: one record at a time, acks=all, awaited, then polled |
+| | | back (`--e2e-records`): the pipeline's own latency, with no queueing |
 | `sdk_produce_<setting>` | zkraft SDK | `zkraft producer-perf-test` (zkraft only: the SDK speaks gRPC) |
 | `sdk_consume_<setting>` | zkraft SDK | `zkraft consumer-perf-test` |
 | `broker_ceiling_rf1_acks1` | gRPC | pre-built 160-record batches, 3 coroutines per leader: no client work |
@@ -66,6 +71,7 @@ DRIVER = REPO_ROOT / "bench" / "rdkafka_driver.py"
 SETTINGS = (("rf1_acks1", 1, "1"), ("rf3_acks1", 3, "1"), ("rf3_acksall", 3, "all"))
 LATENCY_SETTING = ("rf3_acksall", 3, "all")
 CLUSTERS = ("zkraft", "kafka")
+CLIENTS = ("rdkafka", "java", "sdk")
 # Kafka's published single-producer figures (three machines; "Benchmarking Apache Kafka: 2 Million Writes
 # Per Second (On Three Cheap Machines)", 2014): the floor the issue sets for zkraft's librdkafka figures.
 PUBLISHED_FLOOR = {
@@ -358,17 +364,78 @@ def rdkafka_phases(target: Target, args: argparse.Namespace, record: Callable[[s
     record(f"rdkafka_latency_{name}", rdkafka_latency(bootstrap, topic, args.latency_records, args.latency_rate))
 
 
-# ---------------------------------------------------------------- zkraft's SDK through gRPC
+# ---------------------------------------------------------------- Kafka's own Java tools through the Kafka protocol
+
+# The JVM settings kafka-run-class.sh gives a tool (KAFKA_JVM_PERFORMANCE_OPTS), with the heap
+# kafka-producer-perf-test.sh sets: the client at full JIT speed, so that the broker, not the client, bounds.
+JAVA_TOOL_OPTIONS = ("-Xms512m", "-Xmx512m", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                     "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true")  # fmt: skip
+PRODUCER_PERF_MAIN = "org.apache.kafka.tools.ProducerPerformance"  # bin/kafka-producer-perf-test.sh
+CONSUMER_PERF_MAIN = "org.apache.kafka.tools.ConsumerPerformance"  # bin/kafka-consumer-perf-test.sh
+END_TO_END_MAIN = "org.apache.kafka.tools.EndToEndLatency"  # bin/kafka-e2e-latency.sh
+# The Java producer's settings, the same against both clusters: its defaults (batch.size 16 KiB,
+# linger.ms 0 in 3.9) but the linger librdkafka's driver uses, so both clients batch alike.
+JAVA_PRODUCER_PROPS = ("linger.ms=5", "batch.size=65536", "buffer.memory=67108864")
+# "Percentiles: 50th = 1, 99th = 3, 99.9th = 5" (whole milliseconds, as EndToEndLatency rounds them down)
+_E2E_PERCENTILES = re.compile(r"Percentiles: 50th = (\d+), 99th = (\d+), 99\.9th = (\d+)")
+_E2E_AVERAGE = re.compile(r"Avg latency: ([\d.]+) ms")
 
 
-def sdk_produce(bootstrap: str, topic: str, records: int, acks: str) -> dict[str, Any]:
-    out = zkraft(
-        "producer-perf-test", "--topic", topic, "--num-records", str(records), "--record-size", "100",
-        "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}",
-    )  # fmt: skip
-    match = _PRODUCER_TOTAL.search(out.strip().splitlines()[-1])
+class JavaTools:
+    """Apache Kafka 3.9's own performance tools (tests/kafka39/pom.xml's jars) as bin/*.sh would run them."""
+
+    def __init__(self) -> None:
+        from tests import maven_jars
+        from tests.real_zookeeper import find_java
+
+        jars = maven_jars.resolve()
+        self.java = find_java() or "java"
+        self.classpath = os.pathsep.join(str(jar) for jar in sorted(jars.glob("*.jar")))
+
+    def run(self, main_class: str, *args: str) -> str:
+        command = [self.java, *JAVA_TOOL_OPTIONS, "-cp", self.classpath, main_class, *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{main_class} exited {done.returncode}: {(done.stdout + done.stderr)[-800:]}")
+        return done.stdout
+
+    def produce(self, bootstrap: str, topic: str, records: int, acks: str) -> dict[str, Any]:
+        out = self.run(
+            PRODUCER_PERF_MAIN, "--topic", topic, "--num-records", str(records), "--record-size", "100",
+            "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}",
+            *JAVA_PRODUCER_PROPS,
+        )  # fmt: skip
+        return parse_producer_total(out, "kafka-producer-perf-test")
+
+    def consume(self, bootstrap: str, topic: str, records: int) -> dict[str, Any]:
+        """kafka-consumer-perf-test's figures; records/s is its fetch rate (the group's join left out)."""
+        out = self.run(
+            CONSUMER_PERF_MAIN, "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(records),
+            "--timeout", "60000",
+        )  # fmt: skip
+        # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+        # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+        row = [field.strip() for field in out.strip().splitlines()[-1].split(",")]
+        if len(row) < 10:
+            raise RuntimeError(f"unexpected kafka-consumer-perf-test output: {out[-300:]}")
+        return {"records": int(float(row[4])), "records_per_s": round(float(row[9])), "mb_per_s": float(row[8]),
+                "rebalance_ms": float(row[6])}  # fmt: skip
+
+    def end_to_end(self, bootstrap: str, topic: str, records: int) -> dict[str, Any]:
+        """kafka-e2e-latency: one record at a time, sent with acks=all and awaited, then polled back."""
+        out = self.run(END_TO_END_MAIN, bootstrap, topic, str(records), "all", "100")
+        percentiles, average = _E2E_PERCENTILES.search(out), _E2E_AVERAGE.search(out)
+        if percentiles is None or average is None:
+            raise RuntimeError(f"unexpected kafka-e2e-latency output: {out[-300:]}")
+        p50, p99, p999 = (float(group) for group in percentiles.groups())
+        return {"records": records, "avg_ms": float(average.group(1)), "p50_ms": p50, "p99_ms": p99, "p999_ms": p999}
+
+
+def parse_producer_total(out: str, tool: str) -> dict[str, Any]:
+    """The last line of a producer-perf-test (Kafka's or `zkraft producer-perf-test`, which prints the same)."""
+    match = _PRODUCER_TOTAL.search(out.strip().splitlines()[-1]) if out.strip() else None
     if match is None:
-        raise RuntimeError(f"unexpected producer-perf-test output: {out[-300:]}")
+        raise RuntimeError(f"unexpected {tool} output: {out[-300:]}")
     return {
         "records": int(match.group(1)),
         "records_per_s": float(match.group(2)),
@@ -378,6 +445,44 @@ def sdk_produce(bootstrap: str, topic: str, records: int, acks: str) -> dict[str
         "p50_ms": float(match.group(6)),
         "p99_ms": float(match.group(8)),
     }
+
+
+def java_phases(target: Target, args: argparse.Namespace, record: Callable[[str, dict[str, Any]], None]) -> None:
+    """Kafka's Java perf tools for each setting, then kafka-e2e-latency, through the Kafka protocol."""
+    bootstrap = target.kafka_bootstrap
+    if bootstrap is None:
+        return
+    tools = JavaTools()
+    if args.warmup_records:
+        target.create_topic("java-warmup", args.partitions, 3)
+        wait_leaders(bootstrap, "java-warmup", args.partitions)
+        tools.produce(bootstrap, "java-warmup", args.warmup_records, "all")
+    records = args.records * args.java_records_factor
+    for name, factor, acks in SETTINGS:
+        topic = f"java-{name}"
+        target.create_topic(topic, args.partitions, factor)
+        wait_leaders(bootstrap, topic, args.partitions)
+        record(f"java_produce_{name}", with_cpu(target, records, lambda topic=topic, acks=acks: tools.produce(
+            bootstrap, topic, records, acks)))  # fmt: skip
+        record(f"java_consume_{name}", with_cpu(target, records, lambda topic=topic: tools.consume(
+            bootstrap, topic, records)))  # fmt: skip
+    # EndToEndLatency reads one partition (it checks that each poll returns exactly the record it sent).
+    name, factor, _acks = LATENCY_SETTING
+    topic = f"java-latency-{name}"
+    target.create_topic(topic, 1, factor)
+    wait_leaders(bootstrap, topic, 1)
+    record(f"java_e2e_{name}", tools.end_to_end(bootstrap, topic, args.e2e_records))
+
+
+# ---------------------------------------------------------------- zkraft's SDK through gRPC
+
+
+def sdk_produce(bootstrap: str, topic: str, records: int, acks: str) -> dict[str, Any]:
+    out = zkraft(
+        "producer-perf-test", "--topic", topic, "--num-records", str(records), "--record-size", "100",
+        "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}",
+    )  # fmt: skip
+    return parse_producer_total(out, "producer-perf-test")
 
 
 def sdk_consume(bootstrap: str, topic: str, records: int) -> dict[str, Any]:
@@ -457,9 +562,12 @@ def one_run(run: int, args: argparse.Namespace, root: Path) -> dict[str, float]:
         opened = zkraft_target if cluster == "zkraft" else kafka_target
         with opened(root / f"run-{run}-{cluster}") as target:
             emit({"run": run, "cluster": cluster, "measure": "started", "kafka_bootstrap": target.kafka_bootstrap})
-            rdkafka_phases(target, args, record)
-            sdk_phases(target, args, record)
+            for client in args.clients:
+                CLIENT_PHASES[client](target, args, record)
     return figures
+
+
+CLIENT_PHASES = {"rdkafka": rdkafka_phases, "java": java_phases, "sdk": sdk_phases}
 
 
 def summary(runs: list[dict[str, float]]) -> dict[str, Any]:
@@ -468,14 +576,16 @@ def summary(runs: list[dict[str, float]]) -> dict[str, Any]:
     medians = {key: median_or_none([figures.get(key) for figures in runs]) for key in keys}
     ratios = {}
     for key, value in medians.items():
-        if key.startswith("zkraft_rdkafka_") and value:
+        if key.startswith(("zkraft_rdkafka_", "zkraft_java_")) and value:
             baseline = medians.get("kafka_" + key.removeprefix("zkraft_"))
             if baseline:
                 ratios["zkraft_over_kafka_" + key.removeprefix("zkraft_")] = round(value / baseline, 3)
     for cluster in sorted({key.split("_", 1)[0] for key in keys}):
-        consumed = [v for k, v in medians.items() if k.startswith(f"{cluster}_rdkafka_consume_") and
-                    k.endswith("_records_per_s") and v]  # fmt: skip
-        medians[f"{cluster}_rdkafka_consume_min_records_per_s"] = min(consumed, default=None)
+        for client in ("rdkafka", "java"):
+            consumed = [v for k, v in medians.items() if k.startswith(f"{cluster}_{client}_consume_") and
+                        k.endswith("_records_per_s") and v]  # fmt: skip
+            if consumed:
+                medians[f"{cluster}_{client}_consume_min_records_per_s"] = min(consumed)
     return {"measure": "summary", "runs": len(runs), "medians": medians, "ratios": ratios,
             "published_floor": PUBLISHED_FLOOR, "sdk_targets": SDK_TARGETS}  # fmt: skip
 
@@ -489,6 +599,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency-records", type=int, default=100_000, help="records of the latency run")
     parser.add_argument("--latency-rate", type=int, default=10_000, help="records/s of the latency run")
     parser.add_argument("--clusters", default=",".join(CLUSTERS), help="which of zkraft,kafka to run")
+    parser.add_argument("--clients", default=",".join(CLIENTS), help="which of rdkafka,java,sdk to run")
+    parser.add_argument(
+        "--java-records-factor",
+        type=int,
+        default=4,
+        help="the Java tools send this many times --records (they are that much faster)",
+    )
+    parser.add_argument("--e2e-records", type=int, default=5000, help="records of kafka-e2e-latency (one at a time)")
     parser.add_argument("--dir", type=Path, default=None, help="where the clusters' data goes (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     args = parser.parse_args(argv)
@@ -496,17 +614,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = sorted(set(args.clusters) - set(CLUSTERS))
     if unknown or not args.clusters:
         parser.error(f"--clusters takes a comma-separated subset of {','.join(CLUSTERS)}, got {unknown or 'none'}")
+    args.clients = [c for c in args.clients.split(",") if c]
+    unknown = sorted(set(args.clients) - set(CLIENTS))
+    if unknown or not args.clients:
+        parser.error(f"--clients takes a comma-separated subset of {','.join(CLIENTS)}, got {unknown or 'none'}")
     if args.warmup_records < 0:
         parser.error(f"--warmup-records must be >= 0, got {args.warmup_records}")
-    for name in ("runs", "records", "partitions", "latency_records", "latency_rate"):
+    for name in (
+        "runs",
+        "records",
+        "partitions",
+        "latency_records",
+        "latency_rate",
+        "java_records_factor",
+        "e2e_records",
+    ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if "kafka" in args.clusters:
+    if "kafka" in args.clusters or "java" in args.clients:
         from bench.kafka_baseline import unavailable_reason
 
         reason = unavailable_reason()
         if reason is not None:
-            parser.error(f"the real Kafka baseline cannot run here: {reason} (or leave it out: --clusters zkraft)")
+            parser.error(
+                f"the real Kafka baseline and Kafka's Java tools cannot run here: {reason} "
+                "(or leave them out: --clusters zkraft --clients rdkafka,sdk)"
+            )
     return args
 
 
