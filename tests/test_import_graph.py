@@ -72,12 +72,12 @@ _BEING_REMOVED_BY_ISSUE_28: frozenset[Edge] = frozenset(
         # The ZooKeeper client's codec moves into client/zk/ (zkemu may import it there).
         Edge("zkemu/session_intake.py", "client.zk_codec"),
         # ZooKeeper-level limits read by the quorum's settings and server (jute.maxbuffer, the session envelope,
-        # the extended server id): no part's brief names these; the lead decides where they go (zkemu's settings,
-        # or the facade's wiring) when merging.
+        # the extended server id): issue 28 does not say where these go; decided when it is merged (zkemu's
+        # settings, or the facade's wiring).
         Edge("quorum/server.py", "client.zk_codec"),
         Edge("quorum/settings.py", "client.zk_codec"),
         Edge("quorum/settings.py", "zkemu.ephemeral_type"),
-        # The key/value state machine decodes the quorum client's set command: no part's brief names it either.
+        # The key/value state machine decodes the quorum client's set command: also decided when issue 28 is merged.
         Edge("quorum/state_machine.py", "client.quorum_client"),
         # zkemu reaches into the quorum's internals; the facade replaces all of these.
         Edge("zkemu/admission.py", "quorum.settings"),
