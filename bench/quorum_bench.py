@@ -6,7 +6,7 @@ Every figure goes through the node's proposal path (`QuorumClient.set`: one
 Propose RPC per event-loop turn, acknowledged after commit on a majority with
 fsync and apply on the leader) against real `zkraft quorum start` processes
 with default settings. Output is JSON lines on stdout, one object per
-measurement and a final `summary` object; nothing is asserted (DESIGN.md:
+measurement and a final `summary` object; nothing is asserted (docs/DESIGN.md §11:
 benchmarks print figures, tests never assert times).
 
 Measurements, in the order they run:

@@ -1,4 +1,4 @@
-"""Fetch responses put on the wire around the segment bytes (DESIGN.md, "Records": fetches slice segment files).
+"""Fetch responses put on the wire around the segment bytes (docs/DESIGN.md §4.6: fetches slice segment files).
 
 Setting `records` on a protobuf message and serializing it copies every
 fetched byte three times (into the message, into the encoder's buffer, into

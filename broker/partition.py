@@ -1,7 +1,7 @@
 """One partition as this broker sees it: leader or follower, ISR, LEO and high watermark (Kafka's `Partition`).
 
 The leader keeps, per follower, the LEO it last fetched from and the last time
-it was caught up (research/kafka.md §2.16, K24 Replica.updateFetchState):
+it was caught up (docs/research/kafka.md §2.16, K24 Replica.updateFetchState):
 `last_caught_up_ms` becomes the fetch time when the fetch offset reached the
 leader's LEO at that fetch, or the previous fetch's time when it reached the
 LEO the leader had at the previous fetch. From those:

@@ -3,7 +3,7 @@
 Each broker claims blocks of `PRODUCER_ID_BLOCK_SIZE` ids from the znode
 `/latest_producer_id_block`, whose JSON names the last block handed out:
 `{"version":1,"broker":B,"block_start":"N","block_end":"M"}` (both ends
-inclusive, the numbers as strings: research/kafka.md §1.1). A claim reads the
+inclusive, the numbers as strings: docs/research/kafka.md §1.1). A claim reads the
 znode and writes the next block with a conditional setData on the version it
 read (create when the znode is absent); a BadVersion/NodeExists means another
 broker claimed first, so it reads again. An empty znode (created at start-up

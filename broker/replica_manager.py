@@ -1,7 +1,7 @@
 """The partitions this broker hosts, as leader or follower (Kafka's `ReplicaManager`).
 
 * LeaderAndIsr (`become_leader_or_follower`): fenced by controller epoch and
-  leader epoch (research/kafka.md §2.9); makes partitions leaders or followers
+  leader epoch (docs/research/kafka.md §2.9); makes partitions leaders or followers
   and hands followers to the fetcher manager.
 * Produce (`produce`): append as leader; acks=1 answers after the local write,
   acks=-1 waits (delayed produce) until the HW passes the last offset, failing

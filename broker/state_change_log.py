@@ -1,4 +1,4 @@
-"""`state-change.log` in Kafka 2.x's format (research/kafka.md §2.18).
+"""`state-change.log` in Kafka 2.x's format (docs/research/kafka.md §2.18).
 
     [2026-11-21 12:53:03,123] INFO [Controller id=1 epoch=3] Changed partition t-0 from NewPartition to
     OnlinePartition with state LeaderAndIsr(leader=1, leaderEpoch=0, isr=List(1, 2), zkVersion=0)

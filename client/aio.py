@@ -72,7 +72,7 @@ class AsyncZkClient:
     `session_timeout_ms`: the session timeout asked for; the server clamps it
     (`session_timeout_ms` property after start: the negotiated one).
     `linearizable_reads`: every read is a Raft ReadIndex read, not just
-    sequentially consistent (DESIGN "Reads").
+    sequentially consistent (docs/DESIGN.md §4.4).
     `command_retry`: the `retry()` policy, an `AsyncZkRetry` or its kwargs.
     """
 

@@ -1,4 +1,4 @@
-"""Partition assignors run by the group leader (research/kafka.md §5.4, exact).
+"""Partition assignors run by the group leader (docs/research/kafka.md §5.4, exact).
 
 The group leader gets every member's `Subscription` in its JoinGroup response
 and the partition count of each subscribed topic from its own metadata, and

@@ -1,6 +1,6 @@
 """Kafka's four record-batch codecs, framed as Kafka's clients write them, decoded with a bound.
 
-One compress / decompress pair per codec, all through cramjam (research/kafka.md
+One compress / decompress pair per codec, all through cramjam (docs/research/kafka.md
 §3.8; Kafka 2.8 `CompressionType.java`):
 
 * gzip: a gzip member at the default level, as `GZIPOutputStream` writes it.

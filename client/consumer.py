@@ -6,12 +6,12 @@ partition of them (new partitions are picked up on metadata refresh). With a
 `group_id`, subscribing makes it a member of that consumer group: the
 partitions come from the group's assignor, positions from the committed
 offsets, and commits go to the group coordinator (client/consumer_coordinator.py,
-research/kafka.md §5). Fetches
+docs/research/kafka.md §5). Fetches
 go ONE request per leader broker for all the partitions it leads (replica_id
 -1), at most one in flight per broker; a response is kept as raw bytes and
 decoded only when its records are handed to the user, and the next fetch to
 that broker goes out while the user works (prefetch). Start positions come
-from ListOffsets (-2 earliest, -1 latest; research/kafka.md §3.4).
+from ListOffsets (-2 earliest, -1 latest; docs/research/kafka.md §3.4).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 After Kafka's `AbstractCoordinator` + `ConsumerCoordinator` (K28
 clients/…/consumer/internals) with the eager rebalance protocol, and the group
-coordinator's rules in research/kafka.md §5.2-5.3:
+coordinator's rules in docs/research/kafka.md §5.2-5.3:
 
 * The coordinator is found with FindCoordinator (any broker); COORDINATOR_NOT_AVAILABLE,
   COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR and a dead connection make the client

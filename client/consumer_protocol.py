@@ -1,4 +1,4 @@
-"""The consumer protocol's member metadata and assignment bytes (research/kafka.md §5.3).
+"""The consumer protocol's member metadata and assignment bytes (docs/research/kafka.md §5.3).
 
 Kafka's `ConsumerProtocolSubscription` and `ConsumerProtocolAssignment`
 (K28 `clients/src/main/resources/common/message/*.json`, serialized by

@@ -1,4 +1,4 @@
-"""Fetched record batches -> ConsumerRecord tuples, the consumer's hot path (research/kafka.md §3.8).
+"""Fetched record batches -> ConsumerRecord tuples, the consumer's hot path (docs/research/kafka.md §3.8).
 
 `client.records.iter_records` builds `Record` tuples with a general varint
 decoder (~0.3 M records/s); the consumer needs ConsumerRecords, so this module

@@ -1,7 +1,7 @@
 """The ZooKeeper client's errors: one class per ZooKeeper error code, named as kazoo names them.
 
 `ZookeeperError` carries the wire `code` (ZooKeeper's `KeeperException.Code`,
-research/quorum.md §1.4) and, when known, the `path` it concerns; its message
+docs/research/quorum.md §1.4) and, when known, the `path` it concerns; its message
 is one line that names that path. `EXCEPTIONS` maps a code to its class and
 `exception_for()` builds the instance for a server reply. `retriable` is True
 where retrying the same call is safe and may succeed (`ZkRetry` retries those).

@@ -1,6 +1,6 @@
 """structlog set up for a server process: JSON lines on stderr, ISO UTC timestamps, INFO and up.
 
-Shared by quorum nodes and brokers (DESIGN.md, Observability).
+Shared by quorum nodes and brokers (docs/DESIGN.md §10).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Bootstrap, the metadata cache and one gRPC channel per broker, shared by Producer, Consumer and Admin.
 
 Kafka's `Metadata` + `NetworkClient` in one small object: it parses the
-bootstrap list, asks any reachable broker for Metadata (research/kafka.md
+bootstrap list, asks any reachable broker for Metadata (docs/research/kafka.md
 §3.5), keeps the answer as an immutable `ClusterSnapshot` (swapped whole, so
 readers on other threads never see half an update) and hands out a
 `BrokerStub` per node id over one channel per address. Calls are synchronous

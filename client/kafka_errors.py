@@ -1,4 +1,4 @@
-"""Kafka's error codes: one class per wire code, as in Kafka 2.8's `Errors.java` (research/kafka.md §3.7).
+"""Kafka's error codes: one class per wire code, as in Kafka 2.8's `Errors.java` (docs/research/kafka.md §3.7).
 
 Every class carries Kafka's `code`, its enum `name` (`NOT_LEADER_OR_FOLLOWER`), Kafka's
 default message and the `retriable` flag (True where Kafka's exception class derives from

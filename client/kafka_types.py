@@ -8,7 +8,7 @@ from typing import NamedTuple
 from client.kafka_errors import KafkaError
 from client.structs import TopicPartition
 
-# ListOffsets special timestamps (research/kafka.md §3.4).
+# ListOffsets special timestamps (docs/research/kafka.md §3.4).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 

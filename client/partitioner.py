@@ -1,4 +1,4 @@
-"""Kafka's default producer partitioner (research/kafka.md §5.5).
+"""Kafka's default producer partitioner (docs/research/kafka.md §5.5).
 
 A keyed record goes to `toPositive(murmur2(key)) % num_partitions`, exactly as
 Kafka's Java `DefaultPartitioner`, so a key lands on the same partition here as

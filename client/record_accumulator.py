@@ -14,7 +14,7 @@ partition's next base sequence when it is sealed; a retry resends the sealed
 bytes, so the broker recognises it. Sequences restart at 0 when the producer
 id changes.
 
-Null-key records follow the sticky partitioner (KIP-480, research/kafka.md
+Null-key records follow the sticky partitioner (KIP-480, docs/research/kafka.md
 §5.5): a topic's sticky partition changes only when a record would need a new
 batch there, so a partition's batch fills up before the producer moves on.
 """

@@ -1,7 +1,7 @@
 """Kafka's v2 record batch (magic 2): build, validate, re-offset and decode.
 
 The record format lives in the client, as in Kafka where it is in the clients
-jar; the broker imports it from here (research/kafka.md §3.8, after Kafka
+jar; the broker imports it from here (docs/research/kafka.md §3.8, after Kafka
 2.8 `DefaultRecordBatch.java` and `DefaultRecord.java`).
 
 Batch header, 61 bytes, big-endian::

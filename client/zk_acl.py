@@ -12,7 +12,7 @@ An ACL entry grants `perms` (a sum of `Permissions`) to one `Id` (scheme and
 id): world:anyone, auth:"" (every id the session authenticated with),
 digest:user:base64(sha1(user:password)), or ip:addr[/bits]. ZooKeeper
 checks CREATE and DELETE on the parent, WRITE for set, READ for reads and
-ADMIN for set_acls (research/quorum.md §1.10).
+ADMIN for set_acls (docs/research/quorum.md §1.10).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ and reconnects when the connection breaks, for as long as the session lives.
   reply to the oldest outstanding request, and a mismatch drops the
   connection. A reply's watch registration runs in the reader before the
   next message is read, so an event that follows the reply finds its watcher.
-* **Timers** (research/quorum.md §1.7, ZooKeeper paper §4.4): a ping after
+* **Timers** (docs/research/quorum.md §1.7, ZooKeeper paper §4.4): a ping after
   `timeout/3` without sending; the connection counts as lost after
   `2*timeout/3` without hearing anything.
 * **Connection loss** (SUSPENDED): requests on the wire fail with

@@ -7,7 +7,7 @@
     t.delete("/c")
     results = t.commit()
 
-All ops succeed together or none does (research/quorum.md §1.6). `commit()`
+All ops succeed together or none does (docs/research/quorum.md §1.6). `commit()`
 does not raise for a failed op: like kazoo, it returns one result per op --
 the created path for create, a `ZnodeStat` for set_data, True for delete and
 check -- and when the transaction failed, an exception *instance* in every

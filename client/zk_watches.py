@@ -1,4 +1,4 @@
-"""The client's table of registered watches (ZooKeeper's ZKWatchManager, research/quorum.md §1.8).
+"""The client's table of registered watches (ZooKeeper's ZKWatchManager, docs/research/quorum.md §1.8).
 
 Paths are server paths (chroot included). A watcher is any callable; the same
 watcher registered for one path through several reads is called once per

@@ -8,7 +8,7 @@
           .load())
 
 Options, schema and semantics are those of Spark's built-in Kafka source
-(research/spark.md §2); see README.md, "Spark".
+(docs/research/spark.md §2); see README.md, "Spark".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Fetched Kafka v2 record batches -> one Arrow RecordBatch in the Kafka source schema, vectorised with numpy.
 
-The v2 record format (research/kafka.md §3.8, `client/records.py`) is a
+The v2 record format (docs/research/kafka.md §3.8, `client/records.py`) is a
 chain of varint-framed records, so where each record starts is inherently
 sequential; everything after that is not. Decoding therefore runs in three
 steps:

@@ -5,7 +5,7 @@ metadata cache and one gRPC channel per broker) is kept per process and per
 bootstrap list, as Spark's Kafka source caches its consumers. Offsets come
 from ListOffsets sent to each partition's leader (-2 earliest, -1 latest =
 the high watermark, or a timestamp), retried against refreshed metadata while
-leaders move (research/kafka.md §3.4).
+leaders move (docs/research/kafka.md §3.4).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Executor side: read one offset range from its partition's leader with the Fetch API, yield Arrow batches.
 
-`read_range` is a pure function of its `OffsetRange` (research/spark.md §0.4):
+`read_range` is a pure function of its `OffsetRange` (docs/research/spark.md §0.4):
 it fetches from the leader named by this worker's cached metadata, keeps the
 next Fetch in flight while it decodes the current response (one gRPC future),
 and yields one RecordBatch per response. Retriable errors (NOT_LEADER,

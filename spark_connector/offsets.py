@@ -1,6 +1,6 @@
 """Kafka's offsets JSON, as Spark's Kafka source writes it: `{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}`.
 
-The same shape serves three purposes (research/spark.md §2.3): the
+The same shape serves three purposes (docs/research/spark.md §2.3): the
 `startingOffsets`/`endingOffsets` options (where -2 means earliest and -1
 latest), the `startingOffsetsByTimestamp` option (values are epoch ms), and
 the offsets Spark checkpoints for each micro-batch (values are the next

@@ -6,7 +6,7 @@ accepted with and without the `kafka.` prefix where Kafka's own client
 property is meant (`kafka.bootstrap.servers` or `bootstrap.servers`);
 anything else, and any contradiction (two subscription kinds, `latest` as a
 batch start), raises `OptionError` whose message names the option
-(research/spark.md §2.1). Kafka's forbidden consumer properties get Kafka's
+(docs/research/spark.md §2.1). Kafka's forbidden consumer properties get Kafka's
 explanation.
 """
 

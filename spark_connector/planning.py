@@ -6,7 +6,7 @@ never starving a small partition), `offset_ranges` is the driver half of
 `KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets` (what counts as
 data loss between two offset maps), `split_ranges` is
 `KafkaOffsetRangeCalculator.getRanges` (`minPartitions`,
-`maxRecordsPerPartition`). See research/spark.md §2.4-2.6.
+`maxRecordsPerPartition`). See docs/research/spark.md §2.4-2.6.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 `key binary, value binary, topic string, partition int, offset long, timestamp
 timestamp, timestampType int` and, with `includeHeaders`, `headers
-array<struct<key string, value binary>>` (research/spark.md §2.2). Every field
+array<struct<key string, value binary>>` (docs/research/spark.md §2.2). Every field
 is nullable, as in Spark's `KafkaRecordToRowConverter`. The Arrow schema is
 what `pyspark.sql.pandas.types.to_arrow_schema(schema, timezone="UTC")`
-produces for it (research/spark.md §1.6); it is written out here so that the
+produces for it (docs/research/spark.md §1.6); it is written out here so that the
 executors do not import pyspark's pandas helpers, and a unit test checks the
 two agree.
 """

@@ -1,6 +1,6 @@
 """Batch and streaming sinks: `df.write.format("zkraft")` / `df.writeStream.format("zkraft")`, with the Producer.
 
-Columns as Spark's Kafka sink takes them (research/spark.md §2.7): `value`
+Columns as Spark's Kafka sink takes them (docs/research/spark.md §2.7): `value`
 (string or binary, required), `key` (string or binary, optional), `topic`
 (string; required unless the `topic` option is set, which wins), `partition`
 (int, optional: null lets the producer's partitioner choose) and `headers`

@@ -1,7 +1,7 @@
 """The `zkraft` data source: Spark's Kafka source and sink contract over the zkraft brokers.
 
 Named `zkraft`, not `kafka`: Spark resolves `kafka` to its JVM connector
-before it looks at Python data sources (research/spark.md §0.6). Options are
+before it looks at Python data sources (docs/research/spark.md §0.6). Options are
 validated when Spark asks for the schema, i.e. at `load()`; the checks that
 depend on batch versus streaming (`latest` as a batch start, `endingOffsets`
 in a stream) run when Spark asks for the reader.

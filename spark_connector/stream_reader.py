@@ -1,4 +1,4 @@
-"""The streaming reader: offsets on the driver, ranges read on the executors (research/spark.md §0, §2.4).
+"""The streaming reader: offsets on the driver, ranges read on the executors (docs/research/spark.md §0, §2.4).
 
 The driver-side instance lives in Spark's Python streaming runner for the
 whole query: it resolves the starting offsets, answers `latestOffset(start,

@@ -6,7 +6,7 @@ send order for that producer (across all partitions it sends to, so it also
 increases within each partition). The history is:
 
 * `acked`: what the producer was told was written — (partition, offset, value)
-  for every future that succeeded (research/kafka.md §7.3: with acks=all,
+  for every future that succeeded (docs/research/kafka.md §7.3: with acks=all,
   min.insync.replicas ≥ 2 and clean elections, none of these may vanish);
 * `read`: per partition, what a consumer read from offset 0 up to the end, as
   (offset, value) in read order.

@@ -1,4 +1,4 @@
-"""Range and round-robin exactly as Kafka's (research/kafka.md §5.4), with Kafka's documented examples."""
+"""Range and round-robin exactly as Kafka's (docs/research/kafka.md §5.4), with Kafka's documented examples."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Consumer groups against a real cluster: 3 quorum nodes, 3 brokers, consumers in and out of process.
 
-What a user of Kafka's groups would check (research/kafka.md §5): three members split a
+What a user of Kafka's groups would check (docs/research/kafka.md §5): three members split a
 10-partition topic as range (4/3/3) and round-robin assign it; a fourth member makes the
 group rebalance into a higher generation; a SIGKILLed member's partitions move after its
 session timeout; a stale member's commit fails with ILLEGAL_GENERATION; two groups read a

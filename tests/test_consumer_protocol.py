@@ -1,4 +1,4 @@
-"""Consumer protocol bytes against hand-built expectations (Kafka's classic encoding, research/kafka.md §5.3)."""
+"""Consumer protocol bytes against hand-built expectations (Kafka's classic encoding, docs/research/kafka.md §5.3)."""
 
 from __future__ import annotations
 

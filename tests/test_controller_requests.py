@@ -1,5 +1,5 @@
 """Pure parts of the controller: request batching (one RPC per broker per event, Kafka's order) and the
-state-change log's Kafka 2.x line format (research/kafka.md §2.10, §2.18)."""
+state-change log's Kafka 2.x line format (docs/research/kafka.md §2.10, §2.18)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ What is checked is what a user checks: the state znodes (leader, leader
 epoch, ISR), the controller's logs, and — the point of it all — that every
 record acknowledged with acks=all (RF 3, min.insync.replicas 2, clean
 elections) is read back exactly once per partition, in send order
-(tests/delivery_checker.py; research/kafka.md §7.3).
+(tests/delivery_checker.py; docs/research/kafka.md §7.3).
 
 Waiting is `wait_until` with deadlines; every loop is bounded in count and
 time. The nemesis's dwell times are the only sleeps: they are the fault

@@ -1,4 +1,4 @@
-"""The jute encoding of multi and multiRead replies (ZooKeeper's MultiResponse, research/quorum.md §2.4).
+"""The jute encoding of multi and multiRead replies (ZooKeeper's MultiResponse, docs/research/quorum.md §2.4).
 
 A multi is atomic: once one op fails, every op answers an ErrorResult. A multiRead is not: each op
 answers on its own, so a missing node's getData is an ErrorResult beside the other ops' data and

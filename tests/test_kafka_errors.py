@@ -6,7 +6,7 @@ import pytest
 
 from client import kafka_errors as ke
 
-# research/kafka.md §3.7: every code listed there, with Kafka's enum name.
+# docs/research/kafka.md §3.7: every code listed there, with Kafka's enum name.
 RESEARCH_CODES = {
     -1: "UNKNOWN_SERVER_ERROR",
     1: "OFFSET_OUT_OF_RANGE",

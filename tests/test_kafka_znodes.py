@@ -1,4 +1,4 @@
-"""Kafka's znode layout and payloads (research/kafka.md §1; K28 ZkData.scala): golden bytes, round trips."""
+"""Kafka's znode layout and payloads (docs/research/kafka.md §1; K28 ZkData.scala): golden bytes, round trips."""
 
 from __future__ import annotations
 

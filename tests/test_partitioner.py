@@ -1,4 +1,4 @@
-"""Kafka's default partitioner (client/partitioner.py; research/kafka.md §5.5)."""
+"""Kafka's default partitioner (client/partitioner.py; docs/research/kafka.md §5.5)."""
 
 from __future__ import annotations
 

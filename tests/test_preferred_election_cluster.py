@@ -1,4 +1,4 @@
-"""Preferred replica election and automatic leader rebalance on real processes (research/kafka.md §2.14).
+"""Preferred replica election and automatic leader rebalance on real processes (docs/research/kafka.md §2.14).
 
 The worked example of the Kafka documentation: 8 brokers, a topic of 8
 partitions with replication factor 3 assigned so that broker b is the

@@ -1,4 +1,4 @@
-"""The Raft core (quorum/raft/) is a pure, deterministic state machine (DESIGN.md, STYLE 1 and 2).
+"""The Raft core (quorum/raft/) is a pure, deterministic state machine (docs/DESIGN.md §2, docs/STYLE.md 1-2).
 
 It is given ticks, messages and an injected source of randomness, and returns
 what to persist, send and apply. So nothing under quorum/raft/ may import

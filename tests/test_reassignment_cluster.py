@@ -1,4 +1,4 @@
-"""Partition reassignment on real processes: the worked example of research/kafka.md §2.13.
+"""Partition reassignment on real processes: the worked example of docs/research/kafka.md §2.13.
 
 OAR = {1,2,3}, RAR = {4,5,6} on six brokers. A watcher thread polls the topic
 znode and the partition state znode and records every distinct (AR, leader,

@@ -1,4 +1,4 @@
-"""The controller's partition reassignment step by step, against a real quorum (research/kafka.md §2.13).
+"""The controller's partition reassignment step by step, against a real quorum (docs/research/kafka.md §2.13).
 
 The brokers are the recording gRPC servicers of test_kafka_controller: they
 answer every request and replicate nothing, so the test plays the leader's

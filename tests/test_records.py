@@ -1,4 +1,4 @@
-"""Kafka v2 record batches (client/records.py; research/kafka.md §3.8)."""
+"""Kafka v2 record batches (client/records.py; docs/research/kafka.md §3.8)."""
 
 from __future__ import annotations
 

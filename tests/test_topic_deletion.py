@@ -1,4 +1,4 @@
-"""Topic deletion end to end on real processes (research/kafka.md §2.12, Kafka's TopicDeletionManager).
+"""Topic deletion end to end on real processes (docs/research/kafka.md §2.12, Kafka's TopicDeletionManager).
 
 `zkraft topics --delete` marks the topic; the controller stops and deletes
 every replica (StopReplica delete=true), then removes the topic's znodes.

@@ -2,7 +2,7 @@
 
 No broker runs here: the test writes `/brokers/ids/N` (Kafka's JSON) on its own session, runs
 `python3 -m zkraft topics ...` as a subprocess, and checks the output lines and the znodes
-(research/kafka.md §1, §6.1). Partition state is written by the test where a controller would.
+(docs/research/kafka.md §1, §6.1). Partition state is written by the test where a controller would.
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ OP_TIMEOUT_S = 15.0  # one request, or one settle of the callback threads
 SESSION_TIMEOUT_S = 10.0  # both servers clamp it to 20 * tickTime = 4 s
 PACE_ROUNDS_MAX = 10_000
 
-# ZooKeeper's KeeperException.Code names (research/quorum.md §1.4).
+# ZooKeeper's KeeperException.Code names (docs/research/quorum.md §1.4).
 CODE_NAMES = {
     0: "OK",
     -1: "SYSTEMERROR",
@@ -868,7 +868,7 @@ def assert_same_transcript(name: str, reference: Backend, subject: Backend, expe
         raise AssertionError("\n" + difference_table(name, expected, actual, reference.label, subject.label))
 
 
-# ---------------------------------------------------------------- the scripts (research/quorum.md §1)
+# ---------------------------------------------------------------- the scripts (docs/research/quorum.md §1)
 
 SCRIPTS: dict[str, Callable[[Run], None]] = {}
 

@@ -1,7 +1,7 @@
 """ZooKeeper semantics, checked the way a ZooKeeper user would, against three real quorum processes.
 
 What tests/test_zk_client_cluster.py does not already cover: every row of the
-watch-event table (research/quorum.md §1.8) with the watch on a follower and the
+watch-event table (docs/research/quorum.md §1.8) with the watch on a follower and the
 change made through another node; every Stat field after each kind of change,
 identical on all three nodes (§1.2); when ephemerals vanish after their owner
 is SIGKILLed or closes (§1.7); sequential names under concurrency; multi

@@ -1,7 +1,7 @@
 """ZooKeeper's four-letter words, answered on the client port as ZooKeeper 3.9 answers them.
 
 A connection whose first 4 bytes, before any ConnectRequest, spell a four-letter word gets a text
-answer and is closed (NIOServerCnxn.checkFourLetterWord; research/quorum.md §1.11). The wire front
+answer and is closed (NIOServerCnxn.checkFourLetterWord; docs/research/quorum.md §1.11). The wire front
 end calls `reply_to` with those 4 bytes; None means they are not a word (a frame length, then).
 
 Every output keeps ZooKeeper's shape (command/*.java, ServerStats.toString,

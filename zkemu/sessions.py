@@ -1,4 +1,4 @@
-"""Session ids, passwords and expiry (ZooKeeper's SessionTracker, research/quorum.md §1.7).
+"""Session ids, passwords and expiry (ZooKeeper's SessionTracker, docs/research/quorum.md §1.7).
 
 Sessions are replicated state (created and closed by log entries); only the
 leader decides expiry, by committing a close-session entry. Every server

@@ -1,6 +1,6 @@
 """Watches held by the server a session is connected to (ZooKeeper's WatchManager).
 
-Which write fires which event, and to whom (research/quorum.md §1.8):
+Which write fires which event, and to whom (docs/research/quorum.md §1.8):
 
 | trigger                  | one-shot tables notified        | persistent | persistent-recursive |
 |--------------------------|---------------------------------|------------|----------------------|

@@ -1,4 +1,4 @@
-"""The controller: runs inside whichever broker wins `/controller` (research/kafka.md §2).
+"""The controller: runs inside whichever broker wins `/controller` (docs/research/kafka.md §2).
 
 `states` and `election` are its pure building blocks: the partition and replica
 state machines' tables of legal transitions, the leader election strategies,

@@ -1,4 +1,4 @@
-"""Leader elections an admin asks for through the ElectLeaders API (KIP-460; research/kafka.md §2.14).
+"""Leader elections an admin asks for through the ElectLeaders API (KIP-460; docs/research/kafka.md §2.14).
 
 Driven by the controller on its event task. Kafka 2.8's `processReplicaLeaderElection` with
 `AdminClientTriggered`, per partition:

@@ -1,7 +1,7 @@
 """Controller -> broker requests: the per-event batch and one ordered sender per live broker.
 
 Kafka's `ControllerChannelManager` and `AbstractControllerBrokerRequestBatch`
-(research/kafka.md §2.10). A `RequestBatch` collects what one controller event
+(docs/research/kafka.md §2.10). A `RequestBatch` collects what one controller event
 decided; `send()` turns it into at most one LeaderAndIsr, one UpdateMetadata
 and one StopReplica per broker, queued in that order. Each broker has one
 sender task that sends its queue strictly in order, retrying a request while

@@ -1,4 +1,4 @@
-"""What the active controller knows (Kafka's `ControllerContext`, research/kafka.md §2.3).
+"""What the active controller knows (Kafka's `ControllerContext`, docs/research/kafka.md §2.3).
 
 Touched only by the controller's event task. Built from the znodes at
 failover, then kept current by the events; reset when the controller
@@ -58,7 +58,7 @@ class LiveBroker:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaAssignment:
-    """An in-flight reassignment of one partition (Kafka 2.4+'s `ReplicaAssignment`, research/kafka.md §2.13).
+    """An in-flight reassignment of one partition (Kafka 2.4+'s `ReplicaAssignment`, docs/research/kafka.md §2.13).
 
     `original` is ORS (OAR), `target` TRS (RAR). The replica set written to
     the topic znode while it runs is `replicas` = TRS followed by ORS - TRS,

@@ -1,4 +1,4 @@
-"""The Kafka controller: runs inside whichever broker wins `/controller` (research/kafka.md §2).
+"""The Kafka controller: runs inside whichever broker wins `/controller` (docs/research/kafka.md §2).
 
 One asyncio task consumes one queue of typed events (Kafka's
 ControllerEventManager, §2.1); all controller state is touched only there.

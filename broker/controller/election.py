@@ -1,6 +1,6 @@
 """Leader election, `LeaderAndIsr` and epoch fencing: the controller's pure decisions.
 
-research/kafka.md §2.7 (K28 `kafka/api/LeaderAndIsr.scala`), §2.8
+docs/research/kafka.md §2.7 (K28 `kafka/api/LeaderAndIsr.scala`), §2.8
 (`PartitionLeaderElectionAlgorithms` in `PartitionStateMachine.scala`, and
 `Election.scala`), §2.9 (epoch fencing), §2.14 (auto leader rebalance,
 `KafkaController.checkAndTriggerAutoLeaderRebalance`), §2.15 (controlled

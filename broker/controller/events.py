@@ -1,4 +1,4 @@
-"""The controller's events (Kafka's `ControllerEvent` case objects, research/kafka.md §2.1).
+"""The controller's events (Kafka's `ControllerEvent` case objects, docs/research/kafka.md §2.1).
 
 Watch callbacks and the session listener only build one of these and queue
 it; the controller task consumes them one at a time. Events are frozen and

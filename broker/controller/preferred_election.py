@@ -1,4 +1,4 @@
-"""Preferred replica election and the automatic leader rebalance (research/kafka.md §2.14).
+"""Preferred replica election and the automatic leader rebalance (docs/research/kafka.md §2.14).
 
 Driven by the controller on its event task.
 

@@ -1,4 +1,4 @@
-"""Partition reassignment: Kafka's `onPartitionReassignment` and its helpers (research/kafka.md §2.13).
+"""Partition reassignment: Kafka's `onPartitionReassignment` and its helpers (docs/research/kafka.md §2.13).
 
 Driven by the controller on its event task. An admin (or the
 reassign-partitions tool) writes `/admin/reassign_partitions`; for each listed

@@ -1,4 +1,4 @@
-"""The partition and replica state machines (research/kafka.md §2.5, §2.6, §2.8).
+"""The partition and replica state machines (docs/research/kafka.md §2.5, §2.6, §2.8).
 
 Kafka's `PartitionStateMachine` / `ReplicaStateMachine`, driven by the
 controller on its event task. The legal transitions come from `states`, the

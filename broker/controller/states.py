@@ -1,6 +1,6 @@
 """Partition and replica states with Kafka's tables of legal previous states.
 
-research/kafka.md §2.5 and §2.6 (K28 `PartitionStateMachine.scala`,
+docs/research/kafka.md §2.5 and §2.6 (K28 `PartitionStateMachine.scala`,
 `ReplicaStateMachine.scala`). Each enum value is Kafka's state byte and
 `str()` gives Kafka's name (`OnlinePartition`), as the state-change log
 prints it.

@@ -1,4 +1,4 @@
-"""Topic deletion: Kafka's `TopicDeletionManager` (research/kafka.md §2.12).
+"""Topic deletion: Kafka's `TopicDeletionManager` (docs/research/kafka.md §2.12).
 
 Driven by the controller on its event task. A topic marked under
 `/admin/delete_topics` is queued; while it is *eligible* (every replica on an

@@ -1,7 +1,7 @@
 """The controller's ZooKeeper reads and writes (Kafka's `KafkaZkClient`, the parts the controller uses).
 
 Every write the controller makes after winning is a multi that starts with
-`check /controller_epoch @ epoch_zk_version` (research/kafka.md §1.3, KAFKA-6082):
+`check /controller_epoch @ epoch_zk_version` (docs/research/kafka.md §1.3, KAFKA-6082):
 once another controller has bumped the epoch, a deposed controller's write
 fails as a whole with `ControllerMovedError` instead of landing.
 Watches passed in are one-shot callables; the caller re-arms them.

@@ -1,4 +1,4 @@
-"""The group coordinator (Kafka's `kafka.coordinator.group`, research/kafka.md §5).
+"""The group coordinator (Kafka's `kafka.coordinator.group`, docs/research/kafka.md §5).
 
 * `partitioner`: which `__consumer_offsets` partition (and so which broker) owns a group.
 * `records`: the key/value binary formats of `__consumer_offsets`.

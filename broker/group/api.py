@@ -1,4 +1,4 @@
-"""The group RPCs at the gRPC edge: protobuf in, protobuf out (research/kafka.md §5.3).
+"""The group RPCs at the gRPC edge: protobuf in, protobuf out (docs/research/kafka.md §5.3).
 
 FindCoordinator creates `__consumer_offsets` on first use (Kafka's
 getOrCreateInternalTopic: `offsets.topic.num.partitions` partitions,

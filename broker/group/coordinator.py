@@ -1,7 +1,7 @@
 """The group coordinator (K28 `GroupCoordinator.scala` + the cache side of `GroupMetadataManager.scala`).
 
 It owns the groups of the `__consumer_offsets` partitions this broker leads
-(research/kafka.md §5.1-5.3). Everything runs on the broker's event loop;
+(docs/research/kafka.md §5.1-5.3). Everything runs on the broker's event loop;
 a group's state only changes in code between two awaits, so no locks. The
 only awaits are the store's appends (acks=all) and parked requests:
 

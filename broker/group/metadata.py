@@ -1,4 +1,4 @@
-"""A consumer group and its members (K28 `GroupMetadata.scala`, `MemberMetadata.scala`; research/kafka.md §5.2).
+"""A consumer group and its members (K28 `GroupMetadata.scala`, `MemberMetadata.scala`; docs/research/kafka.md §5.2).
 
 Pure bookkeeping: the state table, generations, the leader (the first member
 to join, re-chosen when it leaves), protocol selection and the callbacks of

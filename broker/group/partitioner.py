@@ -1,4 +1,4 @@
-"""Group -> `__consumer_offsets` partition (research/kafka.md §5.1, K28 GroupMetadataManager.partitionFor).
+"""Group -> `__consumer_offsets` partition (docs/research/kafka.md §5.1, K28 GroupMetadataManager.partitionFor).
 
 `Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`, with Java's
 `String.hashCode` (UTF-16 code units, 32-bit signed wrap-around) and Kafka's

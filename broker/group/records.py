@@ -1,4 +1,4 @@
-"""`__consumer_offsets` keys and values in Kafka's binary schemas (research/kafka.md §5.1).
+"""`__consumer_offsets` keys and values in Kafka's binary schemas (docs/research/kafka.md §5.1).
 
 K28 `GroupMetadataManager.scala` (object GroupMetadataManager): every key and
 value starts with an int16 schema version; strings are int16 length + UTF-8

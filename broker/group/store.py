@@ -1,4 +1,4 @@
-"""Where the coordinator's records go: one `__consumer_offsets` partition per group (research/kafka.md §5.1).
+"""Where the coordinator's records go: one `__consumer_offsets` partition per group (docs/research/kafka.md §5.1).
 
 Durability contract of `OffsetsStore.append`: it returns only when the records
 are committed (acks=all: the high watermark passed them), and raises the

@@ -30,7 +30,7 @@ NONE = errors.NONE
 NOT_LEADER = errors.NotLeaderForPartitionError.code
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.code
 
-# Record batch v2 header positions (research/kafka.md, "Record batch"): batchLength int32 at 8 counts the bytes
+# Record batch v2 header positions (docs/research/kafka.md §3.8): batchLength int32 at 8 counts the bytes
 # after it, magic int8 at 16, attributes int16 at 21 (bits 0-2 the codec).
 _BATCH_LENGTH = struct.Struct(">i")
 _BATCH_LENGTH_POSITION = 8

@@ -1,4 +1,4 @@
-"""Storage of one partition's log as Kafka 2.x lays it out (research/kafka.md §4).
+"""Storage of one partition's log as Kafka 2.x lays it out (docs/research/kafka.md §4).
 
 `PartitionLog` (log.py) over `LogSegment`s (segment.py), the leader-epoch
 cache (epoch_cache.py) and Kafka's checkpoint files (checkpoints.py).

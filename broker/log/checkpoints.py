@@ -1,4 +1,4 @@
-"""Kafka's checkpoint files (research/kafka.md §4, K28 CheckpointFile.scala).
+"""Kafka's checkpoint files (docs/research/kafka.md §4, K28 CheckpointFile.scala).
 
 Format, byte for byte as Kafka writes it on Linux::
 

@@ -1,4 +1,4 @@
-"""Log compaction: keep the latest record per key (Kafka's `LogCleaner`, research/kafka.md §4).
+"""Log compaction: keep the latest record per key (Kafka's `LogCleaner`, docs/research/kafka.md §4).
 
 The cleanable part of a log is every sealed segment below the first
 uncleanable offset: the active segment's base, the high watermark, and

@@ -1,4 +1,4 @@
-"""The log of one partition: a directory `<topic>-<partition>` of segments (research/kafka.md §4).
+"""The log of one partition: a directory `<topic>-<partition>` of segments (docs/research/kafka.md §4).
 
 `PartitionLog` owns the segments (sorted by base offset, the last one
 active), the log start and end offsets, the recovery point (everything below

@@ -1,4 +1,4 @@
-"""One log segment: `<base>.log`, its sparse `.index` and its `.timeindex` (research/kafka.md §4).
+"""One log segment: `<base>.log`, its sparse `.index` and its `.timeindex` (docs/research/kafka.md §4).
 
 * `.log` holds Kafka v2 record batches exactly as they were appended. It is
   opened O_APPEND and kept open; reads are `os.pread`, so readers never move a

@@ -3,7 +3,7 @@
     zkraft dump-log-segments --files 00000000000000000000.log[,...] [--print-data-log]
         [--deep-iteration] [--verify-index-only] [--index-sanity-check] [--max-message-size N]
 
-Output lines are Kafka 2.8's (research/kafka.md §6.6), so scripts written
+Output lines are Kafka 2.8's (docs/research/kafka.md §6.6), so scripts written
 against `kafka-dump-log.sh` read ours:
 
 * every file: `Dumping <file>`;

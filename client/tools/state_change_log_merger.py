@@ -1,4 +1,4 @@
-"""`zkraft state-change-log-merger`: Kafka's `kafka.tools.StateChangeLogMerger` (research/kafka.md §6.5).
+"""`zkraft state-change-log-merger`: Kafka's `kafka.tools.StateChangeLogMerger` (docs/research/kafka.md §6.5).
 
     zkraft state-change-log-merger (--logs F1,F2 | --logs-regex DIR/state-change.log*)
         [--topic T] [--partitions 0,1] [--start-time "yyyy-MM-dd HH:mm:ss,SSS"] [--end-time ...]

@@ -9,7 +9,7 @@
     zkraft topics --zookeeper H:P --delete --topic foo
     zkraft topics --bootstrap-server H:P ...      # the same through client.Admin
 
-Flags, the order of checks and every output line are TopicCommand's (research/kafka.md §6.1):
+Flags, the order of checks and every output line are TopicCommand's (docs/research/kafka.md §6.1):
 `Created topic foo.`; the 2.x describe lines (`Topic: foo\tPartitionCount: 3\t...` then one
 `\tTopic: foo\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2` per partition, `Leader: none`
 without a leader); `Topic foo is marked for deletion.` and its note; `Adding partitions

@@ -6,7 +6,7 @@
 
 Commands, flags, the Stat block, `WATCHER::` lines and error lines are
 zkCli's (`org.apache.zookeeper.cli.*Command`, `StatPrinter`,
-`CliWrapperException`, `ZooKeeperMain`; research/ecosystem.md §1), so what a
+`CliWrapperException`, `ZooKeeperMain`; docs/research/ecosystem.md §1), so what a
 user types and greps for carries over. Beyond zkCli: `tree`, JSON payloads
 pretty-printed by `get` (`get -r` prints them raw, as zkCli does), and
 `--json`, one JSON document per command for scripts.
