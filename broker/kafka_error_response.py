@@ -46,6 +46,7 @@ from kio.schema.errors import ErrorCode
 from client import kafka_errors
 
 UNSUPPORTED_VERSION = 35
+_WIRE_CODES = frozenset(code.value for code in ErrorCode)  # a code kio cannot write is answered as unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ def unsupported_version_error(api_name: str, api_version: int, min_version: int,
 def error_for_exception(exc: BaseException) -> RequestError:
     """Kafka's Errors.forException and ApiError.fromThrowable: a Kafka error keeps its code and its message
     (none when it is the code's default one); anything else is UNKNOWN_SERVER_ERROR without a message."""
-    if isinstance(exc, kafka_errors.KafkaError) and exc.code != kafka_errors.UnknownServerError.code:
+    if isinstance(exc, kafka_errors.KafkaError) and exc.code in _WIRE_CODES and exc.code != -1:
         message = exc.message if exc.message != exc.default_message else None
         return RequestError(exc.code, message)
     return RequestError(kafka_errors.UnknownServerError.code, None)

@@ -212,7 +212,13 @@ class _Connection:
         codec = codec_for(api_key, api_version)
         if codec is None:
             return self._unserved(body, api_key, api_version, correlation_id)
-        header, request = _decode(codec, body, api_version, correlation_id)
+        try:  # inline rather than _decode: this is every request's path
+            header, offset = codec.read_header(body, 0)
+            request, _ = codec.read_request(body, offset)
+        except Exception as exc:  # kio's decoders raise several types on truncated or malformed bytes
+            raise _CloseConnection(
+                f"cannot decode {codec.spec.name} v{api_version} (correlation id {correlation_id}): {exc}"
+            ) from None
         context = KafkaRequestContext(
             service=self._server._service,
             api_key=api_key,
@@ -247,7 +253,11 @@ class _Connection:
             raise _CloseConnection(f"{served} and has no schema to answer in (correlation id {correlation_id})")
         _, request = _decode(codec, body, api_version, correlation_id)
         error = unsupported_version_error(spec.name, api_version, spec.min_version, spec.max_version)
-        answer = error_frame(codec, correlation_id, request, error)
+        try:
+            answer = error_frame(codec, correlation_id, request, error)
+        except Exception as exc:  # a bug in the error path: this connection ends, the broker serves on
+            self._log.exception("kafka_error_response_failed", api=spec.name, api_version=api_version)
+            raise _CloseConnection(f"{served}: its error response failed: {exc}") from None
         if answer is None:  # a Produce with acks=0: Kafka answers a failure by closing
             raise _CloseConnection(f"{served} and asks for no response (correlation id {correlation_id})")
         self._log.info(
@@ -353,7 +363,8 @@ class _Connection:
 
 
 def _decode(codec: Codec, body: bytes, api_version: int, correlation_id: int) -> tuple[Any, Any]:
-    """(request header, request body) as kio reads them; _CloseConnection when the bytes do not decode."""
+    """(request header, request body) as kio reads them; _CloseConnection when the bytes do not decode (the
+    error path's copy of what _dispatch does inline)."""
     try:
         header, offset = codec.read_header(body, 0)
         request, _ = codec.read_request(body, offset)
