@@ -240,10 +240,9 @@ def _mirror(entity_type: type, source: Any, fill: _Fill) -> Any:
         elif nested is not None and _is_array(f.type):
             values[f.name] = _mirror_array(nested, _array_source(f.name, source, source_fields, fill), fill)
         elif f.name in _KEY_FIELDS and (key := _key_source(f.name, source_fields)) is not None:
-            value = getattr(source, key)
-            values[f.name] = (
-                _EMPTY_BY_KAFKA_TYPE.get(kafka_type, 0) if value is None and kafka_type != "uuid" else value
-            )
+            value = getattr(source, key)  # a null key (a topic named by id) stays null where the response allows it
+            null_to_empty = value is None and not _nullable(f.type)
+            values[f.name] = _EMPTY_BY_KAFKA_TYPE.get(kafka_type, 0) if null_to_empty else value
         elif _has_default(f):
             continue
         elif nested is not None:
@@ -344,6 +343,11 @@ def _first_field_for(entity_type: type, value_type: type) -> str:
 
 def _has_default(f: dataclasses.Field[Any]) -> bool:
     return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
+def _nullable(annotation: Any) -> bool:
+    is_union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return is_union and type(None) in typing.get_args(annotation)
 
 
 def _is_array(annotation: Any) -> bool:

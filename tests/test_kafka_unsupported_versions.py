@@ -204,6 +204,15 @@ def test_metadata_for_all_topics_answers_no_topic() -> None:
     assert [(t.name, int(t.error_code)) for t in build(METADATA, 9).topics] == [("t0", 35), ("t1", 35)]
 
 
+def test_a_topic_named_by_id_keeps_a_null_name_only_where_the_response_allows_one() -> None:
+    def by_id(api_key: int, version: int) -> Any:
+        request = sample_request(api_key, version)
+        return dataclasses.replace(request, topics=tuple(dataclasses.replace(t, name=None) for t in request.topics))
+
+    assert [t.name for t in build(METADATA, 10, by_id(METADATA, 10)).topics] == ["", ""]  # not nullable in v10
+    assert [t.name for t in build(20, 6, by_id(20, 6)).responses] == [None, None]  # DeleteTopics v6: nullable
+
+
 def test_offset_fetch_by_version() -> None:
     v1 = build(OFFSET_FETCH, 1)
     assert [(p.partition_index, p.committed_offset) for p in v1.topics[0].partitions] == [(0, -1), (1, -1)]
