@@ -19,7 +19,6 @@ import io
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
@@ -104,10 +103,17 @@ def encode_response(codec: Codec, correlation_id: int, response: Any) -> Frame:
     return [frame]
 
 
-@cache
+# Codecs of unserved versions, only those kio has schemas for: at most kio's versions of the served APIs (a
+# client's made-up versions are not remembered, so they cannot grow it).
+_UNSERVED_CODECS: dict[tuple[int, int], Codec] = {}
+
+
 def unserved_codec(api_key: int, api_version: int) -> Codec | None:
     """The codec of a known API in a version the broker does not serve but kio has schemas for (to decode the
     request and write the API's error response in that version), or None: an unknown key, or no schema."""
+    codec = _UNSERVED_CODECS.get((api_key, api_version))
+    if codec is not None:
+        return codec
     spec = API_SPECS.get(api_key)
     if spec is None:
         return None
@@ -117,7 +123,7 @@ def unserved_codec(api_key: int, api_version: int) -> Codec | None:
     except (KioIndexError, KeyError):
         return None
     flexible = bool(request_type.__flexible__)
-    return Codec(
+    codec = Codec(
         spec=spec,
         read_header=entity_reader(RequestHeaderV2 if flexible else RequestHeaderV1),
         read_request=entity_reader(request_type),
@@ -125,6 +131,8 @@ def unserved_codec(api_key: int, api_version: int) -> Codec | None:
         write_response=entity_writer(response_type),
         response_header=_response_header(api_key, flexible),
     )
+    _UNSERVED_CODECS[(api_key, api_version)] = codec
+    return codec
 
 
 def error_frame(codec: Codec, correlation_id: int, request: Any, error: RequestError) -> Frame | None:
