@@ -66,10 +66,14 @@ def unsupported_version_error(api_name: str, api_version: int, min_version: int,
 
 def error_for_exception(exc: BaseException) -> RequestError:
     """Kafka's Errors.forException and ApiError.fromThrowable: a Kafka error keeps its code and its message
-    (none when it is the code's default one); anything else is UNKNOWN_SERVER_ERROR without a message."""
+    (none when it is the code's default one); a timeout is REQUEST_TIMED_OUT, as Kafka's TimeoutException (a
+    retriable error: the client retries, as it did when the connection was closed); anything else is
+    UNKNOWN_SERVER_ERROR without a message (an internal failure's text is not sent to clients)."""
     if isinstance(exc, kafka_errors.KafkaError) and exc.code in _WIRE_CODES and exc.code != -1:
         message = exc.message if exc.message != exc.default_message else None
         return RequestError(exc.code, message)
+    if isinstance(exc, TimeoutError):
+        return RequestError(kafka_errors.RequestTimedOutError.code, None)
     return RequestError(kafka_errors.UnknownServerError.code, None)
 
 
