@@ -16,13 +16,19 @@ per-connection queue of their futures writes the answers in request order. The q
 Limits, as Kafka's SocketServer: a frame announcing more than `socket.request.max.bytes` (or less than a
 header) closes the connection before its body is read; a request's bytes wait for room in
 `queued.max.request.bytes` before they are read (KIP-72's memory pool); an unknown API key, or a request
-kio cannot decode, closes the connection (Kafka 2.8's InvalidRequestException); a known API in a
-version the broker does not serve is answered UNSUPPORTED_VERSION where its response has a top-level
-error code (broker/kafka_wire.py error_answer; Kafka 2.8 closes the connection for all of them), and
-ApiVersions in any version it does not serve gets a v0 answer with the table, so the client downgrades.
-A handler that raises CloseConnection (Kafka closes instead of answering) or fails unexpectedly (logged
-with its traceback) has its connection closed: the client reconnects and retries, as after any broken
-connection. A handler that returns None sends nothing (Produce with acks=0).
+kio cannot decode, closes the connection (Kafka 2.8's InvalidRequestException). A known API in a
+version the broker does not serve is answered in that version's own response with UNSUPPORTED_VERSION in
+each entity the request named (broker/kafka_error_response.py; Kafka 2.8 closes the connection instead), and
+ApiVersions in any version it does not serve gets a v0 answer with the table, so the client downgrades. A
+version kio has no schema for can be neither read nor answered, so it still closes the connection: below
+kio's oldest schema, Produce v0-2, Fetch v0-3, ListOffsets v0, OffsetCommit v0-1, OffsetFetch v0,
+CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0 and DescribeLogDirs v0,
+and any version newer than kio's newest schema (an API's versions kio knows: kio.index).
+A handler that fails is answered as Kafka 2.8's KafkaApis.handleError answers: the API's error response with
+the exception's Kafka code (UNKNOWN_SERVER_ERROR for an unexpected one, logged with its traceback) in each
+entity. A handler that raises CloseConnection (Kafka closes instead of answering), or whose failure has no
+answer (a Produce with acks=0), has its connection closed: the client reconnects and retries, as after any
+broken connection. A handler that returns None sends nothing (Produce with acks=0).
 
 A connection that opens with HTTP/2's client preface ("PRI * HTTP/2.0...": read as a Kafka size it is
 1,347,569,952, far above any `socket.request.max.bytes`, so no Kafka client ever sends it) is a gRPC
@@ -40,6 +46,7 @@ import structlog
 
 from broker.kafka_api import cluster
 from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaRequestContext
+from broker.kafka_error_response import error_for_exception, unsupported_version_error
 from broker.kafka_wire import (
     API_VERSIONS_KEY,
     HEADER_START,
@@ -50,7 +57,8 @@ from broker.kafka_wire import (
     api_versions_fallback,
     codec_for,
     encode_response,
-    error_answer,
+    error_frame,
+    unserved_codec,
 )
 from broker.listeners import KafkaListener
 from broker.request_bounds import BytesInFlight, RequestBytesExhausted, holding_request_bytes
@@ -60,7 +68,6 @@ HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 HTTP2_PREFACE_SIZE = SIZE.unpack(HTTP2_PREFACE[:4])[0]
 # Bytes per read of the gRPC byte pump.
 PUMP_CHUNK_BYTES = 256 * 1024
-UNSUPPORTED_VERSION = 35
 
 Answer = asyncio.Future[Frame | None]
 
@@ -205,7 +212,7 @@ class _Connection:
         codec = codec_for(api_key, api_version)
         if codec is None:
             return self._unserved(body, api_key, api_version, correlation_id)
-        try:
+        try:  # inline rather than _decode: this is every request's path
             header, offset = codec.read_header(body, 0)
             request, _ = codec.read_request(body, offset)
         except Exception as exc:  # kio's decoders raise several types on truncated or malformed bytes
@@ -229,8 +236,8 @@ class _Connection:
         return handling
 
     def _unserved(self, body: bytes, api_key: int, api_version: int, correlation_id: int) -> Answer:
-        """A request for a key or version the broker does not serve: answered when it can be, else closed (the
-        caller then returns the request's bytes to the budget)."""
+        """A request for a key or version the broker does not serve: answered with UNSUPPORTED_VERSION in the API's
+        own response when kio can read it, else closed (the caller then returns the request's bytes to the budget)."""
         future: Answer = asyncio.get_running_loop().create_future()
         if api_key == API_VERSIONS_KEY:
             # KIP-511: whatever the version, an ApiVersions v0 with UNSUPPORTED_VERSION and the table.
@@ -240,12 +247,19 @@ class _Connection:
         spec = API_SPECS.get(api_key)
         if spec is None:  # Kafka 2.8 closes the connection (ApiKeys.forId throws in RequestHeader.parse)
             raise _CloseConnection(f"unknown API key {api_key} (correlation id {correlation_id})")
-        answer = error_answer(api_key, api_version, correlation_id, UNSUPPORTED_VERSION)
-        if answer is None:
-            raise _CloseConnection(
-                f"{spec.name} v{api_version} is not served (v{spec.min_version}-{spec.max_version}) "
-                f"and has no schema to answer in (correlation id {correlation_id})"
-            )
+        served = f"{spec.name} v{api_version} is not served (v{spec.min_version}-{spec.max_version})"
+        codec = unserved_codec(api_key, api_version)
+        if codec is None:
+            raise _CloseConnection(f"{served} and has no schema to answer in (correlation id {correlation_id})")
+        _, request = _decode(codec, body, api_version, correlation_id)
+        error = unsupported_version_error(spec.name, api_version, spec.min_version, spec.max_version)
+        try:
+            answer = error_frame(codec, correlation_id, request, error)
+        except Exception as exc:  # a bug in the error path: this connection ends, the broker serves on
+            self._log.exception("kafka_error_response_failed", api=spec.name, api_version=api_version)
+            raise _CloseConnection(f"{served}: its error response failed: {exc}") from None
+        if answer is None:  # a Produce with acks=0: Kafka answers a failure by closing
+            raise _CloseConnection(f"{served} and asks for no response (correlation id {correlation_id})")
         self._log.info(
             "kafka_unsupported_version", api=spec.name, api_version=api_version, correlation_id=correlation_id
         )
@@ -269,14 +283,26 @@ class _Connection:
                 reason=str(exc),
             )
             return None
-        except Exception as exc:  # the loop boundary of one request: log it and close (the client retries)
-            self._log.exception(
-                "kafka_request_failed",
-                api=codec.spec.name,
-                api_version=context.api_version,
-                correlation_id=context.correlation_id,
-                error=str(exc),
-            )
+        except Exception as exc:  # the loop boundary of one request
+            return self._failed(codec, request, context, exc)
+
+    def _failed(self, codec: Codec, request: Any, context: KafkaRequestContext, exc: Exception) -> Frame | None:
+        """Kafka 2.8's KafkaApis.handleError: the API's error response, the exception's code (UNKNOWN_SERVER_ERROR
+        for a bug) in each of its entities; None (close) when Kafka sends none or it cannot be built."""
+        error = error_for_exception(exc)
+        self._log.error(
+            "kafka_request_failed",
+            api=codec.spec.name,
+            api_version=context.api_version,
+            correlation_id=context.correlation_id,
+            error_code=error.code,
+            error=str(exc),
+            exc_info=exc,
+        )
+        try:
+            return error_frame(codec, context.correlation_id, request, error)
+        except Exception:  # a bug in the error path itself: the connection ends, as before any answer existed
+            self._log.exception("kafka_error_response_failed", api=codec.spec.name, api_version=context.api_version)
             return None
 
     async def _write_loop(self) -> None:
@@ -334,6 +360,19 @@ class _Connection:
             )
         finally:
             upstream_writer.close()
+
+
+def _decode(codec: Codec, body: bytes, api_version: int, correlation_id: int) -> tuple[Any, Any]:
+    """(request header, request body) as kio reads them; _CloseConnection when the bytes do not decode (the
+    error path's copy of what _dispatch does inline)."""
+    try:
+        header, offset = codec.read_header(body, 0)
+        request, _ = codec.read_request(body, offset)
+    except Exception as exc:  # kio's decoders raise several types on truncated or malformed bytes
+        raise _CloseConnection(
+            f"cannot decode {codec.spec.name} v{api_version} (correlation id {correlation_id}): {exc}"
+        ) from None
+    return header, request
 
 
 async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:

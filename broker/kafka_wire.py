@@ -8,34 +8,26 @@ always use v0: a client reads them before it knows which versions the broker spe
 
 kio's readers and writers are built once per (API key, version) and cached (`codec_for`).
 
-`error_answer` answers a request the broker cannot serve in the API's own response when that response has a
-top-level error code (FindCoordinator, JoinGroup, InitProducerId, Fetch v7+, ...): the error there, every
-other required field empty (zero, "", no entries). A response whose errors are only per topic or partition
-(Produce, Metadata, ListOffsets, ...) would read as an empty success, and a version kio has no schema for
-cannot be written: those have no answer, and the listener closes the connection, as Kafka 2.8 does for
-every request it cannot parse.
+`unserved_codec` decodes a known API in a version the broker does not serve, when kio has its schemas, so that
+the listener can answer it in the API's own response (broker/kafka_error_response.py); a version kio has no
+schema for can be neither read nor answered.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import io
 import struct
-import types
-import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
-from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1 import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2 import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
 from broker.kafka_api.registry import API_SPECS, ApiSpec, EncodedResponse
+from broker.kafka_error_response import RequestError, error_response
 
 SIZE = struct.Struct(">i")
 # api key, api version, correlation id: how every request header begins, in every version.
@@ -111,81 +103,43 @@ def encode_response(codec: Codec, correlation_id: int, response: Any) -> Frame:
     return [frame]
 
 
-def error_answer(api_key: int, api_version: int, correlation_id: int, error_code: int) -> Frame | None:
-    """The API's own response in `api_version` with `error_code` at its top level, or None when it has no
-    top-level error code or kio has no schema for that version (or the key is unknown)."""
+# Codecs of unserved versions, only those kio has schemas for: at most kio's versions of the served APIs (a
+# client's made-up versions are not remembered, so they cannot grow it).
+_UNSERVED_CODECS: dict[tuple[int, int], Codec] = {}
+
+
+def unserved_codec(api_key: int, api_version: int) -> Codec | None:
+    """The codec of a known API in a version the broker does not serve but kio has schemas for (to decode the
+    request and write the API's error response in that version), or None: an unknown key, or no schema."""
+    codec = _UNSERVED_CODECS.get((api_key, api_version))
+    if codec is not None:
+        return codec
+    spec = API_SPECS.get(api_key)
+    if spec is None:
+        return None
     try:
         request_type = load_request_schema(api_key, api_version)
         response_type = load_response_schema(api_key, api_version)
     except (KioIndexError, KeyError):
         return None
-    if "error_code" not in {f.name for f in dataclasses.fields(response_type)}:
-        return None
-    spec = API_SPECS.get(api_key) or ApiSpec(api_key, response_type.__name__, 0, 0, _no_handler)
+    flexible = bool(request_type.__flexible__)
     codec = Codec(
         spec=spec,
-        read_header=None,
-        read_request=None,
+        read_header=entity_reader(RequestHeaderV2 if flexible else RequestHeaderV1),
+        read_request=entity_reader(request_type),
         response_type=response_type,
-        write_response=_writer(response_type),
-        response_header=_response_header(api_key, bool(request_type.__flexible__)),
+        write_response=entity_writer(response_type),
+        response_header=_response_header(api_key, flexible),
     )
-    return encode_response(codec, correlation_id, _empty_entity(response_type, ErrorCode(error_code)))
+    _UNSERVED_CODECS[(api_key, api_version)] = codec
+    return codec
 
 
-async def _no_handler(request: Any, context: Any) -> Any:
-    raise AssertionError("error answers have no handler")
-
-
-@cache
-def _writer(entity_type: type) -> Callable[[Any, Any], None]:
-    return entity_writer(entity_type)
-
-
-_EMPTY_BY_KAFKA_TYPE: dict[str, Any] = {
-    "bool": False,
-    "bytes": b"",
-    "string": "",
-    "float64": 0.0,
-    "records": None,
-    "uuid": None,
-    "timedelta_i32": datetime.timedelta(0),
-    "timedelta_i64": datetime.timedelta(0),
-    "datetime_i64": None,
-}
-
-
-def _empty_entity(entity_type: type, error: ErrorCode) -> Any:
-    """`entity_type` with every error code `error`, other required fields empty and optional ones defaulted."""
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(entity_type):
-        kafka_type = f.metadata.get("kafka_type")
-        if kafka_type == "error_code":
-            values[f.name] = error
-        elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-            continue
-        elif _is_tuple(f.type):
-            values[f.name] = ()
-        elif kafka_type is None:  # a nested entity
-            nested = _entity_in(f.type)
-            values[f.name] = None if nested is None else _empty_entity(nested, error)
-        else:
-            values[f.name] = _EMPTY_BY_KAFKA_TYPE.get(kafka_type, 0)
-    return entity_type(**values)
-
-
-def _is_tuple(annotation: Any) -> bool:
-    return typing.get_origin(annotation) is tuple
-
-
-def _entity_in(annotation: Any) -> type | None:
-    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
-        return annotation
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            if dataclasses.is_dataclass(arg) and isinstance(arg, type):
-                return arg
-    return None
+def error_frame(codec: Codec, correlation_id: int, request: Any, error: RequestError) -> Frame | None:
+    """The API's own response to `request` with `error` in each of its entities (Kafka's getErrorResponse), or
+    None when Kafka sends no response (a Produce with acks=0: the connection is closed instead)."""
+    response = error_response(codec.spec.key, codec.response_type.__version__, request, codec.response_type, error)
+    return None if response is None else encode_response(codec, correlation_id, response)
 
 
 def api_versions_fallback(correlation_id: int, response: Any) -> Frame:

@@ -14,9 +14,11 @@ How the listener runs them: the requests of one connection are handled concurren
 pipeline), each handler started as its request is read, in arrival order, and the answers are written
 in that order. A handler returns a kio response entity, an `EncodedResponse` (a body it encoded
 itself, e.g. Fetch's records), or None when Kafka sends no response (Produce with acks=0); it raises
-`CloseConnection` when Kafka closes the connection instead of answering. Any other exception is logged
-with its traceback and the connection closed too (the client reconnects and retries). A handler that waits
-(a delayed produce or fetch) calls `broker.request_bounds.release_request_bytes()` first, as on gRPC.
+`CloseConnection` when Kafka closes the connection instead of answering. Any other exception is answered
+as Kafka's KafkaApis.handleError does, with the API's error response (a `client.kafka_errors` error's code,
+else UNKNOWN_SERVER_ERROR logged with its traceback, in every entity: broker/kafka_error_response.py).
+A handler that waits (a delayed produce or fetch) calls `broker.request_bounds.release_request_bytes()`
+first, as on gRPC.
 To name a broker to a Kafka client (FindCoordinator, Metadata), use its endpoint on
 `context.listener_name`: `context.service.metadata_cache.listener_endpoint(broker_id, listener_name)`.
 """
