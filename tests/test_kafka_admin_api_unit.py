@@ -302,6 +302,30 @@ def test_describe_configs_errors_and_broker_resources(broker: SimpleNamespace) -
     assert int(default.error_code) == 0 and default.configs == ()
 
 
+def test_describe_configs_documents_every_config_when_asked(broker: SimpleNamespace) -> None:
+    """include_documentation (v3+): Kafka 2.8's doc (its first sentence) on every topic and broker config, null
+    for the dynamic-only throttle rates (KafkaConfig.documentationOf has no key for them); null when not asked."""
+    _create(broker, 7, [{"name": "documented", "partitions": 1, "rf": 1}])
+    [rate] = _incremental(broker, (4, "1"), [("follower.replication.throttled.rate", 0, "1000")]).responses
+    assert int(rate.error_code) == 0
+    response = _describe(broker, 4, [(2, "documented", None), (4, "1", None)], include_documentation=True)
+    topic, this_broker = (_configs(SimpleNamespace(results=[r])) for r in response.results)
+    assert all(c.documentation for c in topic.values())
+    assert topic["retention.ms"].documentation == (
+        "This configuration controls the maximum time we will retain a log before we will discard old log "
+        'segments to free up space if we are using the "delete" retention policy.'
+    )
+    assert this_broker["follower.replication.throttled.rate"].documentation is None
+    undocumented = [n for n, c in this_broker.items() if not c.documentation]
+    assert undocumented == ["follower.replication.throttled.rate"]
+    assert this_broker["log.retention.hours"].documentation == (
+        "The number of hours to keep a log file before deleting it (in hours), tertiary to log.retention.ms property"
+    )
+    assert this_broker["num.partitions"].documentation == "The default number of log partitions per topic"
+    plain = _describe(broker, 4, [(2, "documented", None), (4, "1", None)])
+    assert all(c.documentation is None for r in plain.results for c in r.configs)
+
+
 def test_alter_configs_replaces_the_whole_override_set(broker: SimpleNamespace) -> None:
     _create(broker, 7, [{"name": "t", "partitions": 1, "rf": 1, "configs": {"cleanup.policy": "compact"}}])
     [ok] = _alter(broker, [(2, "t", {"retention.ms": "1000"})]).responses
