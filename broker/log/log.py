@@ -135,6 +135,16 @@ class LogConfig:
             )
 
 
+class LeaderAppend(NamedTuple):
+    """What a leader's append answers a producer with (Kafka's LogAppendInfo, the fields Produce returns)."""
+
+    first_offset: int
+    last_offset: int
+    # -1 (NO_TIMESTAMP) unless the topic uses LogAppendTime; for a duplicate, the original batch's max timestamp
+    # whatever the timestamp type (K28 Log.append: `appendInfo.logAppendTime = duplicate.timestamp`).
+    log_append_time_ms: int
+
+
 class FetchSlice(NamedTuple):
     """A byte range of one segment's `.log` holding whole batches: pread or sendfile it."""
 
@@ -394,7 +404,14 @@ class PartitionLog:
     # ------------------------------------------------------------------ append
 
     def append(self, batches: bytearray, leader_epoch: int, *, append_time_ms: int | None = None) -> tuple[int, int]:
-        """Appends a produce request's batches as leader; returns (first offset, last offset).
+        """Appends a produce request's batches as leader; returns (first offset, last offset) (see `append_leader`)."""
+        appended = self.append_leader(batches, leader_epoch, append_time_ms=append_time_ms)
+        return appended.first_offset, appended.last_offset
+
+    def append_leader(
+        self, batches: bytearray, leader_epoch: int, *, append_time_ms: int | None = None
+    ) -> LeaderAppend:
+        """Appends a produce request's batches as leader; returns the offsets and log append time to answer.
 
         The topic's `compression.type` and `message.timestamp.type` are applied
         first (client.batch_rewrite); `append_time_ms` (default: the log's
@@ -405,7 +422,7 @@ class PartitionLog:
         producer-state errors (out of order sequence, old producer epoch,
         unknown producer id). A request whose batches were all written before
         (producer id retries) is not written again: the original (first, last)
-        offsets are returned. `batches` is rewritten in place (offsets, leader
+        offsets and the original batch's max timestamp are returned. `batches` is rewritten in place (offsets, leader
         epoch, LogAppendTime), unless the topic's codec made a recompressed copy.
         An empty buffer appends nothing and returns (LEO, LEO - 1).
         """
@@ -413,7 +430,9 @@ class PartitionLog:
         info = validate_batches(batches)
         first = self._leo
         if info.batch_count == 0:
-            return first, first - 1
+            return LeaderAppend(first, first - 1, -1)
+        if self.config.log_append_time and append_time_ms is None:
+            append_time_ms = self._clock_ms()
         self._check_sizes(info.byte_size, max(b.length for b in info.batches))
         checked = info.byte_size
         batches, info = self._apply_topic_rules(batches, info, append_time_ms)
@@ -428,7 +447,7 @@ class PartitionLog:
                 self._log.info(
                     "producer_batch_duplicate", dir=str(self.dir), first_offset=duplicate[0], last_offset=duplicate[1]
                 )
-                return duplicate
+                return LeaderAppend(duplicate.first_offset, duplicate.last_offset, duplicate.max_timestamp)
         next_offset = assign_offsets(batches, first, leader_epoch, info)
         segment = self._maybe_roll(info.byte_size, info.max_timestamp, next_offset - 1)
         segment.append(first, next_offset - 1, info.max_timestamp, batches)
@@ -440,7 +459,8 @@ class PartitionLog:
                 producers.update(header._replace(base_offset=offset))
                 offset += header.last_offset_delta + 1
         self._after_append(next_offset, info.record_count)
-        return first, next_offset - 1
+        stamped_ms = append_time_ms if self.config.log_append_time and append_time_ms is not None else -1
+        return LeaderAppend(first, next_offset - 1, stamped_ms)
 
     def _apply_topic_rules(
         self, batches: bytearray, info: BatchesInfo, append_time_ms: int | None
