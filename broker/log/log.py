@@ -15,7 +15,8 @@ it is fsynced) and the leader-epoch cache.
   check offsets and timestamps, but the CRC-32C already proves the bytes are
   the producer's, offsets are assigned from the header, and readers reject a
   malformed records section with CORRUPT_MESSAGE; inflating every batch would
-  put per-record work on the hot path that Kafka pays for in the JVM.
+  put per-record work on the hot path that Kafka pays for in the JVM. What
+  the frame tells without inflating is checked (broker/log/compressed_batches.py).
 * Fetch path (`read_slice` / `read`): bisect of segment base offsets, bisect of
   the segment's sparse index, a short header scan; the answer is a byte range
   of a segment file made of whole batches, starting with the one holding the
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, TopicPartition
+from broker.log.compressed_batches import check_compressed_batches
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.errors import (
     CheckpointFileError,
@@ -68,7 +70,14 @@ from broker.log.segment import (
 )
 from client.batch_rewrite import TOPIC_CODECS, needs_recompression, recompress, set_log_append_time
 from client.fsync import fsync_directory
-from client.records import BATCH_HEADER_SIZE, BatchesInfo, assign_offsets, read_batch_header, validate_batches
+from client.records import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_CODEC_MASK,
+    BatchesInfo,
+    assign_offsets,
+    read_batch_header,
+    validate_batches,
+)
 
 GIB = 1024**3
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE, Kafka's "no limit"
@@ -440,6 +449,8 @@ class PartitionLog:
             self._check_sizes(info.byte_size, max(b.length for b in info.batches))
         # Header-only, per batch: the producer id decides whether sequences are checked.
         headers = [read_batch_header(batches, b.position) for b in info.batches]
+        if any(h.attributes & COMPRESSION_CODEC_MASK for h in headers):
+            check_compressed_batches(batches, info, headers)
         idempotent = any(h.producer_id >= 0 for h in headers)
         if idempotent:
             duplicate = self.producer_state.check_append(self.topic_partition, headers)
