@@ -8,9 +8,11 @@ through real Kafka clients.
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib
 import io
 import json
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -170,6 +172,20 @@ def test_create_topics_with_configs_in_each_version(broker: SimpleNamespace, ver
         assert configs["segment.bytes"].value == "2000000"
         assert configs["segment.bytes"].config_source == ConfigSource.STATIC_BROKER_CONFIG
         assert configs["cleanup.policy"].config_source == ConfigSource.DEFAULT_CONFIG
+
+
+def test_create_topics_v7_answers_the_topic_id_written_in_the_topic_znode(broker: SimpleNamespace) -> None:
+    """KIP-516: the new topic's id is in /brokers/topics/<t> (v3 "topic_id") and in the v7 answer, the same 16
+    bytes; a topic only validated, or refused, has none (2.8 reads the znode back and finds nothing)."""
+    [created] = _create(broker, 7, [{"name": "ided", "partitions": 1, "rf": 1}]).topics
+    written = json.loads(broker.zk.nodes["/brokers/topics/ided"])["topic_id"]
+    assert created.topic_id == uuid.UUID(bytes=base64.urlsafe_b64decode(written + "=="))
+    [checked] = _create(broker, 7, [{"name": "checked", "partitions": 1, "rf": 1}], validate_only=True).topics
+    [refused] = _create(broker, 7, [{"name": "ided", "partitions": 1, "rf": 1}]).topics
+    assert (int(checked.error_code), checked.topic_id) == (0, None)
+    assert (int(refused.error_code), refused.topic_id) == (36, None)  # TOPIC_ALREADY_EXISTS
+    [other] = _create(broker, 7, [{"name": "other", "partitions": 1, "rf": 1}]).topics
+    assert other.topic_id not in (None, created.topic_id)
 
 
 def test_create_topics_defaults_errors_and_validate_only(broker: SimpleNamespace) -> None:

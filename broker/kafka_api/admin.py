@@ -17,6 +17,7 @@ from broker.kafka_api.entities import build, millis
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
 from broker.log_dirs_description import describe_log_dirs
 from client import kafka_errors as errors
+from client.kafka_znodes import topic_id_uuid
 from zkraft_proto import broker_pb2 as pb
 
 UNKNOWN_TOPIC_ID = 100  # Kafka 2.8's Errors.UNKNOWN_TOPIC_ID (KIP-516)
@@ -81,12 +82,14 @@ async def create_topics(request: Any, ctx: KafkaRequestContext) -> Any:
         result = results[name]
         entry: dict[str, Any] = {
             "name": name,
-            "topic_id": None,  # the controller gives the topic its id (KIP-516) after this answer
+            "topic_id": None,  # KIP-516: the created topic's id below (2.8 reads it back from the topic znode)
             "error_code": result.error_code,
             "error_message": result.error_message or None,
             "configs": [],  # with num_partitions and replication_factor -1, as 2.8 answers a failed topic
         }
         shape = shapes.get(name)
+        if shape is not None:
+            entry["topic_id"] = topic_id_uuid(shape.topic_id)
         if shape is not None and layers is not None:  # KIP-525: the created topic as DescribeConfigs would show it
             entry["num_partitions"] = shape.num_partitions
             entry["replication_factor"] = shape.replication_factor
