@@ -460,6 +460,11 @@ def topic_id_uuid(topic_id: str | None) -> uuid.UUID | None:
         return None
 
 
+def topic_id_string(topic_id: uuid.UUID) -> str:
+    """The protocol's 16 bytes as the znode writes them (Uuid.toString)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
 def _partition_map(assignment: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:
     return {str(p): list(assignment[p]) for p in sorted(assignment)}
 

@@ -108,7 +108,8 @@ def broker(tmp_path: Path) -> SimpleNamespace:
     admin = AdminManager(config, zk, MetadataCache(1), NullLogger())  # type: ignore[arg-type]
     logs = LogManager(config.directories, __import__("broker.server").server.default_log_config(config), NullLogger())
     replicas = SimpleNamespace(logs=logs, partitions={})
-    return SimpleNamespace(zk=zk, config=config, service=SimpleNamespace(admin=admin, replicas=replicas))
+    service = SimpleNamespace(admin=admin, replicas=replicas, metadata_cache=admin.metadata)
+    return SimpleNamespace(zk=zk, config=config, service=service)
 
 
 def _call(broker: SimpleNamespace, api_key: int, version: int, request: Any) -> Any:
@@ -456,6 +457,25 @@ def test_delete_topics_by_an_unknown_id(broker: SimpleNamespace) -> None:
     )
     [result] = _call(broker, 20, 6, request).responses
     assert (int(result.error_code), result.topic_id, result.name) == (100, topic_id, None)
+
+
+def test_delete_topics_by_the_id_metadata_carries(broker: SimpleNamespace) -> None:
+    """DeleteTopics v6 by id (KIP-516): the id the controller's UpdateMetadata carries names the topic to delete."""
+    import datetime
+
+    from zkraft_proto import broker_pb2 as pb
+
+    [created] = _create(broker, 7, [{"name": "doomed", "partitions": 1, "rf": 1}]).topics
+    written = json.loads(broker.zk.nodes["/brokers/topics/doomed"])["topic_id"]
+    state = pb.UpdateMetadataPartitionState(topic_name="doomed", partition_index=0, leader=1, topic_id=written)
+    broker.service.metadata_cache.update(pb.UpdateMetadataRequest(controller_id=1, partition_states=[state]))
+    module = importlib.import_module("kio.schema.delete_topics.v6.request")
+    request = module.DeleteTopicsRequest(
+        topics=(module.DeleteTopicState(name=None, topic_id=created.topic_id),), timeout=datetime.timedelta(0)
+    )
+    [result] = _call(broker, 20, 6, request).responses
+    assert (int(result.error_code), result.name, result.topic_id) == (0, "doomed", created.topic_id)
+    assert "/admin/delete_topics/doomed" in broker.zk.nodes
 
 
 def _minimal_request(api_key: int, module: Any) -> Any:
