@@ -73,7 +73,7 @@ from broker.controller.zk_store import ControllerZkStore
 from broker.state_change_log import StateChangeLogger, log_sent_request
 from client import kafka_znodes as kz
 from client.aio import AsyncZkClient
-from client.exceptions import SessionExpiredError
+from client.exceptions import NoNodeError, SessionExpiredError
 from client.kafka_errors import (
     BrokerNotAvailableError,
     ControllerMovedError,
@@ -539,7 +539,8 @@ class KafkaController:
                 if assignment.topic_id is None:
                     assignment = await self._assign_topic_id(assignment)
                 self._ctx.set_assignment(topic, dict(assignment.partitions))
-                self._ctx.topic_ids[topic] = assignment.topic_id
+                if assignment.topic_id is not None:
+                    self._ctx.topic_ids[topic] = assignment.topic_id
                 self._reassignment.load_from_topic_znode(assignment)
                 found.append(topic)
         return found
@@ -548,7 +549,10 @@ class KafkaController:
         """KafkaController.processTopicIds (2.8): a topic znode written without an id (before 2.8, or by an
         older tool) gets one, written back in the znode (v3) so every later controller keeps it."""
         with_id = replace(assignment, topic_id=kz.new_topic_id())
-        await self._store.write_topic_assignment(with_id, self._ctx.epoch_zk_version)
+        try:
+            await self._store.write_topic_assignment(with_id, self._ctx.epoch_zk_version)
+        except NoNodeError:  # deleted since it was read: the TopicChange that follows drops it
+            return assignment
         self._log.info("topic_id_assigned", topic=assignment.topic, topic_id=with_id.topic_id)
         return with_id
 
