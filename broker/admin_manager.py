@@ -14,7 +14,7 @@ registered brokers only (Kafka's KRaft controller check and message).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from broker.config import BrokerConfig
@@ -76,6 +76,7 @@ class CreatedTopic:
     num_partitions: int
     replication_factor: int
     configs: dict[str, str]  # the topic's overrides
+    topic_id: str | None = None  # KIP-516, once the topic znode holding it is written (not with validate_only)
 
 
 class AdminManager:
@@ -169,6 +170,7 @@ class AdminManager:
                 shapes[topic.name] = CreatedTopic(len(plan.assignment), len(first), plan.configs)
                 if not request.validate_only:
                     await self._write(plan.znodes, topic.name)
+                    shapes[topic.name] = replace(shapes[topic.name], topic_id=plan.topic_id)
                     created[topic.name] = len(plan.assignment)
                     existing.append(topic.name)
                     self._log.info("topic_created", topic=topic.name, assignment=plan.assignment)

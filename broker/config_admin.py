@@ -199,7 +199,9 @@ class ConfigAdmin:
         if resource_type == ResourceType.BROKER:
             per_broker = self._broker_entity(name, describing=True) != DEFAULT_BROKER_ENTITY
             layers = await self.broker_layers()
-            return describe_broker_configs(self.config, layers, keys, per_broker=per_broker, synonyms=synonyms)
+            return describe_broker_configs(
+                self.config, layers, keys, per_broker=per_broker, synonyms=synonyms, documentation=documentation
+            )
         raise errors.InvalidRequestError(f"Unsupported resource type: {_type_name(resource_type)}")
 
     # ------------------------------------------------------------------ alter

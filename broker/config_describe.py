@@ -23,6 +23,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from broker.broker_config_docs import broker_config_doc
 from broker.config import PROPERTIES, BrokerConfig
 
 _LONG_MAX = str(2**63 - 1)
@@ -421,6 +422,7 @@ def describe_broker_configs(
     *,
     per_broker: bool,
     synonyms: bool = False,
+    documentation: bool = False,
 ) -> list[ConfigEntry]:
     """ZkAdminManager.createBrokerConfigEntry for each config of a broker, or of the cluster default entity."""
     if per_broker:
@@ -445,6 +447,7 @@ def describe_broker_configs(
                 is_sensitive=False,
                 config_type=ConfigType.UNKNOWN if name in DYNAMIC_BROKER_CONFIGS else _broker_type(name),
                 synonyms=tuple(found) if synonyms else (),
+                documentation=broker_config_doc(name) if documentation else None,
             )
         )
     return entries

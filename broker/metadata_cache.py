@@ -70,6 +70,13 @@ class MetadataCache:
     def contains(self, topic: str) -> bool:
         return topic in self.partitions
 
+    def topic_named_by_id(self, topic_id: str) -> str | None:
+        """The topic whose KIP-516 id (as the znode writes it) is `topic_id`; a scan: DeleteTopics by id is rare."""
+        for name, partitions in self.partitions.items():
+            if any(state.topic_id == topic_id for state in partitions.values()):
+                return name
+        return None
+
     def partition_state(self, topic: str, partition: int) -> broker_pb2.UpdateMetadataPartitionState | None:
         return self.partitions.get(topic, {}).get(partition)
 

@@ -8,6 +8,7 @@ truncation goes through `PartitionLog`, which keeps the state in step.
 from broker.log.producer_state import (
     BATCHES_RETAINED,
     BatchMetadata,
+    Duplicate,
     DuplicateMixedError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
@@ -21,6 +22,7 @@ from broker.log.producer_state import (
 __all__ = [
     "BATCHES_RETAINED",
     "BatchMetadata",
+    "Duplicate",
     "DuplicateMixedError",
     "InvalidProducerEpochError",
     "OutOfOrderSequenceError",

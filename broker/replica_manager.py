@@ -401,7 +401,7 @@ class ReplicaManager:
         # LogAppendTime: the time stamped into the batches is the one the response reports (K28 LogValidator).
         append_time_ms = time.time_ns() // 1_000_000 if log.config.log_append_time else -1
         try:
-            first, last = log.append(
+            first, last, append_time_ms = log.append_leader(
                 bytearray(records),
                 partition.leader_epoch,
                 append_time_ms=append_time_ms if append_time_ms >= 0 else None,

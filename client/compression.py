@@ -46,6 +46,8 @@ DECOMPRESSED_BYTES_MAX_DEFAULT = 256 * 1024 * 1024
 
 _GZIP_LEVEL = 6  # java.util.zip.Deflater.DEFAULT_COMPRESSION
 _GZIP_WBITS = 31  # zlib with a gzip header and trailer
+_GZIP_MAGIC = b"\x1f\x8b\x08"  # RFC 1952: ID1, ID2, CM = deflate
+_DEFLATE_RATIO_MAX = 1032  # deflate's largest expansion (zlib's FAQ): no gzip body inflates beyond this
 
 # snappy-java SnappyCodec: magic, then version and minimum compatible version, both 1.
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
@@ -110,6 +112,36 @@ def decompress(codec: int, body: bytes | memoryview, *, decompressed_bytes_max: 
     raise UnsupportedCompressionError(f"unknown compression codec {codec}")
 
 
+def inflated_bytes_bound(codec: int, body: bytes | memoryview, limit_bytes: int) -> int:
+    """The most bytes a compressed records section can inflate to, from its frame structure alone.
+
+    No inflation (which costs more than the rest of an append): gzip's magic and the deflate ratio limit,
+    snappy's length preambles, lz4's and zstd's frame magic and block lists. Raises CorruptRecordError for a
+    frame that is not the codec's, is truncated, or may inflate beyond `limit_bytes`; a frame that passes
+    may still fail to inflate (damage inside a block): readers refuse it then.
+    """
+    name = codec_name(codec)
+    try:
+        if codec == GZIP:
+            if bytes(body[:3]) != _GZIP_MAGIC:
+                raise CorruptRecordError("gzip: not a gzip stream (bad magic)")
+            bound = len(body) * _DEFLATE_RATIO_MAX
+        elif codec == SNAPPY:
+            bound = _snappy_size_bytes(memoryview(body))
+        elif codec == LZ4:
+            bound = _lz4_bound_bytes(body, limit_bytes)
+        elif codec == ZSTD:
+            bound = _zstd_bound_bytes(body, limit_bytes)
+        else:
+            raise UnsupportedCompressionError(f"unknown compression codec {codec}")
+    except cramjam.DecompressionError as exc:
+        raise CorruptRecordError(f"{name}: {exc}") from None
+    except (IndexError, struct.error):
+        raise CorruptRecordError(f"{name}: frame truncated") from None
+    _check_bound(name, bound, limit_bytes)
+    return bound
+
+
 def _check_bound(name: str, bound_bytes: int, limit_bytes: int) -> None:
     if bound_bytes > limit_bytes:
         raise CorruptRecordError(
@@ -151,6 +183,22 @@ def _xerial_compress(data: bytes) -> bytes:
         parts.append(_INT32_BE.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
+
+
+def _snappy_size_bytes(data: memoryview) -> int:
+    """The inflated size from the length preambles: one raw block, or each block of the xerial framing."""
+    if bytes(data[:8]) != _XERIAL_HEADER[:8]:
+        return cramjam.snappy.decompress_raw_len(data)
+    total = 0
+    pos = len(_XERIAL_HEADER)
+    while pos < len(data):
+        (length,) = _INT32_BE.unpack_from(data, pos)
+        pos += 4
+        if length < 0 or pos + length > len(data):
+            raise CorruptRecordError(f"snappy: xerial block of {length} bytes overruns the batch")
+        total += cramjam.snappy.decompress_raw_len(data[pos : pos + length])
+        pos += length
+    return total
 
 
 def _snappy_decompress(body: bytes | memoryview, limit_bytes: int) -> bytes:
@@ -221,6 +269,8 @@ def _lz4_bound_bytes(data: bytes | memoryview, limit_bytes: int) -> int:
             total += size if word & _LZ4_UNCOMPRESSED_BIT else block_max
             pos += size + block_checksum_bytes
         pos += 4 if flg & 0x04 else 0  # content checksum
+    if pos > len(data):
+        raise CorruptRecordError(f"lz4: the last block overruns the batch by {pos - len(data)} bytes")
     return total
 
 
@@ -273,4 +323,6 @@ def _zstd_bound_bytes(data: bytes | memoryview, limit_bytes: int) -> int:
             if header & 1:
                 break
         pos += 4 if descriptor & 0x04 else 0  # content checksum
+    if pos > len(data):
+        raise CorruptRecordError(f"zstd: the last block overruns the batch by {pos - len(data)} bytes")
     return total

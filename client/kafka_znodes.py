@@ -20,8 +20,12 @@ No clocks here: `timestamp_ms` is always given by the caller.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import random
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -434,6 +438,31 @@ class TopicAssignment:
     adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     topic_id: str | None = None
+
+
+def new_topic_id(rng: random.Random | None = None) -> str:
+    """A topic id as 2.8 writes it in `/brokers/topics/<t>` (KIP-516, `Uuid.randomUuid().toString`): 16 random
+    bytes in URL-safe base64 without padding, never the all-zero id (Uuid.ZERO_UUID means "no id")."""
+    source = rng if rng is not None else random.SystemRandom()
+    while True:
+        raw = source.getrandbits(128).to_bytes(16, "big")
+        if any(raw):
+            return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def topic_id_uuid(topic_id: str | None) -> uuid.UUID | None:
+    """The 16 bytes a topic id stands for, as the Kafka protocol carries them; None if absent or malformed."""
+    if not topic_id or len(topic_id) != 22:
+        return None
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+    except (binascii.Error, ValueError):
+        return None
+
+
+def topic_id_string(topic_id: uuid.UUID) -> str:
+    """The protocol's 16 bytes as the znode writes them (Uuid.toString)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
 
 
 def _partition_map(assignment: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:

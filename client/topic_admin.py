@@ -55,6 +55,7 @@ from client.kafka_znodes import (
     encode_config_change,
     encode_topic,
     has_collision_chars,
+    new_topic_id,
     topic_config_path,
     topic_path,
     topics_collide,
@@ -83,6 +84,7 @@ class TopicCreationPlan:
     assignment: dict[int, tuple[int, ...]]
     configs: dict[str, str]
     znodes: list[tuple[str, bytes]]
+    topic_id: str  # KIP-516: written in the topic znode (v3), as 2.8's AdminZkClient does on creation
 
 
 # --- planners (pure) -------------------------------------------------------------------
@@ -116,7 +118,8 @@ def plan_topic_creation(
     validate_topic_assignment(assignment)
     checked = validate_topic_configs(configs)
     frozen = {p: tuple(assignment[p]) for p in sorted(assignment)}
-    assignment_znode = encode_topic(TopicAssignment(topic, frozen))
+    topic_id = new_topic_id(rng)
+    assignment_znode = encode_topic(TopicAssignment(topic, frozen, topic_id=topic_id))
     check_znode_fits(topic, assignment_znode, len(frozen), znode_bytes_max)
     config_znode = encode_config(checked)
     if len(config_znode) > znode_bytes_max:
@@ -128,7 +131,7 @@ def plan_topic_creation(
         (topic_config_path(topic), config_znode),
         (topic_path(topic), assignment_znode),
     ]
-    return TopicCreationPlan(topic, frozen, checked, znodes)
+    return TopicCreationPlan(topic, frozen, checked, znodes, topic_id)
 
 
 def _initial_assignment(

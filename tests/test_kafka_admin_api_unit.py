@@ -8,9 +8,11 @@ through real Kafka clients.
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib
 import io
 import json
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -106,7 +108,8 @@ def broker(tmp_path: Path) -> SimpleNamespace:
     admin = AdminManager(config, zk, MetadataCache(1), NullLogger())  # type: ignore[arg-type]
     logs = LogManager(config.directories, __import__("broker.server").server.default_log_config(config), NullLogger())
     replicas = SimpleNamespace(logs=logs, partitions={})
-    return SimpleNamespace(zk=zk, config=config, service=SimpleNamespace(admin=admin, replicas=replicas))
+    service = SimpleNamespace(admin=admin, replicas=replicas, metadata_cache=admin.metadata)
+    return SimpleNamespace(zk=zk, config=config, service=service)
 
 
 def _call(broker: SimpleNamespace, api_key: int, version: int, request: Any) -> Any:
@@ -170,6 +173,20 @@ def test_create_topics_with_configs_in_each_version(broker: SimpleNamespace, ver
         assert configs["segment.bytes"].value == "2000000"
         assert configs["segment.bytes"].config_source == ConfigSource.STATIC_BROKER_CONFIG
         assert configs["cleanup.policy"].config_source == ConfigSource.DEFAULT_CONFIG
+
+
+def test_create_topics_v7_answers_the_topic_id_written_in_the_topic_znode(broker: SimpleNamespace) -> None:
+    """KIP-516: the new topic's id is in /brokers/topics/<t> (v3 "topic_id") and in the v7 answer, the same 16
+    bytes; a topic only validated, or refused, has none (2.8 reads the znode back and finds nothing)."""
+    [created] = _create(broker, 7, [{"name": "ided", "partitions": 1, "rf": 1}]).topics
+    written = json.loads(broker.zk.nodes["/brokers/topics/ided"])["topic_id"]
+    assert created.topic_id == uuid.UUID(bytes=base64.urlsafe_b64decode(written + "=="))
+    [checked] = _create(broker, 7, [{"name": "checked", "partitions": 1, "rf": 1}], validate_only=True).topics
+    [refused] = _create(broker, 7, [{"name": "ided", "partitions": 1, "rf": 1}]).topics
+    assert (int(checked.error_code), checked.topic_id) == (0, None)
+    assert (int(refused.error_code), refused.topic_id) == (36, None)  # TOPIC_ALREADY_EXISTS
+    [other] = _create(broker, 7, [{"name": "other", "partitions": 1, "rf": 1}]).topics
+    assert other.topic_id not in (None, created.topic_id)
 
 
 def test_create_topics_defaults_errors_and_validate_only(broker: SimpleNamespace) -> None:
@@ -302,6 +319,30 @@ def test_describe_configs_errors_and_broker_resources(broker: SimpleNamespace) -
     assert int(default.error_code) == 0 and default.configs == ()
 
 
+def test_describe_configs_documents_every_config_when_asked(broker: SimpleNamespace) -> None:
+    """include_documentation (v3+): Kafka 2.8's doc (its first sentence) on every topic and broker config, null
+    for the dynamic-only throttle rates (KafkaConfig.documentationOf has no key for them); null when not asked."""
+    _create(broker, 7, [{"name": "documented", "partitions": 1, "rf": 1}])
+    [rate] = _incremental(broker, (4, "1"), [("follower.replication.throttled.rate", 0, "1000")]).responses
+    assert int(rate.error_code) == 0
+    response = _describe(broker, 4, [(2, "documented", None), (4, "1", None)], include_documentation=True)
+    topic, this_broker = (_configs(SimpleNamespace(results=[r])) for r in response.results)
+    assert all(c.documentation for c in topic.values())
+    assert topic["retention.ms"].documentation == (
+        "This configuration controls the maximum time we will retain a log before we will discard old log "
+        'segments to free up space if we are using the "delete" retention policy.'
+    )
+    assert this_broker["follower.replication.throttled.rate"].documentation is None
+    undocumented = [n for n, c in this_broker.items() if not c.documentation]
+    assert undocumented == ["follower.replication.throttled.rate"]
+    assert this_broker["log.retention.hours"].documentation == (
+        "The number of hours to keep a log file before deleting it (in hours), tertiary to log.retention.ms property"
+    )
+    assert this_broker["num.partitions"].documentation == "The default number of log partitions per topic"
+    plain = _describe(broker, 4, [(2, "documented", None), (4, "1", None)])
+    assert all(c.documentation is None for r in plain.results for c in r.configs)
+
+
 def test_alter_configs_replaces_the_whole_override_set(broker: SimpleNamespace) -> None:
     _create(broker, 7, [{"name": "t", "partitions": 1, "rf": 1, "configs": {"cleanup.policy": "compact"}}])
     [ok] = _alter(broker, [(2, "t", {"retention.ms": "1000"})]).responses
@@ -416,6 +457,25 @@ def test_delete_topics_by_an_unknown_id(broker: SimpleNamespace) -> None:
     )
     [result] = _call(broker, 20, 6, request).responses
     assert (int(result.error_code), result.topic_id, result.name) == (100, topic_id, None)
+
+
+def test_delete_topics_by_the_id_metadata_carries(broker: SimpleNamespace) -> None:
+    """DeleteTopics v6 by id (KIP-516): the id the controller's UpdateMetadata carries names the topic to delete."""
+    import datetime
+
+    from zkraft_proto import broker_pb2 as pb
+
+    [created] = _create(broker, 7, [{"name": "doomed", "partitions": 1, "rf": 1}]).topics
+    written = json.loads(broker.zk.nodes["/brokers/topics/doomed"])["topic_id"]
+    state = pb.UpdateMetadataPartitionState(topic_name="doomed", partition_index=0, leader=1, topic_id=written)
+    broker.service.metadata_cache.update(pb.UpdateMetadataRequest(controller_id=1, partition_states=[state]))
+    module = importlib.import_module("kio.schema.delete_topics.v6.request")
+    request = module.DeleteTopicsRequest(
+        topics=(module.DeleteTopicState(name=None, topic_id=created.topic_id),), timeout=datetime.timedelta(0)
+    )
+    [result] = _call(broker, 20, 6, request).responses
+    assert (int(result.error_code), result.name, result.topic_id) == (0, "doomed", created.topic_id)
+    assert "/admin/delete_topics/doomed" in broker.zk.nodes
 
 
 def _minimal_request(api_key: int, module: Any) -> Any:

@@ -33,8 +33,10 @@ from broker.replica_manager import ReplicaManager
 from broker.server import default_log_config
 from broker.service import BrokerService
 from client import kafka_errors as errors
+from client.compression import GZIP, LZ4, SNAPPY, ZSTD, compress
 from client.exceptions import NoNodeError
-from client.records import RecordBatchBuilder, iter_records
+from client.records import BATCH_HEADER_SIZE, RecordBatchBuilder, _frame_batch, iter_records
+from tests.helpers import wait_until
 from zkraft_proto import broker_pb2 as pb
 
 TOPIC = "t"
@@ -311,6 +313,76 @@ async def test_an_idempotent_retry_answers_the_original_offset_and_a_gap_is_out_
     gap = _produced(await broker.call(0, 9, _produce_request(_batch([b"c"], producer_id=77, sequence=5))))
     assert int(gap.error_code) == errors.OutOfOrderSequenceNumberError.code
     assert broker.replicas.partitions[data_tp(0)].log.log_end_offset == 2
+
+
+def _section(values: list[bytes]) -> bytes:
+    """The uncompressed records section of a batch of `values`."""
+    return _batch(values, timestamp_ms=1_000)[BATCH_HEADER_SIZE:]
+
+
+def _framed(codec: int, records: bytes, count: int) -> bytes:
+    """A batch whose CRC-32C is right for whatever records section it carries: a producer's bug, not line noise."""
+    return _frame_batch(
+        records, attributes=codec, last_offset_delta=count - 1, base_timestamp=1_000, max_timestamp=1_000,
+        records_count=count,
+    )  # fmt: skip
+
+
+CORRUPT_COMPRESSED = {
+    "lz4 that is not an lz4 frame": (LZ4, b"not an lz4 frame at all", 1),
+    "gzip that is not a gzip stream": (GZIP, bytes(40), 1),
+    "zstd frame cut short": (ZSTD, compress(ZSTD, _section([b"v"] * 50))[:-3], 50),
+    "lz4 frame cut short": (LZ4, compress(LZ4, _section([b"v"] * 50))[:-6], 50),
+    "snappy count above what its size holds": (SNAPPY, compress(SNAPPY, _section([b"v"])), 1_000),
+    "zstd count above what its blocks hold": (ZSTD, compress(ZSTD, _section([b"v"])), 20_000),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPT_COMPRESSED))
+@_synchronous
+async def test_a_compressed_batch_with_a_valid_crc_but_a_malformed_frame_is_corrupt_message(
+    broker: Broker, case: str
+) -> None:
+    """Kafka 2.8's LogValidator answers CORRUPT_MESSAGE (InvalidRecordException); nothing is written and the
+    partition goes on taking good batches."""
+    await broker.lead()
+    codec, records, count = CORRUPT_COMPRESSED[case]
+    refused = _produced(await broker.call(0, 9, _produce_request(_framed(codec, records, count))))
+    assert int(refused.error_code) == errors.CorruptRecordError.code, refused.error_message
+    assert refused.error_message.startswith("t-0: batch at position 0: ")
+    assert broker.replicas.partitions[data_tp(0)].log.log_end_offset == 0
+    good = _produced(await broker.call(0, 9, _produce_request(_framed(codec, compress(codec, _section([b"v"])), 1))))
+    assert (int(good.error_code), good.base_offset) == (0, 0)
+
+
+def _append_time_ms(produced: Any) -> int:
+    """The response's LogAppendTimeMs (kio reads -1 as None, any other value as an aware datetime)."""
+    stamp = produced.log_append_time
+    return -1 if stamp is None else round(stamp.timestamp() * 1000)
+
+
+@_synchronous
+async def test_an_idempotent_retry_answers_the_original_log_append_time(broker: Broker) -> None:
+    """Kafka 2.8 Log.append answers a duplicate with the original batch's offsets and its BatchMetadata.timestamp
+    (the batch's max timestamp as written: the LogAppendTime stamp), not the retry's time."""
+    await broker.lead()
+    broker.replicas.apply_topic_config(TOPIC, {"message.timestamp.type": "LogAppendTime"})
+    batch = _batch([b"a", b"b"], producer_id=77, sequence=0, timestamp_ms=1_000)
+    first = _produced(await broker.call(0, 9, _produce_request(batch)))
+    appended_ms = _append_time_ms(first)
+    assert int(first.error_code) == 0 and appended_ms > 1_001
+    wait_until(lambda: time.time_ns() // 1_000_000 > appended_ms, 5.0, interval_s=0.001)  # a retry's "now" differs
+    again = _produced(await broker.call(0, 9, _produce_request(batch)))
+    assert (int(again.error_code), again.base_offset, _append_time_ms(again)) == (0, first.base_offset, appended_ms)
+    assert broker.replicas.partitions[data_tp(0)].log.log_end_offset == 2  # written once
+
+    # CreateTime: a fresh append answers -1 and, as in 2.8, a duplicate the original batch's max timestamp.
+    broker.replicas.apply_topic_config(TOPIC, {})
+    created = _batch([b"c"], producer_id=77, sequence=2, timestamp_ms=5_000)
+    fresh = _produced(await broker.call(0, 9, _produce_request(created)))
+    retried = _produced(await broker.call(0, 9, _produce_request(created)))
+    assert (fresh.base_offset, _append_time_ms(fresh)) == (2, -1)
+    assert (retried.base_offset, _append_time_ms(retried)) == (2, 5_000)
 
 
 @pytest.mark.parametrize("version", _versions(1))

@@ -4,11 +4,12 @@ against Kafka 2.8, and get Kafka's errors."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -19,6 +20,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from client.kafka_znodes import decode_topic, topic_path
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 
@@ -90,6 +92,45 @@ def test_create_with_configs_then_metadata_and_describe(admin: AdminClient) -> N
     assert configs["segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].is_default
     assert len(configs) == 26
+
+
+def _znode_topic_id(cluster: KafkaCluster, topic: str) -> bytes | None:
+    """The topic znode's id (2.8 writes Uuid.toString: URL-safe base64) as its 16 bytes."""
+    data, _ = cluster.zk.get(topic_path(topic))
+    topic_id = decode_topic(topic, data).topic_id
+    return None if topic_id is None else base64.urlsafe_b64decode(topic_id + "==")
+
+
+def _described_topic_id(admin: AdminClient, topic: str) -> bytes | None:
+    """librdkafka's DescribeTopics (Metadata v10+): the id's 16 bytes (librdkafka prints standard base64);
+    None while the brokers do not know the topic yet."""
+    [future] = admin.describe_topics(TopicCollection([topic])).values()
+    try:
+        description = future.result(timeout=REQUEST_TIMEOUT_S)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise
+    return base64.b64decode(str(description.topic_id) + "==")
+
+
+def test_topic_ids_from_creation_and_for_a_topic_written_without_one(cluster: KafkaCluster, admin: AdminClient) -> None:
+    """KIP-516 (2.8): a created topic's id is written in its znode and served in Metadata v10+; a topic znode
+    without one (written before 2.8) gets one from the controller, kept in the znode."""
+    _result(admin.create_topics([NewTopic("with-id", 1, 1)], request_timeout=REQUEST_TIMEOUT_S))
+    created_id = _znode_topic_id(cluster, "with-id")
+    assert created_id is not None
+    wait_until(lambda: _described_topic_id(admin, "with-id") == created_id, REQUEST_TIMEOUT_S,
+               message="Metadata does not serve the znode's topic id")  # fmt: skip
+    broker = cluster.broker_ids[0]
+    cluster.zk.create(topic_path("legacy"), b'{"version":1,"partitions":{"0":[%d]}}' % broker)
+    wait_until(lambda: _znode_topic_id(cluster, "legacy") is not None, REQUEST_TIMEOUT_S,
+               message="the controller gave the topic no id")  # fmt: skip
+    legacy_id = _znode_topic_id(cluster, "legacy")
+    assert legacy_id != created_id
+    wait_until(lambda: _described_topic_id(admin, "legacy") == legacy_id, REQUEST_TIMEOUT_S,
+               message="Metadata does not serve the assigned topic id")  # fmt: skip
+    assert cluster.assignment("legacy") == {0: (broker,)}
 
 
 def test_alter_and_incremental_alter_then_describe(admin: AdminClient) -> None:
@@ -261,8 +302,9 @@ def test_kafkas_java_tools(cluster: KafkaCluster, admin: AdminClient, tmp_path_f
     assert (created.returncode, created.stdout.strip()) == (0, "Created topic java."), created.stderr
     described = tool("org.apache.kafka.tools.TopicCommand", "--describe", "--topic", "java")
     assert described.returncode == 0, described.stderr
+    topic_id = decode_topic("java", cluster.zk.get(topic_path("java"))[0]).topic_id  # 2.8 prints it (KIP-516)
     assert described.stdout.splitlines()[0] == (
-        "Topic: java\tPartitionCount: 2\tReplicationFactor: 2\t"
+        f"Topic: java\tTopicId: {topic_id}\tPartitionCount: 2\tReplicationFactor: 2\t"
         f"Configs: retention.ms=100000,segment.bytes={SEGMENT_BYTES}"
     )
     refused = tool("org.apache.kafka.tools.TopicCommand", "--create", "--topic", "wide", "--replication-factor", "4")

@@ -218,6 +218,19 @@ def test_topic_round_trip_every_version(version: int) -> None:
     assert kz.decode_topic("orders", kz.encode_topic(assignment, version)) == assignment
 
 
+def test_topic_ids_are_kafkas_uuid_strings() -> None:
+    """Uuid.toString: 16 bytes, URL-safe base64 without padding (22 characters); the protocol carries the bytes."""
+    import random
+    import uuid
+
+    ids = {kz.new_topic_id(random.Random(seed)) for seed in range(50)}
+    assert len(ids) == 50 and all(len(i) == 22 and "=" not in i for i in ids)
+    assert kz.new_topic_id(random.Random(3)) == kz.new_topic_id(random.Random(3))  # the rng decides
+    assert kz.topic_id_uuid("AAECAwQFBgcICQoLDA0ODw") == uuid.UUID(bytes=bytes(range(16)))
+    assert kz.topic_id_uuid("-_-_-_-_-_-_-_-_-_-_-w") == uuid.UUID(bytes=b"\xfb\xff\xbf" * 5 + b"\xfb")
+    assert [kz.topic_id_uuid(bad) for bad in (None, "", "short", "!" * 22)] == [None] * 4
+
+
 def test_topic_encode_drops_empty_adding_and_removing_lists() -> None:
     assignment = kz.TopicAssignment("t", {0: (1,), 1: (2,)}, adding={0: (), 1: (3,)})
     obj = json.loads(kz.encode_topic(assignment, 2))

@@ -90,7 +90,8 @@ def test_duplicate_within_the_window_answers_the_original_offsets() -> None:
     headers = [header(3 * i, offset=100 + 10 * i) for i in range(BATCHES_RETAINED + 2)]
     written(state, *headers)
     for h in headers[-BATCHES_RETAINED:]:
-        assert state.check_append("t-0", [h._replace(base_offset=0)]) == (h.base_offset, h.last_offset)
+        duplicate = state.check_append("t-0", [h._replace(base_offset=0)])
+        assert duplicate == (h.base_offset, h.last_offset, h.max_timestamp)  # the original's, as written
     # Older than the window: no longer recognised, and not next in line either.
     with pytest.raises(OutOfOrderSequenceError):
         state.check_append("t-0", [headers[0]])
@@ -100,7 +101,7 @@ def test_a_duplicate_request_of_several_batches_answers_first_to_last() -> None:
     state = ProducerStateManager()
     first, second = header(0, offset=10), header(3, offset=13)
     written(state, first, second)
-    assert state.check_append("t-0", [first, second]) == (10, 15)
+    assert state.check_append("t-0", [first, second]) == (10, 15, first.max_timestamp)
     with pytest.raises(DuplicateMixedError):
         state.check_append("t-0", [second, header(6)])
 

@@ -2,8 +2,8 @@
 
 Cross-checks use aiokafka's record builder and reader (it compresses with
 cramjam like us but frames independently: its own xerial writer, python-style
-LZ4 frames with block checksums) and kafka-python's for gzip (its other codecs
-need packages that are not installed). No broker is needed here; the live
+LZ4 frames with block checksums) and kafka-python's (python-snappy, python-lz4
+frames and zstandard, from the test extra). No broker is needed here; the live
 cluster tests are at the end of the file.
 """
 
@@ -22,6 +22,7 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 
 from broker.log import LogConfig, PartitionLog
 from broker.log.cleaner import plan_clean
+from broker.log.compressed_batches import check_compressed_batches
 from broker.log.errors import InvalidTimestampError
 from client import compression
 from client.records import (
@@ -102,17 +103,22 @@ def test_we_read_aiokafka_batches_and_the_spark_decoder_agrees(codec: Compressio
     assert decoded.batch.column("offset").to_pylist() == list(range(2000))
 
 
-def test_kafka_python_gzip_batches_read_both_ways() -> None:
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4,
+                                   CompressionType.ZSTD])  # fmt: skip
+def test_kafka_python_batches_read_both_ways(codec: CompressionType) -> None:
     from kafka.record.default_records import DefaultRecordBatch as KpBatch
     from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
     records = _records(random.Random(7), 500)
-    builder = KpBuilder(magic=2, compression_type=1, is_transactional=False, producer_id=-1, producer_epoch=-1,
-                        base_sequence=-1, batch_size=1 << 30)  # fmt: skip
+    builder = KpBuilder(magic=2, compression_type=int(codec), is_transactional=False, producer_id=-1,
+                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)  # fmt: skip
     for i, (key, value, headers) in enumerate(records):
         builder.append(i, timestamp=T0 + i, key=key, value=value, headers=headers)
-    assert [r.value for r in iter_records(bytes(builder.build()))] == [v for _, v, _ in records]
-    assert [r.value for r in KpBatch(_ours(CompressionType.GZIP, records))] == [v for _, v, _ in records]
+    theirs = bytes(builder.build())
+    assert read_batch_header(theirs).compression == codec
+    check_compressed_batches(theirs, validate_batches(theirs), [read_batch_header(theirs)])  # a leader takes it
+    assert [r.value for r in iter_records(theirs)] == [v for _, v, _ in records]
+    assert [r.value for r in KpBatch(_ours(codec, records))] == [v for _, v, _ in records]
 
 
 def test_snappy_reads_raw_blocks_as_librdkafka_writes_them() -> None:

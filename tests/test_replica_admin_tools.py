@@ -20,6 +20,7 @@ import pytest
 from client import Consumer, Producer, TopicPartition
 from client.kafka_errors import ElectionNotNeededError, OffsetOutOfRangeError, PreferredLeaderNotAvailableError
 from client.tools import delete_records, leader_election, reassign_api
+from client.tools.reassign_partitions import THROTTLE_WARNING
 from client.tools.topics import ToolError, ToolUsageError
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
@@ -222,15 +223,93 @@ def test_reassignment_executed_listed_cancelled_returns_to_the_original_replicas
         done = zkraft("reassign-partitions", "--bootstrap-server", bootstrap, "--cancel", "--reassignment-json-file",
                       str(plan))  # fmt: skip
         assert (done.returncode, done.stderr) == (0, "")
+        brokers = ",".join(map(str, sorted(cluster.broker_ids)))
         assert done.stdout == (
             "Successfully cancelled partition reassignment for: moved-0\n"
             "None of the specified partition moves are active.\n"
+            f"Clearing broker-level throttles on brokers {brokers}\n"  # Kafka's --cancel clears them all
+            "Clearing topic-level throttles on topic moved\n"
         )
         wait_until(lambda: list(cluster.assignment("moved")[0]) == original, TIMEOUT_S, message="not reverted")
         done = zkraft("reassign-partitions", "--bootstrap-server", bootstrap, "--list")
         assert done.stdout == "No partition reassignments found.\n"
     finally:
         remove_throttle(cluster, TP("moved", 0))
+
+
+def overrides(bootstrap: str, kind: str, name: str) -> dict[str, str | None]:
+    """The configs set on a topic or broker (not defaults, not static), as describe_configs reports them."""
+    from client import Admin, ConfigResource
+
+    with Admin(bootstrap, client_id="test") as admin:
+        (described,) = admin.describe_configs([ConfigResource(kind, name)])
+    return {n: e.value for n, e in described.entries.items() if e.source.startswith("DYNAMIC_")}
+
+
+@pytest.mark.integration
+def test_reassignment_throttled_through_the_admin_api_until_verify_clears_it(
+    cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """--execute --throttle 1 with --bootstrap-server: Kafka's lines, the four configs set through the admin API
+    (1 B/s holds the new replica behind, so the move stays in progress), kept by --verify while it moves and by
+    --cancel --preserve-throttles, removed by --verify once nothing moves."""
+    set_follower_rates(cluster)  # the --cancel of the test above cleared every broker's rate, as Kafka's does
+    cluster.create_topic("slowed", partitions=1, replication_factor=1)
+    (source,) = cluster.assignment("slowed")[0]
+    spare = next(b for b in cluster.broker_ids if b != source)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "slowed", "partition": 0,
+                                                              "replicas": [source, spare]}]}))  # fmt: skip
+    bootstrap = cluster.kafka_bootstrap_servers
+    with Producer(bootstrap, acks="all", linger_ms=1) as producer:
+        for i in range(3):  # three batches: at 1 B/s the new replica cannot catch up
+            producer.send("slowed", value=b"%d" % i, partition=0)
+            producer.flush()
+    try:
+        done = zkraft("reassign-partitions", "--bootstrap-server", bootstrap, "--execute", "--reassignment-json-file",
+                      str(plan), "--throttle", "1")  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.stdout.splitlines()[-3:] == [
+            THROTTLE_WARNING,
+            "The inter-broker throttle limit was set to 1 B/s",
+            "Successfully started partition reassignment for slowed-0",
+        ]
+        throttled_topic = {
+            "leader.replication.throttled.replicas": f"0:{source}",
+            "follower.replication.throttled.replicas": f"0:{spare}",
+        }
+        throttled_broker = {"leader.replication.throttled.rate": "1", "follower.replication.throttled.rate": "1"}
+        assert overrides(bootstrap, "TOPIC", "slowed") == throttled_topic
+        assert overrides(bootstrap, "BROKER", str(source)) == throttled_broker
+        assert overrides(bootstrap, "BROKER", str(spare)) == throttled_broker
+        verify = ("reassign-partitions", "--bootstrap-server", bootstrap, "--verify", "--reassignment-json-file",
+                  str(plan))  # fmt: skip
+        done = zkraft(*verify)
+        assert done.stdout == ("Status of partition reassignment:\n"
+                               "Reassignment of partition slowed-0 is still in progress.\n\n")  # fmt: skip
+        assert overrides(bootstrap, "TOPIC", "slowed") == throttled_topic
+        done = zkraft("reassign-partitions", "--bootstrap-server", bootstrap, "--cancel", "--reassignment-json-file",
+                      str(plan), "--preserve-throttles")  # fmt: skip
+        assert done.stdout == (
+            "Successfully cancelled partition reassignment for: slowed-0\n"
+            "None of the specified partition moves are active.\n"
+        )
+        wait_until(lambda: cluster.assignment("slowed")[0] == (source,), TIMEOUT_S, message="not reverted")
+        assert overrides(bootstrap, "TOPIC", "slowed") == throttled_topic
+        done = zkraft(*verify)
+        brokers = ",".join(map(str, sorted(cluster.broker_ids)))
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.stdout == (
+            "Status of partition reassignment:\n"
+            f"There is no active reassignment of partition slowed-0, but replica set is {source} rather than "
+            f"{source},{spare}.\n\n"
+            f"Clearing broker-level throttles on brokers {brokers}\n"
+            "Clearing topic-level throttles on topic slowed\n"
+        )
+        assert overrides(bootstrap, "TOPIC", "slowed") == {}
+        assert all(overrides(bootstrap, "BROKER", str(b)) == {} for b in cluster.broker_ids)
+    finally:
+        set_follower_rates(cluster)
 
 
 class FakeAdmin:
@@ -242,6 +321,7 @@ class FakeAdmin:
         self.assignment = {0: [1, 2], 1: [2, 3]}
         self.ongoing = ongoing or {}
         self.altered: list[dict] = []
+        self.configs: list[tuple[str, str, list[tuple[str, str | None, str]]]] = []
         self._cluster = ClusterDescription("c", 1, [BrokerMetadata(b, "h", 1, None) for b in (1, 2, 3)])
         self._topic = lambda: TopicDescription(
             "t", False, [PartitionDescription(p, r[0], r, r, [], None) for p, r in self.assignment.items()]
@@ -259,6 +339,54 @@ class FakeAdmin:
     def alter_partition_reassignments(self, plan):  # type: ignore[no-untyped-def]
         self.altered.append(dict(plan))
         return {tp: None for tp in plan}
+
+    def incremental_alter_configs(self, resources):  # type: ignore[no-untyped-def]
+        for r in resources:
+            kind = r.resource_type.upper()
+            self.configs.append((kind, r.name, [(op.name, op.value, op.op) for op in r.operations]))
+
+
+def test_api_throttle_follows_kafkas_move_map() -> None:
+    """calculateProposedMoveMap: a running move keeps its sources and its destinations are throttled too
+    (--additional); partition strings sort as Kafka's TreeSet[String] does."""
+    import io
+
+    running = {TP("t", 1): {"replicas": [2, 3, 1], "adding_replicas": [1], "removing_replicas": [3]}}
+    admin = FakeAdmin(running)
+    out = io.StringIO()
+    reassign_api.ApiReassigner(admin, out).execute_api([(TP("t", 0), (3, 1))], additional=True, throttle_bytes_per_s=7)
+    assert admin.configs[0] == ("TOPIC", "t", [
+        ("leader.replication.throttled.replicas", "0:1,0:2,1:2,1:3", "SET"),
+        ("follower.replication.throttled.replicas", "0:3,1:1", "SET"),
+    ])  # fmt: skip
+    rates = [("leader.replication.throttled.rate", "7", "SET"), ("follower.replication.throttled.rate", "7", "SET")]
+    assert admin.configs[1:] == [("BROKER", str(b), rates) for b in (1, 2, 3)]
+    assert admin.altered == [{TP("t", 0): (3, 1)}]  # after the throttle: the first fetch is already throttled
+    lines = out.getvalue().splitlines()
+    assert lines[-3:] == [
+        THROTTLE_WARNING,
+        "The inter-broker throttle limit was set to 7 B/s",
+        "Successfully started partition reassignment for t-0",
+    ]
+    moves = {TP("t", p): reassign_api.PartitionMove(frozenset({1}), frozenset({2})) for p in (2, 10)}
+    assert reassign_api.throttled_replicas(moves) == {"t": ("10:1,2:1", "10:2,2:2")}
+
+
+def test_api_verify_clears_throttles_once_nothing_moves() -> None:
+    import io
+
+    admin = FakeAdmin()
+    out = io.StringIO()
+    assert not reassign_api.ApiReassigner(admin, out).verify_api([(TP("t", 0), (1, 4))], preserve_throttles=True)
+    assert admin.configs == []
+    assert not reassign_api.ApiReassigner(admin, out).verify_api([(TP("t", 0), (1, 4))])
+    assert out.getvalue().splitlines()[-2:] == [
+        "Clearing broker-level throttles on brokers 1,2,3,4",  # the live ones and the plan's
+        "Clearing topic-level throttles on topic t",
+    ]
+    deletes = [(name, None, "DELETE") for name in reassign_api.BROKER_THROTTLES]
+    assert admin.configs[:4] == [("BROKER", str(b), deletes) for b in (1, 2, 3, 4)]
+    assert admin.configs[4:] == [("TOPIC", "t", [(name, None, "DELETE") for name in reassign_api.TOPIC_THROTTLES])]
 
 
 def test_api_execute_verify_generate_with_a_fake_admin() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -64,9 +65,13 @@ def test_znodes_are_kafkas_in_kafkas_order() -> None:
     result = plan(replica_assignment={0: [1, 2], 1: [2, 3]}, configs={"retention.ms": "1000"})
     assert [path for path, _ in result.znodes] == ["/config/topics/foo", "/brokers/topics/foo"]
     assert result.znodes[0][1] == b'{"version":1,"config":{"retention.ms":"1000"}}'
+    # KIP-516: 2.8's AdminZkClient gives a new topic its id in the znode (22 characters of URL-safe base64).
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", result.topic_id) and result.topic_id != "AAAAAAAAAAAAAAAAAAAAAA"
     assert result.znodes[1][1] == (
-        b'{"removing_replicas":{},"partitions":{"0":[1,2],"1":[2,3]},"adding_replicas":{},"version":3}'
+        b'{"removing_replicas":{},"partitions":{"0":[1,2],"1":[2,3]},"topic_id":"%s","adding_replicas":{},'
+        b'"version":3}' % result.topic_id.encode()
     )
+    assert plan(replica_assignment={0: [1]}).topic_id != result.topic_id  # random, as Uuid.randomUuid
     assert result.assignment == {0: (1, 2), 1: (2, 3)}
     assert result.configs == {"retention.ms": "1000"}
 

@@ -100,7 +100,7 @@ def test_create_writes_kafkas_znodes(quorum: str, zk: Any) -> None:
     config, _ = zk.get("/config/topics/orders")
     assert config == b'{"version":1,"config":{}}'
     raw, _ = zk.get("/brokers/topics/orders")
-    assert list(json.loads(raw)) == ["removing_replicas", "partitions", "adding_replicas", "version"]
+    assert list(json.loads(raw)) == ["removing_replicas", "partitions", "topic_id", "adding_replicas", "version"]
     placed = assignment(zk, "orders")
     assert sorted(placed) == [0, 1, 2]
     for replicas in placed.values():

@@ -528,7 +528,7 @@ class LeaderAndIsrResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., partition_errors: _Optional[_Iterable[_Union[PartitionError, _Mapping]]] = ...) -> None: ...
 
 class UpdateMetadataPartitionState(_message.Message):
-    __slots__ = ("topic_name", "partition_index", "controller_epoch", "leader", "leader_epoch", "isr", "zk_version", "replicas", "offline_replicas")
+    __slots__ = ("topic_name", "partition_index", "controller_epoch", "leader", "leader_epoch", "isr", "zk_version", "replicas", "offline_replicas", "topic_id")
     TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
     PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -538,6 +538,7 @@ class UpdateMetadataPartitionState(_message.Message):
     ZK_VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     topic_name: str
     partition_index: int
     controller_epoch: int
@@ -547,7 +548,8 @@ class UpdateMetadataPartitionState(_message.Message):
     zk_version: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
     offline_replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, topic_name: _Optional[str] = ..., partition_index: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    topic_id: str
+    def __init__(self, topic_name: _Optional[str] = ..., partition_index: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class UpdateMetadataEndpoint(_message.Message):
     __slots__ = ("port", "host", "listener", "security_protocol")

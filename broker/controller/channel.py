@@ -154,6 +154,7 @@ def _update_metadata_request(
                 zk_version=state.zk_version,
                 replicas=list(ctx.replicas(tp)),
                 offline_replicas=list(ctx.offline_replicas(tp)),
+                topic_id=ctx.topic_ids.get(tp.topic, ""),
             )
         )
     return broker_pb2.UpdateMetadataRequest(

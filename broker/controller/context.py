@@ -117,6 +117,7 @@ class ControllerContext:
         self.shutting_down: set[int] = set()
         # topic -> partition -> replicas in assignment order (the first is the preferred leader)
         self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.topic_ids: dict[str, str] = {}  # KIP-516, from the topic znode (Kafka's ControllerContext.topicIds)
         self.leadership: dict[TopicPartition, LeaderAndIsr] = {}
         self.partition_states: dict[TopicPartition, PartitionState] = {}
         self.replica_states: dict[PartitionReplica, ReplicaState] = {}
@@ -197,6 +198,7 @@ class ControllerContext:
         for pr in [pr for pr in self.replica_states if pr.partition.topic == topic]:
             del self.replica_states[pr]  # also replicas already dropped from the assignment
         self.assignments.pop(topic, None)
+        self.topic_ids.pop(topic, None)
         self.topics_to_be_deleted.discard(topic)
         self.topics_with_deletion_started.discard(topic)
         self.topics_ineligible_for_deletion.discard(topic)

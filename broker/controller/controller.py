@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, assert_never
 
 import grpc
@@ -72,7 +73,7 @@ from broker.controller.zk_store import ControllerZkStore
 from broker.state_change_log import StateChangeLogger, log_sent_request
 from client import kafka_znodes as kz
 from client.aio import AsyncZkClient
-from client.exceptions import SessionExpiredError
+from client.exceptions import NoNodeError, SessionExpiredError
 from client.kafka_errors import (
     BrokerNotAvailableError,
     ControllerMovedError,
@@ -535,10 +536,25 @@ class KafkaController:
         found = []
         for topic, assignment in zip(topics, reads, strict=True):
             if assignment is not None:
+                if assignment.topic_id is None:
+                    assignment = await self._assign_topic_id(assignment)
                 self._ctx.set_assignment(topic, dict(assignment.partitions))
+                if assignment.topic_id is not None:
+                    self._ctx.topic_ids[topic] = assignment.topic_id
                 self._reassignment.load_from_topic_znode(assignment)
                 found.append(topic)
         return found
+
+    async def _assign_topic_id(self, assignment: kz.TopicAssignment) -> kz.TopicAssignment:
+        """KafkaController.processTopicIds (2.8): a topic znode written without an id (before 2.8, or by an
+        older tool) gets one, written back in the znode (v3) so every later controller keeps it."""
+        with_id = replace(assignment, topic_id=kz.new_topic_id())
+        try:
+            await self._store.write_topic_assignment(with_id, self._ctx.epoch_zk_version)
+        except NoNodeError:  # deleted since it was read: the TopicChange that follows drops it
+            return assignment
+        self._log.info("topic_id_assigned", topic=assignment.topic, topic_id=with_id.topic_id)
+        return with_id
 
     # ---- brokers (§2.4)
 

@@ -17,6 +17,7 @@ from broker.kafka_api.entities import build, millis
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
 from broker.log_dirs_description import describe_log_dirs
 from client import kafka_errors as errors
+from client.kafka_znodes import topic_id_string, topic_id_uuid
 from zkraft_proto import broker_pb2 as pb
 
 UNKNOWN_TOPIC_ID = 100  # Kafka 2.8's Errors.UNKNOWN_TOPIC_ID (KIP-516)
@@ -81,12 +82,14 @@ async def create_topics(request: Any, ctx: KafkaRequestContext) -> Any:
         result = results[name]
         entry: dict[str, Any] = {
             "name": name,
-            "topic_id": None,  # the controller gives the topic its id (KIP-516) after this answer
+            "topic_id": None,  # KIP-516: the created topic's id below (2.8 reads it back from the topic znode)
             "error_code": result.error_code,
             "error_message": result.error_message or None,
             "configs": [],  # with num_partitions and replication_factor -1, as 2.8 answers a failed topic
         }
         shape = shapes.get(name)
+        if shape is not None:
+            entry["topic_id"] = topic_id_uuid(shape.topic_id)
         if shape is not None and layers is not None:  # KIP-525: the created topic as DescribeConfigs would show it
             entry["num_partitions"] = shape.num_partitions
             entry["replication_factor"] = shape.replication_factor
@@ -116,31 +119,50 @@ def _creatable_config(entry: ConfigEntry) -> dict[str, Any]:
 
 @kafka_api(20, "DeleteTopics", 1, 6)
 async def delete_topics(request: Any, ctx: KafkaRequestContext) -> Any:
+    by_id: dict[str, Any] = {}  # topic name -> the id a v6 request named it by
+    unresolved = []
     if ctx.api_version >= 6:  # v6 names each topic by name or by id (KIP-516)
-        states = list(request.topics)
-        names = [s.name for s in states if s.name is not None]
+        names = []
+        for state in request.topics:
+            name = state.name if state.name is not None else _topic_named_by_id(ctx, state.topic_id)
+            if name is None:
+                unresolved.append(state)
+                continue
+            names.append(name)
+            if state.name is None:
+                by_id[name] = state.topic_id
     else:
-        states = []
         names = list(request.topic_names)
     unique = list(dict.fromkeys(names))
     response = await ctx.service.admin.delete_topics(
         pb.DeleteTopicsRequest(topic_names=unique, timeout_ms=millis(request.timeout))
     )
     results = [
-        {"name": r.name, "topic_id": None, "error_code": r.error_code, "error_message": r.error_message or None}
+        {
+            "name": r.name,
+            "topic_id": by_id.get(r.name),
+            "error_code": r.error_code,
+            "error_message": r.error_message or None,
+        }
         for r in response.responses
     ]
-    for state in states:
-        if state.name is None:  # zkraft keeps no topic ids: an id names no topic it knows
-            results.append(
-                {
-                    "name": None,
-                    "topic_id": state.topic_id,
-                    "error_code": UNKNOWN_TOPIC_ID,
-                    "error_message": "This server does not host this topic ID.",
-                }
-            )
+    for state in unresolved:  # 2.8: an id the cluster does not know (controllerContext.topicName is empty)
+        results.append(
+            {
+                "name": None,
+                "topic_id": state.topic_id,
+                "error_code": UNKNOWN_TOPIC_ID,
+                "error_message": "This server does not host this topic ID.",
+            }
+        )
     return build(ctx.response_type, throttle_time=0, responses=results)
+
+
+def _topic_named_by_id(ctx: KafkaRequestContext, topic_id: Any) -> str | None:
+    """The topic a DeleteTopics v6 id names, from the ids the controller's UpdateMetadata carries."""
+    if topic_id is None:
+        return None
+    return ctx.service.metadata_cache.topic_named_by_id(topic_id_string(topic_id))
 
 
 @kafka_api(37, "CreatePartitions", 0, 3)

@@ -17,7 +17,7 @@ from kio.serial import entity_writer
 from broker.kafka_api.entities import build
 from broker.kafka_api.registry import API_SPECS, EncodedResponse, KafkaRequestContext, kafka_api
 from client import kafka_errors as errors
-from client.kafka_znodes import INTERNAL_TOPICS, is_valid_topic_name
+from client.kafka_znodes import INTERNAL_TOPICS, is_valid_topic_name, topic_id_uuid
 
 API_VERSIONS_KEY = 18
 METADATA_KEY = 3
@@ -156,10 +156,11 @@ def _topic(cache: Any, name: str, listener: str, api_version: int, auto_created:
         else:
             error = errors.UnknownTopicOrPartitionError.code
         return {"error_code": error, "name": name, "topic_id": None, "is_internal": internal, "partitions": ()}
+    first = next(iter(partitions.values()), None)
     return {
         "error_code": errors.NONE,
         "name": name,
-        "topic_id": None,
+        "topic_id": topic_id_uuid(first.topic_id) if first is not None else None,  # KIP-516, Metadata v10+
         "is_internal": internal,
         "partitions": [
             _partition(cache, index, partitions[index], listener, api_version) for index in sorted(partitions)

@@ -15,7 +15,8 @@ it is fsynced) and the leader-epoch cache.
   check offsets and timestamps, but the CRC-32C already proves the bytes are
   the producer's, offsets are assigned from the header, and readers reject a
   malformed records section with CORRUPT_MESSAGE; inflating every batch would
-  put per-record work on the hot path that Kafka pays for in the JVM.
+  put per-record work on the hot path that Kafka pays for in the JVM. What
+  the frame tells without inflating is checked (broker/log/compressed_batches.py).
 * Fetch path (`read_slice` / `read`): bisect of segment base offsets, bisect of
   the segment's sparse index, a short header scan; the answer is a byte range
   of a segment file made of whole batches, starting with the one holding the
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, TopicPartition
+from broker.log.compressed_batches import check_compressed_batches
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.errors import (
     CheckpointFileError,
@@ -68,7 +70,14 @@ from broker.log.segment import (
 )
 from client.batch_rewrite import TOPIC_CODECS, needs_recompression, recompress, set_log_append_time
 from client.fsync import fsync_directory
-from client.records import BATCH_HEADER_SIZE, BatchesInfo, assign_offsets, read_batch_header, validate_batches
+from client.records import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_CODEC_MASK,
+    BatchesInfo,
+    assign_offsets,
+    read_batch_header,
+    validate_batches,
+)
 
 GIB = 1024**3
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE, Kafka's "no limit"
@@ -133,6 +142,16 @@ class LogConfig:
             raise ValueError(
                 f"message.timestamp.difference.max.ms {self.message_timestamp_difference_max_ms} must be >= 0"
             )
+
+
+class LeaderAppend(NamedTuple):
+    """What a leader's append answers a producer with (Kafka's LogAppendInfo, the fields Produce returns)."""
+
+    first_offset: int
+    last_offset: int
+    # -1 (NO_TIMESTAMP) unless the topic uses LogAppendTime; for a duplicate, the original batch's max timestamp
+    # whatever the timestamp type (K28 Log.append: `appendInfo.logAppendTime = duplicate.timestamp`).
+    log_append_time_ms: int
 
 
 class FetchSlice(NamedTuple):
@@ -394,7 +413,14 @@ class PartitionLog:
     # ------------------------------------------------------------------ append
 
     def append(self, batches: bytearray, leader_epoch: int, *, append_time_ms: int | None = None) -> tuple[int, int]:
-        """Appends a produce request's batches as leader; returns (first offset, last offset).
+        """Appends a produce request's batches as leader; returns (first offset, last offset) (see `append_leader`)."""
+        appended = self.append_leader(batches, leader_epoch, append_time_ms=append_time_ms)
+        return appended.first_offset, appended.last_offset
+
+    def append_leader(
+        self, batches: bytearray, leader_epoch: int, *, append_time_ms: int | None = None
+    ) -> LeaderAppend:
+        """Appends a produce request's batches as leader; returns the offsets and log append time to answer.
 
         The topic's `compression.type` and `message.timestamp.type` are applied
         first (client.batch_rewrite); `append_time_ms` (default: the log's
@@ -405,7 +431,7 @@ class PartitionLog:
         producer-state errors (out of order sequence, old producer epoch,
         unknown producer id). A request whose batches were all written before
         (producer id retries) is not written again: the original (first, last)
-        offsets are returned. `batches` is rewritten in place (offsets, leader
+        offsets and the original batch's max timestamp are returned. `batches` is rewritten in place (offsets, leader
         epoch, LogAppendTime), unless the topic's codec made a recompressed copy.
         An empty buffer appends nothing and returns (LEO, LEO - 1).
         """
@@ -413,7 +439,9 @@ class PartitionLog:
         info = validate_batches(batches)
         first = self._leo
         if info.batch_count == 0:
-            return first, first - 1
+            return LeaderAppend(first, first - 1, -1)
+        if self.config.log_append_time and append_time_ms is None:
+            append_time_ms = self._clock_ms()
         self._check_sizes(info.byte_size, max(b.length for b in info.batches))
         checked = info.byte_size
         batches, info = self._apply_topic_rules(batches, info, append_time_ms)
@@ -421,6 +449,8 @@ class PartitionLog:
             self._check_sizes(info.byte_size, max(b.length for b in info.batches))
         # Header-only, per batch: the producer id decides whether sequences are checked.
         headers = [read_batch_header(batches, b.position) for b in info.batches]
+        if any(h.attributes & COMPRESSION_CODEC_MASK for h in headers):
+            check_compressed_batches(batches, info, headers)
         idempotent = any(h.producer_id >= 0 for h in headers)
         if idempotent:
             duplicate = self.producer_state.check_append(self.topic_partition, headers)
@@ -428,7 +458,7 @@ class PartitionLog:
                 self._log.info(
                     "producer_batch_duplicate", dir=str(self.dir), first_offset=duplicate[0], last_offset=duplicate[1]
                 )
-                return duplicate
+                return LeaderAppend(duplicate.first_offset, duplicate.last_offset, duplicate.max_timestamp)
         next_offset = assign_offsets(batches, first, leader_epoch, info)
         segment = self._maybe_roll(info.byte_size, info.max_timestamp, next_offset - 1)
         segment.append(first, next_offset - 1, info.max_timestamp, batches)
@@ -440,7 +470,8 @@ class PartitionLog:
                 producers.update(header._replace(base_offset=offset))
                 offset += header.last_offset_delta + 1
         self._after_append(next_offset, info.record_count)
-        return first, next_offset - 1
+        stamped_ms = append_time_ms if self.config.log_append_time and append_time_ms is not None else -1
+        return LeaderAppend(first, next_offset - 1, stamped_ms)
 
     def _apply_topic_rules(
         self, batches: bytearray, info: BatchesInfo, append_time_ms: int | None

@@ -7,7 +7,9 @@ produce request's batches against it BEFORE writing (Kafka 2.x
 
 * a batch equal to one of the last 5 (same epoch, same first and last
   sequence) is a duplicate: nothing is written and the answer is the
-  original's offsets (Kafka answers NONE with the duplicate's base offset);
+  original's offsets and max timestamp (Kafka 2.8 `Log.append` answers NONE
+  with the duplicate's base offset and its `BatchMetadata.timestamp` as the
+  log append time);
 * an epoch older than the producer's: INVALID_PRODUCER_EPOCH;
 * a newer epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER;
 * an unknown producer id must start at sequence 0, else UNKNOWN_PRODUCER_ID
@@ -61,6 +63,15 @@ class BatchMetadata(NamedTuple):
     last_seq: int
     first_offset: int
     last_offset: int
+    max_timestamp: int = -1  # as written: the LogAppendTime stamp when the topic uses it
+
+
+class Duplicate(NamedTuple):
+    """What the leader answers for a retried request already written: the original's offsets and timestamp."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
 
 
 @dataclass(slots=True)
@@ -108,8 +119,8 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ leader: check before writing
 
-    def check_append(self, tp: object, headers: Sequence[BatchHeader]) -> tuple[int, int] | None:
-        """Validates a produce request's batches (in order); returns the original (first, last) offsets of a duplicate.
+    def check_append(self, tp: object, headers: Sequence[BatchHeader]) -> Duplicate | None:
+        """Validates a produce request's batches (in order); returns the original offsets of a duplicate.
 
         A request is a duplicate when every batch in it is one of its producer's
         last 5; raises OutOfOrderSequenceError, InvalidProducerEpochError,
@@ -148,7 +159,8 @@ class ProducerStateManager:
                 f"{tp}: produce request mixes {len(duplicates)} already written batch(es) with {fresh} new one(s); "
                 "send each partition's batches in the groups first sent"
             )
-        return duplicates[0].first_offset, duplicates[-1].last_offset
+        # Kafka answers with the first duplicate batch's timestamp (one batch per partition since Produce v3).
+        return Duplicate(duplicates[0].first_offset, duplicates[-1].last_offset, duplicates[0].max_timestamp)
 
     @staticmethod
     def _check_sequence(
@@ -191,7 +203,13 @@ class ProducerStateManager:
             # A new epoch starts a fresh window (Kafka maybeUpdateProducerEpoch).
             entry = self.producers[pid] = ProducerStateEntry(epoch)
         entry.batches.append(
-            BatchMetadata(header.base_sequence, last_sequence(header), header.base_offset, header.last_offset)
+            BatchMetadata(
+                header.base_sequence,
+                last_sequence(header),
+                header.base_offset,
+                header.last_offset,
+                header.max_timestamp,
+            )
         )
 
     def update_all(self, headers: Iterable[BatchHeader]) -> None:

@@ -103,6 +103,7 @@ class ReassignOptions:
     timeout_s: float = CONNECT_TIMEOUT_S_DEFAULT
     bootstrap_server: str | None = None  # the admin API instead of the znodes (KIP-455)
     additional: bool = False  # --execute while another reassignment runs (--bootstrap-server)
+    preserve_throttles: bool = False  # --verify / --cancel with --bootstrap-server leave the throttles set
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -115,7 +116,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--additional", action="store_true", help="--execute with --bootstrap-server while another reassignment runs"
     )
-    parser.add_argument("--preserve-throttles", action="store_true", help="accepted for Kafka compatibility")
+    parser.add_argument(
+        "--preserve-throttles", action="store_true", help="--verify/--cancel: do not remove the throttles"
+    )
     parser.add_argument(
         "--topics-to-move-json-file", metavar="F", help='--generate: {"topics":[{"topic":"foo"}],"version":1}'
     )
@@ -151,8 +154,6 @@ def options_from_namespace(ns: argparse.Namespace) -> ReassignOptions:
         raise ToolUsageError("Please specify --bootstrap-server")
     if bootstrap is None and action in API_ONLY_ACTIONS:
         raise ToolUsageError(f"The --{action} action is only supported with --bootstrap-server")
-    if bootstrap is not None and ns.throttle != NO_THROTTLE:
-        raise ToolUsageError("--throttle with --bootstrap-server is not supported yet: use --zookeeper to throttle")
     if action == "cancel" and ns.reassignment_json_file is None:
         raise ToolUsageError('Missing required argument "[reassignment-json-file]"')
     given = {
@@ -162,6 +163,7 @@ def options_from_namespace(ns: argparse.Namespace) -> ReassignOptions:
         "throttle": ns.throttle != NO_THROTTLE,
         "disable-rack-aware": bool(ns.disable_rack_aware),
         "additional": bool(getattr(ns, "additional", False)),
+        "preserve-throttles": bool(getattr(ns, "preserve_throttles", False)),
     }
     if action == "verify" and not given["reassignment-json-file"]:
         raise ToolUsageError(
@@ -180,12 +182,12 @@ def options_from_namespace(ns: argparse.Namespace) -> ReassignOptions:
         )
     invalid = {
         "verify": ("throttle", "topics-to-move-json-file", "disable-rack-aware", "broker-list", "additional"),
-        "generate": ("throttle", "reassignment-json-file", "additional"),
-        "execute": ("topics-to-move-json-file", "disable-rack-aware", "broker-list"),
+        "generate": ("throttle", "reassignment-json-file", "additional", "preserve-throttles"),
+        "execute": ("topics-to-move-json-file", "disable-rack-aware", "broker-list", "preserve-throttles"),
         "cancel": ("throttle", "topics-to-move-json-file", "disable-rack-aware", "broker-list", "additional"),
         "list": (
             "throttle", "topics-to-move-json-file", "disable-rack-aware", "broker-list", "additional",
-            "reassignment-json-file",
+            "reassignment-json-file", "preserve-throttles",
         ),
     }[action]  # fmt: skip
     for name in invalid:
@@ -204,6 +206,7 @@ def options_from_namespace(ns: argparse.Namespace) -> ReassignOptions:
         timeout_s=ns.timeout,
         bootstrap_server=None if bootstrap is None else check_hosts(bootstrap, "--bootstrap-server"),
         additional=given["additional"],
+        preserve_throttles=given["preserve-throttles"],
     )
 
 
@@ -701,11 +704,11 @@ def _run_api(
                 case "generate":
                     tool.generate(options, topics)
                 case "execute":
-                    tool.execute_api(plan_list, options.additional)
+                    tool.execute_api(plan_list, options.additional, options.throttle_bytes_per_s)
                 case "verify":
-                    tool.verify_api(plan_list)
+                    tool.verify_api(plan_list, options.preserve_throttles)
                 case "cancel":
-                    tool.cancel(plan_list)
+                    tool.cancel(plan_list, options.preserve_throttles)
                 case "list":
                     tool.list_ongoing()
                 case _:
