@@ -12,9 +12,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from client.grpc_tuning import prefer_legacy_poller
+from runtime.grpc_tuning import prefer_legacy_poller
 
-prefer_legacy_poller()  # before any client module imports grpc: client/grpc_tuning.py says why
+prefer_legacy_poller()  # before any client module imports grpc: runtime/grpc_tuning.py says why
 
 if TYPE_CHECKING:
     from client.admin import Admin

@@ -34,7 +34,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from client import event_loop
 from client.aio import AsyncZkClient, Listener
 from client.recipe.watchers import ChildrenWatch, DataWatch
 from client.zk_acl import ACL
@@ -42,6 +41,7 @@ from client.zk_retry import ZkRetry
 from client.zk_states import AddWatchMode, KeeperState, WatcherType, ZkState, ZnodeStat
 from client.zk_transaction import Transaction, TxnOp
 from client.zk_watches import Watcher
+from runtime import event_loop
 
 log = logging.getLogger("zkraft.client.zk")
 

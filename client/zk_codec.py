@@ -17,16 +17,9 @@ from client.zk_states import ZnodeStat
 from client.zk_transaction import CheckTxnOp, CreateTxnOp, DeleteTxnOp, SetDataTxnOp, TxnOp
 from zkraft_proto import zk_pb2
 
-# ZooKeeper's jute.maxbuffer default: the largest request a server reads (a larger packet closes the
-# connection, NIOServerCnxn.readLength). The SDK refuses a larger request itself and sends no stream
-# message larger than this (a batch is cut before it), so that a server with the default takes every one.
-JUTE_MAX_BUFFER_BYTES_DEFAULT = 0xFFFFF
 # What one request adds to a stream message beyond its bytes as submitted: its field tag and length
 # (5 bytes at most under 2 MiB) and the xid the connection sets (11 at most).
 BATCH_FRAMING_BYTES = 16
-# What a server allows on top of jute.maxbuffer for the stream message around a request (ClientMessage,
-# RequestBatch headers), so that a request of exactly jute.maxbuffer bytes still fits.
-ENVELOPE_BYTES_MAX = 4096
 
 WireRequest: TypeAlias = zk_pb2.Request
 ClientMessage: TypeAlias = zk_pb2.ClientMessage

@@ -60,6 +60,7 @@ from client.zk_states import (
     ZkState,
 )
 from client.zk_watches import WatchRegistry
+from runtime.message_limits import JUTE_MAX_BUFFER_BYTES_DEFAULT
 from zkraft_proto import zk_pb2_grpc
 
 log = logging.getLogger("zkraft.client.zk")
@@ -472,7 +473,7 @@ class ZkSession:
                 if not batch:
                     continue
                 message = self._sent_as_one(batch)
-                if message.ByteSize() > codec.JUTE_MAX_BUFFER_BYTES_DEFAULT:
+                if message.ByteSize() > JUTE_MAX_BUFFER_BYTES_DEFAULT:
                     for _ in batch:  # not sent after all: taken apart below
                         self._inflight.pop()
                     messages = self._sent_under_jute_maxbuffer(batch)
@@ -503,7 +504,7 @@ class ZkSession:
         the stream of a message over its jute.maxbuffer (ZooKeeper closes the connection of a packet
         over it), and every other request in flight would fail with it. Only a burst of large requests
         comes here: the size is checked per message, not per request, on the usual path."""
-        limit_bytes = codec.JUTE_MAX_BUFFER_BYTES_DEFAULT
+        limit_bytes = JUTE_MAX_BUFFER_BYTES_DEFAULT
         messages: list[ClientMessage] = []
         part: list[WireRequest] = []
         part_bytes = 0

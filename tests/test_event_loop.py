@@ -1,4 +1,4 @@
-"""client.event_loop: our loops run on uvloop unless ZKRAFT_EVENT_LOOP says asyncio; a bad value is one line."""
+"""runtime.event_loop: our loops run on uvloop unless ZKRAFT_EVENT_LOOP says asyncio; a bad value is one line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 import uvloop
 
-from client import event_loop
+from runtime import event_loop
 from tests.quorum_harness import REPO_ROOT
 
 

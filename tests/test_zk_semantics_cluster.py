@@ -51,8 +51,8 @@ from client.exceptions import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
-from client.quorum_client import QuorumClient
 from client.zk_client import _SharedLoop
+from quorum.register_client import QuorumClient
 from tests.helpers import wait_until
 from tests.linearizability import History, Kind, Operation, RegisterState, check
 from tests.quorum_harness import REPO_ROOT, QuorumProcesses, node_status, subprocess_env, wait_for_leader

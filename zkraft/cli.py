@@ -61,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
 
 def check_event_loop_choice() -> None:
     """A ZKRAFT_EVENT_LOOP the servers and clients cannot honour is a usage error, said before anything starts."""
-    from client.event_loop import loop_factory
+    from runtime.event_loop import loop_factory
 
     try:
         loop_factory()
@@ -303,6 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--client-port-address", help="address the client port binds (property clientPortAddress, default 0.0.0.0)"
     )
+    start.add_argument(
+        "--cpu-placement",
+        metavar="auto|off",
+        help="auto: when every voter is on this machine, the leader's event loop runs on one CPU and the followers' "
+        "on the others, as `zkraft up` runs them; off: the scheduler decides (property quorum.cpu.placement, "
+        "default off)",
+    )
     start.add_argument("--config", type=Path, help="Java-style .properties file")
     start.set_defaults(handler=_quorum_start)
 
@@ -408,7 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # gRPC's C core logs its own copy of errors we already report in one line
     # (a port in use, an unreachable peer); ZKRAFT users get ours only.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    import client  # noqa: F401  (before any subcommand imports grpc: its import sets gRPC's poller, client/grpc_tuning.py)
+    # Before any subcommand imports grpc: gRPC reads its poller choice on import (runtime/grpc_tuning.py).
+    from runtime.grpc_tuning import prefer_legacy_poller
+
+    prefer_legacy_poller()
 
     parser = build_parser()
     try:

@@ -67,8 +67,8 @@ from broker.log.segment import (
     filename_prefix,
 )
 from client.batch_rewrite import TOPIC_CODECS, needs_recompression, recompress, set_log_append_time
-from client.fsync import fsync_directory
 from client.records import BATCH_HEADER_SIZE, BatchesInfo, assign_offsets, read_batch_header, validate_batches
+from runtime.fsync import fsync_directory
 
 GIB = 1024**3
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE, Kafka's "no limit"

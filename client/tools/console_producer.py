@@ -92,7 +92,7 @@ def parse_key_values(items: Iterable[str], flag: str) -> dict[str, str]:
 
 
 def read_properties_file(path: Path) -> dict[str, str]:
-    from client.properties import PropertiesError, parse_properties
+    from runtime.properties import PropertiesError, parse_properties
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -1,5 +1,7 @@
 """An asyncio client of the bare quorum: proposals (batched), reads and status, following the leader.
 
+Tests and benchmarks use it against `quorum.state.machine=register`.
+
 Proposals made concurrently are coalesced into one `Propose` RPC per event
 loop turn (up to `batch_max` commands), so many callers cost few messages.
 `NOT_LEADER` answers name the leader; the client switches to it and retries
@@ -9,30 +11,17 @@ proposals that were certainly not applied.
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
 
+from quorum.register_command import encode_set
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
-_KEY_LEN = struct.Struct(">H")
 GRPC_OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
-
-
-def encode_set(key: bytes, value: bytes) -> bytes:
-    """The register map's command: set `key` to `value`."""
-    if len(key) > 0xFFFF:
-        raise ValueError(f"key of {len(key)} bytes is longer than 65535")
-    return _KEY_LEN.pack(len(key)) + key + value
-
-
-def decode_set(command: bytes) -> tuple[bytes, bytes]:
-    (n,) = _KEY_LEN.unpack_from(command)
-    return command[2 : 2 + n], command[2 + n :]
 
 
 class QuorumClientError(Exception):

@@ -21,9 +21,11 @@ the create and setData throughput). The leader's CPU is picked from the
 cluster id, so that two local clusters are unlikely to pile their leaders
 onto the same CPU.
 
-`auto` (the default) turns placement on only when every voter's address is a
-loopback one, so that the nodes share this machine, and the process may use
-at least two CPUs; `off` leaves the scheduler free. Only the first node of a
+`auto` turns placement on only when every voter's address is a loopback
+one, so that the nodes share this machine, and the process may use at least
+two CPUs; `off` (a node's default: on a machine of its own a node has nothing
+to share) leaves the scheduler free. `zkraft up` and the benchmarks ask for
+`auto`. Only the first node of a
 process is placed at a time: nodes sharing one loop thread cannot each have
 their own. A stopped node gives its loop thread all the CPUs back (`release`).
 """

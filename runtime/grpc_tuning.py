@@ -17,9 +17,9 @@ pairs of bench/zk_bench.py on a slow day of the same machine); with brokers,
 producers and consumers switched too, bench/kafka_bench.py produced 131 ->
 145k and 130 -> 141k records/s, consumption equal within noise.
 
-So importing the `client` package (which every zkraft process and every
-user of the SDK does) calls `prefer_legacy_poller`; the `zkraft` command
-imports `client` before it parses anything. It changes nothing when grpc
+So importing the `client` package (which every user of the SDK does) calls
+`prefer_legacy_poller`, and so does the `zkraft` command, which runs every
+server, before it parses anything. It changes nothing when grpc
 was imported first (too late for gRPC to see it), when the user set
 GRPC_EXPERIMENTS (even empty: the user's choice wins), or on a grpcio
 release whose experiment names were not checked (gRPC logs an error for a
