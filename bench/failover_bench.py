@@ -55,7 +55,7 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.figures import emit, median_or_none  # noqa: E402
-from client.records import RecordBatchBuilder  # noqa: E402
+from client.kafka.records import RecordBatchBuilder  # noqa: E402
 from tests.helpers import wait_until  # noqa: E402
 from tests.kafka_harness import KafkaCluster  # noqa: E402
 from tests.quorum_harness import BENCH_QUORUM_PROPERTIES  # noqa: E402

@@ -45,7 +45,7 @@ from bench.figures import emit, median_or_none  # noqa: E402
 from broker.log import LogConfig, PartitionLog  # noqa: E402
 from broker.log.cleaner import plan_clean  # noqa: E402
 from client import Consumer, Producer  # noqa: E402
-from client.records import RecordBatchBuilder  # noqa: E402
+from client.kafka.records import RecordBatchBuilder  # noqa: E402
 from tests.kafka_harness import KafkaCluster  # noqa: E402
 from tests.quorum_harness import BENCH_QUORUM_PROPERTIES, REPO_ROOT, subprocess_env  # noqa: E402
 

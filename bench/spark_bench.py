@@ -221,7 +221,7 @@ def compile_bytecode() -> list[str]:
     """
     import compileall
 
-    packages = ["spark_connector", "client", "zkraft_proto"]
+    packages = ["spark_connector", "client", "runtime", "zkraft_proto"]
     for package in packages:
         compileall.compile_dir(str(REPO_ROOT / package), quiet=1)
     return packages

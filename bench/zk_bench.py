@@ -6,7 +6,7 @@
 One client process (or `--clients N` processes) against a fresh 3-node
 `zkraft quorum start` cluster serving the ZooKeeper state machine, default
 node settings, 100-byte values, everything through the public SDK
-(`client.aio.AsyncZkClient`), on the event loop zkraft's own processes run
+(`client.zk.aio.AsyncZkClient`), on the event loop zkraft's own processes run
 (`runtime.event_loop`: uvloop). Output is JSON lines on stdout, one object per
 measurement and a final `summary` object; nothing is asserted (benchmarks
 print figures, tests never assert times).
@@ -95,9 +95,9 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench import java_load  # noqa: E402
 from bench.figures import emit, median_or_none, percentile_ms  # noqa: E402
-from client.aio import AsyncZkClient  # noqa: E402
-from client.exceptions import ZkException  # noqa: E402
-from client.zk_states import EventType, WatchedEvent  # noqa: E402
+from client.zk.aio import AsyncZkClient  # noqa: E402
+from client.zk.exceptions import ZkException  # noqa: E402
+from client.zk.states import EventType, WatchedEvent  # noqa: E402
 from quorum.register_client import QuorumClient, QuorumClientError  # noqa: E402
 from quorum.settings import NodeSettings  # noqa: E402
 from runtime import event_loop  # noqa: E402

@@ -43,9 +43,8 @@ from broker.replica_manager import ReplicaManager
 from broker.request_bounds import BytesInFlight
 from broker.service import BrokerService, add_broker_service
 from broker.topic_config import log_config_for
-from client.aio import AsyncZkClient
-from client.exceptions import NodeExistsError, NoNodeError
-from client.kafka_znodes import (
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import (
     BROKER_IDS_PATH,
     CLUSTER_ID_PATH,
     CONTROLLER_PATH,
@@ -59,8 +58,9 @@ from client.kafka_znodes import (
     encode_broker,
     encode_cluster_id,
 )
-from client.structs import TopicPartition
-from client.zk_states import ZkState
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import NodeExistsError, NoNodeError
+from client.zk.states import ZkState
 from runtime import event_loop
 from runtime.heap_tuning import retain_freed_buffers
 from runtime.json_logging import configure_logging

@@ -1,6 +1,6 @@
 """Fetched Kafka v2 record batches -> one Arrow RecordBatch in the Kafka source schema, vectorised with numpy.
 
-The v2 record format (research/kafka.md §3.8, `client/records.py`) is a
+The v2 record format (research/kafka.md §3.8, `client/kafka/records.py`) is a
 chain of varint-framed records, so where each record starts is inherently
 sequential; everything after that is not. Decoding therefore runs in three
 steps:
@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 
-from client import compression
-from client.records import (
+from client.kafka import compression
+from client.kafka.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -168,7 +168,7 @@ def _scan_batches(
 
 
 def _inflate(codec: int, body: bytes | memoryview, base_offset: int) -> bytes:
-    """Every codec of client.compression, bounded by its default limit on inflated bytes."""
+    """Every codec of client.kafka.compression, bounded by its default limit on inflated bytes."""
     try:
         return compression.decompress(codec, body, decompressed_bytes_max=compression.DECOMPRESSED_BYTES_MAX_DEFAULT)
     except RecordsError as exc:
@@ -361,7 +361,7 @@ def _decode_records(
 
 
 def _decode_headers(data: bytes, p: int, count: int) -> tuple[list[tuple[str, bytes | None]] | None, int]:
-    """client.records.decode_headers as the list the Arrow column wants."""
+    """client.kafka.records.decode_headers as the list the Arrow column wants."""
     headers, p = decode_headers(data, p, count)
     return list(headers), p
 

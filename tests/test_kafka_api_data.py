@@ -32,9 +32,9 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.server import default_log_config
 from broker.service import BrokerService
-from client import kafka_errors as errors
-from client.exceptions import NoNodeError
-from client.records import RecordBatchBuilder, iter_records
+from client.kafka import errors
+from client.kafka.records import RecordBatchBuilder, iter_records
+from client.zk.exceptions import NoNodeError
 from zkraft_proto import broker_pb2 as pb
 
 TOPIC = "t"
@@ -277,7 +277,7 @@ async def test_produce_v3_and_later_refuses_two_batches_and_zstd_before_v7(broke
 
 
 def data_tp(partition: int) -> Any:
-    from client.structs import TopicPartition
+    from client.kafka.structs import TopicPartition
 
     return TopicPartition(TOPIC, partition)
 

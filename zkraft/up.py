@@ -48,9 +48,8 @@ from typing import Any
 
 from broker import config as broker_config
 from client import ZkClient
-from client.exceptions import NoNodeError, ZkException
-from client.kafka_znodes import BROKER_IDS_PATH, CONTROLLER_PATH, ZnodeDataError, decode_controller
-from client.tools.quorum_status import collect_status
+from client.kafka.znodes import BROKER_IDS_PATH, CONTROLLER_PATH, ZnodeDataError, decode_controller
+from client.zk.exceptions import NoNodeError, ZkException
 from quorum.settings import _FIELD_OF_PROPERTY as QUORUM_PROPERTY_NAMES  # for "did you mean" only
 from quorum.settings import (
     NODE_IDENTITY_PROPERTIES,
@@ -63,6 +62,7 @@ from quorum.settings import (
 )
 from zkraft.cli import EXIT_USAGE
 from zkraft.supervision import RestartBackoff, log_tail
+from zkraft.tools.quorum_status import collect_status
 
 LOCAL_CLUSTER_ID = "zkraft-local"
 QUORUM_SIZE = 3

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.errors import CheckpointFileError
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 from runtime.fsync import fsync_directory
 
 CHECKPOINT_VERSION = 0

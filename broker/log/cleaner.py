@@ -37,8 +37,8 @@ from crc32c import crc32c
 
 from broker.log.log import PartitionLog
 from broker.log.segment import LogSegment, filename_prefix
-from client import compression
-from client.records import (
+from client.kafka import compression
+from client.kafka.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
