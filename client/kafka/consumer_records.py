@@ -1,12 +1,10 @@
 """Fetched record batches -> ConsumerRecord tuples, the consumer's hot path (research/kafka.md §3.8).
 
-`client.kafka.records.iter_records` builds `Record` tuples with a general varint
-decoder (~0.3 M records/s); the consumer needs ConsumerRecords, so this module
-decodes straight into them with the one- and two-byte varint cases inline
-(every varint of a 100-byte record is one of those). Batches are located and
-CRC-checked by `iter_batches`; records below `start_offset` (a fetch returns
-whole batches, which may begin before the fetch position) are skipped, and
-control batches are skipped while still advancing the position past them.
+The records are decoded by the client's one record decoder
+(`client.kafka.records.decode_rows`) straight into ConsumerRecords; records
+below `start_offset` (a fetch returns whole batches, which may begin before
+the fetch position) are skipped, and control batches are skipped while still
+advancing the position past them.
 """
 
 from __future__ import annotations
@@ -15,18 +13,10 @@ import struct
 
 from client.kafka.records import (
     BATCH_HEADER_SIZE,
-    CONTROL_FLAG_MASK,
     LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    CorruptRecordError,
-    decode_headers,
-    decode_varint,
-    iter_batches,
+    decode_rows,
 )
 from client.kafka.types import ConsumerRecord
-
-_new = tuple.__new__
-_NO_HEADERS: tuple = ()
 
 
 def decode_fetched(
@@ -41,120 +31,7 @@ def decode_fetched(
 
     Keys and values are raw bytes; deserialisation is the caller's (one pass, only when configured).
     """
-    out: list[ConsumerRecord] = []
-    append = out.append
-    next_offset = start_offset
-    dv = decode_varint
-    cls = ConsumerRecord
-    for header, data in iter_batches(buf, check_crc=check_crc):
-        base_offset = header.base_offset
-        last_offset = base_offset + header.last_offset_delta
-        if last_offset < start_offset:
-            continue
-        if last_offset + 1 > next_offset:
-            next_offset = last_offset + 1
-        attributes = header.attributes
-        if attributes & CONTROL_FLAG_MASK:
-            continue
-        if attributes & TIMESTAMP_TYPE_MASK:
-            timestamp_type, log_append_ts = 1, header.max_timestamp
-        else:
-            timestamp_type, log_append_ts = 0, None
-        base_ts = header.base_timestamp
-        end = len(data)
-        p = 0
-        for _ in range(header.records_count):
-            # length (varint), then attributes (1 byte, unused)
-            b = data[p]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                p += 1
-            elif data[p + 1] < 0x80:
-                z = (b & 0x7F) | (data[p + 1] << 7)
-                length = (z >> 1) ^ -(z & 1)
-                p += 2
-            else:
-                length, p = dv(data, p)
-            record_end = p + length
-            if length <= 0 or record_end > end:
-                raise CorruptRecordError(f"{topic}-{partition}: record length {length} overruns batch {base_offset}")
-            p += 1
-            # timestampDelta
-            b = data[p]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                ts_delta, p = dv(data, p)
-            # offsetDelta
-            b = data[p]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            elif data[p + 1] < 0x80:
-                z = (b & 0x7F) | (data[p + 1] << 7)
-                offset_delta = (z >> 1) ^ -(z & 1)
-                p += 2
-            else:
-                offset_delta, p = dv(data, p)
-            # key
-            b = data[p]
-            if b == 1:  # zig-zag -1: null
-                key = None
-                p += 1
-            else:
-                klen, p = dv(data, p)
-                key = data[p : p + klen]
-                p += klen
-            # value
-            b = data[p]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                p += 1
-            elif data[p + 1] < 0x80:
-                z = (b & 0x7F) | (data[p + 1] << 7)
-                vlen = (z >> 1) ^ -(z & 1)
-                p += 2
-            else:
-                vlen, p = dv(data, p)
-            if vlen < 0:
-                value = None
-            else:
-                value = data[p : p + vlen]
-                p += vlen
-            # headers
-            if data[p] == 0:
-                headers = _NO_HEADERS
-                p += 1
-            else:
-                headers, p = _decode_headers(data, p)
-            if p != record_end:
-                raise CorruptRecordError(f"{topic}-{partition}: record at offset delta {offset_delta} length mismatch")
-            offset = base_offset + offset_delta
-            if offset >= start_offset:
-                append(
-                    _new(
-                        cls,
-                        (
-                            topic,
-                            partition,
-                            offset,
-                            base_ts + ts_delta if log_append_ts is None else log_append_ts,
-                            timestamp_type,
-                            key,
-                            value,
-                            headers,
-                        ),
-                    )
-                )
-        if p != end:
-            raise CorruptRecordError(f"{topic}-{partition}: batch {base_offset} has {end - p} bytes after its records")
-    return out, next_offset
-
-
-def _decode_headers(data: bytes, p: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    count, p = decode_varint(data, p)
-    return decode_headers(data, p, count)
+    return decode_rows(topic, partition, buf, start_offset, ConsumerRecord, check_crc=check_crc)
 
 
 def deserialize(records: list[ConsumerRecord], key_deserializer, value_deserializer) -> list[ConsumerRecord]:

@@ -28,6 +28,12 @@ Three users, three cost models:
   partitionLeaderEpoch lie outside the CRC, so re-offsetting keeps it valid;
 * the consumer decodes with `iter_records` or, column-wise, `decode_columns`.
 
+Every reader finds its batches with one walk, `iter_batch_slices` (header,
+magic, length, truncated tail, CRC-32C), and then decodes records its own way:
+the Consumer into ConsumerRecords (`client.kafka.consumer_records`), the Spark
+reader into Arrow columns with numpy (`spark_connector.arrow_decode`), the
+broker's log cleaner into record spans and keys (`broker.log.cleaner`).
+
 A batch's records section may be compressed with any of Kafka's codecs;
 client.kafka.compression holds them, and inflating one is bounded by
 `decompressed_bytes_max` (a CorruptRecordError beyond it, never an allocation).
@@ -39,7 +45,7 @@ import enum
 import struct
 import time
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from crc32c import crc32c
 
@@ -71,6 +77,8 @@ _BASE_OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
+_new = tuple.__new__
+_NO_HEADERS: tuple = ()
 assert _HEADER.size == BATCH_HEADER_SIZE
 
 
@@ -161,6 +169,14 @@ class BatchesInfo(NamedTuple):
     max_timestamp: int  # -1 when no batch carries a timestamp
     byte_size: int
     batches: list[BatchInfo]
+
+
+class BatchSlice(NamedTuple):
+    """One whole batch found by `iter_batch_slices`: its header, where it starts and its size in bytes."""
+
+    header: BatchHeader
+    position: int
+    size_bytes: int  # LOG_OVERHEAD + batchLength: the batch is buf[position : position + size_bytes]
 
 
 class Record(NamedTuple):
@@ -463,18 +479,24 @@ def assign_offsets(
 # --------------------------------------------------------------------------- consumer side
 
 
-def iter_batches(
+def iter_batch_slices(
     buf: bytes | bytearray | memoryview,
     *,
+    start_offset: int | None = None,
+    until_offset: int | None = None,
     check_crc: bool = True,
-    decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX_DEFAULT,
-) -> Iterator[tuple[BatchHeader, bytes]]:
-    """(header, uncompressed record bytes) for each whole batch; a truncated last batch is ignored.
+) -> Iterator[BatchSlice]:
+    """Every whole batch of `buf`: the one walk over a buffer of v2 batches (Kafka's `DefaultRecordBatch`).
 
-    A fetch response may end with a partial batch (the broker slices segment
-    files by bytes), so a tail shorter than its declared size ends iteration
-    quietly, as Kafka's consumer does. Anything else malformed raises; so does
-    a compressed batch that would inflate beyond `decompressed_bytes_max`.
+    The consumer (`iter_batches`), the broker's log cleaner and the Spark
+    reader all find their batches here; each then decodes the records its own
+    way. A fetch response may end with a partial batch (the broker slices
+    segment files by bytes), so a tail shorter than its declared size ends the
+    walk quietly, as Kafka's consumer does; a bad magic or length raises.
+    Batches whose last offset is below `start_offset` are stepped over
+    unchecked (a fetch returns whole batches, which may begin before the fetch
+    position); the walk stops at the first batch starting at `until_offset` or
+    later. The CRC-32C is checked on every batch returned when `check_crc`.
     """
     mv = memoryview(buf)
     total = len(mv)
@@ -486,13 +508,27 @@ def iter_batches(
             raise CorruptRecordError(f"batch at position {pos}: magic {header.magic}, expected 2")
         if size < BATCH_HEADER_SIZE:
             raise CorruptRecordError(f"batch at position {pos}: batchLength {header.batch_length} too short")
-        if pos + size > total:
+        if pos + size > total or (until_offset is not None and header.base_offset >= until_offset):
             return
-        body = mv[pos + BATCH_HEADER_SIZE : pos + size]
-        if check_crc and crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != header.crc:
-            raise CorruptRecordError(f"batch at position {pos}: CRC-32C mismatch")
-        yield header, decompress_body(header, body, pos, decompressed_bytes_max)
+        if start_offset is None or header.base_offset + header.last_offset_delta >= start_offset:
+            if check_crc and crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != header.crc:
+                raise CorruptRecordError(f"batch at position {pos}: CRC-32C mismatch")
+            yield BatchSlice(header, pos, size)
         pos += size
+
+
+def iter_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    check_crc: bool = True,
+    decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX_DEFAULT,
+) -> Iterator[tuple[BatchHeader, bytes]]:
+    """(header, uncompressed record bytes) for each whole batch (`iter_batch_slices`); a truncated last batch is
+    ignored, a compressed batch that would inflate beyond `decompressed_bytes_max` raises."""
+    mv = memoryview(buf)
+    for header, pos, size in iter_batch_slices(mv, check_crc=check_crc):
+        body = mv[pos + BATCH_HEADER_SIZE : pos + size]
+        yield header, decompress_body(header, body, pos, decompressed_bytes_max)
 
 
 def decompress_body(
@@ -512,63 +548,146 @@ def decompress_body(
 def iter_records(
     buf: bytes | bytearray | memoryview, start_offset: int = 0, *, check_crc: bool = True
 ) -> Iterator[Record]:
-    """Decodes data records with offset >= `start_offset`; control batches are skipped.
+    """Decodes data records with offset >= `start_offset` (`decode_rows`); control batches are skipped.
 
     With LogAppendTime every record carries the batch's maxTimestamp (Kafka's rule).
     """
-    for header, data in iter_batches(buf, check_crc=check_crc):
-        if header.is_control or header.base_offset + header.last_offset_delta < start_offset:
-            continue
-        for record in _decode_records(header, data):
-            if record.offset >= start_offset:
-                yield record
+    rows, _ = decode_rows("records", 0, buf, start_offset, tuple, check_crc=check_crc)
+    for _, _, offset, timestamp_ms, _, key, value, headers in rows:
+        yield Record(offset, timestamp_ms, key, value, headers)
 
 
-def _decode_records(header: BatchHeader, data: bytes) -> list[Record]:
-    """The records of one uncompressed records section (a plain loop: ~0.3 M records/s)."""
-    out: list[Record] = []
-    base_offset = header.base_offset
-    base_ts = header.base_timestamp
-    log_append_ts = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
-    pos = 0
-    end = len(data)
+def decode_rows(
+    topic: str,
+    partition: int,
+    buf: bytes | bytearray | memoryview,
+    start_offset: int,
+    row: type[tuple],
+    *,
+    check_crc: bool = True,
+) -> tuple[list[Any], int]:
+    """The one Python decoder of records: (rows of the records with offset >= start_offset, the offset after the
+    last whole batch seen, at least start_offset).
+
+    Each row is a `row` built from (topic, partition, offset, timestamp, timestamp type, key, value, headers),
+    ConsumerRecord's fields, so that the Consumer gets its records without a second object each. Control batches
+    are skipped while the position still moves past them. The one- and two-byte varints (every varint of a
+    100-byte record is one of those) are decoded inline. Keys and values are raw bytes.
+    """
+    out: list[Any] = []
+    append = out.append
+    next_offset = start_offset
     dv = decode_varint
-    for _ in range(header.records_count):
-        length, pos = dv(data, pos)
-        record_end = pos + length
-        if length < 0 or record_end > end:
-            raise CorruptRecordError(f"batch at offset {base_offset}: record length {length} overruns the batch")
-        ts_delta, p = dv(data, pos + 1)  # + 1: the unused record attributes
-        offset_delta, p = dv(data, p)
-        klen, p = dv(data, p)
-        if klen < 0:
-            key = None
+    cls = row
+    for header, data in iter_batches(buf, check_crc=check_crc):
+        base_offset = header.base_offset
+        last_offset = base_offset + header.last_offset_delta
+        if last_offset < start_offset:
+            continue
+        if last_offset + 1 > next_offset:
+            next_offset = last_offset + 1
+        attributes = header.attributes
+        if attributes & CONTROL_FLAG_MASK:
+            continue
+        if attributes & TIMESTAMP_TYPE_MASK:
+            timestamp_type, log_append_ts = 1, header.max_timestamp
         else:
-            key = data[p : p + klen]
-            p += klen
-        vlen, p = dv(data, p)
-        if vlen < 0:
-            value = None
-        else:
-            value = data[p : p + vlen]
-            p += vlen
-        hcount, p = dv(data, p)
-        headers: tuple[tuple[str, bytes | None], ...] = ()
-        if hcount:
-            headers, p = decode_headers(data, p, hcount)
-        if p != record_end:
-            raise CorruptRecordError(f"batch at offset {base_offset}: record {offset_delta} length mismatch")
-        out.append(
-            Record(
-                base_offset + offset_delta,
-                base_ts + ts_delta if log_append_ts is None else log_append_ts,
-                key,
-                value,
-                headers,
-            )
-        )
-        pos = record_end
-    return out
+            timestamp_type, log_append_ts = 0, None
+        base_ts = header.base_timestamp
+        end = len(data)
+        p = 0
+        for _ in range(header.records_count):
+            # length (varint), then attributes (1 byte, unused)
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif data[p + 1] < 0x80:
+                z = (b & 0x7F) | (data[p + 1] << 7)
+                length = (z >> 1) ^ -(z & 1)
+                p += 2
+            else:
+                length, p = dv(data, p)
+            record_end = p + length
+            if length <= 0 or record_end > end:
+                raise CorruptRecordError(f"{topic}-{partition}: record length {length} overruns batch {base_offset}")
+            p += 1
+            # timestampDelta
+            b = data[p]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                ts_delta, p = dv(data, p)
+            # offsetDelta
+            b = data[p]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif data[p + 1] < 0x80:
+                z = (b & 0x7F) | (data[p + 1] << 7)
+                offset_delta = (z >> 1) ^ -(z & 1)
+                p += 2
+            else:
+                offset_delta, p = dv(data, p)
+            # key
+            b = data[p]
+            if b == 1:  # zig-zag -1: null
+                key = None
+                p += 1
+            else:
+                klen, p = dv(data, p)
+                key = data[p : p + klen]
+                p += klen
+            # value
+            b = data[p]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif data[p + 1] < 0x80:
+                z = (b & 0x7F) | (data[p + 1] << 7)
+                vlen = (z >> 1) ^ -(z & 1)
+                p += 2
+            else:
+                vlen, p = dv(data, p)
+            if vlen < 0:
+                value = None
+            else:
+                value = data[p : p + vlen]
+                p += vlen
+            # headers
+            if data[p] == 0:
+                headers = _NO_HEADERS
+                p += 1
+            else:
+                headers, p = _decode_headers(data, p)
+            if p != record_end:
+                raise CorruptRecordError(f"{topic}-{partition}: record at offset delta {offset_delta} length mismatch")
+            offset = base_offset + offset_delta
+            if offset >= start_offset:
+                append(
+                    _new(
+                        cls,
+                        (
+                            topic,
+                            partition,
+                            offset,
+                            base_ts + ts_delta if log_append_ts is None else log_append_ts,
+                            timestamp_type,
+                            key,
+                            value,
+                            headers,
+                        ),
+                    )
+                )
+        if p != end:
+            raise CorruptRecordError(f"{topic}-{partition}: batch {base_offset} has {end - p} bytes after its records")
+    return out, next_offset
+
+
+def _decode_headers(data: bytes, p: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    count, p = decode_varint(data, p)
+    return decode_headers(data, p, count)
 
 
 def decode_headers(data: bytes, p: int, count: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
@@ -597,17 +716,10 @@ def decode_columns(buf: bytes | bytearray | memoryview, start_offset: int = 0) -
     One function on purpose, so it can later be replaced by a vectorised or
     native version without touching callers. Headers are not returned.
     """
-    offsets: list[int] = []
-    timestamps: list[int] = []
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    for header, data in iter_batches(buf):
-        if header.is_control or header.base_offset + header.last_offset_delta < start_offset:
-            continue
-        for record in _decode_records(header, data):
-            if record.offset >= start_offset:
-                offsets.append(record.offset)
-                timestamps.append(record.timestamp_ms)
-                keys.append(record.key)
-                values.append(record.value)
-    return {"offsets": offsets, "timestamps": timestamps, "keys": keys, "values": values}
+    rows, _ = decode_rows("records", 0, buf, start_offset, tuple)
+    return {
+        "offsets": [row[2] for row in rows],
+        "timestamps": [row[3] for row in rows],
+        "keys": [row[5] for row in rows],
+        "values": [row[6] for row in rows],
+    }
