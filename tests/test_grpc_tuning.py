@@ -64,3 +64,12 @@ def test_the_spark_connector_sets_it_before_its_modules_import_grpc() -> None:
     # batch_reader imports the broker lookups (grpc) first thing; the package import comes before them.
     expected = _expected_setting()
     assert _run("import spark_connector.batch_reader", {}) == [expected, True]
+
+
+def test_the_zkraft_command_sets_it_before_parsing() -> None:
+    # The servers run under `zkraft`, which asks for the poller itself (runtime.grpc_tuning) before anything it
+    # parses or runs can import grpc.
+    expected = _expected_setting()
+    code = "import contextlib, io\nfrom zkraft.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+    code += "    main(['--help'])"
+    assert _run(code, {}) == [expected, False]
