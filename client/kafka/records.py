@@ -502,7 +502,7 @@ def iter_batch_slices(
     total = len(mv)
     pos = 0
     while total - pos >= BATCH_HEADER_SIZE:
-        header = BatchHeader._make(_HEADER.unpack_from(mv, pos))
+        header = _new(BatchHeader, _HEADER.unpack_from(mv, pos))  # tuple.__new__: _make's cost, per batch, shows
         size = header.batch_length + LOG_OVERHEAD
         if header.magic != MAGIC:
             raise CorruptRecordError(f"batch at position {pos}: magic {header.magic}, expected 2")
@@ -513,7 +513,7 @@ def iter_batch_slices(
         if start_offset is None or header.base_offset + header.last_offset_delta >= start_offset:
             if check_crc and crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != header.crc:
                 raise CorruptRecordError(f"batch at position {pos}: CRC-32C mismatch")
-            yield BatchSlice(header, pos, size)
+            yield _new(BatchSlice, (header, pos, size))
         pos += size
 
 
@@ -552,9 +552,11 @@ def iter_records(
 
     With LogAppendTime every record carries the batch's maxTimestamp (Kafka's rule).
     """
-    rows, _ = decode_rows("records", 0, buf, start_offset, tuple, check_crc=check_crc)
-    for _, _, offset, timestamp_ms, _, key, value, headers in rows:
-        yield Record(offset, timestamp_ms, key, value, headers)
+    mv = memoryview(buf)
+    for _, pos, size in iter_batch_slices(mv, check_crc=check_crc):  # a batch at a time: a segment may be large
+        rows, _ = decode_rows("records", 0, mv[pos : pos + size], start_offset, tuple, check_crc=False)
+        for _, _, offset, timestamp_ms, _, key, value, headers in rows:
+            yield Record(offset, timestamp_ms, key, value, headers)
 
 
 def decode_rows(
