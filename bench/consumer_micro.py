@@ -4,8 +4,8 @@
 
 Builds 16 KB batches (as the producer sends them) with broker-assigned offsets
 until the fetch size is reached, then decodes the buffer repeatedly with
-`client.consumer_records.decode_fetched` (the Consumer's path) and, for
-comparison, `client.records.iter_records`. Output: JSON lines.
+`client.kafka.consumer_records.decode_fetched` (the Consumer's path) and, for
+comparison, `client.kafka.records.iter_records`. Output: JSON lines.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from client.consumer_records import decode_fetched  # noqa: E402
-from client.records import RecordBatchBuilder, assign_offsets, iter_records, validate_batches  # noqa: E402
+from client.kafka.consumer_records import decode_fetched  # noqa: E402
+from client.kafka.records import RecordBatchBuilder, assign_offsets, iter_records, validate_batches  # noqa: E402
 
 
 def fetch_buffer(value_bytes: int, fetch_bytes: int, batch_size: int = 16384) -> tuple[bytes, int]:

@@ -55,9 +55,10 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.figures import emit, median_or_none  # noqa: E402
-from client.records import RecordBatchBuilder  # noqa: E402
+from client.kafka.records import RecordBatchBuilder  # noqa: E402
 from tests.helpers import wait_until  # noqa: E402
 from tests.kafka_harness import KafkaCluster  # noqa: E402
+from tests.quorum_harness import BENCH_QUORUM_PROPERTIES  # noqa: E402
 from zkraft_proto import broker_pb2 as pb  # noqa: E402
 from zkraft_proto import broker_pb2_grpc  # noqa: E402
 
@@ -103,7 +104,9 @@ def start_cluster(root: Path, partitions: int, session_timeout_ms: int) -> Kafka
     picking it and the broker binding it) is retried once in a new directory."""
     props = {"zookeeper.session.timeout.ms": str(session_timeout_ms), "replica.lag.time.max.ms": "10000"}
     for attempt in range(START_ATTEMPTS_MAX):
-        cluster = KafkaCluster(root / f"attempt-{attempt}", brokers=3, broker_properties=props)
+        cluster = KafkaCluster(
+            root / f"attempt-{attempt}", brokers=3, broker_properties=props, quorum_properties=BENCH_QUORUM_PROPERTIES
+        )
         try:
             cluster.start()
             break

@@ -45,9 +45,9 @@ from bench.figures import emit, median_or_none  # noqa: E402
 from broker.log import LogConfig, PartitionLog  # noqa: E402
 from broker.log.cleaner import plan_clean  # noqa: E402
 from client import Consumer, Producer  # noqa: E402
-from client.records import RecordBatchBuilder  # noqa: E402
+from client.kafka.records import RecordBatchBuilder  # noqa: E402
 from tests.kafka_harness import KafkaCluster  # noqa: E402
-from tests.quorum_harness import REPO_ROOT, subprocess_env  # noqa: E402
+from tests.quorum_harness import BENCH_QUORUM_PROPERTIES, REPO_ROOT, subprocess_env  # noqa: E402
 
 PARTITIONS = 12
 GROUP_SIZE = 10
@@ -181,7 +181,9 @@ def cleaner_figures(root: Path, megabytes: int) -> tuple[float, float]:
 
 def one_run(run: int, args: argparse.Namespace, root: Path) -> dict[str, float]:
     figures: dict[str, float] = {}
-    with KafkaCluster(root / f"run-{run}", brokers=3, broker_properties=BROKER_PROPERTIES) as cluster:
+    with KafkaCluster(
+        root / f"run-{run}", brokers=3, broker_properties=BROKER_PROPERTIES, quorum_properties=BENCH_QUORUM_PROPERTIES
+    ) as cluster:
         cluster.start()
         cluster.create_topic("groups", partitions=PARTITIONS, replication_factor=1)
         produce_evenly(cluster.bootstrap_servers, "groups", args.records)

@@ -62,7 +62,7 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.figures import emit, median_or_none, process_cpu_seconds  # noqa: E402
-from client.records import RecordBatchBuilder  # noqa: E402
+from client.kafka.records import RecordBatchBuilder  # noqa: E402
 from zkraft_proto import broker_pb2 as pb  # noqa: E402
 from zkraft_proto import broker_pb2_grpc  # noqa: E402
 

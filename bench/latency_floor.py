@@ -8,7 +8,7 @@ processes (client <-> leader, leader <-> follower) and one fsync taken while
 the other two nodes fsync the same disk; a watch event needs about half a
 round trip more (leader -> the watcher's node -> the watcher). This script
 measures those pieces alone, with nothing of zkraft in the way (on the event
-loop zkraft's processes use, `client/event_loop.py`), so that the
+loop zkraft's processes use, `runtime/event_loop.py`), so that the
 ZooKeeper benchmark can say how much of its latency is the machine's and how
 much is ours:
 
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from client import event_loop  # the loop zkraft's own processes run on
+from runtime import event_loop  # the loop zkraft's own processes run on
 
 ECHO_SERVICE = "zkraft.bench.Echo"
 WARMUP_ROUND_TRIPS = 200

@@ -19,9 +19,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from client.kafka_cluster import ClusterSnapshot, PartitionMetadata, TopicMetadata  # noqa: E402
-from client.producer import Producer  # noqa: E402
-from client.records import RecordBatchBuilder  # noqa: E402
+from client.kafka.cluster import ClusterSnapshot, PartitionMetadata, TopicMetadata  # noqa: E402
+from client.kafka.producer import Producer  # noqa: E402
+from client.kafka.records import RecordBatchBuilder  # noqa: E402
 
 
 def primed_producer(partitions: int, **config) -> Producer:

@@ -37,8 +37,8 @@ Measurements, in the order they run:
 * `summary`: medians over runs for throughput and latency; median, min and
   max over failover rounds.
 
-Processes come from `tests/quorum_harness.py` (`QuorumProcesses`, no
-properties: default timeouts). All nodes listen on 127.0.0.1; every wait has a
+Processes come from `tests/quorum_harness.py` (`QuorumProcesses`, default
+timeouts, loop threads placed by role as `zkraft up` runs them). All nodes listen on 127.0.0.1; every wait has a
 deadline; every node is SIGKILLed on exit, on Ctrl-C and on SIGTERM. Data
 lives in a temporary directory (`--dir` chooses the disk), removed at the end
 unless `--keep` (then the node logs stay for a look).
@@ -67,10 +67,10 @@ if str(REPO_ROOT) not in sys.path:
 import lmdb  # noqa: E402
 
 from bench.figures import emit, median_or_none, percentile_ms  # noqa: E402
-from client import event_loop  # noqa: E402
-from client.quorum_client import QuorumClient, QuorumClientError  # noqa: E402
+from quorum.register_client import QuorumClient, QuorumClientError  # noqa: E402
 from quorum.settings import NodeSettings  # noqa: E402
-from tests.quorum_harness import QuorumProcesses, StatusPoller, wait_for_leader  # noqa: E402
+from runtime import event_loop  # noqa: E402
+from tests.quorum_harness import BENCH_QUORUM_PROPERTIES, QuorumProcesses, StatusPoller, wait_for_leader  # noqa: E402
 
 CLUSTER_SIZE = 3
 STATUS_TIMEOUT_S = 1.0
@@ -183,7 +183,7 @@ async def measure_throughput(
 
 async def throughput_run(root: Path, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
     results = []
-    with QuorumProcesses(root / f"run-{run}", n=CLUSTER_SIZE, properties=None) as procs:  # default settings
+    with QuorumProcesses(root / f"run-{run}", n=CLUSTER_SIZE, properties=BENCH_QUORUM_PROPERTIES) as procs:
         procs.start_all()
         await wait_for_leader(procs.addresses, LEADER_TIMEOUT_S)
         for inflight in args.inflight:
@@ -342,7 +342,7 @@ async def failover_round(procs: QuorumProcesses, poller: StatusPoller, writer: _
 
 async def failover_rounds(root: Path, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
     results = []
-    with QuorumProcesses(root / "failover", n=CLUSTER_SIZE, properties=None) as procs:
+    with QuorumProcesses(root / "failover", n=CLUSTER_SIZE, properties=BENCH_QUORUM_PROPERTIES) as procs:
         procs.start_all()
         await wait_for_leader(procs.addresses, LEADER_TIMEOUT_S)
         async with (

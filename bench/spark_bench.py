@@ -221,7 +221,7 @@ def compile_bytecode() -> list[str]:
     """
     import compileall
 
-    packages = ["spark_connector", "client", "zkraft_proto"]
+    packages = ["spark_connector", "client", "runtime", "zkraft_proto"]
     for package in packages:
         compileall.compile_dir(str(REPO_ROOT / package), quiet=1)
     return packages
@@ -375,8 +375,9 @@ def start_clusters(stack: contextlib.ExitStack, tmp: Path, args, with_real_kafka
     """zkraft (and the real Kafka baseline) holding the same `bench` topic; (gRPC bootstrap, Kafka bootstraps)."""
     from bench.kafka_baseline import RealKafka
     from tests.kafka_harness import KafkaCluster
+    from tests.quorum_harness import BENCH_QUORUM_PROPERTIES
 
-    cluster = stack.enter_context(KafkaCluster(tmp / "kafka"))
+    cluster = stack.enter_context(KafkaCluster(tmp / "kafka", quorum_properties=BENCH_QUORUM_PROPERTIES))
     cluster.start()
     # The records carry timestamps of 2023 (BASE_TS_MS): without retention.ms=-1, time-based retention (7 days by
     # default, checked every 5 minutes) may delete them in the middle of the run, on either cluster.

@@ -6,8 +6,8 @@
 One client process (or `--clients N` processes) against a fresh 3-node
 `zkraft quorum start` cluster serving the ZooKeeper state machine, default
 node settings, 100-byte values, everything through the public SDK
-(`client.aio.AsyncZkClient`), on the event loop zkraft's own processes run
-(`client.event_loop`: uvloop). Output is JSON lines on stdout, one object per
+(`client.zk.aio.AsyncZkClient`), on the event loop zkraft's own processes run
+(`runtime.event_loop`: uvloop). Output is JSON lines on stdout, one object per
 measurement and a final `summary` object; nothing is asserted (benchmarks
 print figures, tests never assert times).
 
@@ -95,17 +95,17 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench import java_load  # noqa: E402
 from bench.figures import emit, median_or_none, percentile_ms  # noqa: E402
-from client import event_loop  # noqa: E402
-from client.aio import AsyncZkClient  # noqa: E402
-from client.exceptions import ZkException  # noqa: E402
-from client.quorum_client import QuorumClient, QuorumClientError  # noqa: E402
-from client.zk_states import EventType, WatchedEvent  # noqa: E402
+from client.zk.aio import AsyncZkClient  # noqa: E402
+from client.zk.exceptions import ZkException  # noqa: E402
+from client.zk.states import EventType, WatchedEvent  # noqa: E402
+from quorum.register_client import QuorumClient, QuorumClientError  # noqa: E402
 from quorum.settings import NodeSettings  # noqa: E402
-from tests.quorum_harness import QuorumProcesses, node_status, subprocess_env, wait_for_leader  # noqa: E402
+from runtime import event_loop  # noqa: E402
+from tests.quorum_harness import BENCH_QUORUM_PROPERTIES, QuorumProcesses, node_status, subprocess_env, wait_for_leader  # noqa: E402
 
 CLUSTER_SIZE = 3
-ZK_PROPERTIES = {"quorum.state.machine": "zookeeper"}  # default timings
-REGISTER_PROPERTIES = {"quorum.state.machine": "register"}
+ZK_PROPERTIES = {"quorum.state.machine": "zookeeper", **BENCH_QUORUM_PROPERTIES}  # default timings
+REGISTER_PROPERTIES = {"quorum.state.machine": "register", **BENCH_QUORUM_PROPERTIES}
 LEADER_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 15.0
 SESSION_TIMEOUT_MS = 10_000

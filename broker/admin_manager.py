@@ -1,12 +1,12 @@
 """CreateTopics, CreatePartitions and DeleteTopics on any broker (Kafka's `AdminManager`, ZooKeeper mode).
 
 The broker writes the same znodes `zkraft topics --zookeeper` writes (the
-planners of client.topic_admin decide them); the controller, watching
+planners of client.kafka.topic_admin decide them); the controller, watching
 `/brokers/topics` and `/admin/delete_topics`, does the rest. With a
 `timeout_ms` the answer waits until this broker's metadata shows a leader for
 every new partition, so a client may produce right after.
 
-Every request is bounded before an assignment is built (client/assignment_bounds.py):
+Every request is bounded before an assignment is built (client/kafka/assignment_bounds.py):
 the assignment znode must fit in `jute.maxbuffer`, and a manual assignment may name
 registered brokers only (Kafka's KRaft controller check and message).
 """
@@ -21,12 +21,11 @@ from broker.config import BrokerConfig
 from broker.config_admin import ConfigAdmin
 from broker.metadata_cache import MetadataCache
 from broker.request_bounds import release_request_bytes
-from client import kafka_errors as errors
-from client.aio import AsyncZkClient
-from client.assignment import AdminOperationError, BrokerMetadata, RackAwareMode, broker_metadatas
-from client.assignment_bounds import check_manual_assignment_brokers
-from client.exceptions import NodeExistsError, NoNodeError, ZkException
-from client.kafka_znodes import (
+from client.kafka import errors
+from client.kafka.assignment import AdminOperationError, BrokerMetadata, RackAwareMode, broker_metadatas
+from client.kafka.assignment_bounds import check_manual_assignment_brokers
+from client.kafka.topic_admin import plan_partition_addition, plan_topic_creation
+from client.kafka.znodes import (
     BROKER_IDS_PATH,
     TOPICS_PATH,
     decode_broker,
@@ -34,7 +33,8 @@ from client.kafka_znodes import (
     delete_topic_path,
     topic_path,
 )
-from client.topic_admin import plan_partition_addition, plan_topic_creation
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import NodeExistsError, NoNodeError, ZkException
 from zkraft_proto import broker_pb2 as pb
 
 

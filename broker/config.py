@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
-from client.properties import PropertiesError, read_properties_file
+from runtime.properties import PropertiesError, read_properties_file
 
 
 class BrokerConfigError(ValueError):

@@ -34,10 +34,9 @@ from broker.config_describe import (
     describe_broker_configs,
     describe_topic_configs,
 )
-from client import kafka_errors as errors
-from client.aio import AsyncZkClient
-from client.exceptions import NodeExistsError, NoNodeError, ZkException
-from client.kafka_znodes import (
+from client.kafka import errors
+from client.kafka.topic_admin import validate_topic_configs
+from client.kafka.znodes import (
     CONFIG_TYPE_BROKER,
     CONFIG_TYPE_TOPIC,
     config_change_create_path,
@@ -48,7 +47,8 @@ from client.kafka_znodes import (
     topic_path,
     validate_topic_name,
 )
-from client.topic_admin import validate_topic_configs
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import NodeExistsError, NoNodeError, ZkException
 
 DEFAULT_BROKER_ENTITY = "<default>"  # ConfigEntityName.Default
 

@@ -17,9 +17,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from client.aio import AsyncZkClient
-from client.exceptions import NoNodeError
-from client.kafka_znodes import (
+from client.kafka.znodes import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
     CONFIG_TYPE_BROKER,
@@ -29,6 +27,8 @@ from client.kafka_znodes import (
     decode_config,
     decode_config_change,
 )
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import NoNodeError
 
 TopicConfigHandler = Callable[[str, dict[str, str]], Awaitable[None] | None]
 BrokerConfigHandler = Callable[[str, dict[str, str]], Awaitable[None] | None]

@@ -48,9 +48,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from client.aio import AsyncZkClient
-from client.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 DAMAGED_LOGS_PATH = "/brokers/damaged_logs"
 RECOVERY_CUT = "recovery-cut-tail"  # the `checkpoint` of a loss known only from recovery cutting a tail

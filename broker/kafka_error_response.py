@@ -43,7 +43,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from client import kafka_errors
+from client.kafka import errors as kafka_errors
 
 UNSUPPORTED_VERSION = 35
 _WIRE_CODES = frozenset(code.value for code in ErrorCode)  # a code kio cannot write is answered as unknown

@@ -21,7 +21,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from client.kafka_znodes import GRPC_LISTENER_NAME, SECURITY_PROTOCOLS, EndPoint, parse_endpoint
+from client.kafka.znodes import GRPC_LISTENER_NAME, SECURITY_PROTOCOLS, EndPoint, parse_endpoint
 
 SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
 # Kafka's default listener.security.protocol.map: each protocol's name is a listener name.

@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 
 INVALID_OFFSET_LAG = -1
 

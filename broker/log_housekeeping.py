@@ -23,7 +23,7 @@ from broker.log import CheckpointFileError, OffsetCheckpointFile
 from broker.log.cleaner import CleanTask, plan_clean
 from broker.log.retention import deletable_count
 from broker.log_manager import LogManager
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 

@@ -36,7 +36,7 @@ from broker.log import (
     PartitionLog,
 )
 from broker.log.log import parse_topic_partition
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from client import kafka_errors
-from client.kafka_znodes import INTERNAL_TOPICS, LEADER_DURING_DELETE
+from client.kafka import errors as kafka_errors
+from client.kafka.znodes import INTERNAL_TOPICS, LEADER_DURING_DELETE
 from zkraft_proto import broker_pb2
 
 NONE = kafka_errors.NONE

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.log import PartitionLog
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 
 
 @dataclass(slots=True)

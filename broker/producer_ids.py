@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from client import kafka_errors as errors
-from client.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from client.kafka_znodes import PRODUCER_ID_BLOCK_PATH
+from client.kafka import errors
+from client.kafka.znodes import PRODUCER_ID_BLOCK_PATH
+from client.zk.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka ProducerIdManager.PidBlockSize
 PRODUCER_ID_BLOCK_VERSION = 1

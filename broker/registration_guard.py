@@ -26,10 +26,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from client.aio import AsyncZkClient
-from client.exceptions import NodeExistsError, NoNodeError, SessionExpiredError, ZkException
-from client.kafka_znodes import BROKER_IDS_PATH, broker_path
-from client.zk_states import ZkState
+from client.kafka.znodes import BROKER_IDS_PATH, broker_path
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import NodeExistsError, NoNodeError, SessionExpiredError, ZkException
+from client.zk.states import ZkState
 
 # A restore races whatever deleted the znode (a recursive delete may remove /brokers/ids again between our
 # ensure_path and create) and the connection may be down for a moment: try again, this often, this far apart.

@@ -22,8 +22,8 @@ import grpc
 
 from broker.config import BrokerConfig
 from broker.replication_throttle import ReplicationThrottle
-from client import kafka_errors as errors
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
 from zkraft_proto import broker_pb2_grpc
 

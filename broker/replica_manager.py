@@ -38,10 +38,10 @@ from broker.periodic import every
 from broker.request_bounds import release_request_bytes
 from broker.state_change_log import leader_and_isr_partition_text
 from broker.topic_config import log_config_for
-from client import kafka_errors as errors
-from client.aio import AsyncZkClient
-from client.exceptions import BadVersionError, NoNodeError
-from client.kafka_znodes import (
+from client.kafka import errors
+from client.kafka.records import CorruptRecordError, RecordsError
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import (
     ISR_CHANGE_NOTIFICATION_PATH,
     PartitionState,
     decode_config,
@@ -52,8 +52,8 @@ from client.kafka_znodes import (
     topic_config_path,
     validate_topic_name,
 )
-from client.records import CorruptRecordError, RecordsError
-from client.structs import TopicPartition
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import BadVersionError, NoNodeError
 from zkraft_proto import broker_pb2 as pb
 
 NONE = errors.NONE

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.config_changes import ConfigChangeListener
-from client.aio import AsyncZkClient
-from client.exceptions import NoNodeError
-from client.kafka_znodes import ZnodeDataError, broker_config_path, decode_config, topic_config_path
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import ZnodeDataError, broker_config_path, decode_config, topic_config_path
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import NoNodeError
 
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"

@@ -14,7 +14,7 @@ When a burst ends (at least `BURST_BYTES_MIN` of requests arrived, then a
 period of `QUIET_PERIOD_S` in which less than `QUIET_BYTES_PER_PERIOD` did:
 followers' and consumers' long polls never stop, so "nothing in flight" would
 never come), the heap's free pages go back to the kernel
-(`client.heap_tuning.release_freed_memory`). Not sooner: the broker keeps
+(`runtime.heap_tuning.release_freed_memory`). Not sooner: the broker keeps
 freed buffers on purpose while it serves (`retain_freed_buffers`, the fetch
 path's speed), and a trim walks the whole heap. glibc's malloc_trim leaves
 the free top of a thread's arena in place (only the main arena's is cut), so
@@ -33,7 +33,7 @@ from typing import Any
 
 import grpc
 
-from client.heap_tuning import release_freed_memory
+from runtime.heap_tuning import release_freed_memory
 
 # A burst worth handing back: fewer request bytes leave little to return.
 BURST_BYTES_MIN = 4 * 1024 * 1024

@@ -43,12 +43,8 @@ from broker.replica_manager import ReplicaManager
 from broker.request_bounds import BytesInFlight
 from broker.service import BrokerService, add_broker_service
 from broker.topic_config import log_config_for
-from client import event_loop
-from client.aio import AsyncZkClient
-from client.exceptions import NodeExistsError, NoNodeError
-from client.heap_tuning import retain_freed_buffers
-from client.json_logging import configure_logging
-from client.kafka_znodes import (
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import (
     BROKER_IDS_PATH,
     CLUSTER_ID_PATH,
     CONTROLLER_PATH,
@@ -62,8 +58,12 @@ from client.kafka_znodes import (
     encode_broker,
     encode_cluster_id,
 )
-from client.structs import TopicPartition
-from client.zk_states import ZkState
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import NodeExistsError, NoNodeError
+from client.zk.states import ZkState
+from runtime import event_loop
+from runtime.heap_tuning import retain_freed_buffers
+from runtime.json_logging import configure_logging
 from zkraft_proto import broker_pb2, broker_pb2_grpc
 
 # gRPC messages carry whole fetch responses (fetch.max.bytes at most) and produce requests.

@@ -20,8 +20,8 @@ from broker.producer_ids import init_producer_id
 from broker.replica_manager import ReplicaManager
 from broker.request_bounds import BytesInFlight, bounded_handler
 from broker.state_change_log import update_metadata_partition_text
-from client import kafka_errors as errors
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
 from zkraft_proto.broker_pb2_grpc import BrokerServicer
 

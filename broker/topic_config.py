@@ -3,7 +3,7 @@
 Kafka's precedence (2.x `LogConfig.fromProps`): a topic-level name
 (`retention.ms`, `cleanup.policy`, ...) wins over the broker default it
 shadows (`log.retention.ms`/`log.retention.hours`, `log.cleanup.policy`, ...).
-Values were validated when they were written (client/topic_admin.py), so a
+Values were validated when they were written (client/kafka/topic_admin.py), so a
 bad one here is a hand-edited znode: it is skipped with a log line rather
 than failing the partition.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.log import LogConfig
-from client.batch_rewrite import TOPIC_CODECS
+from client.kafka.batch_rewrite import TOPIC_CODECS
 
 
 def _int(text: str) -> int:

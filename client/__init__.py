@@ -12,17 +12,19 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from client.grpc_tuning import prefer_legacy_poller
+from runtime.grpc_tuning import prefer_legacy_poller
 
-prefer_legacy_poller()  # before any client module imports grpc: client/grpc_tuning.py says why
+prefer_legacy_poller()  # before any client module imports grpc: runtime/grpc_tuning.py says why
 
 if TYPE_CHECKING:
-    from client.admin import Admin
-    from client.aio import AsyncZkClient
-    from client.config_resources import AlterConfigOp, ConfigResource, ConfigResourceType
-    from client.consumer import Consumer
-    from client.consumer_coordinator import ConsumerRebalanceListener, OffsetAndMetadata
-    from client.kafka_types import (
+    from client.kafka.admin import Admin
+    from client.kafka.config_resources import AlterConfigOp, ConfigResource, ConfigResourceType
+    from client.kafka.consumer import Consumer
+    from client.kafka.consumer_coordinator import ConsumerRebalanceListener, OffsetAndMetadata
+    from client.kafka.producer import Producer
+    from client.kafka.record_accumulator import FutureRecordMetadata
+    from client.kafka.structs import TopicPartition
+    from client.kafka.types import (
         ClusterDescription,
         ConsumerRecord,
         NewPartitions,
@@ -32,12 +34,10 @@ if TYPE_CHECKING:
         RecordMetadata,
         TopicDescription,
     )
-    from client.producer import Producer
-    from client.record_accumulator import FutureRecordMetadata
-    from client.structs import TopicPartition
-    from client.zk_client import ZkClient
-    from client.zk_retry import AsyncZkRetry, ZkRetry
-    from client.zk_states import (
+    from client.zk.aio import AsyncZkClient
+    from client.zk.client import ZkClient
+    from client.zk.retry import AsyncZkRetry, ZkRetry
+    from client.zk.states import (
         AddWatchMode,
         EventType,
         KeeperState,
@@ -49,35 +49,35 @@ if TYPE_CHECKING:
 
 # name -> the module that defines it
 _EXPORTS = {
-    "Admin": "client.admin",
-    "AlterConfigOp": "client.config_resources",
-    "ConfigResource": "client.config_resources",
-    "ConfigResourceType": "client.config_resources",
-    "AsyncZkClient": "client.aio",
-    "Consumer": "client.consumer",
-    "ConsumerRebalanceListener": "client.consumer_coordinator",
-    "OffsetAndMetadata": "client.consumer_coordinator",
-    "ClusterDescription": "client.kafka_types",
-    "ConsumerRecord": "client.kafka_types",
-    "OffsetAndTimestamp": "client.kafka_types",
-    "NewPartitions": "client.kafka_types",
-    "NewTopic": "client.kafka_types",
-    "PartitionDescription": "client.kafka_types",
-    "RecordMetadata": "client.kafka_types",
-    "TopicDescription": "client.kafka_types",
-    "Producer": "client.producer",
-    "FutureRecordMetadata": "client.record_accumulator",
-    "TopicPartition": "client.structs",
-    "ZkClient": "client.zk_client",
-    "AsyncZkRetry": "client.zk_retry",
-    "ZkRetry": "client.zk_retry",
-    "AddWatchMode": "client.zk_states",
-    "EventType": "client.zk_states",
-    "KeeperState": "client.zk_states",
-    "WatchedEvent": "client.zk_states",
-    "WatcherType": "client.zk_states",
-    "ZkState": "client.zk_states",
-    "ZnodeStat": "client.zk_states",
+    "Admin": "client.kafka.admin",
+    "AlterConfigOp": "client.kafka.config_resources",
+    "ConfigResource": "client.kafka.config_resources",
+    "ConfigResourceType": "client.kafka.config_resources",
+    "AsyncZkClient": "client.zk.aio",
+    "Consumer": "client.kafka.consumer",
+    "ConsumerRebalanceListener": "client.kafka.consumer_coordinator",
+    "OffsetAndMetadata": "client.kafka.consumer_coordinator",
+    "ClusterDescription": "client.kafka.types",
+    "ConsumerRecord": "client.kafka.types",
+    "OffsetAndTimestamp": "client.kafka.types",
+    "NewPartitions": "client.kafka.types",
+    "NewTopic": "client.kafka.types",
+    "PartitionDescription": "client.kafka.types",
+    "RecordMetadata": "client.kafka.types",
+    "TopicDescription": "client.kafka.types",
+    "Producer": "client.kafka.producer",
+    "FutureRecordMetadata": "client.kafka.record_accumulator",
+    "TopicPartition": "client.kafka.structs",
+    "ZkClient": "client.zk.client",
+    "AsyncZkRetry": "client.zk.retry",
+    "ZkRetry": "client.zk.retry",
+    "AddWatchMode": "client.zk.states",
+    "EventType": "client.zk.states",
+    "KeeperState": "client.zk.states",
+    "WatchedEvent": "client.zk.states",
+    "WatcherType": "client.zk.states",
+    "ZkState": "client.zk.states",
+    "ZnodeStat": "client.zk.states",
 }
 
 __all__ = [

@@ -33,7 +33,6 @@ from typing import Any
 import structlog
 
 from quorum import errors
-from quorum.cpu_placement import LoopPlacement
 from quorum.deadline import await_owned
 from quorum.lmdb_log_store import LmdbLogStore
 from quorum.raft import (
@@ -59,6 +58,7 @@ from quorum.state_fetch import fetch_peer_state
 from quorum.state_machine import RegisterMap, StateMachine
 from quorum.state_restore import restore_base
 from quorum.transport import PeerTransport, peers_digest
+from runtime.cpu_placement import LoopPlacement
 
 SNAPSHOTS_KEPT = 2
 INLINE_PERSIST_ENTRIES_MAX = 16
@@ -665,7 +665,7 @@ class QuorumNode:
                 self._guard(self.core.read_index, ctx)
 
     def _place(self) -> None:
-        """Move this node's loop thread to its role's CPUs (quorum.cpu_placement), when placement is on."""
+        """Move this node's loop thread to its role's CPUs (runtime.cpu_placement), when placement is on."""
         if self._placement is None:
             return
         try:

@@ -8,16 +8,16 @@ from typing import Protocol
 
 import grpc
 
-from client import event_loop
-from client.heap_tuning import freeze_startup_objects
-from client.json_logging import configure_logging
-from client.zk_codec import ENVELOPE_BYTES_MAX
 from quorum import errors
 from quorum.node import QuorumNode
 from quorum.service import QuorumService, RaftPeerService
 from quorum.settings import NodeSettings
 from quorum.state_machine import StateMachine
 from quorum.transport import GRPC_MESSAGE_BYTES_MAX, GRPC_OPTIONS
+from runtime import event_loop
+from runtime.heap_tuning import freeze_startup_objects
+from runtime.json_logging import configure_logging
+from runtime.message_limits import ENVELOPE_BYTES_MAX
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from client import properties
-from client.zk_codec import JUTE_MAX_BUFFER_BYTES_DEFAULT
-from quorum.cpu_placement import PLACEMENTS
+from runtime import properties
+from runtime.cpu_placement import PLACEMENTS
+from runtime.message_limits import JUTE_MAX_BUFFER_BYTES_DEFAULT
 from zkemu.ephemeral_type import EXTENDED_SERVER_ID_MAX
 
 # Raft needs a majority of a fixed voter set; membership is static (no joint
@@ -86,8 +86,10 @@ class NodeSettings:
     # ZooKeeper's initLimit: the ticks (of tickTime) a node may take to get its state from a peer at
     # start-up, when its state-machine database was damaged and no snapshot of its own covers its log.
     init_limit_ticks: int = 10
-    # Where the event-loop thread runs when the voters share this machine (quorum.cpu_placement).
-    cpu_placement: str = "auto"
+    # Where the event-loop thread runs when the voters share this machine (runtime.cpu_placement): "off"
+    # leaves it to the scheduler; "auto" (what `zkraft up` and the benchmarks set) gives the leader's loop
+    # one CPU and the followers' the others, when every voter's address is a loopback one.
+    cpu_placement: str = "off"
     # ---- what one client may make a node hold (zkemu.admission). ZooKeeper's jute.maxbuffer: the
     # largest session-stream message a node reads; a larger one closes the stream, as ZooKeeper
     # closes the connection of a packet over it (NIOServerCnxn.readLength, "Len error").
@@ -478,11 +480,11 @@ def check_property_key(key: str, where: str = "") -> None:
     raise SettingsError(f"{where}unknown property {key!r}{hint}")
 
 
-# ---- Java .properties syntax (client/properties.py) ----
+# ---- Java .properties syntax (runtime/properties.py) ----
 
 
 def parse_properties(text: str, source: str = "properties") -> list[tuple[str, str, int]]:
-    """client.properties.parse_properties, raising SettingsError."""
+    """runtime.properties.parse_properties, raising SettingsError."""
     try:
         return properties.parse_properties(text, source)
     except properties.PropertiesError as exc:

@@ -35,8 +35,8 @@ from typing import Any
 
 import structlog
 
-from client.fsync import fsync_directory
 from quorum.raft.types import SnapshotMeta
+from runtime.fsync import fsync_directory
 
 SNAPSHOT_CHUNK_BYTES_DEFAULT = 1024 * 1024
 SNAPSHOT_KEEP_DEFAULT = 2

@@ -38,8 +38,8 @@ from typing import Any
 
 import lmdb
 
-from client.fsync import fsync_directory
 from quorum import errors
+from runtime.fsync import fsync_directory
 
 DATA_FILE = "data.mdb"
 LOCK_FILE = "lock.mdb"

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 import lmdb
 import structlog
 
-from client.quorum_client import decode_set
 from quorum.raft.types import Entry, EntryKind
+from quorum.register_command import decode_set
 from quorum.state_check import DamagedRecordError, is_damage, mark_damaged, open_read_only, set_aside_if_damaged
 
 _APPLIED_KEY = b"applied_index"

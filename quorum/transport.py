@@ -26,10 +26,10 @@ from typing import Any
 
 import grpc
 
-from client.eager_start import WriteInFlight
 from quorum.codec import message_to_pb
 from quorum.raft.types import Message, MessageType
 from quorum.snapshot_store import SnapshotStore
+from runtime.eager_start import WriteInFlight
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
@@ -72,7 +72,7 @@ class _Lane:
     """One stream to a peer: a bounded queue drained by one sender task into a long-lived client call.
 
     When the stream is idle, `enqueue` hands the batch to gRPC itself
-    (client.eager_start) and the sender task only waits for the write to
+    (runtime.eager_start) and the sender task only waits for the write to
     complete. Paired runs against the sender task writing everything (two
     clusters at once, 2-core machine, new/old p50): sequential creates from a
     client of the leader 0.936, 0.926, 0.955, 0.954, 0.889 (the follower's
@@ -106,7 +106,7 @@ class _Lane:
             q.popleft()
         self._wakeup.set()
         if self.idle:
-            # An idle stream: the batch goes to the socket now, not after a loop turn (client.eager_start).
+            # An idle stream: the batch goes to the socket now, not after a loop turn (runtime.eager_start).
             self._write.start(self._call.write(self._next_batch()))
             return True
         return False

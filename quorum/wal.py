@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from client.fsync import fsync_directory, start_writeback
+from runtime.fsync import fsync_directory, start_writeback
 
 SEGMENT_PREALLOCATE_BYTES = 4 << 20
 # How much crc work start-up may spend looking for the records after a damaged one (to name what was cut):

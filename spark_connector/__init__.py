@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 # Before any module of this package imports grpc (brokers.py, fetch_reader.py):
-# the `client` package sets up gRPC's poller on import (client/grpc_tuning.py).
+# the `client` package sets up gRPC's poller on import (runtime/grpc_tuning.py).
 import client  # noqa: F401
 
 __all__ = ["FORMAT_NAME", "register"]

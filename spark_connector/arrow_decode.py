@@ -1,12 +1,13 @@
 """Fetched Kafka v2 record batches -> one Arrow RecordBatch in the Kafka source schema, vectorised with numpy.
 
-The v2 record format (docs/research/kafka.md §3.8, `client/records.py`) is a
+The v2 record format (docs/research/kafka.md §3.8, `client/kafka/records.py`) is a
 chain of varint-framed records, so where each record starts is inherently
 sequential; everything after that is not. Decoding therefore runs in three
 steps:
 
-1. batch headers, in Python (one struct unpack and one C CRC-32C per batch of
-   hundreds of records);
+1. batch headers, in Python, by the client's one walk over a buffer of batches
+   (`client.kafka.records.iter_batch_slices`: one struct unpack and one C
+   CRC-32C per batch of hundreds of records);
 2. where each record's body starts and ends, per batch: a producer writes runs
    of records of one length (same-size values; the length changes only when a
    varint grows), so from a record's length we predict the following starts
@@ -23,26 +24,22 @@ broker returns whole batches, which may begin before the fetch offset.
 
 from __future__ import annotations
 
-import struct
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-from crc32c import crc32c
 
-from client import compression
-from client.records import (
+from client.kafka import compression
+from client.kafka.records import (
     BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
     CorruptRecordError,
     RecordsError,
     decode_headers,
     decode_varint,
+    iter_batch_slices,
 )
 from spark_connector.schema import ARROW_HEADER_TYPE, arrow_schema
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _CODEC_MASK = 0x07
 _TIMESTAMP_TYPE_MASK = 0x08
 _CONTROL_MASK = 0x20
@@ -120,42 +117,39 @@ def _scan_batches(
 ) -> tuple[bytes | memoryview, list[_Batch], int]:
     """(buffer holding every record section, the batches to decode, offset after the last whole batch in range)."""
     mv = memoryview(buf)
-    total = len(mv)
-    pos = 0
     next_offset = start_offset
     batches: list[_Batch] = []
     bodies: list[bytes | memoryview] = []  # each wanted batch's records, in order
     compressed = False
-    while total - pos >= BATCH_HEADER_SIZE:
-        (base, length, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count) = _HEADER.unpack_from(
-            mv, pos
+    # The batches wanted, CRC-checked; a truncated tail (the broker slices by bytes) ends the walk.
+    for header, pos, size in iter_batch_slices(
+        mv, start_offset=start_offset, until_offset=until_offset, check_crc=check_crc
+    ):
+        base = header.base_offset
+        next_offset = max(next_offset, base + header.last_offset_delta + 1)
+        attributes = header.attributes
+        if attributes & _CONTROL_MASK or header.records_count <= 0:
+            continue
+        body: bytes | memoryview = mv[pos + BATCH_HEADER_SIZE : pos + size]
+        codec = attributes & _CODEC_MASK
+        if codec:
+            body = _inflate(codec, body, base)
+            compressed = True
+        log_append = attributes & _TIMESTAMP_TYPE_MASK
+        start = pos + BATCH_HEADER_SIZE
+        log_append_ts = header.max_timestamp if log_append else -1
+        batches.append(
+            _Batch(
+                start,
+                start + len(body),
+                header.records_count,
+                base,
+                header.base_timestamp,
+                log_append_ts,
+                log_append >> 3,
+            )
         )
-        size = length + LOG_OVERHEAD
-        if magic != MAGIC:
-            raise CorruptRecordError(f"batch at position {pos}: magic {magic}, expected 2")
-        if size < BATCH_HEADER_SIZE:
-            raise CorruptRecordError(f"batch at position {pos}: batchLength {length} too short")
-        if pos + size > total or base >= until_offset:
-            break  # a truncated tail (the broker slices by bytes), or nothing wanted from here on
-        if base + last_delta >= start_offset:
-            next_offset = max(next_offset, base + last_delta + 1)
-            if check_crc and crc32c(mv[pos + 21 : pos + size]) != crc:
-                raise CorruptRecordError(f"batch at offset {base}: CRC-32C mismatch")
-            if not attributes & _CONTROL_MASK and count > 0:
-                body: bytes | memoryview = mv[pos + BATCH_HEADER_SIZE : pos + size]
-                codec = attributes & _CODEC_MASK
-                if codec:
-                    body = _inflate(codec, body, base)
-                    compressed = True
-                log_append = attributes & _TIMESTAMP_TYPE_MASK
-                start = pos + BATCH_HEADER_SIZE
-                batches.append(
-                    _Batch(
-                        start, start + len(body), count, base, base_ts, max_ts if log_append else -1, log_append >> 3
-                    )
-                )
-                bodies.append(body)
-        pos += size
+        bodies.append(body)
     if not compressed:
         return buf, batches, next_offset
     # Keys and values are gathered in buffer order, so the inflated records are laid out in batch order.
@@ -168,7 +162,7 @@ def _scan_batches(
 
 
 def _inflate(codec: int, body: bytes | memoryview, base_offset: int) -> bytes:
-    """Every codec of client.compression, bounded by its default limit on inflated bytes."""
+    """Every codec of client.kafka.compression, bounded by its default limit on inflated bytes."""
     try:
         return compression.decompress(codec, body, decompressed_bytes_max=compression.DECOMPRESSED_BYTES_MAX_DEFAULT)
     except RecordsError as exc:
@@ -361,7 +355,7 @@ def _decode_records(
 
 
 def _decode_headers(data: bytes, p: int, count: int) -> tuple[list[tuple[str, bytes | None]] | None, int]:
-    """client.records.decode_headers as the list the Arrow column wants."""
+    """client.kafka.records.decode_headers as the list the Arrow column wants."""
     headers, p = decode_headers(data, p, count)
     return list(headers), p
 

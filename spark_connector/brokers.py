@@ -18,9 +18,9 @@ from collections.abc import Iterable
 import grpc
 
 from client import TopicPartition
-from client.kafka_client_errors import KafkaConnectionError, NoBrokersAvailable
-from client.kafka_cluster import ClusterSnapshot, KafkaClusterClient, error_from_rpc
-from client.kafka_errors import NONE, KafkaError, LeaderNotAvailableError, UnknownTopicOrPartitionError, error_for
+from client.kafka.client_errors import KafkaConnectionError, NoBrokersAvailable
+from client.kafka.cluster import ClusterSnapshot, KafkaClusterClient, error_from_rpc
+from client.kafka.errors import NONE, KafkaError, LeaderNotAvailableError, UnknownTopicOrPartitionError, error_for
 from spark_connector.offsets import PartitionOffsets
 from spark_connector.options import OffsetSpec, OptionError, StartKind, Subscription
 from zkraft_proto import broker_pb2

@@ -22,10 +22,10 @@ import grpc
 import pyarrow as pa
 
 from client import TopicPartition
-from client.consumer_records import fetched_end_offset
-from client.heap_tuning import retain_freed_buffers
-from client.kafka_cluster import KafkaClusterClient, error_from_rpc
-from client.kafka_errors import NONE, KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError, error_for
+from client.kafka.cluster import KafkaClusterClient, error_from_rpc
+from client.kafka.consumer_records import fetched_end_offset
+from client.kafka.errors import NONE, KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError, error_for
+from runtime.heap_tuning import retain_freed_buffers
 from spark_connector.arrow_decode import decode_to_arrow
 from spark_connector.brokers import OffsetLookup, TopicGoneError, cluster_client, retriable
 from spark_connector.fetch_wire import FETCH_METHOD, fetched_partition

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from client.records import CorruptRecordError
+from client.kafka.records import CorruptRecordError
 from zkraft_proto import broker_pb2
 
 _SERVICE = broker_pb2.DESCRIPTOR.services_by_name["Broker"]

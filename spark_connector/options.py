@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from client import TopicPartition
-from client.kafka_client_errors import KafkaConfigurationError
-from client.kafka_cluster import parse_bootstrap_servers
+from client.kafka.client_errors import KafkaConfigurationError
+from client.kafka.cluster import parse_bootstrap_servers
 from spark_connector.offsets import (
     EARLIEST,
     LATEST,

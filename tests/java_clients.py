@@ -141,7 +141,7 @@ class JavaClients:
         # The compiled programs as a jar: a class archive (CDS) cannot cover a non-empty directory.
         self.programs_jar = self.work_dir / "programs.jar"
         self.jars = client_classpath()
-        self.log4j_config = self.work_dir / "log4j2-client.properties"
+        self.log4j_config = self.work_dir / "log4j2-runtime.properties"
         self.log4j_config.write_text(LOG4J2_CLIENT_PROPERTIES, encoding="utf-8")
         self.dynamic_cds = java_feature_version(self.java) >= DYNAMIC_CDS_MIN_JAVA
 

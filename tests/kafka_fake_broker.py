@@ -7,7 +7,7 @@
 
 Every fake broker is a sync gRPC server on a loopback port sharing one state
 under one lock: per-partition logs as lists of (base offset, batch bytes),
-offsets assigned with `client.records.assign_offsets` as the real broker
+offsets assigned with `client.kafka.records.assign_offsets` as the real broker
 does. A request for a partition the answering broker does not lead gets
 NOT_LEADER_OR_FOLLOWER, so the clients' per-leader routing is checked too.
 """
@@ -21,14 +21,14 @@ from concurrent import futures
 
 import grpc
 
-from client.kafka_errors import (
+from client.kafka.errors import (
     InvalidReplicationFactorError,
     NotLeaderForPartitionError,
     OffsetOutOfRangeError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from client.records import CorruptRecordError, assign_offsets, validate_batches
+from client.kafka.records import CorruptRecordError, assign_offsets, validate_batches
 from tests.quorum_harness import LOOPBACK, free_ports
 from zkraft_proto import broker_pb2 as pb
 from zkraft_proto import broker_pb2_grpc as pb_grpc

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from client import ZkClient
-from client.exceptions import NoNodeError
-from client.kafka_znodes import decode_partition_state, decode_topic, partition_state_path, topic_path
+from client.kafka.znodes import decode_partition_state, decode_topic, partition_state_path, topic_path
+from client.zk.exceptions import NoNodeError
 from tests.helpers import wait_until
 from tests.quorum_harness import LOOPBACK, REPO_ROOT, QuorumProcesses, free_ports, subprocess_env
 

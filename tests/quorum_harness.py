@@ -56,6 +56,10 @@ FAST_ZK_PROPERTIES = {
     "tickTime": "500",
 }
 
+# What the benchmarks add to a cluster's properties: loop threads placed by role, as `zkraft up` runs its
+# nodes (runtime/cpu_placement.py); a node's default is off.
+BENCH_QUORUM_PROPERTIES = {"quorum.cpu.placement": "auto"}
+
 
 def free_ports(n: int) -> list[int]:
     """`n` distinct loopback ports that were free a moment ago (the kernel picks them: bind to port 0).

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import io
 
-from client.structs import TopicPartition
-from client.tools.reassign_partitions import FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS, ZkReassigner
-from client.topic_admin import change_topic_config
+from client.kafka.structs import TopicPartition
+from client.kafka.topic_admin import change_topic_config
 from tests.kafka_harness import KafkaCluster
+from zkraft.tools.reassign_partitions import FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS, ZkReassigner
 
 THROTTLE_BYTES_PER_S = 1
 

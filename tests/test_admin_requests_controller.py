@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from client import kafka_znodes as kz
-from client.aio import AsyncZkClient
-from client.structs import TopicPartition
+from client.kafka import znodes as kz
+from client.kafka.structs import TopicPartition
+from client.zk.aio import AsyncZkClient
 from tests import test_kafka_controller as base
 from tests.test_kafka_controller import Node, create_topic, read_state, run, wait_for_controller, wait_states
 

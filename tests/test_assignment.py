@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from client.assignment import (
+from client.kafka.assignment import (
     AdminOperationError,
     BrokerMetadata,
     RackAwareMode,
@@ -20,7 +20,7 @@ from client.assignment import (
     validate_replica_assignment,
     validate_topic_assignment,
 )
-from client.kafka_errors import (
+from client.kafka.errors import (
     BrokerNotAvailableError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,

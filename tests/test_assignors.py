@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from client.assignors import RangeAssignor, RoundRobinAssignor, resolve_assignors
-from client.consumer_protocol import Subscription
-from client.kafka_client_errors import KafkaConfigurationError
-from client.structs import TopicPartition as TP
+from client.kafka.assignors import RangeAssignor, RoundRobinAssignor, resolve_assignors
+from client.kafka.client_errors import KafkaConfigurationError
+from client.kafka.consumer_protocol import Subscription
+from client.kafka.structs import TopicPartition as TP
 
 
 def subs(**topics_by_member: tuple[str, ...]) -> dict[str, Subscription]:

@@ -14,8 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from client import kafka_errors as errors
-from client.records import RecordBatchBuilder, iter_records
+from client.kafka import errors
+from client.kafka.records import RecordBatchBuilder, iter_records
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from tests.quorum_harness import REPO_ROOT, subprocess_env

@@ -7,7 +7,7 @@ import pytest
 
 from broker.config import BrokerConfigError, from_properties
 from broker.server import registered_endpoints
-from client.kafka_znodes import BrokerRegistration, EndPoint, decode_broker, encode_broker
+from client.kafka.znodes import BrokerRegistration, EndPoint, decode_broker, encode_broker
 
 
 def listeners_of(**properties: str):  # type: ignore[no-untyped-def]

@@ -9,8 +9,8 @@ import structlog
 
 from broker.log import LogConfig, PartitionLog
 from broker.partition import FollowerState, Partition
-from client.records import RecordBatchBuilder
-from client.structs import TopicPartition
+from client.kafka.records import RecordBatchBuilder
+from client.kafka.structs import TopicPartition
 
 LAG_MS = 10_000
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from client import Consumer, Producer, ZkClient
-from client.exceptions import NoNodeError
+from client.zk.exceptions import NoNodeError
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from tests.quorum_harness import REPO_ROOT, subprocess_env

@@ -60,6 +60,10 @@ def assert_one_error_line(result: subprocess.CompletedProcess[str], exit_code: i
         ),
         (("quorum", "start", "--id", "1", "--data-dir", "/d", "--peers", "1=host"), "is not host:port"),
         (("quorum", "start", "--config", "/nonexistent/zkraft.properties"), "not found"),
+        (
+            ("quorum", "start", "--id", "1", "--data-dir", "/d", "--peers", PEERS3, "--cpu-placement", "on"),
+            "quorum.cpu.placement: must be one of auto, off, got 'on'",
+        ),
         (("quorum", "status"), "the following arguments are required: --server"),
         (("quorum", "status", "--server", "nohostport"), "--server: 'nohostport' is not host:port"),
         (("quorum", "status", "--server", "127.0.0.1:1", "--timeout", "0"), "must be > 0 seconds"),

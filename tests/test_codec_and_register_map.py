@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from client.quorum_client import encode_set
 from quorum.codec import message_from_pb, message_to_pb
 from quorum.raft.types import Entry, EntryKind, Message, MessageType, SnapshotMeta
+from quorum.register_command import encode_set
 from quorum.state_machine import RegisterMap
 from zkraft_proto import quorum_pb2 as pb
 

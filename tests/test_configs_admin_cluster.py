@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from client import Admin, AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic
-from client.kafka_errors import InvalidRequestError, UnknownTopicOrPartitionError
+from client.kafka.errors import InvalidRequestError, UnknownTopicOrPartitionError
 from tests.kafka_harness import KafkaCluster
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 

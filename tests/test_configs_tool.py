@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from client import ZkClient
-from client.kafka_znodes import TopicAssignment, encode_topic
-from client.tools.configs import parse_add_config
-from client.tools.topics import ToolUsageError
+from client.kafka.znodes import TopicAssignment, encode_topic
 from tests.quorum_harness import REPO_ROOT, QuorumProcesses, subprocess_env
+from zkraft.tools.configs import parse_add_config
+from zkraft.tools.topics import ToolUsageError
 
 
 def test_add_config_keeps_commas_inside_brackets() -> None:

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from client.kafka_types import ConsumerRecord
-from client.structs import TopicPartition
-from client.tools import console_consumer, console_producer, perf_test
-from client.tools.topics import ToolError, ToolUsageError
+from client.kafka.structs import TopicPartition
+from client.kafka.types import ConsumerRecord
+from zkraft.tools import console_consumer, console_producer, perf_test
+from zkraft.tools.topics import ToolError, ToolUsageError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOTAL_LINE = re.compile(

@@ -18,18 +18,18 @@ from typing import Any
 import grpc
 import pytest
 
-from client.assignors import RangeAssignor, RoundRobinAssignor
-from client.consumer_coordinator import (
+from client.kafka.assignors import RangeAssignor, RoundRobinAssignor
+from client.kafka.client_errors import CommitFailedError
+from client.kafka.cluster import KafkaClusterClient
+from client.kafka.consumer_coordinator import (
     ConsumerCoordinator,
     GroupSettings,
     MemberState,
     OffsetAndMetadata,
 )
-from client.consumer_protocol import Assignment, decode_assignment, decode_subscription, encode_assignment
-from client.kafka_client_errors import CommitFailedError
-from client.kafka_cluster import KafkaClusterClient
-from client.kafka_errors import InconsistentGroupProtocolError, UnknownMemberIdError
-from client.structs import TopicPartition as TP
+from client.kafka.consumer_protocol import Assignment, decode_assignment, decode_subscription, encode_assignment
+from client.kafka.errors import InconsistentGroupProtocolError, UnknownMemberIdError
+from client.kafka.structs import TopicPartition as TP
 from tests.helpers import wait_until
 from tests.quorum_harness import LOOPBACK, free_ports
 from zkraft_proto import broker_pb2 as pb
@@ -167,7 +167,7 @@ def test_not_coordinator_and_load_in_progress_are_retried_with_rediscovery(fake:
 
 
 def test_the_leader_assigns_with_the_chosen_assignor(fake: ScriptedCoordinator) -> None:
-    from client.consumer_protocol import Subscription, encode_subscription
+    from client.kafka.consumer_protocol import Subscription, encode_subscription
 
     members = [
         pb.JoinGroupResponseMember(member_id=m, metadata=encode_subscription(Subscription(("t",))))

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from client import Admin, Consumer, ConsumerRebalanceListener, Producer, TopicPartition
-from client.kafka_client_errors import CommitFailedError
-from client.kafka_errors import IllegalGenerationError
+from client.kafka.client_errors import CommitFailedError
+from client.kafka.errors import IllegalGenerationError
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from tests.quorum_harness import REPO_ROOT, subprocess_env

@@ -6,10 +6,10 @@ import argparse
 
 import pytest
 
-from client.kafka_types import BrokerMetadata, ConsumerGroupDescription, MemberDescription
-from client.structs import TopicPartition as TP
-from client.tools import consumer_groups as cg
-from client.tools.topics import ToolUsageError
+from client.kafka.structs import TopicPartition as TP
+from client.kafka.types import BrokerMetadata, ConsumerGroupDescription, MemberDescription
+from zkraft.tools import consumer_groups as cg
+from zkraft.tools.topics import ToolUsageError
 
 
 def parse(*args: str) -> argparse.Namespace:

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from client.consumer_protocol import (
+from client.kafka.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     Subscription,
@@ -15,7 +15,7 @@ from client.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 
 
 def i16(n: int) -> bytes:

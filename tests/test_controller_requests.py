@@ -10,8 +10,8 @@ from broker.controller.channel import RequestBatch
 from broker.controller.context import ControllerContext, LiveBroker
 from broker.controller.election import LeaderAndIsr
 from broker.state_change_log import StateChangeLogger, leader_and_isr_text, log4j_timestamp
-from client import kafka_znodes as kz
-from client.structs import TopicPartition
+from client.kafka import znodes as kz
+from client.kafka.structs import TopicPartition
 
 
 def _context() -> ControllerContext:

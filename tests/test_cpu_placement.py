@@ -1,4 +1,4 @@
-"""Where the nodes of a cluster that shares one machine run their event loops (quorum.cpu_placement)."""
+"""Where the nodes of a cluster that shares one machine run their event loops (runtime.cpu_placement)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from quorum.cpu_placement import LoopPlacement, loop_cpus, shares_machine
 from quorum.settings import NodeSettings, SettingsError, load_node_settings
+from runtime.cpu_placement import LoopPlacement, loop_cpus, shares_machine
 from tests.quorum_harness import QuorumProcesses, poll_until, wait_for_leader
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -50,9 +50,10 @@ def _settings(tmp_path: Path, extra: str) -> NodeSettings:
     return load_node_settings(None, config)
 
 
-def test_a_bad_placement_setting_is_one_line_naming_the_key(tmp_path: Path) -> None:
-    assert _settings(tmp_path, "").cpu_placement == "auto"
-    assert _settings(tmp_path, "quorum.cpu.placement=off\n").cpu_placement == "off"
+def test_placement_is_off_unless_asked_for_and_a_bad_setting_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    assert _settings(tmp_path, "").cpu_placement == "off"
+    assert _settings(tmp_path, "quorum.cpu.placement=auto\n").cpu_placement == "auto"
+    assert load_node_settings({"cpu_placement": "auto"}, tmp_path / "node.properties").cpu_placement == "auto"
     with pytest.raises(SettingsError, match=r"^quorum\.cpu\.placement: must be one of auto, off, got 'on'$"):
         _settings(tmp_path, "quorum.cpu.placement=on\n")
 
@@ -100,7 +101,7 @@ def test_placing_the_loop_frees_the_threads_it_started_meanwhile() -> None:
 @pytest.mark.skipif(not MULTI_CPU, reason="placement needs at least two CPUs")
 def test_only_the_first_local_node_of_a_process_is_placed() -> None:
     script = (
-        "from quorum.cpu_placement import LoopPlacement as P\n"
+        "from runtime.cpu_placement import LoopPlacement as P\n"
         "local = ['127.0.0.1', 'localhost', '127.0.0.1']\n"
         "first = P.for_node('auto', 'c', local)\n"
         "print(P.for_node('off', 'c', local) is None, P.for_node('auto', 'c', ['127.0.0.1', '10.1.1.1']) is None,\n"
@@ -130,7 +131,7 @@ def _other_threads(pid: int) -> list[int]:
 @pytest.mark.skipif(not MULTI_CPU, reason="placement needs at least two CPUs")
 def test_a_local_clusters_leader_loop_runs_alone_on_one_cpu_and_a_new_leader_takes_it(tmp_path: Path) -> None:
     allowed = os.sched_getaffinity(0)
-    with QuorumProcesses(tmp_path, n=3) as cluster:
+    with QuorumProcesses(tmp_path, n=3, properties={"quorum.cpu.placement": "auto"}) as cluster:
         cluster.start_all()
         leader_id, _ = asyncio.run(wait_for_leader(cluster.addresses, timeout_s=ELECTION_TIMEOUT_S))
 
@@ -171,9 +172,9 @@ def test_a_local_clusters_leader_loop_runs_alone_on_one_cpu_and_a_new_leader_tak
 
 
 @pytest.mark.skipif(not MULTI_CPU, reason="placement needs at least two CPUs")
-def test_placement_off_leaves_every_loop_free(tmp_path: Path) -> None:
+def test_placement_off_by_default_leaves_every_loop_free(tmp_path: Path) -> None:
     allowed = os.sched_getaffinity(0)
-    with QuorumProcesses(tmp_path, n=3, properties={"quorum.cpu.placement": "off"}) as cluster:
+    with QuorumProcesses(tmp_path, n=3) as cluster:
         cluster.start_all()
         leader_id, _ = asyncio.run(wait_for_leader(cluster.addresses, timeout_s=ELECTION_TIMEOUT_S))
         for node in (1, 2, 3):

@@ -42,9 +42,9 @@ from broker.damaged_logs import (
 from broker.log import LogConfig, OffsetCheckpointFile
 from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from broker.log_manager import LogManager
-from client import kafka_znodes as kz
-from client.kafka_znodes import PartitionState, decode_partition_state, encode_partition_state
-from client.structs import TopicPartition
+from client.kafka import znodes as kz
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import PartitionState, decode_partition_state, encode_partition_state
 from tests.test_partition_log import RecordingLogger, fill, open_log
 
 ASSIGNMENT = (1, 2, 3)

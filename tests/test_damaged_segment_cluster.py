@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from client import Consumer, Producer, TopicPartition
-from client.exceptions import NoNodeError
+from client.zk.exceptions import NoNodeError
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 

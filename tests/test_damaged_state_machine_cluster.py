@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from client.aio import AsyncZkClient
+from client.zk.aio import AsyncZkClient
 from tests.disk_damage import DAMAGE_BYTES, damage_pages_holding
 from tests.quorum_harness import (
     FAST_ZK_PROPERTIES,

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from client.aio import AsyncZkClient
-from client.exceptions import ZkException
-from client.zk_client import _SharedLoop
+from client.zk.aio import AsyncZkClient
+from client.zk.client import _SharedLoop
+from client.zk.exceptions import ZkException
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, node_status, wait_applied, wait_for_leader
 from zkemu.tree import ZnodeTree
 

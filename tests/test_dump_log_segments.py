@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from broker.log import LogConfig, PartitionLog
-from client.records import RecordBatchBuilder
-from client.tools.dump_log_segments import DumpError, DumpOptions, run
+from client.kafka.records import RecordBatchBuilder
 from zkraft.cli import main
+from zkraft.tools.dump_log_segments import DumpError, DumpOptions, run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BASE = "00000000000000000000"

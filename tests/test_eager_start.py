@@ -1,4 +1,4 @@
-"""client.eager_start: a coroutine's first step runs in the caller, the rest wherever it is awaited."""
+"""runtime.eager_start: a coroutine's first step runs in the caller, the rest wherever it is awaited."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from client.eager_start import begin
+from runtime.eager_start import begin
 
 
 def test_the_first_step_runs_in_the_caller_and_the_rest_when_awaited() -> None:

@@ -1,4 +1,4 @@
-"""client.event_loop: our loops run on uvloop unless ZKRAFT_EVENT_LOOP says asyncio; a bad value is one line."""
+"""runtime.event_loop: our loops run on uvloop unless ZKRAFT_EVENT_LOOP says asyncio; a bad value is one line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 import uvloop
 
-from client import event_loop
+from runtime import event_loop
 from tests.quorum_harness import REPO_ROOT
 
 
@@ -39,7 +39,7 @@ def test_an_unknown_choice_names_the_variable_and_the_choices(monkeypatch: pytes
 def test_the_blocking_zk_client_runs_its_loop_on_uvloop() -> None:
     probe = (
         "import asyncio\n"
-        "from client.zk_client import _SharedLoop\n"
+        "from client.zk.client import _SharedLoop\n"
         "loop, _ = _SharedLoop.get()\n"
         "print(type(loop).__module__)\n"
     )

@@ -31,8 +31,8 @@ import grpc
 import pytest
 
 from client import Consumer, Producer, TopicPartition
-from client import kafka_errors as errors
-from client.kafka_errors import KafkaError
+from client.kafka import errors
+from client.kafka.errors import KafkaError
 from tests.delivery_checker import check, make_value
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster

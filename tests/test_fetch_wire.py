@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.fetch_response import FetchReply
-from client.records import CorruptRecordError
+from client.kafka.records import CorruptRecordError
 from spark_connector.fetch_wire import fetched_partition
 from zkraft_proto import broker_pb2 as pb
 

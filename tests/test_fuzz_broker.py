@@ -41,7 +41,7 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from client.records import RecordBatchBuilder
+from client.kafka.records import RecordBatchBuilder
 from tests.helpers import resident_bytes
 from tests.kafka_harness import KafkaCluster
 from zkraft_proto import broker_pb2 as pb

@@ -32,8 +32,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from client.aio import AsyncZkClient
-from client.zk_client import _SharedLoop
+from client.zk.aio import AsyncZkClient
+from client.zk.client import _SharedLoop
 from tests.helpers import resident_bytes
 from tests.quorum_harness import QuorumProcesses, wait_for_leader
 from zkraft_proto import quorum_pb2, zk_pb2

@@ -41,8 +41,8 @@ from broker.group.records import (
     encode_offset_value,
 )
 from broker.group.store import MemoryOffsetsStore
-from client import kafka_errors as errors
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.structs import TopicPartition
 
 NONE = errors.NONE
 UNKNOWN_MEMBER_ID = errors.UnknownMemberIdError.code

@@ -19,7 +19,7 @@ import grpc
 import pytest
 
 from broker.group.partitioner import OFFSETS_TOPIC, java_string_hash
-from client import kafka_errors as errors
+from client.kafka import errors
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from zkraft_proto import broker_pb2 as pb

@@ -1,4 +1,4 @@
-"""client.grpc_tuning: zkraft processes and SDK users get gRPC's older poller, unless the user chose otherwise."""
+"""runtime.grpc_tuning: zkraft processes and SDK users get gRPC's older poller, unless the user chose otherwise."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from client.grpc_tuning import CHECKED_GRPC_RELEASES, LEGACY_POLLER_EXPERIMENTS, installed_grpcio_release
+from runtime.grpc_tuning import CHECKED_GRPC_RELEASES, LEGACY_POLLER_EXPERIMENTS, installed_grpcio_release
 from tests.quorum_harness import REPO_ROOT
 
 REPORT = "import json, os, sys\nprint(json.dumps([os.environ.get('GRPC_EXPERIMENTS'), 'grpc' in sys.modules]))\n"
@@ -40,7 +40,7 @@ def _expected_setting() -> str | None:
 
 def test_the_release_is_read_without_importing_grpc() -> None:
     assert installed_grpcio_release() == _grpcio_release()
-    assert _run("from client.grpc_tuning import installed_grpcio_release; installed_grpcio_release()", {})[1] is False
+    assert _run("from runtime.grpc_tuning import installed_grpcio_release; installed_grpcio_release()", {})[1] is False
 
 
 def test_importing_the_sdk_asks_for_the_legacy_poller_on_a_checked_release() -> None:
@@ -64,3 +64,12 @@ def test_the_spark_connector_sets_it_before_its_modules_import_grpc() -> None:
     # batch_reader imports the broker lookups (grpc) first thing; the package import comes before them.
     expected = _expected_setting()
     assert _run("import spark_connector.batch_reader", {}) == [expected, True]
+
+
+def test_the_zkraft_command_sets_it_before_parsing() -> None:
+    # The servers run under `zkraft`, which asks for the poller itself (runtime.grpc_tuning) before anything it
+    # parses or runs can import grpc.
+    expected = _expected_setting()
+    code = "import contextlib, io\nfrom zkraft.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+    code += "    main(['--help'])"
+    assert _run(code, {}) == [expected, False]

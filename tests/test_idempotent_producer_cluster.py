@@ -20,9 +20,9 @@ import grpc
 import pytest
 
 from client import Consumer, Producer, TopicPartition
-from client.kafka_errors import NONE, OutOfOrderSequenceNumberError, UnknownProducerIdError
-from client.kafka_znodes import PRODUCER_ID_BLOCK_PATH
-from client.records import RecordBatchBuilder
+from client.kafka.errors import NONE, OutOfOrderSequenceNumberError, UnknownProducerIdError
+from client.kafka.records import RecordBatchBuilder
+from client.kafka.znodes import PRODUCER_ID_BLOCK_PATH
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from zkraft_proto import broker_pb2 as pb

@@ -55,30 +55,9 @@ class Edge(NamedTuple):
 # cannot outlive the edges it excuses. Each comment says who moves the edge.
 _BEING_REMOVED_BY_ISSUE_28: frozenset[Edge] = frozenset(
     {
-        # Process helpers move from client/ to runtime/ (event loop, heap tuning, JSON logging, properties, fsync,
-        # the eager-start helper).
-        Edge("quorum/server.py", "client.event_loop"),
-        Edge("quorum/server.py", "client.heap_tuning"),
-        Edge("quorum/server.py", "client.json_logging"),
-        Edge("quorum/settings.py", "client.properties"),
-        Edge("quorum/snapshot_store.py", "client.fsync"),
-        Edge("quorum/state_check.py", "client.fsync"),
-        Edge("quorum/wal.py", "client.fsync"),
-        Edge("quorum/transport.py", "client.eager_start"),
-        Edge("zkemu/admission.py", "client.heap_tuning"),
-        Edge("zkemu/server.py", "client.event_loop"),
-        Edge("zkemu/session_outbox.py", "client.eager_start"),
-        Edge("zkemu/submitter.py", "client.eager_start"),
-        # The ZooKeeper client's codec moves into client/zk/ (zkemu may import it there).
-        Edge("zkemu/session_intake.py", "client.zk_codec"),
-        # ZooKeeper-level limits read by the quorum's settings and server (jute.maxbuffer, the session envelope,
-        # the extended server id): issue 28 does not say where these go; decided when it is merged (zkemu's
-        # settings, or the facade's wiring).
-        Edge("quorum/server.py", "client.zk_codec"),
-        Edge("quorum/settings.py", "client.zk_codec"),
+        # The extended server id's layout (zkemu.ephemeral_type) read by the quorum's settings: decided when the
+        # facade's wiring lands.
         Edge("quorum/settings.py", "zkemu.ephemeral_type"),
-        # The key/value state machine decodes the quorum client's set command: also decided when issue 28 is merged.
-        Edge("quorum/state_machine.py", "client.quorum_client"),
         # zkemu reaches into the quorum's internals; the facade replaces all of these.
         Edge("zkemu/admission.py", "quorum.settings"),
         Edge("zkemu/container_manager.py", "quorum.node"),

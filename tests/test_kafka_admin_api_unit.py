@@ -28,7 +28,7 @@ from broker.config_describe import ConfigSource
 from broker.kafka_api.registry import API_SPECS, KafkaRequestContext
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
-from client.exceptions import NodeExistsError, NoNodeError
+from client.zk.exceptions import NodeExistsError, NoNodeError
 
 MODULES = {
     19: "create_topics",
@@ -403,7 +403,7 @@ def test_incremental_alter_configs_set_delete_append_subtract(broker: SimpleName
 def test_create_partitions_delete_topics_and_describe_log_dirs(broker: SimpleNamespace, tmp_path: Path) -> None:
     import datetime
 
-    from client.structs import TopicPartition
+    from client.kafka.structs import TopicPartition
 
     _create(broker, 7, [{"name": "t", "partitions": 1, "rf": 2}])
     module = importlib.import_module("kio.schema.create_partitions.v3.request")
@@ -552,7 +552,7 @@ def test_create_topics_whose_leaders_are_not_elected_in_time_answer_request_time
 def test_an_unreachable_quorum_answers_each_topic_instead_of_closing_the_connection(broker: SimpleNamespace) -> None:
     import datetime
 
-    from client.exceptions import ConnectionLoss
+    from client.zk.exceptions import ConnectionLoss
 
     async def unreachable(*_args: Any, **_kwargs: Any) -> Any:
         raise ConnectionLoss("no server answered")

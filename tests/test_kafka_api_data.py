@@ -32,10 +32,10 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.server import default_log_config
 from broker.service import BrokerService
-from client import kafka_errors as errors
-from client.compression import GZIP, LZ4, SNAPPY, ZSTD, compress
-from client.exceptions import NoNodeError
-from client.records import BATCH_HEADER_SIZE, RecordBatchBuilder, _frame_batch, iter_records
+from client.kafka import errors
+from client.kafka.compression import GZIP, LZ4, SNAPPY, ZSTD, compress
+from client.kafka.records import BATCH_HEADER_SIZE, RecordBatchBuilder, _frame_batch, iter_records
+from client.zk.exceptions import NoNodeError
 from tests.helpers import wait_until
 from zkraft_proto import broker_pb2 as pb
 
@@ -279,7 +279,7 @@ async def test_produce_v3_and_later_refuses_two_batches_and_zstd_before_v7(broke
 
 
 def data_tp(partition: int) -> Any:
-    from client.structs import TopicPartition
+    from client.kafka.structs import TopicPartition
 
     return TopicPartition(TOPIC, partition)
 

@@ -26,8 +26,8 @@ from broker.group.partitioner import partition_for
 from broker.group.store import MemoryOffsetsStore
 from broker.kafka_api.entities import build
 from broker.kafka_api.registry import API_SPECS, KafkaRequestContext
-from client import kafka_errors as errors
-from client.consumer_protocol import Subscription, encode_subscription
+from client.kafka import errors
+from client.kafka.consumer_protocol import Subscription, encode_subscription
 from tests.test_group_coordinator import FakeTimers, NullLog, settle
 
 GROUP = "wire-group"

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from client import Admin, Consumer, NewTopic, Producer, TopicDescription, TopicPartition
-from client.kafka_errors import InvalidReplicationFactorError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from client.kafka.errors import InvalidReplicationFactorError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 

@@ -14,15 +14,15 @@ import threading
 import pytest
 
 from client import Admin, Consumer, NewTopic, Producer, TopicPartition
-from client.consumer_records import decode_fetched, deserialize, fetched_end_offset
-from client.kafka_client_errors import (
+from client.kafka.client_errors import (
     IllegalStateError,
     KafkaConfigurationError,
     KafkaTimeoutError,
     NoOffsetForPartitionError,
 )
-from client.kafka_cluster import ClusterSnapshot, PartitionMetadata, TopicMetadata, parse_bootstrap_servers
-from client.kafka_errors import (
+from client.kafka.cluster import ClusterSnapshot, PartitionMetadata, TopicMetadata, parse_bootstrap_servers
+from client.kafka.consumer_records import decode_fetched, deserialize, fetched_end_offset
+from client.kafka.errors import (
     CorruptRecordError,
     InvalidGroupIdError,
     InvalidPartitionsError,
@@ -34,10 +34,9 @@ from client.kafka_errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from client.kafka_types import NewPartitions, RecordMetadata
-from client.partitioner import default_partition
-from client.record_accumulator import RecordAccumulator
-from client.records import (
+from client.kafka.partitioner import default_partition
+from client.kafka.record_accumulator import RecordAccumulator
+from client.kafka.records import (
     CompressionType,
     RecordBatchBuilder,
     _frame_batch,
@@ -45,6 +44,7 @@ from client.records import (
     iter_records,
     validate_batches,
 )
+from client.kafka.types import NewPartitions, RecordMetadata
 from tests.helpers import wait_until
 from tests.kafka_fake_broker import FakeKafka
 

@@ -27,11 +27,11 @@ from broker.controller.controller import KafkaController
 from broker.controller.election import LeaderAndIsr
 from broker.controller.zk_store import ControllerZkStore
 from broker.state_change_log import StateChangeLogger
-from client import kafka_znodes as kz
-from client.aio import AsyncZkClient
-from client.kafka_errors import ControllerMovedError, KafkaStorageError
-from client.structs import TopicPartition
-from client.zk_client import _SharedLoop
+from client.kafka import znodes as kz
+from client.kafka.errors import ControllerMovedError, KafkaStorageError
+from client.kafka.structs import TopicPartition
+from client.zk.aio import AsyncZkClient
+from client.zk.client import _SharedLoop
 from tests.quorum_harness import QuorumProcesses, poll_until, wait_for_leader
 from zkraft_proto import broker_pb2, broker_pb2_grpc
 

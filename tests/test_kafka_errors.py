@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client import kafka_errors as ke
+from client.kafka import errors as ke
 
 # docs/research/kafka.md §3.7: every code listed there, with Kafka's enum name.
 RESEARCH_CODES = {

@@ -23,7 +23,7 @@ from broker.kafka_wire import API_VERSIONS_KEY
 from broker.listeners import KafkaListener
 from broker.metadata_cache import MetadataCache
 from broker.request_bounds import BytesInFlight
-from client.kafka_znodes import EndPoint
+from client.kafka.znodes import EndPoint
 
 TIMEOUT_S = 10.0
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, -1)

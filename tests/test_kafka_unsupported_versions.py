@@ -28,7 +28,7 @@ from broker import kafka_wire
 from broker.kafka_api.registry import API_SPECS, KafkaRequestContext
 from broker.kafka_error_response import RequestError, error_for_exception, error_response
 from broker.request_bounds import BytesInFlight
-from client import kafka_errors
+from client.kafka import errors as kafka_errors
 from tests.kafka_harness import KafkaCluster
 from tests.test_kafka_listener_unit import exchange, frame, run
 from tests.test_kafka_wire_frames import (

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from client.kafka_znodes import decode_topic, topic_path
+from client.kafka.znodes import decode_topic, topic_path
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 

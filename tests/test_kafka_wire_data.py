@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
 from client import Consumer as SdkConsumer
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 

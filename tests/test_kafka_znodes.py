@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from client import kafka_znodes as kz
-from client.kafka_errors import InvalidTopicError
-from client.kafka_znodes import TopicPartition as TP
+from client.kafka import znodes as kz
+from client.kafka.errors import InvalidTopicError
+from client.kafka.znodes import TopicPartition as TP
 
 # --- paths --------------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ from broker.log.cleaner import plan_clean
 from broker.log.retention import deletable_count
 from broker.log_housekeeping import LogHousekeeper
 from broker.log_manager import LogManager
-from client.records import RecordBatchBuilder, iter_records
-from client.structs import TopicPartition
+from client.kafka.records import RecordBatchBuilder, iter_records
+from client.kafka.structs import TopicPartition
 
 T0 = 1_700_000_000_000
 LOG = structlog.get_logger()

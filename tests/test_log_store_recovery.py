@@ -16,11 +16,11 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from client.quorum_client import encode_set
 from quorum import errors
 from quorum.lmdb_log_store import LmdbLogStore
 from quorum.node import QuorumNode
 from quorum.raft.types import Entry, HardState, SnapshotMeta
+from quorum.register_command import encode_set
 from quorum.settings import NodeSettings
 from quorum.state_machine import RegisterMap
 from tests.quorum_harness import REPO_ROOT, subprocess_env
@@ -31,7 +31,7 @@ PEERS = {1: "127.0.0.1:19001", 2: "127.0.0.1:19002", 3: "127.0.0.1:19003"}
 
 
 def settings(data_dir: Path) -> NodeSettings:
-    return NodeSettings(node_id=1, data_dir=data_dir, listen=PEERS[1], peers=PEERS, cpu_placement="off")
+    return NodeSettings(node_id=1, data_dir=data_dir, listen=PEERS[1], peers=PEERS)
 
 
 def sets(first: int, last: int, term: int) -> list[Entry]:

@@ -34,7 +34,7 @@ from broker.log import (
     TopicPartition,
 )
 from broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
-from client.records import (
+from client.kafka.records import (
     CorruptRecordError,
     RecordBatchBuilder,
     iter_records,

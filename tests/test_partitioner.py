@@ -1,4 +1,4 @@
-"""Kafka's default partitioner (client/partitioner.py; docs/research/kafka.md §5.5)."""
+"""Kafka's default partitioner (client/kafka/partitioner.py; docs/research/kafka.md §5.5)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from client.partitioner import default_partition, murmur2, to_positive
+from client.kafka.partitioner import default_partition, murmur2, to_positive
 
 # Kafka clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java, testMurmur2.
 KAFKA_MURMUR2_VECTORS = {

@@ -10,7 +10,7 @@ the ISR, and leaves the others. When 2 and 4 are back too, a second election
 gives every partition its preferred leader: one leader per broker. The same
 story again with `auto.leader.rebalance.enable` doing the elections.
 
-The election znode is written directly (Kafka's JSON, client/kafka_znodes.py),
+The election znode is written directly (Kafka's JSON, client/kafka/znodes.py),
 so these tests do not depend on the command-line tool.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from client import TopicPartition
-from client import kafka_znodes as kz
+from client.kafka import znodes as kz
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from tests.quorum_harness import REPO_ROOT, subprocess_env

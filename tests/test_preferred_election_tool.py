@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from client.kafka_znodes import PREFERRED_REPLICA_ELECTION_PATH
-from client.structs import TopicPartition
-from client.tools import preferred_replica_election as pre
-from client.tools.topics import ToolError
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import PREFERRED_REPLICA_ELECTION_PATH
 from tests.test_reassign_tool import REPO_ROOT, FakeZk, cluster_nodes, needs_cluster, zkraft
+from zkraft.tools import preferred_replica_election as pre
+from zkraft.tools.topics import ToolError
 
 TP = TopicPartition
 

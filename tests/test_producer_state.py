@@ -28,9 +28,9 @@ from broker.producer_state import (
     ProducerStateManager,
     UnknownProducerIdError,
 )
-from client.kafka_client_errors import KafkaConfigurationError
-from client.record_accumulator import RecordAccumulator
-from client.records import (
+from client.kafka.client_errors import KafkaConfigurationError
+from client.kafka.record_accumulator import RecordAccumulator
+from client.kafka.records import (
     CompressionType,
     RecordBatchBuilder,
     iter_records,
@@ -234,7 +234,7 @@ def test_producer_id_block_json_is_kafkas() -> None:
 
 
 def test_idempotence_requires_acks_all_retries_and_at_most_5_in_flight() -> None:
-    from client.producer import Producer
+    from client.kafka.producer import Producer
 
     with pytest.raises(KafkaConfigurationError, match="acks to all"):
         Producer("127.0.0.1:1", enable_idempotence=True, acks=1)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from client.quorum_client import QuorumClient, QuorumClientError
+from quorum.register_client import QuorumClient, QuorumClientError
 from tests.quorum_harness import (
     REPO_ROOT,
     QuorumProcesses,

@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from client.assignment import BrokerMetadata
-from client.kafka_znodes import (
+from client.kafka.assignment import BrokerMetadata
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import (
     REASSIGN_PARTITIONS_PATH,
     broker_config_path,
     decode_config,
@@ -33,9 +34,8 @@ from client.kafka_znodes import (
     encode_reassignment,
     topic_config_path,
 )
-from client.structs import TopicPartition
-from client.tools import reassign_partitions as rp
-from client.tools.topics import ToolError, ToolUsageError
+from zkraft.tools import reassign_partitions as rp
+from zkraft.tools.topics import ToolError, ToolUsageError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TP = TopicPartition
@@ -218,7 +218,7 @@ class FakeZk:
         self.seq = 0
 
     def get(self, path: str) -> tuple[bytes, Stat]:
-        from client.exceptions import NoNodeError
+        from client.zk.exceptions import NoNodeError
 
         if path not in self.nodes:
             raise NoNodeError(path)
@@ -228,7 +228,7 @@ class FakeZk:
         return Stat(0) if path in self.nodes else None
 
     def set(self, path: str, data: bytes, version: int = -1) -> Stat:
-        from client.exceptions import NoNodeError
+        from client.zk.exceptions import NoNodeError
 
         if path not in self.nodes:
             raise NoNodeError(path)
@@ -236,7 +236,7 @@ class FakeZk:
         return Stat(1)
 
     def create(self, path: str, data: bytes = b"", makepath: bool = False, sequence: bool = False) -> str:
-        from client.exceptions import NodeExistsError
+        from client.zk.exceptions import NodeExistsError
 
         if sequence:
             path = f"{path}{self.seq:010d}"
@@ -247,7 +247,7 @@ class FakeZk:
         return path
 
     def get_children(self, path: str) -> list[str]:
-        from client.exceptions import NoNodeError
+        from client.zk.exceptions import NoNodeError
 
         prefix = path.rstrip("/") + "/"
         children = {p[len(prefix) :].split("/")[0] for p in self.nodes if p.startswith(prefix)}
@@ -541,7 +541,7 @@ def test_verify_completed_and_failed_from_the_znodes(cluster: Any, tmp_path: Pat
     # Throttle configs as --execute leaves them, to be removed by a --verify that finds everything done.
     tool = rp.ZkReassigner(cluster.zk, io.StringIO())
     tool.change_broker_config(1, {"leader.replication.throttled.rate": "7", "follower.replication.throttled.rate": "7"})
-    from client.topic_admin import change_topic_config
+    from client.kafka.topic_admin import change_topic_config
 
     change_topic_config(cluster.zk, "settled", {"leader.replication.throttled.replicas": "0:1",
                                                 "follower.replication.throttled.replicas": "0:2"})  # fmt: skip

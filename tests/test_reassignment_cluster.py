@@ -8,7 +8,7 @@ old replicas' directories are gone. A second test kills the controller while
 AR = OAR + RAR (the catch-up is slowed by a replication throttle) and checks
 that the new controller finishes the job from the znodes.
 
-The znodes are written directly (Kafka's JSON, client/kafka_znodes.py), so
+The znodes are written directly (Kafka's JSON, client/kafka/znodes.py), so
 these tests do not depend on the command-line tools.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from client import Consumer, Producer, TopicPartition, ZkClient
-from client import kafka_znodes as kz
-from client.exceptions import NoNodeError
+from client.kafka import znodes as kz
+from client.zk.exceptions import NoNodeError
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from tests.quorum_harness import REPO_ROOT, subprocess_env

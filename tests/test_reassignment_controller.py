@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from client import kafka_znodes as kz
-from client.aio import AsyncZkClient
-from client.structs import TopicPartition
+from client.kafka import znodes as kz
+from client.kafka.structs import TopicPartition
+from client.zk.aio import AsyncZkClient
 from tests import test_kafka_controller as base
 from tests.test_kafka_controller import Node, create_topic, read_state, run, until, wait_for_controller, wait_states
 

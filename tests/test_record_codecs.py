@@ -24,8 +24,8 @@ from broker.log import LogConfig, PartitionLog
 from broker.log.cleaner import plan_clean
 from broker.log.compressed_batches import check_compressed_batches
 from broker.log.errors import InvalidTimestampError
-from client import compression
-from client.records import (
+from client.kafka import compression
+from client.kafka.records import (
     CompressionType,
     CorruptRecordError,
     RecordBatchBuilder,
@@ -35,8 +35,8 @@ from client.records import (
     read_batch_header,
     validate_batches,
 )
-from client.tools.dump_log_segments import DumpOptions, run
 from spark_connector.arrow_decode import decode_to_arrow
+from zkraft.tools.dump_log_segments import DumpOptions, run
 
 LOG = structlog.get_logger()
 T0 = 1_700_000_000_000

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from client import Consumer, Producer  # noqa: E402
-from client.records import iter_batches  # noqa: E402
+from client.kafka.records import iter_batches  # noqa: E402
 from spark_connector.fetch_reader import read_range  # noqa: E402
 from spark_connector.planning import OffsetRange, ReadSettings  # noqa: E402
 from tests.kafka_harness import KafkaCluster  # noqa: E402

@@ -29,7 +29,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
 from client import Consumer, Producer
-from client.records import iter_batches
+from client.kafka.records import iter_batches
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 

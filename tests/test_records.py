@@ -1,4 +1,4 @@
-"""Kafka v2 record batches (client/records.py; docs/research/kafka.md §3.8)."""
+"""Kafka v2 record batches (client/kafka/records.py; docs/research/kafka.md §3.8)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import struct
 import pytest
 from crc32c import crc32c
 
-from client.records import (
+from client.kafka.records import (
     BATCH_HEADER_SIZE,
     CompressionType,
     CorruptRecordError,

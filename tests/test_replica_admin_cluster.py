@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from client import Admin, Consumer, Producer, TopicPartition
-from client.kafka_errors import (
+from client.kafka.errors import (
     ElectionNotNeededError,
     InvalidReplicaAssignmentError,
     NoReassignmentInProgressError,

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 from client import Consumer, Producer, TopicPartition
-from client.kafka_errors import ElectionNotNeededError, OffsetOutOfRangeError, PreferredLeaderNotAvailableError
-from client.tools import delete_records, leader_election, reassign_api
-from client.tools.reassign_partitions import THROTTLE_WARNING
-from client.tools.topics import ToolError, ToolUsageError
+from client.kafka.errors import ElectionNotNeededError, OffsetOutOfRangeError, PreferredLeaderNotAvailableError
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 from tests.reassignment_hold import remove_throttle, set_follower_rates, throttle_new_replica
+from zkraft.tools import delete_records, leader_election, reassign_api
+from zkraft.tools.reassign_partitions import THROTTLE_WARNING
+from zkraft.tools.topics import ToolError, ToolUsageError
 
 TP = TopicPartition
 TIMEOUT_S = 60.0
@@ -316,7 +316,7 @@ class FakeAdmin:
     """The admin calls ApiReassigner makes, over a fixed cluster: topic `t` with 2 partitions, brokers 1-3."""
 
     def __init__(self, ongoing: dict | None = None) -> None:
-        from client.kafka_types import BrokerMetadata, ClusterDescription, PartitionDescription, TopicDescription
+        from client.kafka.types import BrokerMetadata, ClusterDescription, PartitionDescription, TopicDescription
 
         self.assignment = {0: [1, 2], 1: [2, 3]}
         self.ongoing = ongoing or {}
@@ -392,7 +392,7 @@ def test_api_verify_clears_throttles_once_nothing_moves() -> None:
 def test_api_execute_verify_generate_with_a_fake_admin() -> None:
     import io
 
-    from client.tools.reassign_partitions import ReassignOptions
+    from zkraft.tools.reassign_partitions import ReassignOptions
 
     out = io.StringIO()
     busy = FakeAdmin({TP("t", 1): {"replicas": [2, 3, 1], "adding_replicas": [1], "removing_replicas": []}})

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from client.records import RecordBatchBuilder
-from client.structs import TopicPartition
-from client.tools import replica_verification as rv
-from client.tools.topics import ToolUsageError
+from client.kafka.records import RecordBatchBuilder
+from client.kafka.structs import TopicPartition
 from tests.test_reassign_tool import needs_cluster, zkraft
+from zkraft.tools import replica_verification as rv
+from zkraft.tools.topics import ToolUsageError
 
 TP = TopicPartition
 DATE = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}"

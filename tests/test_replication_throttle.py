@@ -16,7 +16,7 @@ from broker.replication_throttle import (
     parse_rate,
     parse_throttled_replicas,
 )
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 
 
 @pytest.mark.parametrize(

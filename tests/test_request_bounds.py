@@ -12,22 +12,22 @@ import pytest
 
 from broker.config import BrokerConfig, BrokerConfigError, from_properties
 from broker.request_bounds import BytesInFlight, RequestBytesExhausted
-from client.assignment import BrokerMetadata
-from client.assignment_bounds import (
+from client.kafka.assignment import BrokerMetadata
+from client.kafka.assignment_bounds import (
     JUTE_MAXBUFFER_DEFAULT,
     check_manual_assignment_brokers,
     check_partitions_fit,
     decimal_digits_total,
     partitions_bytes_min,
 )
-from client.kafka_errors import (
+from client.kafka.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
 )
-from client.kafka_znodes import TopicAssignment, encode_topic
-from client.topic_admin import plan_partition_addition, plan_topic_creation
+from client.kafka.topic_admin import plan_partition_addition, plan_topic_creation
+from client.kafka.znodes import TopicAssignment, encode_topic
 from tests.quorum_harness import poll_until
 from zkemu.tree import DATA_BYTES_MAX
 

@@ -21,12 +21,12 @@ import grpc
 import pytest
 
 from client import Admin, NewPartitions, NewTopic
-from client.kafka_errors import (
+from client.kafka.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidReplicaAssignmentError,
 )
-from client.records import RecordBatchBuilder
+from client.kafka.records import RecordBatchBuilder
 from tests.helpers import resident_bytes, wait_until
 from tests.kafka_harness import KafkaCluster
 from zkraft_proto import broker_pb2 as pb

@@ -11,7 +11,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from client import TopicPartition  # noqa: E402
-from client.records import (  # noqa: E402
+from client.kafka.records import (  # noqa: E402
     CorruptRecordError,
     RecordBatchBuilder,
     assign_offsets,

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from client.tools import state_change_log_merger as merger
-from client.tools.topics import ToolError, ToolUsageError
 from tests.test_reassign_tool import needs_cluster, zkraft
+from zkraft.tools import state_change_log_merger as merger
+from zkraft.tools.topics import ToolError, ToolUsageError
 
 LINE_RE = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3})\] [A-Z]+ .* \(state\.change\.logger\)$")
 

@@ -16,7 +16,7 @@ import lmdb
 import pytest
 from structlog.testing import capture_logs
 
-from client.quorum_client import QuorumClient, QuorumClientError
+from quorum.register_client import QuorumClient, QuorumClientError
 from quorum.server import run_node
 from quorum.settings import NodeSettings
 from quorum.state_check import DAMAGED_MARKER

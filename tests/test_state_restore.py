@@ -14,10 +14,10 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from client.quorum_client import encode_set
 from quorum.errors import StartupError
 from quorum.log_store import MemoryLogStore
 from quorum.raft.types import Entry, HardState, PersistentState, SnapshotMeta
+from quorum.register_command import encode_set
 from quorum.settings import NodeSettings
 from quorum.snapshot_store import SnapshotStore
 from quorum.state_fetch import PEER_CONNECT_TIMEOUT_S, fetch_peer_state

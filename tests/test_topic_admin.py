@@ -1,4 +1,4 @@
-"""Topic creation and partition addition planners (client/topic_admin.py) and the kafka-topics pure parts.
+"""Topic creation and partition addition planners (client/kafka/topic_admin.py) and the kafka-topics pure parts.
 
 Kafka's messages are compared verbatim (AdminZkClient, AdminUtils, LogConfig/ConfigDef, TopicCommand).
 """
@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from client.assignment import AdminOperationError, BrokerMetadata, parse_replica_assignment
-from client.kafka_errors import (
+from client.kafka.assignment import AdminOperationError, BrokerMetadata, parse_replica_assignment
+from client.kafka.errors import (
     BrokerNotAvailableError,
     InvalidConfigurationError,
     InvalidPartitionsError,
@@ -24,14 +24,14 @@ from client.kafka_errors import (
     InvalidTopicError,
     TopicAlreadyExistsError,
 )
-from client.kafka_znodes import TopicAssignment, decode_topic
-from client.tools import topics as tool
-from client.topic_admin import (
+from client.kafka.topic_admin import (
     TOPIC_CONFIG_NAMES,
     plan_partition_addition,
     plan_topic_creation,
     validate_topic_configs,
 )
+from client.kafka.znodes import TopicAssignment, decode_topic
+from zkraft.tools import topics as tool
 
 BROKERS = [BrokerMetadata(1), BrokerMetadata(2), BrokerMetadata(3)]
 
@@ -327,7 +327,7 @@ def test_admin_describe_prints_the_non_default_configs() -> None:
     import io
     from types import SimpleNamespace
 
-    from client.config_resources import ConfigDescription, ConfigEntry, ConfigResourceType
+    from client.kafka.config_resources import ConfigDescription, ConfigEntry, ConfigResourceType
 
     def entry(name: str, value: str, source: str) -> ConfigEntry:
         return ConfigEntry(name, value, source, source == "DEFAULT_CONFIG", False, False)

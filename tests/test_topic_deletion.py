@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from client import Consumer, Producer, TopicPartition
-from client.kafka_errors import UnknownTopicOrPartitionError
-from client.kafka_znodes import delete_topic_path, topic_config_path, topic_path
+from client.kafka.errors import UnknownTopicOrPartitionError
+from client.kafka.znodes import delete_topic_path, topic_config_path, topic_path
 from tests.helpers import wait_until
 from tests.kafka_harness import KafkaCluster
 from tests.quorum_harness import REPO_ROOT, subprocess_env

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from client.kafka_znodes import (
+from client.kafka.znodes import (
     BrokerRegistration,
     EndPoint,
     PartitionState,

@@ -525,6 +525,18 @@ def test_plan_gives_each_node_a_client_port_and_a_rerun_keeps_the_recorded_ones(
     assert fresh.zk_connect_string == "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183"
 
 
+def test_up_places_its_nodes_loop_threads_unless_an_override_turns_it_off(tmp_path: Path) -> None:
+    from quorum.settings import read_properties_file
+
+    plan = up_module.plan(tmp_path, brokers=0, base_port=17001, broker_base_port=None)
+    spec = plan.quorum[0]
+    spec.config_path.parent.mkdir(parents=True, exist_ok=True)
+    up_module.write_node_config(spec, {})
+    assert read_properties_file(spec.config_path)["quorum.cpu.placement"] == "auto"
+    up_module.write_node_config(spec, up_module.parse_overrides(["quorum.cpu.placement=off"]).quorum)
+    assert read_properties_file(spec.config_path)["quorum.cpu.placement"] == "off"
+
+
 def test_overrides_split_between_quorum_nodes_and_brokers() -> None:
     overrides = up_module.parse_overrides(["raft.tick.ms=20", "num.partitions=3", "min.insync.replicas = 2"])
     assert overrides.quorum == {"raft.tick.ms": "20"}

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from client import Admin, Consumer, NewTopic, Producer
-from client.kafka_errors import UnknownTopicOrPartitionError
+from client.kafka.errors import UnknownTopicOrPartitionError
 from tests.helpers import wait_until
 from tests.test_up_cli import (
     READY_TIMEOUT_S,

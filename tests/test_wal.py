@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from client.fsync import start_writeback
 from quorum.wal import WriteAheadLog
+from runtime.fsync import start_writeback
 
 
 def _segments(directory: Path) -> list[Path]:

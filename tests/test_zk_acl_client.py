@@ -1,13 +1,13 @@
-"""client.zk_acl against kazoo.security: the same names give the same ACLs."""
+"""client.zk.acl against kazoo.security: the same names give the same ACLs."""
 
 from __future__ import annotations
 
 import pytest
 from kazoo import security
 
-from client import zk_acl
-from client.exceptions import InvalidACLError
-from client.zk_transaction import Transaction
+from client.zk import acl as zk_acl
+from client.zk.exceptions import InvalidACLError
+from client.zk.transaction import Transaction
 
 
 @pytest.mark.parametrize(

@@ -18,14 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from client import ZkClient
-from client.exceptions import (
-    AuthFailedError,
-    BadVersionError,
-    InvalidACLError,
-    NoAuthError,
-    NoNodeError,
-)
-from client.zk_acl import (
+from client.zk.acl import (
     ACL,
     CREATOR_ALL_ACL,
     OPEN_ACL_UNSAFE,
@@ -36,8 +29,15 @@ from client.zk_acl import (
     make_digest_acl,
     make_digest_acl_credential,
 )
-from client.zk_client import _SharedLoop
-from client.zk_states import ZkState
+from client.zk.client import _SharedLoop
+from client.zk.exceptions import (
+    AuthFailedError,
+    BadVersionError,
+    InvalidACLError,
+    NoAuthError,
+    NoNodeError,
+)
+from client.zk.states import ZkState
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_applied, wait_for_leader
 from zkemu.tree import ZnodeTree

@@ -25,8 +25,9 @@ from kazoo.security import (
     make_digest_acl_credential,
 )
 
-from client import ZkClient, zk_acl
-from client.exceptions import NoAuthError as SdkNoAuthError
+from client import ZkClient
+from client.zk import acl as zk_acl
+from client.zk.exceptions import NoAuthError as SdkNoAuthError
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
 

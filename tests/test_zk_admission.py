@@ -10,10 +10,10 @@ from typing import Any
 import grpc
 import pytest
 
-from client.zk_codec import ENVELOPE_BYTES_MAX
 from quorum.server import server_options
 from quorum.settings import NodeSettings, SettingsError, load_node_settings
 from quorum.transport import GRPC_MESSAGE_BYTES_MAX
+from runtime.message_limits import ENVELOPE_BYTES_MAX
 from zkemu.admission import RELEASE_AFTER_BYTES, Admission
 from zkemu.errors import Code
 from zkemu.forward_stream import _parts_under

@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 import pytest
 
 from client import ZkClient, ZkRetry
-from client.exceptions import BadVersionError, NodeExistsError, NoNodeError, SessionExpiredError
-from client.zk_client import _SharedLoop
-from client.zk_states import EventType, WatchedEvent, ZkState
+from client.zk.client import _SharedLoop
+from client.zk.exceptions import BadVersionError, NodeExistsError, NoNodeError, SessionExpiredError
+from client.zk.states import EventType, WatchedEvent, ZkState
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
 

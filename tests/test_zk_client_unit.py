@@ -1,4 +1,4 @@
-"""The ZooKeeper client (client.ZkClient, client.aio.AsyncZkClient) without a real server.
+"""The ZooKeeper client (client.ZkClient, client.zk.aio.AsyncZkClient) without a real server.
 
 Pure parts (exceptions, stats, host strings, the watch table, retry) are
 tested directly; the session behaviour (ordering, errors, transactions,
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from client import AsyncZkClient, ZkClient, ZkRetry
-from client.exceptions import (
+from client.zk.exceptions import (
     EXCEPTIONS,
     BadArgumentsError,
     BadVersionError,
@@ -40,10 +40,10 @@ from client.exceptions import (
     ZookeeperError,
     exception_for,
 )
-from client.recipe.watchers import ChildrenWatch, DataWatch
-from client.zk_paths import parse_hosts
-from client.zk_retry import AsyncZkRetry
-from client.zk_states import (
+from client.zk.paths import parse_hosts
+from client.zk.recipe.watchers import ChildrenWatch, DataWatch
+from client.zk.retry import AsyncZkRetry
+from client.zk.states import (
     NO_ZXID,
     AddWatchMode,
     EventType,
@@ -53,7 +53,7 @@ from client.zk_states import (
     ZkState,
     ZnodeStat,
 )
-from client.zk_watches import WatchRegistry, WatchSnapshot, WatchTable
+from client.zk.watches import WatchRegistry, WatchSnapshot, WatchTable
 from tests.helpers import wait_until
 from tests.zk_fake_server import FakeCluster
 

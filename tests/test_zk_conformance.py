@@ -73,8 +73,8 @@ from kazoo.protocol.states import EVENT_TYPE_MAP, Callback, WatchedEvent  # noqa
 from kazoo.security import OPEN_ACL_UNSAFE  # noqa: E402
 
 from client import AddWatchMode, WatcherType, ZkClient  # noqa: E402
-from client import zk_codec as codec  # noqa: E402
-from client.zk_client import _SharedLoop  # noqa: E402
+from client.zk import codec  # noqa: E402
+from client.zk.client import _SharedLoop  # noqa: E402
 from tests.quorum_harness import QuorumProcesses, wait_for_leader  # noqa: E402
 from zkraft_proto import zk_pb2  # noqa: E402
 

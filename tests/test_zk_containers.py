@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as settings_hypothesis
 from hypothesis import strategies as st
 
-from client.zk_codec import create_request
-from client.zk_states import CreateMode
-from client.zk_transaction import CreateTxnOp
+from client.zk.codec import create_request
+from client.zk.states import CreateMode
+from client.zk.transaction import CreateTxnOp
 from quorum.raft import Role
 from quorum.settings import NodeSettings, SettingsError, load_node_settings, properties_to_values
 from quorum.state_check import DamagedRecordError

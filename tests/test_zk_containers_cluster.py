@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from client import ZkClient
-from client.exceptions import UnimplementedError
-from client.zk_states import EventType
+from client.zk.exceptions import UnimplementedError
+from client.zk.states import EventType
 from tests import zk_wire_client as wire
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses

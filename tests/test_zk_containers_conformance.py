@@ -37,10 +37,10 @@ from kazoo.protocol.serialization import Create2, long_struct  # noqa: E402
 from kazoo.security import OPEN_ACL_UNSAFE  # noqa: E402
 
 from client import ZkClient  # noqa: E402
-from client import zk_codec as codec  # noqa: E402
-from client.zk_client import _SharedLoop  # noqa: E402
-from client.zk_states import CreateMode  # noqa: E402
-from client.zk_transaction import CreateTxnOp  # noqa: E402
+from client.zk import codec  # noqa: E402
+from client.zk.client import _SharedLoop  # noqa: E402
+from client.zk.states import CreateMode  # noqa: E402
+from client.zk.transaction import CreateTxnOp  # noqa: E402
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from client.aio import AsyncZkClient
-from client.exceptions import BadArgumentsError, MarshallingError, NoNodeError
-from client.zk_client import _SharedLoop
-from client.zk_codec import ENVELOPE_BYTES_MAX, JUTE_MAX_BUFFER_BYTES_DEFAULT
+from client.zk.aio import AsyncZkClient
+from client.zk.client import _SharedLoop
+from client.zk.exceptions import BadArgumentsError, MarshallingError, NoNodeError
+from runtime.message_limits import ENVELOPE_BYTES_MAX, JUTE_MAX_BUFFER_BYTES_DEFAULT
 from tests.quorum_harness import QuorumProcesses, poll_until, wait_for_leader
 from zkraft_proto import zk_pb2
 

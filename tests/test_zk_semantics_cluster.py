@@ -40,8 +40,9 @@ from typing import Any, TypeVar
 import pytest
 
 from client import AddWatchMode, EventType, WatchedEvent, ZkClient, ZkState, ZnodeStat
-from client.aio import AsyncZkClient
-from client.exceptions import (
+from client.zk.aio import AsyncZkClient
+from client.zk.client import _SharedLoop
+from client.zk.exceptions import (
     BadVersionError,
     ConnectionLoss,
     NodeExistsError,
@@ -51,8 +52,7 @@ from client.exceptions import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
-from client.quorum_client import QuorumClient
-from client.zk_client import _SharedLoop
+from quorum.register_client import QuorumClient
 from tests.helpers import wait_until
 from tests.linearizability import History, Kind, Operation, RegisterState, check
 from tests.quorum_harness import REPO_ROOT, QuorumProcesses, node_status, subprocess_env, wait_for_leader
@@ -1188,7 +1188,7 @@ def test_a_session_moving_to_a_follower_without_clients_is_taken_there(
     be taken there, showing that write, not refused as "behind the client"."""
     import grpc
 
-    from client.zk_codec import connect_message
+    from client.zk.codec import connect_message
     from zkraft_proto import zk_pb2_grpc
 
     writer = clients.connect(cluster.addresses[topology.leader])

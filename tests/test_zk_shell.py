@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 
-from client import exceptions as zk_errors
-from client.tools import zk_shell
-from client.tools.zk_shell import (
+from client.zk import exceptions as zk_errors
+from client.zk.acl import ACL, OPEN_ACL_UNSAFE, Id
+from client.zk.states import AddWatchMode, EventType, KeeperState, WatchedEvent, WatcherType, ZkState, ZnodeStat
+from zkraft.tools import zk_shell
+from zkraft.tools.zk_shell import (
     COMMANDS,
     ParsedCommand,
     Shell,
@@ -32,8 +34,6 @@ from client.tools.zk_shell import (
     ShellUsageError,
     TreeNode,
 )
-from client.zk_acl import ACL, OPEN_ACL_UNSAFE, Id
-from client.zk_states import AddWatchMode, EventType, KeeperState, WatchedEvent, WatcherType, ZkState, ZnodeStat
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 T0_MS = 1_795_338_300_000  # Sun Nov 22 2026 09:05:00 UTC

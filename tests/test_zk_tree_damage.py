@@ -19,8 +19,8 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from client.quorum_client import encode_set
 from quorum.raft.types import Entry
+from quorum.register_command import encode_set
 from quorum.state_check import (
     DAMAGED_COPIES_KEPT,
     DAMAGED_MARKER,

@@ -14,7 +14,7 @@ results, SetWatches catch-up -- plus switches a test flips to make trouble:
 * `cluster.expire(session_id)`: the session expires (ephemerals deleted).
 
 Everything runs on one asyncio loop in a background thread (the same loop the
-sync client uses, see `client.zk_client._SharedLoop`), so a test drives it
+sync client uses, see `client.zk.client._SharedLoop`), so a test drives it
 from the main thread with `cluster.call(fn)`.
 """
 
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from client.zk_client import _SharedLoop
+from client.zk.client import _SharedLoop
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 T = TypeVar("T")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import structlog
 
-from client import event_loop
 from quorum.server import configure_logging, run_node
 from quorum.settings import NodeSettings
+from runtime import event_loop
 from zkemu.service import ZooKeeperService
 from zkemu.tree import AppliedTxn, ZnodeTree
 

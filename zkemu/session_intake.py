@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from client.zk_codec import ENVELOPE_BYTES_MAX
+from runtime.message_limits import ENVELOPE_BYTES_MAX
 from zkraft_proto import zk_pb2
 
 SERVICE_NAME = "zkraft.zk.ZooKeeper"

@@ -3,7 +3,7 @@
 `serve` (run by the stream's handler, `ZooKeeperService.Session`) writes
 them: whatever was put while a write was in flight, or since the writer's
 last turn, leaves in one stream message. A watch event put while no write is
-in flight goes to gRPC at once instead, in the caller (client.eager_start):
+in flight goes to gRPC at once instead, in the caller (runtime.eager_start):
 the apply that fired it, so the event does not wait for the writer's turn
 (68 µs after the apply in a timestamp trace of watch-fire; paired runs, new/old
 p50: watch-fire with the setter on the leader 1.031, 0.963, 0.998, 0.980, on
@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-from client.eager_start import WriteInFlight
+from runtime.eager_start import WriteInFlight
 from zkraft_proto import zk_pb2
 
 

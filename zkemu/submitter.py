@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 import grpc
 
-from client.eager_start import WriteInFlight
 from quorum import errors as qerrors
 from quorum.deadline import await_owned
 from quorum.node import QuorumNode
 from quorum.raft import Role
 from quorum.transport import GRPC_OPTIONS
+from runtime.eager_start import WriteInFlight
 from zkemu.forward_stream import ConnectionLossError, LeaderStream, Pending, RetryElsewhere, fail_batch
 from zkemu.forwarded_writes import ForwardedWrites
 from zkemu.session_writes import NO_ROUTE, SessionWrite

@@ -61,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
 
 def check_event_loop_choice() -> None:
     """A ZKRAFT_EVENT_LOOP the servers and clients cannot honour is a usage error, said before anything starts."""
-    from client.event_loop import loop_factory
+    from runtime.event_loop import loop_factory
 
     try:
         loop_factory()
@@ -92,7 +92,7 @@ def _quorum_start(options: argparse.Namespace) -> int:
 
 
 def _quorum_status(options: argparse.Namespace) -> int:
-    from client.tools import quorum_status
+    from zkraft.tools import quorum_status
 
     try:
         return quorum_status.run(options.server, json_output=options.json, timeout_s=options.timeout)
@@ -137,7 +137,7 @@ def _up(options: argparse.Namespace) -> int:
 
 
 def _zk(options: argparse.Namespace) -> int:
-    from client.tools import zk_shell
+    from zkraft.tools import zk_shell
 
     try:
         return zk_shell.run(options.server, options.zk_command, json_output=options.json, timeout_s=options.timeout)
@@ -148,7 +148,7 @@ def _zk(options: argparse.Namespace) -> int:
 
 
 def _dump_log_segments(options: argparse.Namespace) -> int:
-    from client.tools import dump_log_segments
+    from zkraft.tools import dump_log_segments
 
     dump_options = dump_log_segments.DumpOptions(
         print_data_log=options.print_data_log,
@@ -164,7 +164,7 @@ def _dump_log_segments(options: argparse.Namespace) -> int:
 
 
 def _topics(options: argparse.Namespace) -> int:
-    from client.tools import topics
+    from zkraft.tools import topics
 
     try:
         return topics.run(topics.options_from_namespace(options))
@@ -175,7 +175,7 @@ def _topics(options: argparse.Namespace) -> int:
 
 
 def _add_kafka_tools(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from client.tools import console_consumer, console_producer, consumer_groups, perf_test, topics
+    from zkraft.tools import console_consumer, console_producer, consumer_groups, perf_test, topics
 
     topics_parser = commands.add_parser(
         "topics",
@@ -222,7 +222,7 @@ def _add_replication_tools(commands: argparse._SubParsersAction) -> None:  # typ
     )  # fmt: skip
     for name, module_name, origin, summary in tools:
         tool_parser = commands.add_parser(name, help=summary, description=f"{origin}: {summary}.")
-        importlib.import_module(f"client.tools.{module_name}").configure_parser(tool_parser)
+        importlib.import_module(f"zkraft.tools.{module_name}").configure_parser(tool_parser)
         tool_parser.set_defaults(handler=_kafka_tool_entry(module_name, "run"))
 
 
@@ -230,9 +230,9 @@ def _kafka_tool_entry(module_name: str, function: str) -> Callable[[argparse.Nam
     def handler(options: argparse.Namespace) -> int:
         import importlib
 
-        from client.tools.topics import ToolError, ToolUsageError
+        from zkraft.tools.topics import ToolError, ToolUsageError
 
-        module = importlib.import_module(f"client.tools.{module_name}")
+        module = importlib.import_module(f"zkraft.tools.{module_name}")
         try:
             return int(getattr(module, function)(options))
         except ToolUsageError as error:
@@ -302,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     start.add_argument(
         "--client-port-address", help="address the client port binds (property clientPortAddress, default 0.0.0.0)"
+    )
+    start.add_argument(
+        "--cpu-placement",
+        metavar="auto|off",
+        help="auto: when every voter is on this machine, the leader's event loop runs on one CPU and the followers' "
+        "on the others, as `zkraft up` runs them; off: the scheduler decides (property quorum.cpu.placement, "
+        "default off)",
     )
     start.add_argument("--config", type=Path, help="Java-style .properties file")
     start.set_defaults(handler=_quorum_start)
@@ -408,7 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # gRPC's C core logs its own copy of errors we already report in one line
     # (a port in use, an unreachable peer); ZKRAFT users get ours only.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    import client  # noqa: F401  (before any subcommand imports grpc: its import sets gRPC's poller, client/grpc_tuning.py)
+    # Before any subcommand imports grpc: gRPC reads its poller choice on import (runtime/grpc_tuning.py).
+    from runtime.grpc_tuning import prefer_legacy_poller
+
+    prefer_legacy_poller()
 
     parser = build_parser()
     try:

@@ -48,9 +48,8 @@ from typing import Any
 
 from broker import config as broker_config
 from client import ZkClient
-from client.exceptions import NoNodeError, ZkException
-from client.kafka_znodes import BROKER_IDS_PATH, CONTROLLER_PATH, ZnodeDataError, decode_controller
-from client.tools.quorum_status import collect_status
+from client.kafka.znodes import BROKER_IDS_PATH, CONTROLLER_PATH, ZnodeDataError, decode_controller
+from client.zk.exceptions import NoNodeError, ZkException
 from quorum.settings import _FIELD_OF_PROPERTY as QUORUM_PROPERTY_NAMES  # for "did you mean" only
 from quorum.settings import (
     NODE_IDENTITY_PROPERTIES,
@@ -63,6 +62,7 @@ from quorum.settings import (
 )
 from zkraft.cli import EXIT_USAGE
 from zkraft.supervision import RestartBackoff, log_tail
+from zkraft.tools.quorum_status import collect_status
 
 LOCAL_CLUSTER_ID = "zkraft-local"
 QUORUM_SIZE = 3
@@ -93,6 +93,9 @@ PORT_MAX = 65535
 # otherwise: the monitoring ones (ruok, srvr, stat, mntr, conf, isro) and envi, whose
 # zookeeper.version line kazoo's server_version() reads. ZooKeeper's own default is srvr alone.
 FOUR_LETTER_WHITELIST_UP = "srvr,ruok,mntr,stat,conf,isro,envi"
+# The three nodes of a local cluster share this machine: their loop threads are placed by role
+# (runtime/cpu_placement.py) unless --override quorum.cpu.placement=off says otherwise.
+CPU_PLACEMENT_UP = "auto"
 
 QUORUM_NODE = "quorum node"
 BROKER = "broker"
@@ -514,7 +517,10 @@ def write_node_config(spec: ChildSpec, properties: dict[str, str]) -> None:
         "# Written by `zkraft up` on every start from its --override options.",
         "# The node's id, dataDir, listen, peers and cluster.id are on its command line (cluster.json `cmd`).",
     )
-    properties = {"4lw.commands.whitelist": FOUR_LETTER_WHITELIST_UP} | properties
+    properties = {
+        "4lw.commands.whitelist": FOUR_LETTER_WHITELIST_UP,
+        "quorum.cpu.placement": CPU_PLACEMENT_UP,
+    } | properties
     write_atomically(spec.config_path, _properties_text(header, dict(sorted(properties.items()))))
 
 

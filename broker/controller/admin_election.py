@@ -20,8 +20,8 @@ from typing import Any
 from broker.controller.context import ControllerContext, tp_text
 from broker.controller.state_machines import ElectionStrategy, PartitionStateMachine
 from broker.controller.states import PartitionState
-from client import kafka_errors as errors
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.structs import TopicPartition
 
 PREFERRED = 0
 UNCLEAN = 1

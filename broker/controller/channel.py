@@ -20,9 +20,9 @@ import grpc
 
 from broker.controller.context import ControllerContext, LiveBroker
 from broker.controller.election import LeaderAndIsr
-from client.kafka_errors import UnknownServerError
-from client.kafka_znodes import LEADER_DURING_DELETE
-from client.structs import TopicPartition
+from client.kafka.errors import UnknownServerError
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import LEADER_DURING_DELETE
 from zkraft_proto import broker_pb2, broker_pb2_grpc
 
 # Every queue is bounded (STYLE 10): far more requests than one broker can be behind by in practice.

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 from broker.controller.election import LeaderAndIsr
 from broker.controller.states import INITIAL_PARTITION_STATE, INITIAL_REPLICA_STATE, PartitionState, ReplicaState
-from client.kafka_znodes import BrokerRegistration, EndPoint
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import BrokerRegistration, EndPoint
 
 
 class PartitionReplica(NamedTuple):

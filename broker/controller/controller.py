@@ -71,17 +71,17 @@ from broker.controller.states import PartitionState, ReplicaState
 from broker.controller.topic_deletion import TopicDeletionManager
 from broker.controller.zk_store import ControllerZkStore
 from broker.state_change_log import StateChangeLogger, log_sent_request
-from client import kafka_znodes as kz
-from client.aio import AsyncZkClient
-from client.exceptions import NoNodeError, SessionExpiredError
-from client.kafka_errors import (
+from client.kafka import znodes as kz
+from client.kafka.errors import (
     BrokerNotAvailableError,
     ControllerMovedError,
     NotControllerError,
     StaleBrokerEpochError,
 )
-from client.structs import TopicPartition
-from client.zk_states import EventType, WatchedEvent, ZkState
+from client.kafka.structs import TopicPartition
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import NoNodeError, SessionExpiredError
+from client.zk.states import EventType, WatchedEvent, ZkState
 
 # Bounded (STYLE 10). Identical queued events coalesce, so the queue holds at most a few events per topic.
 EVENT_QUEUE_MAX = 100_000

@@ -45,8 +45,8 @@ from broker.controller.states import PartitionState
 from broker.controller.zk_store import ControllerZkStore
 from broker.damaged_logs import ClaimDataError, LostData
 from broker.state_change_log import StateChangeLogger, leader_and_isr_text
-from client.exceptions import BadVersionError
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
+from client.zk.exceptions import BadVersionError
 
 # A conditional write lost to a concurrent ISR change is retried from a fresh read this often.
 DAMAGE_WRITE_RETRIES_MAX = 10

@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

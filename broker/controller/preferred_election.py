@@ -25,7 +25,7 @@ from broker.controller.context import ControllerContext, tp_text
 from broker.controller.election import imbalanced_brokers, preferred_replica_partition_leader
 from broker.controller.state_machines import ElectionStrategy, PartitionStateMachine
 from broker.controller.states import PartitionState
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 
 ZK_TRIGGERED = "ZkTriggered"
 AUTO_TRIGGERED = "AutoTriggered"

@@ -48,11 +48,11 @@ from broker.controller.states import PartitionState, ReplicaState
 from broker.controller.topic_deletion import TopicDeletionManager
 from broker.controller.zk_store import ControllerZkStore
 from broker.state_change_log import StateChangeLogger, leader_and_isr_text
-from client import kafka_errors
-from client import kafka_znodes as kz
-from client.exceptions import BadVersionError
-from client.structs import TopicPartition
-from client.zk_watches import Watcher
+from client.kafka import errors as kafka_errors
+from client.kafka import znodes as kz
+from client.kafka.structs import TopicPartition
+from client.zk.exceptions import BadVersionError
+from client.zk.watches import Watcher
 
 R = ReplicaState
 

@@ -34,8 +34,8 @@ from broker.controller.election import (
 from broker.controller.states import IllegalStateTransition, PartitionState, ReplicaState, check_transition
 from broker.controller.zk_store import ControllerZkStore
 from broker.state_change_log import StateChangeLogger, leader_and_isr_text
-from client.exceptions import BadVersionError, NodeExistsError
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
+from client.zk.exceptions import BadVersionError, NodeExistsError
 
 # How many times a conditional partition-state write is retried from a fresh read (Kafka loops without a limit).
 ZK_WRITE_RETRIES_MAX = 10

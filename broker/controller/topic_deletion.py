@@ -35,8 +35,8 @@ from broker.controller.context import ControllerContext, PartitionReplica
 from broker.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
 from broker.controller.states import PartitionState, ReplicaState
 from broker.controller.zk_store import ControllerZkStore
-from client.kafka_errors import NONE
-from client.structs import TopicPartition
+from client.kafka.errors import NONE
+from client.kafka.structs import TopicPartition
 
 P = PartitionState
 R = ReplicaState

@@ -16,9 +16,11 @@ from typing import Any
 from broker.controller.context import LiveBroker
 from broker.controller.election import LeaderAndIsr
 from broker.damaged_logs import LostData, claim_path, decode_claim
-from client import kafka_znodes as kz
-from client.aio import AsyncZkClient
-from client.exceptions import (
+from client.kafka import znodes as kz
+from client.kafka.errors import ControllerMovedError
+from client.kafka.structs import TopicPartition
+from client.zk.aio import AsyncZkClient
+from client.zk.exceptions import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
@@ -27,10 +29,8 @@ from client.exceptions import (
     RuntimeInconsistency,
     ZookeeperError,
 )
-from client.kafka_errors import ControllerMovedError
-from client.structs import TopicPartition
-from client.zk_transaction import AsyncTransaction
-from client.zk_watches import Watcher
+from client.zk.transaction import AsyncTransaction
+from client.zk.watches import Watcher
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"

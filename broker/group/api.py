@@ -20,9 +20,9 @@ from broker.group.partitioner import OFFSETS_TOPIC
 from broker.group.records import OffsetAndMetadata
 from broker.group.store import ReplicaOffsetsStore
 from broker.metadata_cache import MetadataCache
-from client import kafka_errors as errors
-from client.kafka_znodes import BROKER_IDS_PATH
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.structs import TopicPartition
+from client.kafka.znodes import BROKER_IDS_PATH
 from zkraft_proto import broker_pb2 as pb
 
 GROUP_KEY_TYPE = 0

@@ -66,8 +66,8 @@ from broker.group.records import (
 from broker.group.store import KeyValue, OffsetsStore
 from broker.log.errors import invariant
 from broker.periodic import every
-from client import kafka_errors as errors
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.structs import TopicPartition
 
 NONE = errors.NONE
 COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.code

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.group.records import OffsetAndMetadata, StoredGroup, StoredMember
-from client import kafka_errors as errors
-from client.consumer_protocol import ConsumerProtocolError, decode_subscription
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.consumer_protocol import ConsumerProtocolError, decode_subscription
+from client.kafka.structs import TopicPartition
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from broker.group.partitioner import OFFSETS_TOPIC
-from client import kafka_errors as errors
-from client.records import RecordBatchBuilder, iter_batches, iter_records
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.records import RecordBatchBuilder, iter_batches, iter_records
+from client.kafka.structs import TopicPartition
 
 # Bytes read per step while loading a partition (the loop yields between steps).
 LOAD_READ_BYTES = 1024 * 1024

@@ -16,8 +16,8 @@ from broker.config_describe import ConfigEntry, describe_topic_configs
 from broker.kafka_api.entities import build, millis
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
 from broker.log_dirs_description import describe_log_dirs
-from client import kafka_errors as errors
-from client.kafka_znodes import topic_id_string, topic_id_uuid
+from client.kafka import errors
+from client.kafka.znodes import topic_id_string, topic_id_uuid
 from zkraft_proto import broker_pb2 as pb
 
 UNKNOWN_TOPIC_ID = 100  # Kafka 2.8's Errors.UNKNOWN_TOPIC_ID (KIP-516)

@@ -16,8 +16,8 @@ from kio.serial import entity_writer
 
 from broker.kafka_api.entities import build
 from broker.kafka_api.registry import API_SPECS, EncodedResponse, KafkaRequestContext, kafka_api
-from client import kafka_errors as errors
-from client.kafka_znodes import INTERNAL_TOPICS, is_valid_topic_name, topic_id_uuid
+from client.kafka import errors
+from client.kafka.znodes import INTERNAL_TOPICS, is_valid_topic_name, topic_id_uuid
 
 API_VERSIONS_KEY = 18
 METADATA_KEY = 3

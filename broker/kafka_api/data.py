@@ -22,8 +22,8 @@ from broker.kafka_api.fetch_encoding import encode_fetch_response
 from broker.kafka_api.registry import CloseConnection, KafkaRequestContext, kafka_api
 from broker.log import LogError
 from broker.producer_ids import init_producer_id
-from client import kafka_errors as errors
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
 
 NONE = errors.NONE

@@ -17,8 +17,8 @@ from broker.group.metadata import GroupState
 from broker.group.records import NO_LEADER_EPOCH, OffsetAndMetadata
 from broker.kafka_api.entities import build, millis
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
-from client import kafka_errors as errors
-from client.structs import TopicPartition
+from client.kafka import errors
+from client.kafka.structs import TopicPartition
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1

@@ -15,7 +15,7 @@ pipeline), each handler started as its request is read, in arrival order, and th
 in that order. A handler returns a kio response entity, an `EncodedResponse` (a body it encoded
 itself, e.g. Fetch's records), or None when Kafka sends no response (Produce with acks=0); it raises
 `CloseConnection` when Kafka closes the connection instead of answering. Any other exception is answered
-as Kafka's KafkaApis.handleError does, with the API's error response (a `client.kafka_errors` error's code,
+as Kafka's KafkaApis.handleError does, with the API's error response (a `client.kafka.errors` error's code,
 else UNKNOWN_SERVER_ERROR logged with its traceback, in every entity: broker/kafka_error_response.py).
 A handler that waits (a delayed produce or fetch) calls `broker.request_bounds.release_request_bytes()`
 first, as on gRPC.

@@ -13,7 +13,7 @@ from typing import Any
 
 from broker.kafka_api.entities import build, millis
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
 
 

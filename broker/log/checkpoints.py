@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.errors import CheckpointFileError
-from client.fsync import fsync_directory
-from client.structs import TopicPartition
+from client.kafka.structs import TopicPartition
+from runtime.fsync import fsync_directory
 
 CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"

@@ -37,15 +37,15 @@ from crc32c import crc32c
 
 from broker.log.log import PartitionLog
 from broker.log.segment import LogSegment, filename_prefix
-from client import compression
-from client.records import (
+from client.kafka import compression
+from client.kafka.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     CompressionType,
     decode_varint,
     decompress_body,
-    read_batch_header,
+    iter_batch_slices,
 )
 
 CLEANED_SUFFIX = ".cleaned"
@@ -165,15 +165,8 @@ def plan_clean(log: PartitionLog, first_dirty: int, high_watermark: int, now_ms:
 
 
 def _raw_batches(data: bytes) -> list[tuple[Any, bytes]]:
-    """(header, the batch's bytes) of each whole batch of a segment (validated when it was appended)."""
-    out = []
-    pos = 0
-    while len(data) - pos >= BATCH_HEADER_SIZE:
-        header = read_batch_header(data, pos)
-        size = header.batch_length + LOG_OVERHEAD
-        out.append((header, data[pos : pos + size]))
-        pos += size
-    return out
+    """(header, the batch's bytes) of each whole batch of a segment (CRC checked when it was appended)."""
+    return [(header, data[pos : pos + size]) for header, pos, size in iter_batch_slices(data, check_crc=False)]
 
 
 def _records_body(header: Any, data: bytes) -> bytes:

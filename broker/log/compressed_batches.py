@@ -4,7 +4,7 @@ Kafka 2.8's LogValidator inflates every compressed batch and walks its records, 
 (InvalidRecordException) when a codec fails or a record is malformed. Here inflating alone costs more than the
 rest of an append (measured per 110 KB batch of 1,000 records: 190-570 us to inflate against 80-230 us for the
 whole append, and 0.5-3 ms to walk the records in Python), so the leader checks what the frame tells without
-inflating, at the cost of a few header reads per block (client.compression.inflated_bytes_bound):
+inflating, at the cost of a few header reads per block (client.kafka.compression.inflated_bytes_bound):
 
 * the frame is the codec's (gzip magic, lz4 / zstd frame magic and descriptor, snappy's length preambles) and
   its block list is whole: no block runs past the batch;
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from client.compression import DECOMPRESSED_BYTES_MAX_DEFAULT, codec_name, inflated_bytes_bound
-from client.records import BATCH_HEADER_SIZE, COMPRESSION_CODEC_MASK, BatchesInfo, BatchHeader
-from client.records_errors import CorruptRecordError
+from client.kafka.compression import DECOMPRESSED_BYTES_MAX_DEFAULT, codec_name, inflated_bytes_bound
+from client.kafka.records import BATCH_HEADER_SIZE, COMPRESSION_CODEC_MASK, BatchesInfo, BatchHeader
+from client.kafka.records_errors import CorruptRecordError
 
 # DefaultRecord: a length varint, the attributes byte, then five varints (timestamp delta, offset delta, key
 # length, value length, header count) of at least one byte each.

@@ -1,13 +1,13 @@
 """Errors of partition log storage.
 
 The ones a client can cause carry the Kafka error code they map to, taken
-from client.kafka_errors (the one table of Kafka codes), so the broker
+from client.kafka.errors (the one table of Kafka codes), so the broker
 service can turn them into a response code.
 """
 
 from __future__ import annotations
 
-from client import kafka_errors
+from client.kafka import errors as kafka_errors
 
 
 class LogError(Exception):

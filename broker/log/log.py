@@ -5,7 +5,7 @@ active), the log start and end offsets, the recovery point (everything below
 it is fsynced) and the leader-epoch cache.
 
 * Produce path (`append`): `validate_batches` (framing, magic, CRC-32C, counts:
-  header-only work), the topic's rules (client.batch_rewrite: recompression
+  header-only work), the topic's rules (client.kafka.batch_rewrite: recompression
   when `compression.type` names another codec than a batch's, the
   LogAppendTime header stamp, `message.timestamp.difference.max.ms` on header
   timestamps; nothing unless the topic asks), `assign_offsets` (rewrites
@@ -68,9 +68,8 @@ from broker.log.segment import (
     LogSegment,
     filename_prefix,
 )
-from client.batch_rewrite import TOPIC_CODECS, needs_recompression, recompress, set_log_append_time
-from client.fsync import fsync_directory
-from client.records import (
+from client.kafka.batch_rewrite import TOPIC_CODECS, needs_recompression, recompress, set_log_append_time
+from client.kafka.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_CODEC_MASK,
     BatchesInfo,
@@ -78,6 +77,7 @@ from client.records import (
     read_batch_header,
     validate_batches,
 )
+from runtime.fsync import fsync_directory
 
 GIB = 1024**3
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE, Kafka's "no limit"
@@ -423,10 +423,10 @@ class PartitionLog:
         """Appends a produce request's batches as leader; returns the offsets and log append time to answer.
 
         The topic's `compression.type` and `message.timestamp.type` are applied
-        first (client.batch_rewrite); `append_time_ms` (default: the log's
+        first (client.kafka.batch_rewrite); `append_time_ms` (default: the log's
         clock) is the LogAppendTime the caller reports in its produce response.
 
-        Raises client.records.CorruptRecordError, RecordTooLargeError,
+        Raises client.kafka.records.CorruptRecordError, RecordTooLargeError,
         RecordBatchTooLargeError, and for batches with a producer id the
         producer-state errors (out of order sequence, old producer epoch,
         unknown producer id). A request whose batches were all written before

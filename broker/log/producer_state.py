@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from broker.log.errors import LogError
-from client import kafka_errors
-from client.records import BatchHeader
+from client.kafka import errors as kafka_errors
+from client.kafka.records import BatchHeader
 
 BATCHES_RETAINED = 5  # Kafka ProducerStateEntry.NumBatchesToRetain; why max.in.flight <= 5
 SEQUENCE_MODULUS = 1 << 31  # sequences are int32 >= 0 and wrap to 0 after Int.MaxValue

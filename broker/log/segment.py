@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.errors import invariant
-from client.records import (
+from client.kafka.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,

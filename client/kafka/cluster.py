@@ -1,0 +1,242 @@
+"""Bootstrap, the metadata cache and one gRPC channel per broker, shared by Producer, Consumer and Admin.
+
+Kafka's `Metadata` + `NetworkClient` in one small object: it parses the
+bootstrap list, asks any reachable broker for Metadata (docs/research/kafka.md
+§3.5), keeps the answer as an immutable `ClusterSnapshot` (swapped whole, so
+readers on other threads never see half an update) and hands out a
+`BrokerStub` per node id over one channel per address. Calls are synchronous
+gRPC; the producer's sender thread and the consumer use `.future()` on the
+stubs for pipelining.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import grpc
+
+from client.kafka.client_errors import KafkaConfigurationError, KafkaConnectionError, NoBrokersAvailable
+from client.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, RequestTimedOutError, UnknownServerError, error_for
+from client.kafka.types import BrokerMetadata
+from zkraft_proto import broker_pb2, broker_pb2_grpc
+
+# Fetch responses reach fetch_max_bytes (50 MiB by default) and produce requests max_request_size: no gRPC cap.
+# A restarted broker is found again within a second, not after gRPC's default backoff of up to two minutes.
+GRPC_OPTIONS = (
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+PORT_MAX = 65535
+
+
+def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[str]:
+    """`"h1:9092,h2:9092"` or a list of `"host:port"` -> list of addresses; KafkaConfigurationError if malformed."""
+    if isinstance(servers, str):
+        items = [s.strip() for s in servers.split(",")]
+    elif isinstance(servers, Iterable):
+        items = [str(s).strip() for s in servers]
+    else:
+        raise KafkaConfigurationError(f"bootstrap_servers must be a string or a list of host:port, got {servers!r}")
+    items = [s for s in items if s]
+    if not items:
+        raise KafkaConfigurationError("bootstrap_servers is empty: give at least one host:port")
+    for address in items:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) <= PORT_MAX:
+            raise KafkaConfigurationError(f"bad bootstrap server {address!r}: expected host:port with port 1-65535")
+    return items
+
+
+class PartitionMetadata(NamedTuple):
+    partition: int
+    leader: int  # -1: no leader
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error_code: int
+
+
+class TopicMetadata(NamedTuple):
+    name: str
+    error_code: int
+    is_internal: bool
+    partitions: dict[int, PartitionMetadata]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    cluster_id: str = ""
+    controller_id: int = -1
+    brokers: dict[int, BrokerMetadata] = field(default_factory=dict)
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        meta = self.topics.get(topic)
+        if meta is None:
+            return -1
+        p = meta.partitions.get(partition)
+        return -1 if p is None else p.leader
+
+
+def error_from_rpc(exc: grpc.RpcError, what: str) -> KafkaError:
+    """A KafkaError for a failed gRPC call: the Kafka code in trailing metadata if the broker sent one."""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    metadata = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
+    kafka_code = metadata.get("error-code") or metadata.get("kafka-error-code")
+    message = f"{what}: {details}"
+    if kafka_code is not None:
+        if str(kafka_code).lstrip("-").isdigit() and int(kafka_code) != NONE:
+            return error_for(int(kafka_code), message)
+        if str(kafka_code) in ERRORS_BY_NAME:
+            return ERRORS_BY_NAME[str(kafka_code)](message)
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+        return KafkaConnectionError(message)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RequestTimedOutError(message)
+    return UnknownServerError(message)
+
+
+class KafkaClusterClient:
+    """Metadata cache and broker stubs. Thread-safe: the snapshot is replaced whole under a lock."""
+
+    def __init__(
+        self, bootstrap_servers: str | Sequence[str], *, client_id: str, request_timeout_ms: int = 30000
+    ) -> None:
+        self.bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_ms / 1000.0
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
+        self._snapshot = ClusterSnapshot()
+        self._closed = False
+        self._refreshes = 0
+
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        return self._snapshot
+
+    @property
+    def refresh_count(self) -> int:
+        return self._refreshes
+
+    # ------------------------------------------------------------------ stubs
+
+    def _stub_for_address(self, address: str) -> broker_pb2_grpc.BrokerStub:
+        stub = self._stubs.get(address)
+        if stub is None:
+            with self._lock:
+                if self._closed:
+                    raise KafkaConnectionError(f"client {self.client_id} is closed")
+                stub = self._stubs.get(address)
+                if stub is None:
+                    channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+                    self._channels[address] = channel
+                    stub = broker_pb2_grpc.BrokerStub(channel)
+                    self._stubs[address] = stub
+        return stub
+
+    def stub(self, node_id: int) -> broker_pb2_grpc.BrokerStub:
+        """The stub of broker `node_id`; KafkaConnectionError if the metadata does not know it."""
+        return self._stub_for_address(self._address_of(node_id))
+
+    def channel(self, node_id: int) -> grpc.Channel:
+        """The channel under `stub(node_id)`, for a call with its own (de)serializers (the Spark source's Fetch)."""
+        address = self._address_of(node_id)
+        self._stub_for_address(address)
+        channel = self._channels.get(address)
+        if channel is None:
+            raise KafkaConnectionError(f"client {self.client_id} is closed")
+        return channel
+
+    def _address_of(self, node_id: int) -> str:
+        broker = self._snapshot.brokers.get(node_id)
+        if broker is None:
+            raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        return f"{broker.host}:{broker.port}"
+
+    def stub_for(self, host: str, port: int) -> broker_pb2_grpc.BrokerStub:
+        """The stub of the broker at `host:port` (a group coordinator found with FindCoordinator)."""
+        return self._stub_for_address(f"{host}:{port}")
+
+    def _candidate_addresses(self) -> list[str]:
+        known = [f"{b.host}:{b.port}" for b in self._snapshot.brokers.values()]
+        random.shuffle(known)
+        return list(dict.fromkeys(known + self.bootstrap))
+
+    def call_any(self, method: str, request: object, timeout_s: float | None = None) -> Any:
+        """Calls `method` on the first broker that answers (known brokers, then the bootstrap list)."""
+        timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        failures = []
+        for address in self._candidate_addresses():
+            try:
+                return getattr(self._stub_for_address(address), method)(request, timeout=timeout)
+            except grpc.RpcError as exc:
+                error = error_from_rpc(exc, f"{method} to {address}")
+                if not isinstance(error, KafkaConnectionError | RequestTimedOutError):
+                    raise error from None
+                failures.append(f"{address}: {exc.code().name}")
+        raise NoBrokersAvailable(f"no broker answered {method} ({'; '.join(failures)})")
+
+    # ------------------------------------------------------------------ metadata
+
+    def refresh(
+        self, topics: Iterable[str] | None = None, *, allow_auto_topic_creation: bool = False
+    ) -> ClusterSnapshot:
+        """Asks a broker for Metadata (all topics when `topics` is None) and installs the answer.
+
+        With a topic list, the other topics' cached entries are kept; brokers,
+        cluster id and controller always come from the new answer.
+        """
+        names = None if topics is None else sorted(set(topics))
+        request = broker_pb2.MetadataRequest(
+            topics=names or [], all_topics=names is None, allow_auto_topic_creation=allow_auto_topic_creation
+        )
+        response = self.call_any("Metadata", request)
+        brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack or None) for b in response.brokers}
+        fresh = {t.name: _topic_metadata(t) for t in response.topics}
+        with self._lock:
+            merged = fresh if names is None else {**self._snapshot.topics, **fresh}
+            self._snapshot = ClusterSnapshot(response.cluster_id, response.controller_id, brokers, merged)
+            self._refreshes += 1
+            return self._snapshot
+
+    def partitions_for(self, topic: str) -> set[int] | None:
+        meta = self._snapshot.topics.get(topic)
+        if meta is None or meta.error_code != NONE:
+            return None
+        return set(meta.partitions)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            channels = list(self._channels.values())
+            self._channels.clear()
+            self._stubs.clear()
+        for channel in channels:
+            channel.close()
+
+
+def _topic_metadata(t: broker_pb2.MetadataTopic) -> TopicMetadata:
+    partitions = {
+        p.partition_index: PartitionMetadata(
+            p.partition_index,
+            p.leader_id,
+            p.leader_epoch,
+            tuple(p.replica_nodes),
+            tuple(p.isr_nodes),
+            tuple(p.offline_replicas),
+            p.error_code,
+        )
+        for p in t.partitions
+    }
+    return TopicMetadata(t.name, t.error_code, t.is_internal, partitions)

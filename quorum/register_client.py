@@ -1,0 +1,160 @@
+"""An asyncio client of the bare quorum: proposals (batched), reads and status, following the leader.
+
+Tests and benchmarks use it against `quorum.state.machine=register`.
+
+Proposals made concurrently are coalesced into one `Propose` RPC per event
+loop turn (up to `batch_max` commands), so many callers cost few messages.
+`NOT_LEADER` answers name the leader; the client switches to it and retries
+proposals that were certainly not applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from quorum.register_command import encode_set
+from zkraft_proto import quorum_pb2 as pb
+from zkraft_proto import quorum_pb2_grpc as pb_grpc
+
+GRPC_OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+
+
+class QuorumClientError(Exception):
+    """A request failed; `code` is the quorum's error code (NOT_LEADER, TIMEOUT, ...)."""
+
+    def __init__(self, code: str, message: str, retriable: bool) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retriable = retriable
+
+
+# Codes whose proposals were certainly not applied, so a retry cannot duplicate them.
+_SAFE_TO_RETRY = {"NOT_LEADER", "PROPOSAL_DROPPED", "PROPOSAL_LOST", "SHUTTING_DOWN", "UNAVAILABLE"}
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    index: int
+    value: bytes
+
+
+def _error_of(exc: grpc.aio.AioRpcError) -> tuple[str, int, str]:
+    md = dict(exc.trailing_metadata() or ())
+    code = str(md.get("error-code", exc.code().name))
+    leader = int(md.get("leader-id", "0") or 0)
+    return code, leader, str(md.get("leader-address", ""))
+
+
+class QuorumClient:
+    def __init__(self, servers: Sequence[str], batch_max: int = 1024, request_timeout_s: float = 10.0) -> None:
+        if not servers:
+            raise ValueError("at least one server address is needed")
+        self._servers = list(servers)
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._leader: str = self._servers[0]
+        self._batch_max = batch_max
+        self._timeout_s = request_timeout_s
+        self._pending: list[tuple[bytes, asyncio.Future[Proposal]]] = []
+        self._flush_scheduled = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _stub(self, address: str) -> pb_grpc.QuorumStub:
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+            self._channels[address] = ch
+        return pb_grpc.QuorumStub(ch)
+
+    async def __aenter__(self) -> QuorumClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for ch in self._channels.values():
+            await ch.close(grace=None)
+        self._channels.clear()
+
+    # ---- proposals
+    async def propose(self, command: bytes) -> Proposal:
+        fut: asyncio.Future[Proposal] = asyncio.get_running_loop().create_future()
+        self._pending.append((command, fut))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        return await fut
+
+    async def set(self, key: bytes, value: bytes) -> Proposal:
+        return await self.propose(encode_set(key, value))
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        while self._pending:
+            batch, self._pending = self._pending[: self._batch_max], self._pending[self._batch_max :]
+            task = asyncio.get_running_loop().create_task(self._send_batch(batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send_batch(self, batch: list[tuple[bytes, asyncio.Future[Proposal]]]) -> None:
+        try:
+            results = await self._propose_with_retry([c for c, _ in batch])
+        except Exception as exc:  # hand every caller the failure
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        for (_, fut), r in zip(batch, results, strict=True):
+            if not fut.done():
+                fut.set_result(Proposal(r.index, r.value))
+
+    async def _propose_with_retry(self, commands: list[bytes]) -> Sequence[pb.ProposeResult]:
+        deadline = time.monotonic() + self._timeout_s
+        attempt = 0
+        while True:
+            attempt += 1
+            address = self._leader
+            remaining = deadline - time.monotonic()
+            try:
+                reply = await self._stub(address).Propose(pb.ProposeRequest(commands=commands), timeout=remaining)
+                return reply.results
+            except grpc.aio.AioRpcError as exc:
+                code, leader_id, leader_address = _error_of(exc)
+                if code not in _SAFE_TO_RETRY or time.monotonic() >= deadline or attempt > 200:
+                    raise QuorumClientError(code, exc.details() or code, code in _SAFE_TO_RETRY) from None
+                self._leader = leader_address if leader_address else self._next_server(address)
+                if not leader_address:
+                    await asyncio.sleep(0.05)  # no leader known yet: an election is under way
+
+    def _next_server(self, address: str) -> str:
+        k = self._servers.index(address) if address in self._servers else -1
+        return self._servers[(k + 1) % len(self._servers)]
+
+    # ---- reads and status
+    async def read(self, key: bytes, linearizable: bool = False, server: str | None = None) -> bytes | None:
+        address = server or self._leader
+        try:
+            reply = await self._stub(address).Read(
+                pb.ReadRequest(key=key, linearizable=linearizable), timeout=self._timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            code, _, _ = _error_of(exc)
+            raise QuorumClientError(code, exc.details() or code, code in _SAFE_TO_RETRY) from None
+        return reply.value if reply.found else None
+
+    async def status(self, address: str, timeout_s: float = 2.0) -> pb.StatusResponse:
+        return await self._stub(address).Status(pb.StatusRequest(), timeout=timeout_s)
+
+    async def transfer_leadership(self, address: str, target: int = 0, timeout_s: float = 5.0) -> int:
+        reply = await self._stub(address).TransferLeadership(
+            pb.TransferLeadershipRequest(target=target), timeout=timeout_s
+        )
+        return reply.leader
