@@ -191,8 +191,8 @@ class QuorumNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._in_ready = False  # a Ready is being handled (by the ready task or in place)
         self._queued_early = False  # some of the last Ready's early messages wait behind a write in flight
-        # The state machine can apply entries ahead of their commit (ZnodeTree.prepare).
-        self._prepare: Callable[[Sequence[Entry]], None] | None = getattr(self.state_machine, "prepare", None)
+        # Whether the state machine applies entries ahead of their commit (StateMachine.prepare).
+        self._prepares_ahead = self.state_machine.prepares_ahead
         self._stopping = False
         self._fatal: BaseException | None = None
         self._stopped: asyncio.Event | None = None
@@ -238,9 +238,7 @@ class QuorumNode:
             writer.abort()
             raise
         writer.commit()
-        sync = getattr(self.state_machine, "sync", None)
-        if sync is not None:
-            sync()
+        self.state_machine.sync()
         self._snapshots.prune(SNAPSHOTS_KEPT)
 
     def _log_recovery(self, before: PersistentState, recovery: Recovery) -> None:
@@ -524,8 +522,8 @@ class QuorumNode:
 
             def meanwhile() -> None:
                 self._apply(durable)
-                if prepare and self._prepare is not None:
-                    self._prepare(rd.entries)
+                if prepare:
+                    self.state_machine.prepare(rd.entries)
 
         self._store.save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync, meanwhile)
         self._send_persisted_notices(rd)
@@ -548,7 +546,7 @@ class QuorumNode:
         the leader: its fsync ends in the DURABLE notice, which the work would delay (watch-fire
         1.040 with the setter on the leader), and it prepares while it waits for acknowledgements."""
         return (
-            self._prepare is not None
+            self._prepares_ahead
             and 0 < len(rd.entries) <= PREPARE_AHEAD_ENTRIES_MAX
             and self.core.role is Role.FOLLOWER
             and not self.core.lazy_commits
@@ -585,7 +583,7 @@ class QuorumNode:
         self._release_applied_waiters()
         if self._log_incomplete:
             self._note_log_repaired()
-        if rd.entries and self._prepare is not None:
+        if rd.entries and self._prepares_ahead:
             # After what this turn of the loop already has to do, and after what the rest of this
             # step wakes (the sender tasks of a follower's acknowledgement, of the DURABLE notice
             # the next Ready of a leader holds): the wait for the commit absorbs the apply.
@@ -607,11 +605,11 @@ class QuorumNode:
         would not match what was prepared, and the work would be done twice), and only entries
         not known committed (those are the next Ready's to apply). A serving follower has usually
         prepared them during their save already (_prepares_during_save); then this does nothing."""
-        if self._stopping or self._prepare is None or self.core.unstable_entry_count():
+        if self._stopping or self.core.unstable_entry_count():
             return
         entries = self.core.durable_uncommitted(PREPARE_AHEAD_ENTRIES_MAX + 1)
         if 0 < len(entries) <= PREPARE_AHEAD_ENTRIES_MAX and entries[0].index == self.state_machine.applied_index() + 1:
-            self._prepare(entries)
+            self.state_machine.prepare(entries)
 
     def _apply(self, entries: Sequence[Entry]) -> None:
         if entries:
@@ -707,10 +705,8 @@ class QuorumNode:
             writer.abort()
             raise
         await self._in_writer(writer.commit)
-        sync = getattr(self.state_machine, "sync", None)
-        if sync is not None:
-            # The log may only forget entries whose effect is on disk.
-            await self._in_writer(sync)
+        # The log may only forget entries whose effect is on disk.
+        await self._in_writer(self.state_machine.sync)
         compact_to = self._trailing_compaction_point(index)
         compacted = self.core.snapshot_taken(meta, compact_to)
         await self._in_writer(self._store.compact, compacted, meta)
