@@ -24,7 +24,7 @@ import heapq
 import itertools
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,7 @@ from quorum.raft import (
 )
 from quorum.raft import NotLeaderError as CoreNotLeader
 from quorum.raft import ProposalDroppedError as CoreDropped
+from quorum.raft.errors import invariant
 from quorum.raft.recovery import Recovery, RecoveryError, reconcile
 from quorum.settings import NodeSettings, parse_host_port
 from quorum.snapshot_store import SnapshotStore
@@ -517,15 +518,19 @@ class QuorumNode:
             return self._apply_durable(rd) if apply_durable else 0
         durable = self._durable_committed(rd) if apply_durable else ()
         prepare = self._prepares_during_save(rd)
-        meanwhile: Callable[[], None] | None = None
         if durable or prepare:
-
-            def meanwhile() -> None:
+            # The loop's work overlaps the disk's: the record is on its way to the device while the
+            # state machine works, and the fsync waits for what is left (LogStore.begin_save).
+            invariant(rd.must_sync, "a save overlapped with work must be synced")
+            saving = self._store.begin_save(rd.hard_state, rd.entries, rd.snapshot)
+            try:
                 self._apply(durable)
                 if prepare:
                     self.state_machine.prepare(rd.entries)
-
-        self._store.save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync, meanwhile)
+            finally:
+                saving.wait_durable()
+        else:
+            self._store.save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
         self._send_persisted_notices(rd)
         return len(durable)
 
