@@ -62,7 +62,6 @@ from quorum.state_restore import restore_base
 from quorum.transport import PeerTransport, peers_digest
 
 SNAPSHOTS_KEPT = 2
-INLINE_PERSIST_ENTRIES_MAX = 16
 # At most this many entries are applied ahead of their commit (_prepare_ahead): a sequential
 # writer's one entry, a few concurrent ones; not the runs of a loaded pipeline.
 PREPARE_AHEAD_ENTRIES_MAX = 8
@@ -167,6 +166,9 @@ class QuorumNode:
             election_timeout_ticks=settings.election_timeout_ticks,
             heartbeat_interval_ticks=settings.heartbeat_interval_ticks,
             inflight_appends_max=settings.inflight_appends_max,
+            durable_notice=settings.raft_durable_notice,
+            lazy_follower_commits=settings.raft_lazy_follower_commits,
+            deferred_replication=settings.raft_deferred_replication,
         )
         self.core = Raft(config, state, random.Random(), applied=self.state_machine.applied_index())
         self._last_snapshot_index = state.snapshot.index if state.snapshot else 0
@@ -194,6 +196,7 @@ class QuorumNode:
         self._queued_early = False  # some of the last Ready's early messages wait behind a write in flight
         # Whether the state machine applies entries ahead of their commit (StateMachine.prepare).
         self._prepares_ahead = self.state_machine.prepares_ahead
+        self._loop_options = settings.loop
         self._stopping = False
         self._fatal: BaseException | None = None
         self._stopped: asyncio.Event | None = None
@@ -371,7 +374,7 @@ class QuorumNode:
         with few entries is persisted here (LMDB releases the GIL during the
         fsync); anything else wakes the ready task as before.
         """
-        if self._in_ready or self._stopping:
+        if self._in_ready or self._stopping or not self._loop_options.ready_in_handler:
             self._wake()
             return
         self._in_ready = True
@@ -379,12 +382,14 @@ class QuorumNode:
         # for, to fire watches and answer) before it applies the entries just committed:
         # when there are messages, the ready task applies them, after the peer senders have
         # written. The leader's own clients are answered after both either way.
-        messages_first = self.core.role is Role.LEADER
+        messages_first = self.core.role is Role.LEADER and self._loop_options.leader_sends_before_apply
         try:
             while self.core.has_ready() and not self._stopping and self._persists_inline_next():
                 rd = self.core.ready(withhold_committed=messages_first)
                 # A follower applies what earlier appends made durable while the disk writes this one.
-                during_save = bool(rd.entries) and self.core.role is Role.FOLLOWER
+                during_save = (
+                    bool(rd.entries) and self.core.role is Role.FOLLOWER and self._loop_options.apply_ahead_during_save
+                )
                 applied_early = self._begin_ready(rd, apply_durable=not during_save)
                 applied_early += self._persist_inline(rd, apply_durable=during_save)
                 self._finish_ready(rd, applied_early)
@@ -413,7 +418,7 @@ class QuorumNode:
         )
 
     def _persists_inline(self, rd: Ready) -> bool:
-        return rd.snapshot is None and len(rd.entries) <= INLINE_PERSIST_ENTRIES_MAX
+        return rd.snapshot is None and len(rd.entries) <= self._loop_options.inline_persist_entries_max
 
     def _persists_inline_next(self) -> bool:
         """Whether the next Ready can be handled here: no snapshot, few entries to persist, and none of
@@ -421,7 +426,7 @@ class QuorumNode:
         unstable = self.core.unstable_entry_count()
         if self.core.role is Role.LEADER and unstable:
             return False
-        return not self.core.has_pending_snapshot() and unstable <= INLINE_PERSIST_ENTRIES_MAX
+        return not self.core.has_pending_snapshot() and unstable <= self._loop_options.inline_persist_entries_max
 
     async def _handle_ready(self, rd: Ready) -> None:
         if rd.snapshot is None and rd.entries and not self._persists_inline(rd):
@@ -552,6 +557,7 @@ class QuorumNode:
         1.040 with the setter on the leader), and it prepares while it waits for acknowledgements."""
         return (
             self._prepares_ahead
+            and self._loop_options.apply_ahead_during_save
             and 0 < len(rd.entries) <= PREPARE_AHEAD_ENTRIES_MAX
             and self.core.role is Role.FOLLOWER
             and not self.core.lazy_commits
@@ -564,7 +570,7 @@ class QuorumNode:
         once, new/old p50): creates from a follower's client 0.982, 0.973, 0.993, watch-fire with the
         setter on the leader 0.994, 0.977, 0.995, creates from the leader's client 0.995, 0.983, 0.961;
         small, but in one direction."""
-        if rd.entries and self.core.role is Role.LEADER:
+        if rd.entries and self.core.role is Role.LEADER and self.core.config.durable_notice:
             notices = self.core.persisted(rd)
             if notices:
                 assert self._transport is not None
@@ -588,7 +594,7 @@ class QuorumNode:
         self._release_applied_waiters()
         if self._log_incomplete:
             self._note_log_repaired()
-        if rd.entries and self._prepares_ahead:
+        if rd.entries and self._prepares_ahead and self._loop_options.prepare_while_committing:
             # After what this turn of the loop already has to do, and after what the rest of this
             # step wakes (the sender tasks of a follower's acknowledgement, of the DURABLE notice
             # the next Ready of a leader holds): the wait for the commit absorbs the apply.
@@ -834,7 +840,8 @@ class QuorumNode:
             not self._in_ready
             and not self._stopping
             and core.role is Role.LEADER
-            and proposed <= INLINE_PERSIST_ENTRIES_MAX
+            and self._loop_options.idle_leader_inline_path
+            and proposed <= self._loop_options.inline_persist_entries_max
             and core.unstable_entry_count() == proposed
             and core.applied_index == core.commit_index == core.last_index - proposed
             and not core.has_pending_snapshot()
