@@ -105,6 +105,7 @@ def test_the_simulation_exercises_every_fault_and_feature() -> None:
         "snapshots_installed",
         "lazy_commit_changes",
         "self_commits",
+        "applied_ahead",
     ):
         assert getattr(total, name) > 0, f"no {name} in 40 seeds: {total}"
     assert total.acked > 1000 and total.reads_answered > 500

@@ -55,6 +55,9 @@ PERSISTED_REPORT_RATE = 0.5
 # deployed), from a generator of its own; a test forces one on or off over many seeds.
 EXTENSIONS = ("durable_notice", "lazy_follower_commits", "deferred_replication")
 EXTENSION_ON_RATE = 0.75
+# How often the runner applies the committed entries earlier Readies made durable before it persists
+# the Ready's own (the node's loop does so before or during its save: quorum.node._durable_apply_timing).
+APPLY_AHEAD_RATE = 0.5
 LAZY_TOGGLE_RATE = 0.05  # per tick: a node gains or loses its last client session
 # Snapshots a node keeps in its snapshot store (the newest ones).
 SNAPSHOTS_KEPT = 3
@@ -119,6 +122,8 @@ class SimResult:
     lazy_commit_changes: int = 0
     # A follower committed entries no leader had counted yet (on the leader's DURABLE notice).
     self_commits: int = 0
+    # Committed entries applied (and acknowledged) before the Ready's own entries were persisted.
+    applied_ahead: int = 0
     committed: int = 0
 
 
@@ -281,6 +286,8 @@ class Cluster:
         # Whether the runner reports a Ready persisted (Raft.persisted) and sends what that allows before
         # it sends the rest and applies, as the node runner's leader does: its own generator too.
         self.persisted_rng = random.Random(seed * LAZY_SEED_FACTOR + 3)
+        # Whether the runner applies durable committed entries before persisting: its own generator too.
+        self.apply_ahead_rng = random.Random(seed * LAZY_SEED_FACTOR + 5)
         self.verbose = verbose
         self.out = out or (lambda line: print(line, file=sys.stdout))
         self.inv = Invariants()
@@ -458,6 +465,7 @@ class Cluster:
                     self._send(node, m)
                 else:
                     late.append(m)
+        applied_ahead = self._apply_ahead(node, rd)
         if self.chaos and prof.crash_mid_ready_rate and self.rng.random() < prof.crash_mid_ready_rate:
             self.result.crashes_mid_ready += 1
             self._crash(node, "after early sends, before persisting")
@@ -488,7 +496,7 @@ class Cluster:
         if snap is not None:
             node.machine = list(payload)
             self.result.snapshots_installed += 1
-        for e in rd.committed_entries:
+        for e in rd.committed_entries[applied_ahead:]:
             self._apply(node, e)
         for rs in rd.read_states:
             self.inv.check_read(node.id, rs)
@@ -497,6 +505,21 @@ class Cluster:
         core.advance(rd)
         if core.applied_index != len(node.machine):
             raise fail("apply", f"node {node.id}: core applied {core.applied_index}, machine has {len(node.machine)}")
+
+    def _apply_ahead(self, node: SimNode, rd: Ready) -> int:
+        """Sometimes apply the committed entries earlier Readies made durable before persisting this one's
+        (those below its first new entry), as the node's loop does; returns how many."""
+        if rd.snapshot is not None or self.apply_ahead_rng.random() >= APPLY_AHEAD_RATE:
+            return 0
+        first_new = rd.entries[0].index if rd.entries else None
+        count = 0
+        for e in rd.committed_entries:
+            if first_new is not None and e.index >= first_new:
+                break
+            self._apply(node, e)
+            count += 1
+        self.result.applied_ahead += count
+        return count
 
     def _check_ready(self, node: SimNode, core: Raft, rd: Ready) -> None:
         """The Ready contract, as far as the runner can see it."""
