@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -45,6 +45,7 @@ from typing import Any, cast
 import lmdb
 import structlog
 
+from quorum.log_store import SAVED, SaveHandle
 from quorum.raft.types import Entry, EntryKind, HardState, PersistentState, SnapshotMeta
 from quorum.wal import WalDamage, WriteAheadLog
 
@@ -265,6 +266,34 @@ class _Pending:
             self.hard_state = hard_state
 
 
+class _LmdbSave:
+    """A begun save (LmdbLogStore.begin_save): durable, and booked, once `wait_durable` returns."""
+
+    __slots__ = ("_store", "_save")
+
+    def __init__(
+        self,
+        store: LmdbLogStore,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: SnapshotMeta | None,
+        compacted_index: int,
+        last_index: int,
+    ) -> None:
+        self._store: LmdbLogStore | None = store
+        self._save = (hard_state, entries, snapshot, compacted_index, last_index)
+
+    def wait_durable(self) -> None:
+        store, self._store = self._store, None
+        if store is None:
+            return  # waited for already
+        try:
+            store._wal.wait_durable()
+        finally:
+            store._save_in_flight = False
+        store._saved(*self._save)
+
+
 class LmdbLogStore:
     """LogStore on LMDB; the contract is in `quorum.log_store` (threading: module doc)."""
 
@@ -283,6 +312,7 @@ class LmdbLogStore:
         self._log_db = self._env.open_db(b"log")
         self._meta_db = self._env.open_db(b"meta")
         self._pending = _Pending()
+        self._save_in_flight = False  # begin_save wrote a record whose wait_durable has not returned
         # What recovery cut off the log's end (the write-ahead log's tail, then damaged LMDB entries).
         self.tail_cuts: list[TailCut] = []
         with self._env.begin() as txn:
@@ -417,15 +447,50 @@ class LmdbLogStore:
         entries: Sequence[Entry],
         snapshot: SnapshotMeta | None,
         sync: bool,
-        meanwhile: Callable[[], None] | None = None,
     ) -> None:
-        """Snapshot, then entries, then hard state, as one write-ahead record; one fdatasync when `sync`.
-        `meanwhile` runs while the record is on its way to the disk (WriteAheadLog.append)."""
-        self._live_env()
-        if snapshot is None and not entries and hard_state is None:
+        """Snapshot, then entries, then hard state, as one write-ahead record; one fdatasync when `sync`."""
+        record = self._record(hard_state, entries, snapshot)
+        if record is None:
             return
+        payload, compacted_index, last_index = record
+        self._wal.append(payload, sync)
+        self._saved(hard_state, entries, snapshot, compacted_index, last_index)
+
+    def begin_save(
+        self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: SnapshotMeta | None
+    ) -> SaveHandle:
+        """Like `save` with `sync`, in two halves: the record is written and handed to the device now, and
+        the returned handle's `wait_durable` waits for the fdatasync. The caller's work in between overlaps
+        the disk's (LogStore.begin_save); nothing may rely on the save before `wait_durable` returns."""
+        record = self._record(hard_state, entries, snapshot)
+        if record is None:
+            return SAVED
+        payload, compacted_index, last_index = record
+        self._wal.append_started(payload)
+        self._save_in_flight = True
+        return _LmdbSave(self, hard_state, entries, snapshot, compacted_index, last_index)
+
+    def _record(
+        self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: SnapshotMeta | None
+    ) -> tuple[bytes, int, int] | None:
+        """The write-ahead record of a save and the (compaction point, last index) after it; None: nothing to save."""
+        self._live_env()
+        if self._save_in_flight:
+            raise LogStoreError("a save was begun and not waited for (begin_save: one save at a time)")
+        if snapshot is None and not entries and hard_state is None:
+            return None
         compacted_index, last_index = self._check_follows(entries, snapshot)
-        self._wal.append(_encode_save(hard_state, entries, snapshot), sync, meanwhile)
+        return _encode_save(hard_state, entries, snapshot), compacted_index, last_index
+
+    def _saved(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: SnapshotMeta | None,
+        compacted_index: int,
+        last_index: int,
+    ) -> None:
+        """Book a save whose record is written (and synced, if asked): a checkpoint when the WAL is full."""
         self._compacted_index, self._last_index = compacted_index, last_index
         self._pending.merge(hard_state, entries, snapshot)
         if self._wal.size_bytes >= self._checkpoint_bytes:
@@ -471,6 +536,8 @@ class LmdbLogStore:
 
     def compact(self, index: int, snapshot: SnapshotMeta) -> None:
         """Drop entries <= index and record `snapshot`; atomic and durable."""
+        if self._save_in_flight:
+            raise LogStoreError("compact during a begun save (begin_save: wait_durable first)")
         self._checkpoint()
         env = self._live_env()
         with env.begin(write=True) as txn:

@@ -5,6 +5,11 @@ Durability contract (every implementation):
   moves the compaction point to it), then entries (an entry at index i first
   discards every stored entry >= i), then the hard state. When `sync` is true
   it returns only after all of it is on stable storage (fsync).
+* `begin_save` is `save` with `sync` in two halves: it writes (and may hand the
+  write to the device) and returns a SaveHandle; the save is durable once the
+  handle's `wait_durable` returns, and not before. One save at a time: no other
+  save or compact until then. The caller (the node's Ready loop) does its own
+  work in between, so that it overlaps the disk's; storage never calls back.
 * `compact` drops entries <= index and records the latest snapshot's metadata,
   atomically and durably.
 * `set_repair_index` records PersistentState.repair_index durably.
@@ -19,6 +24,24 @@ from typing import Protocol
 from quorum.raft.types import Entry, HardState, PersistentState, SnapshotMeta
 
 
+class SaveHandle(Protocol):
+    def wait_durable(self) -> None:
+        """Return once the begun save is on stable storage (idempotent)."""
+        ...
+
+
+class _Done:
+    """The handle of a save that was durable when begun."""
+
+    __slots__ = ()
+
+    def wait_durable(self) -> None:
+        pass
+
+
+SAVED: SaveHandle = _Done()
+
+
 class LogStore(Protocol):
     def load(self) -> PersistentState: ...
 
@@ -29,6 +52,10 @@ class LogStore(Protocol):
         snapshot: SnapshotMeta | None,
         sync: bool,
     ) -> None: ...
+
+    def begin_save(
+        self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: SnapshotMeta | None
+    ) -> SaveHandle: ...
 
     def compact(self, index: int, snapshot: SnapshotMeta) -> None: ...
 
@@ -86,6 +113,13 @@ class MemoryLogStore:
             self._entries.extend(entries)
         if hard_state is not None:
             self._hard_state = hard_state
+
+    def begin_save(
+        self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: SnapshotMeta | None
+    ) -> SaveHandle:
+        """`save` at once: memory has nothing to wait for."""
+        self.save(hard_state, entries, snapshot, sync=True)
+        return SAVED
 
     def term(self, index: int) -> int | None:
         """The term of the stored entry at `index` (at the compaction point: its term), else None."""

@@ -1,30 +1,32 @@
 """The node runner: drives the pure Raft core with real storage, network, clock and state machine.
 
-One asyncio task owns the core's Ready cycle (STYLE 3). Handlers on the same
-loop step the core and wake that task; it processes each Ready in etcd's
-order: send what may leave early (the leader's appends: its own disk write
-runs in parallel with its followers'), persist (one LMDB transaction and one
-fsync for everything the Ready holds: group commit), send the rest, apply,
-advance. Proposals that arrive during an fsync join the next Ready, so load
-turns into larger batches, not more fsyncs.
+One Ready loop (STYLE 3, etcd's: persist, send, apply, advance): every Ready
+goes through `QuorumNode._handle_ready`, whose docstring lists its steps.
+Handlers on the same event loop step the core and wake the loop's task;
+proposals that arrive during an fsync join the next Ready, so load turns into
+larger batches, not more fsyncs (group commit). Storage only stores
+(quorum.log_store): where the loop's work overlaps a save, the loop does it
+between the save's write and its fsync (LogStore.begin_save).
 
-Where the fsync runs is a latency decision: a large batch goes to the one
-writer thread so the loop keeps serving while it syncs; a small one is synced
-on the loop thread (LMDB releases the GIL), because two thread hand-offs cost
-more than the fsync itself on a busy machine. A follower handles an append's
-Ready right in the handler that received it, without waking the ready task, and
-a leader with nothing in flight its proposal's Ready in the proposer's call.
+Each departure from the plain loop is a named option with one place in it
+(quorum.loop_options.LoopOptions, from NodeSettings' loop_* fields): where a
+Ready is handled (the loop's task; a follower's peer handler; an idle
+leader's proposer), where its save runs (this thread, or the writer thread
+for large ones, so the loop keeps serving while it syncs), and when the state
+machine works ahead (during a save, while a commit is under way). The
+protocol's own extensions are RaftConfig options (quorum.raft.core).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import heapq
 import itertools
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,7 @@ from quorum.raft import (
 )
 from quorum.raft import NotLeaderError as CoreNotLeader
 from quorum.raft import ProposalDroppedError as CoreDropped
+from quorum.raft.errors import invariant
 from quorum.raft.recovery import Recovery, RecoveryError, reconcile
 from quorum.settings import NodeSettings, parse_host_port
 from quorum.snapshot_store import SnapshotStore
@@ -61,7 +64,6 @@ from quorum.transport import PeerTransport, peers_digest
 from runtime.cpu_placement import LoopPlacement
 
 SNAPSHOTS_KEPT = 2
-INLINE_PERSIST_ENTRIES_MAX = 16
 # At most this many entries are applied ahead of their commit (_prepare_ahead): a sequential
 # writer's one entry, a few concurrent ones; not the runs of a loaded pipeline.
 PREPARE_AHEAD_ENTRIES_MAX = 8
@@ -71,6 +73,14 @@ PREPARE_DURING_SAVE_BYTES_MAX = 4096
 # Snapshots by bytes come no sooner than the last snapshot's size was applied, but at least every this
 # many snapshot.interval.bytes (QuorumNode._snapshot_due): the Raft log's memory stays under 4 x 64 MiB.
 SNAPSHOT_INTERVAL_STRETCH_MAX = 4
+
+
+class _Apply(enum.Enum):
+    """When a Ready's committed entries that earlier Readies made durable are applied (_durable_apply_timing)."""
+
+    BEFORE_SAVE = "before"
+    DURING_SAVE = "during"
+    AFTER_SAVE = "after"
 
 
 class _Batch:
@@ -166,6 +176,9 @@ class QuorumNode:
             election_timeout_ticks=settings.election_timeout_ticks,
             heartbeat_interval_ticks=settings.heartbeat_interval_ticks,
             inflight_appends_max=settings.inflight_appends_max,
+            durable_notice=settings.raft_durable_notice,
+            lazy_follower_commits=settings.raft_lazy_follower_commits,
+            deferred_replication=settings.raft_deferred_replication,
         )
         self.core = Raft(config, state, random.Random(), applied=self.state_machine.applied_index())
         self._last_snapshot_index = state.snapshot.index if state.snapshot else 0
@@ -191,8 +204,9 @@ class QuorumNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._in_ready = False  # a Ready is being handled (by the ready task or in place)
         self._queued_early = False  # some of the last Ready's early messages wait behind a write in flight
-        # The state machine can apply entries ahead of their commit (ZnodeTree.prepare).
-        self._prepare: Callable[[Sequence[Entry]], None] | None = getattr(self.state_machine, "prepare", None)
+        # Whether the state machine applies entries ahead of their commit (StateMachine.prepare).
+        self._prepares_ahead = self.state_machine.prepares_ahead
+        self._loop_options = settings.loop
         self._stopping = False
         self._fatal: BaseException | None = None
         self._stopped: asyncio.Event | None = None
@@ -238,9 +252,7 @@ class QuorumNode:
             writer.abort()
             raise
         writer.commit()
-        sync = getattr(self.state_machine, "sync", None)
-        if sync is not None:
-            sync()
+        self.state_machine.sync()
         self._snapshots.prune(SNAPSHOTS_KEPT)
 
     def _log_recovery(self, before: PersistentState, recovery: Recovery) -> None:
@@ -344,6 +356,8 @@ class QuorumNode:
             self._wake()
 
     async def _ready_loop(self) -> None:
+        """The loop's task: woken by the ticker, proposals, messages and reads, it handles each Ready no
+        handler took on the spot (_handle_ready_here), then takes a snapshot when one is due."""
         assert self._wakeup is not None
         try:
             while not self._stopping:
@@ -353,7 +367,7 @@ class QuorumNode:
                 try:
                     self._issue_reads()
                     while self.core.has_ready() and not self._stopping:
-                        await self._handle_ready(self.core.ready())
+                        await self._handle_ready(self.core.ready(), in_task=True)
                         self._issue_reads()
                     if self._snapshot_due():
                         await self._take_snapshot()
@@ -362,37 +376,82 @@ class QuorumNode:
         except Exception as exc:  # loop boundary: the node cannot go on safely
             self._die(exc)
 
+    async def _handle_ready(self, rd: Ready, in_task: bool) -> None:
+        """One Ready, in etcd's order (etcd-io/raft doc.go, rawnode.go): persist, send, apply, advance.
+
+        The one place every Ready goes through, whoever took it: the loop's task (`in_task`), a peer
+        handler (_handle_ready_here) or a proposer (_handle_proposal_here). It waits only for a save in
+        the writer thread, a snapshot's install and the task's own yields, none of which a Ready taken
+        in a handler has (_handle_ready_inline). Its steps:
+
+        1. send what may leave before the persist (SENDABLE_BEFORE_PERSIST: the leader's appends, so
+           that its followers persist in parallel with it; Raft §10.2.1);
+        2. apply the committed entries earlier Readies made durable, before, during or after this
+           Ready's save (_durable_apply_timing);
+        3. persist: on this thread, overlapped with the state machine's work where there is some
+           (_persist_inline, LogStore.begin_save), or in the writer thread for a snapshot or more than
+           LoopOptions.inline_persist_entries_max entries, the loop working meanwhile; then the leader's
+           DURABLE notices (RaftConfig.durable_notice);
+        4. install a snapshot; send the rest (a follower's acknowledgement promises its disk holds the
+           entries, so it leaves only now);
+        5. apply the remaining committed entries, answer reads, advance (_finish_ready).
+        """
+        in_writer = self._persists_in_writer(rd)
+        timing = self._durable_apply_timing(rd, in_writer, in_task)
+        sent_early = self._send_early(rd)
+        applied = self._apply_durable(rd) if timing is _Apply.BEFORE_SAVE else 0
+        if in_writer:
+            applied += await self._persist_in_writer(rd, sent_early, timing is _Apply.DURING_SAVE)
+        else:
+            if in_task and rd.entries and self._queued_early:
+                # One loop turn first, so that appends queued behind a write still in flight (an idle
+                # stream takes them at once: transport._Lane) reach gRPC before this Ready's fsync.
+                await asyncio.sleep(0)
+            applied += self._persist_inline(rd, timing is _Apply.DURING_SAVE)
+        if rd.snapshot is not None:
+            await self._install_snapshot(rd.snapshot)
+        if self._send_late(rd) and in_writer and applied < len(rd.committed_entries):
+            await asyncio.sleep(0)  # the acknowledgement leaves before a long apply
+        self._finish_ready(rd, applied)
+
+    def _handle_ready_inline(self, rd: Ready) -> None:
+        """Run _handle_ready to its end in the calling handler. A Ready that persists on this thread
+        without a snapshot never waits; one that would is a bug, and the node stops."""
+        steps = self._handle_ready(rd, in_task=False)
+        try:
+            steps.send(None)
+        except StopIteration:
+            return
+        steps.close()
+        invariant(False, "a Ready handled in a handler had to wait")
+
     def _handle_ready_here(self) -> None:
-        """Process Readies on the spot, from the handler that stepped the core, when none has to wait.
+        """Handle Readies on the spot, in the peer handler that stepped the core (LoopOptions.ready_in_handler).
 
         A follower's append is on every write's critical path: receive,
-        persist, acknowledge. Waking the ready task and handing the fsync to
+        persist, acknowledge. Waking the loop's task and handing the fsync to
         the writer thread and back cost three loop/thread hand-offs, more than
-        the fsync itself for a small batch. So a Ready without a snapshot and
-        with few entries is persisted here (LMDB releases the GIL during the
-        fsync); anything else wakes the ready task as before.
+        the fsync of a small batch. So a Ready without a snapshot and with few
+        entries is handled here (LMDB and the write-ahead log release the GIL
+        during the fsync); anything else wakes the loop's task.
         """
-        if self._in_ready or self._stopping:
+        if self._in_ready or self._stopping or not self._loop_options.ready_in_handler:
             self._wake()
             return
         self._in_ready = True
-        # A leader sends a Ready's messages (the COMMITs that followers with clients wait
-        # for, to fire watches and answer) before it applies the entries just committed:
-        # when there are messages, the ready task applies them, after the peer senders have
-        # written. The leader's own clients are answered after both either way.
-        messages_first = self.core.role is Role.LEADER
+        # A leader sends a Ready's messages (the COMMITs that followers with clients wait for, to fire
+        # watches and answer) before it applies the entries just committed (LoopOptions.leader_sends_before_apply):
+        # when there are messages, the loop's task applies them, after the peer senders have written.
+        # The leader's own clients are answered after both either way.
+        messages_first = self.core.role is Role.LEADER and self._loop_options.leader_sends_before_apply
         try:
             while self.core.has_ready() and not self._stopping and self._persists_inline_next():
                 rd = self.core.ready(withhold_committed=messages_first)
-                # A follower applies what earlier appends made durable while the disk writes this one.
-                during_save = bool(rd.entries) and self.core.role is Role.FOLLOWER
-                applied_early = self._begin_ready(rd, apply_durable=not during_save)
-                applied_early += self._persist_inline(rd, apply_durable=during_save)
-                self._finish_ready(rd, applied_early)
+                self._handle_ready_inline(rd)
                 if messages_first and rd.messages and self.core.has_ready():
                     break  # woken below
                 messages_first = False
-        except Exception as exc:  # the same boundary as the ready task's
+        except Exception as exc:  # the same boundary as the loop task's
             self._die(exc)
         finally:
             self._in_ready = False
@@ -413,68 +472,45 @@ class QuorumNode:
             or self._applied_bytes_since_snapshot >= bytes_due
         )
 
-    def _persists_inline(self, rd: Ready) -> bool:
-        return rd.snapshot is None and len(rd.entries) <= INLINE_PERSIST_ENTRIES_MAX
+    def _persists_in_writer(self, rd: Ready) -> bool:
+        """Whether the writer thread saves `rd`: a snapshot, or more than inline_persist_entries_max entries."""
+        return rd.snapshot is not None or len(rd.entries) > self._loop_options.inline_persist_entries_max
 
     def _persists_inline_next(self) -> bool:
-        """Whether the next Ready can be handled here: no snapshot, few entries to persist, and none of
-        a leader's own (its appends must reach the peer senders before an fsync blocks this thread)."""
+        """Whether the next Ready can be handled in a handler: no snapshot, few entries to persist, and none
+        of a leader's own (its appends must reach the peer senders before an fsync blocks this thread)."""
         unstable = self.core.unstable_entry_count()
         if self.core.role is Role.LEADER and unstable:
             return False
-        return not self.core.has_pending_snapshot() and unstable <= INLINE_PERSIST_ENTRIES_MAX
+        return not self.core.has_pending_snapshot() and unstable <= self._loop_options.inline_persist_entries_max
 
-    async def _handle_ready(self, rd: Ready) -> None:
-        if rd.snapshot is None and rd.entries and not self._persists_inline(rd):
-            await self._handle_large_ready(rd)
-            return
-        applied_early = self._begin_ready(rd)
-        if rd.entries and self._queued_early:
-            # One loop turn first, so that appends queued behind a write still
-            # in flight (an idle stream takes them at once: transport._Lane)
-            # reach gRPC before this Ready's fsync: followers persist in parallel.
-            await asyncio.sleep(0)
-        if self._persists_inline(rd):
-            self._persist_inline(rd)
-        elif rd.entries or rd.snapshot is not None or rd.must_sync:
-            await self._in_writer(self._store.save, rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
-        if rd.snapshot is not None:
-            await self._install_snapshot(rd.snapshot)
-        self._finish_ready(rd, applied_early)
+    def _durable_apply_timing(self, rd: Ready, in_writer: bool, in_task: bool) -> _Apply:
+        """When to apply the committed entries earlier Readies made durable, relative to this Ready's save.
 
-    async def _handle_large_ready(self, rd: Ready) -> None:
-        """A Ready whose many entries the writer thread persists: the save starts first, so that the
-        fsync runs while this thread works.
+        Before it by default: the leader's next batch does not delay the answers to the previous one.
+        During a save in the writer thread, a leader applies them (its appends have left; the followers
+        persist meanwhile), and a follower after it: its acknowledgement, which the leader's next
+        commit waits for, leaves first. A follower in a handler applies them during its own save
+        (LoopOptions.apply_ahead_during_save): the work overlaps the disk's, off the acknowledgement's path."""
+        follower = self.core.role is Role.FOLLOWER
+        if in_writer and rd.snapshot is None:
+            return _Apply.AFTER_SAVE if follower else _Apply.DURING_SAVE
+        if not in_task and rd.entries and follower and self._loop_options.apply_ahead_during_save:
+            return _Apply.DURING_SAVE
+        return _Apply.BEFORE_SAVE
 
-        A leader applies the committed entries it already holds durably during
-        its own save, once its appends have left (the followers persist meanwhile).
-        A follower sends its acknowledgement as soon as the save is done and
-        applies afterwards: under load a follower's Ready carried 64 new entries
-        and 200 committed ones, whose apply took 10 ms, and applying them
-        before the save held its acknowledgement, and the leader's next commit,
-        back by as much.
-        """
-        sent_early = self._send_early(rd)
-        loop = asyncio.get_running_loop()
-        saved = loop.run_in_executor(self._writer, self._store.save, rd.hard_state, rd.entries, None, rd.must_sync)
+    async def _persist_in_writer(self, rd: Ready, sent_early: bool, apply_durable: bool) -> int:
+        """Save `rd` in the writer thread, the loop working meanwhile; `apply_durable`: apply the committed
+        entries earlier Readies made durable during the save. Returns how many it applied."""
+        saved = asyncio.get_running_loop().run_in_executor(
+            self._writer, self._store.save, rd.hard_state, rd.entries, rd.snapshot, rd.must_sync
+        )
         if sent_early:
             await asyncio.sleep(0)  # the peer senders hand the appends to gRPC before the apply below
-        applied_early = self._apply_durable(rd) if self.core.role is Role.LEADER else 0
+        applied = self._apply_durable(rd) if apply_durable else 0
         await saved
         self._send_persisted_notices(rd)
-        if self._send_late(rd) and applied_early < len(rd.committed_entries):
-            await asyncio.sleep(0)  # the acknowledgement leaves before the apply
-        self._finish_ready(rd, applied_early, messages_sent=True)
-
-    def _begin_ready(self, rd: Ready, apply_durable: bool = True) -> int:
-        """Steps before persisting: messages that may leave early, committed entries already durable.
-
-        Returns how many of the committed entries it applied."""
-        self._send_early(rd)
-        # Committed entries that earlier Readies already made durable are
-        # applied before this Ready's entries are persisted: the leader's next
-        # batch does not delay the answers to the previous one.
-        return self._apply_durable(rd) if apply_durable else 0
+        return applied
 
     def _send_early(self, rd: Ready) -> bool:
         """A change of role, then the messages that may leave before the persist; whether there were any."""
@@ -504,51 +540,42 @@ class QuorumNode:
         committed = rd.committed_entries
         return committed if not rd.entries else [e for e in committed if e.index < rd.entries[0].index]
 
-    def _persist_inline(self, rd: Ready, apply_durable: bool = False) -> int:
-        """Persist `rd` on this thread. `apply_durable`: apply the committed entries earlier Readies
-        made durable while the disk writes this one (_apply_durable, during the save); returns how
-        many it applied.
+    def _persist_inline(self, rd: Ready, apply_durable: bool) -> int:
+        """Persist `rd` on this thread. `apply_durable`: apply the committed entries earlier Readies made
+        durable while the disk writes this one; returns how many it applied.
 
-        A follower's append usually commits the previous write, which it applied before its save:
-        about 30 µs cold, on the way to the acknowledgement the leader waits for. During the save
-        it overlaps the disk's work (WriteAheadLog.append). Paired runs (two clusters per side,
-        new/old p50): creates from the leader's client 0.938 and 0.973, from a follower's 0.995,
-        watch-fire 0.986 (setter on a follower) and 1.009 / 1.012 (on the leader), creates with idle
-        follower sessions 0.996; 200 creates in flight 10,792 against 9,573/s."""
+        Work for the state machine (that apply, and the prepare of _prepares_during_save) runs between
+        the save's write and its fsync (LogStore.begin_save): the write's bytes are on their way to the
+        device meanwhile, so the work costs the save little, and the fsync waits for what is left."""
         if not (rd.entries or rd.must_sync):
             return self._apply_durable(rd) if apply_durable else 0
         durable = self._durable_committed(rd) if apply_durable else ()
         prepare = self._prepares_during_save(rd)
-        meanwhile: Callable[[], None] | None = None
         if durable or prepare:
-
-            def meanwhile() -> None:
+            invariant(rd.must_sync, "a save overlapped with work must be synced")
+            saving = self._store.begin_save(rd.hard_state, rd.entries, rd.snapshot)
+            try:
                 self._apply(durable)
-                if prepare and self._prepare is not None:
-                    self._prepare(rd.entries)
-
-        self._store.save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync, meanwhile)
+                if prepare:
+                    self.state_machine.prepare(rd.entries)
+            finally:
+                saving.wait_durable()
+        else:
+            self._store.save(rd.hard_state, rd.entries, rd.snapshot, rd.must_sync)
         self._send_persisted_notices(rd)
         return len(durable)
 
     def _prepares_during_save(self, rd: Ready) -> bool:
-        """Whether to apply the entries being saved ahead of their commit (ZnodeTree.prepare) while the
-        disk writes them (WriteAheadLog.append): as a follower that serves clients, so that the
-        commit, which the leader's DURABLE notice brings about, only has to commit that work.
-
-        Applied after the save, it either waited for the notice (an unprepared apply: 134 µs from
-        the notice to the watch event in a trace, against 67 µs prepared) or was prepared in the wait
-        for it, when the notice came late enough (half the time). During the save it costs the save
-        little: the write's bytes are already on their way to the device (an fdatasync after 80 µs of
-        other work waited 110-135 µs instead of 227-264 µs in a microbenchmark). Paired runs (two
-        clusters per side, new/old p50): watch-fire with the setter on a follower 0.942 and 0.915,
-        on the leader 1.017 and 0.973, creates from a follower's client 0.978, from the leader's
-        client 1.008, and under a path a follower watches 0.999; 200 creates in flight 10,757
-        against 9,547/s from the leader's client, 9,120 against 8,619/s from a follower's. Not on
-        the leader: its fsync ends in the DURABLE notice, which the work would delay (watch-fire
-        1.040 with the setter on the leader), and it prepares while it waits for acknowledgements."""
+        """Whether to prepare the entries being saved (StateMachine.prepare) while the disk writes them
+        (LoopOptions.apply_ahead_during_save): as a follower that serves clients (it wants each commit
+        at once), so that the commit, which the leader's DURABLE notice brings about, only has to make
+        that work visible. Few and small entries only: the work must fit in what the disk takes anyway,
+        or the acknowledgement the leader waits for is late. Not on the leader: its fsync ends in the
+        DURABLE notice, which the work would delay, and it prepares while it waits for
+        acknowledgements (_prepare_ahead)."""
         return (
-            self._prepare is not None
+            self._prepares_ahead
+            and self._loop_options.apply_ahead_during_save
             and 0 < len(rd.entries) <= PREPARE_AHEAD_ENTRIES_MAX
             and self.core.role is Role.FOLLOWER
             and not self.core.lazy_commits
@@ -556,25 +583,19 @@ class QuorumNode:
         )
 
     def _send_persisted_notices(self, rd: Ready) -> None:
-        """Right after a leader's save: the DURABLE notices it allows leave now (Raft.persisted), not
-        with the next Ready. Paired runs against sending them with the next Ready (two clusters at
-        once, new/old p50): creates from a follower's client 0.982, 0.973, 0.993, watch-fire with the
-        setter on the leader 0.994, 0.977, 0.995, creates from the leader's client 0.995, 0.983, 0.961;
-        small, but in one direction."""
-        if rd.entries and self.core.role is Role.LEADER:
+        """Right after a leader's save: the DURABLE notices it allows leave now (Raft.persisted), not with
+        the next Ready, whose making waits for this one's apply and advance (RaftConfig.durable_notice)."""
+        if rd.entries and self.core.role is Role.LEADER and self.core.config.durable_notice:
             notices = self.core.persisted(rd)
             if notices:
                 assert self._transport is not None
                 self._transport.send(notices)
 
-    def _finish_ready(self, rd: Ready, applied_early: int, messages_sent: bool = False) -> None:
-        """Steps after persisting: the other messages (unless sent already), the rest of the committed
-        entries, reads, advance."""
+    def _finish_ready(self, rd: Ready, applied_early: int) -> None:
+        """The last steps of a Ready (its messages all sent): the rest of the committed entries, reads, advance."""
         # A change of the commit index alone is not written: Raft keeps it
         # volatile, and a restarted node learns it again from the leader (its
         # state machine's applied index is a floor). It is stored with the next entries.
-        if not messages_sent:
-            self._send_late(rd)
         if applied_early < len(rd.committed_entries):
             self._apply(rd.committed_entries[applied_early:])
         for rs in rd.read_states:
@@ -585,7 +606,7 @@ class QuorumNode:
         self._release_applied_waiters()
         if self._log_incomplete:
             self._note_log_repaired()
-        if rd.entries and self._prepare is not None:
+        if rd.entries and self._prepares_ahead and self._loop_options.prepare_while_committing:
             # After what this turn of the loop already has to do, and after what the rest of this
             # step wakes (the sender tasks of a follower's acknowledgement, of the DURABLE notice
             # the next Ready of a leader holds): the wait for the commit absorbs the apply.
@@ -607,11 +628,11 @@ class QuorumNode:
         would not match what was prepared, and the work would be done twice), and only entries
         not known committed (those are the next Ready's to apply). A serving follower has usually
         prepared them during their save already (_prepares_during_save); then this does nothing."""
-        if self._stopping or self._prepare is None or self.core.unstable_entry_count():
+        if self._stopping or self.core.unstable_entry_count():
             return
         entries = self.core.durable_uncommitted(PREPARE_AHEAD_ENTRIES_MAX + 1)
         if 0 < len(entries) <= PREPARE_AHEAD_ENTRIES_MAX and entries[0].index == self.state_machine.applied_index() + 1:
-            self._prepare(entries)
+            self.state_machine.prepare(entries)
 
     def _apply(self, entries: Sequence[Entry]) -> None:
         if entries:
@@ -707,10 +728,8 @@ class QuorumNode:
             writer.abort()
             raise
         await self._in_writer(writer.commit)
-        sync = getattr(self.state_machine, "sync", None)
-        if sync is not None:
-            # The log may only forget entries whose effect is on disk.
-            await self._in_writer(sync)
+        # The log may only forget entries whose effect is on disk.
+        await self._in_writer(self.state_machine.sync)
         compact_to = self._trailing_compaction_point(index)
         compacted = self.core.snapshot_taken(meta, compact_to)
         await self._in_writer(self._store.compact, compacted, meta)
@@ -833,7 +852,8 @@ class QuorumNode:
             not self._in_ready
             and not self._stopping
             and core.role is Role.LEADER
-            and proposed <= INLINE_PERSIST_ENTRIES_MAX
+            and self._loop_options.idle_leader_inline_path
+            and proposed <= self._loop_options.inline_persist_entries_max
             and core.unstable_entry_count() == proposed
             and core.applied_index == core.commit_index == core.last_index - proposed
             and not core.has_pending_snapshot()
@@ -842,17 +862,14 @@ class QuorumNode:
         )
 
     def _handle_proposal_here(self) -> None:
-        """An idle leader's proposal handled on the spot: its appends go to the idle streams and its
-        fsync runs, right in the proposer's call, without waking the ready task (a loop turn and a
-        task switch). Under load (entries in flight, a stream busy) proposals wait for the ready task
-        as before, and those that arrive meanwhile join one Ready (group commit)."""
+        """An idle leader's proposal handled on the spot (LoopOptions.idle_leader_inline_path): its appends
+        go to the idle streams and its fsync runs, right in the proposer's call, without waking the loop's
+        task (a loop turn and a task switch). Under load (entries in flight, a stream busy) proposals wait
+        for the loop's task, and those that arrive meanwhile join one Ready (group commit)."""
         self._in_ready = True
         try:
-            rd = self.core.ready()
-            applied_early = self._begin_ready(rd)
-            self._persist_inline(rd)
-            self._finish_ready(rd, applied_early)
-        except Exception as exc:  # the ready task's boundary
+            self._handle_ready_inline(self.core.ready())
+        except Exception as exc:  # the loop task's boundary
             self._die(exc)
         finally:
             self._in_ready = False
@@ -899,23 +916,14 @@ class QuorumNode:
 
     def set_commit_interest(self, wanted: bool) -> None:
         """Whether this node, as a follower, needs each commit at once (the default) or may learn it
-        with the leader's next append or heartbeat (Raft.set_lazy_commits).
+        with the leader's next append or heartbeat (Raft.set_lazy_commits, RaftConfig.lazy_follower_commits).
 
         The state machine says so: zkemu wants commits only while a client
-        session is connected here. Measured with sequential creates on the
-        leader of a 3-node cluster on a 2-core machine (3 alternating pairs),
-        no COMMIT messages to followers without sessions took leader CPU per
-        create from 2.07-2.09 to 1.65-1.81 ms, each follower's from 1.18-1.22
-        to 0.94-1.02 ms, and the create's p50 from 3.86-3.92 to 3.30-3.61 ms.
-
-        The leader also defers new entries to such followers while it has a
-        quorum without them (Raft._deferred_followers). Same measurement, 3
-        alternating pairs on another day: the idle follower's CPU per create
-        from 0.88-0.94 to 0.10-0.13 ms, the leader's from 1.54-1.62 to
-        1.10-1.41 ms, and the create's p50 from 3.09-3.28 to 2.14-2.76 ms.
-        A follower with sessions that the quorum does not need gets each entry
-        as it commits: watch-fire p50 with watcher and setter on the two
-        followers, 3 alternating pairs, from 4.56-4.75 to 3.49-4.09 ms.
+        session is connected here. A follower without sessions then costs the
+        leader no COMMIT messages, and while the leader has a quorum without it
+        no new entries either (Raft._deferred_followers, RaftConfig.deferred_replication);
+        a follower with sessions that the quorum does not need gets each entry
+        as it commits.
         """
         self.core.set_lazy_commits(not wanted)
 

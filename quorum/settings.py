@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from quorum.loop_options import LoopOptions
 from runtime import properties
 from runtime.cpu_placement import PLACEMENTS
 from runtime.message_limits import JUTE_MAX_BUFFER_BYTES_DEFAULT
@@ -74,6 +75,18 @@ class NodeSettings:
     snapshot_interval_bytes: int = 64 << 20
     snapshot_trailing_bytes: int = 16 << 20
     inflight_appends_max: int = 64
+    # The Raft protocol's extensions (RaftConfig: durable_notice, lazy_follower_commits,
+    # deferred_replication) and the Ready loop's (quorum.loop_options.LoopOptions, the `loop` property);
+    # all on by default, the loop correct with any of them off.
+    raft_durable_notice: bool = True
+    raft_lazy_follower_commits: bool = True
+    raft_deferred_replication: bool = True
+    loop_inline_persist_entries_max: int = 16
+    loop_apply_ahead_during_save: bool = True
+    loop_prepare_while_committing: bool = True
+    loop_leader_sends_before_apply: bool = True
+    loop_ready_in_handler: bool = True
+    loop_idle_leader_inline_path: bool = True
     proposal_timeout_ms: int = 10000
     # What the quorum replicates: "zookeeper" (the znode tree and the session
     # service, zkemu) or "register" (a bare key/value map, for testing and
@@ -158,6 +171,18 @@ class NodeSettings:
     def peers_string(self) -> str:
         return peers_string(self.peers)
 
+    @property
+    def loop(self) -> LoopOptions:
+        """The Ready loop's options (quorum.loop_options), from the loop_* fields."""
+        return LoopOptions(
+            inline_persist_entries_max=self.loop_inline_persist_entries_max,
+            apply_ahead_during_save=self.loop_apply_ahead_during_save,
+            prepare_while_committing=self.loop_prepare_while_committing,
+            leader_sends_before_apply=self.loop_leader_sends_before_apply,
+            ready_in_handler=self.loop_ready_in_handler,
+            idle_leader_inline_path=self.loop_idle_leader_inline_path,
+        )
+
 
 # ---- host:port and peer lists ----
 
@@ -238,6 +263,7 @@ _INT_MINIMUMS = {
     "snapshot_interval_bytes": 1,
     "snapshot_trailing_bytes": 0,
     "inflight_appends_max": 1,
+    "loop_inline_persist_entries_max": 0,
     "proposal_timeout_ms": 1,
     "tick_time_ms": 1,
     "min_session_timeout_ms": 0,
@@ -427,6 +453,15 @@ _FIELD_OF_PROPERTY = {
     "snapshot.interval.bytes": "snapshot_interval_bytes",
     "snapshot.trailing.bytes": "snapshot_trailing_bytes",
     "raft.inflight.appends.max": "inflight_appends_max",
+    "raft.durable.notice": "raft_durable_notice",
+    "raft.lazy.follower.commits": "raft_lazy_follower_commits",
+    "raft.deferred.replication": "raft_deferred_replication",
+    "quorum.loop.inline.persist.entries.max": "loop_inline_persist_entries_max",
+    "quorum.loop.apply.ahead.during.save": "loop_apply_ahead_during_save",
+    "quorum.loop.prepare.while.committing": "loop_prepare_while_committing",
+    "quorum.loop.leader.sends.before.apply": "loop_leader_sends_before_apply",
+    "quorum.loop.ready.in.handler": "loop_ready_in_handler",
+    "quorum.loop.idle.leader.inline.path": "loop_idle_leader_inline_path",
     "proposal.timeout.ms": "proposal_timeout_ms",
     "quorum.state.machine": "state_machine",
     "quorum.cpu.placement": "cpu_placement",
@@ -459,7 +494,19 @@ for _prop, _field in _FIELD_OF_PROPERTY.items():
     _PROPERTY_OF_FIELD.setdefault(_field, _prop)
 _SERVER_KEY = re.compile(r"^server\.(.*)$")
 _INT_FIELDS = frozenset({"node_id", *_INT_MINIMUMS})
-_BOOL_FIELDS = frozenset({"extended_types_enabled"})
+_BOOL_FIELDS = frozenset(
+    {
+        "extended_types_enabled",
+        "raft_durable_notice",
+        "raft_lazy_follower_commits",
+        "raft_deferred_replication",
+        "loop_apply_ahead_during_save",
+        "loop_prepare_while_committing",
+        "loop_leader_sends_before_apply",
+        "loop_ready_in_handler",
+        "loop_idle_leader_inline_path",
+    }
+)
 
 # Properties a whole-cluster launcher sets per node; `zkraft up` refuses them as overrides.
 NODE_IDENTITY_PROPERTIES = frozenset(

@@ -34,6 +34,15 @@ REGISTER_CHECKER = "quorum.state_machine:check_register_map"
 
 
 class StateMachine(Protocol):
+    """Everything the node's Ready loop (quorum.node) calls on the state machine, and nothing more."""
+
+    # Whether `prepare` does any work: the loop's apply-ahead steps (NodeSettings.apply_ahead_*) are
+    # skipped for a state machine whose `prepare` does nothing.
+    prepares_ahead: bool
+    # Whether opening found the database damaged and started it empty (quorum.state_check): the node
+    # then restores it from a snapshot or a peer before it starts (quorum.state_restore).
+    rebuilt: bool
+
     def applied_index(self) -> int: ...
 
     def applied_term(self) -> int | None:
@@ -46,6 +55,18 @@ class StateMachine(Protocol):
 
     def apply(self, entries: Sequence[Entry]) -> list[bytes]:
         """Apply committed entries in order; one result per entry (b"" for no-ops)."""
+        ...
+
+    def prepare(self, entries: Sequence[Entry]) -> None:
+        """Apply entries not known committed yet in a way that stays invisible, so that `apply` of the same
+        entries only has to make that work visible (and abandons it when it is given other entries: a new
+        leader replaced them). An optimisation only; a state machine with nothing to prepare does nothing
+        and says so with `prepares_ahead = False`."""
+        ...
+
+    def sync(self) -> None:
+        """Make every applied entry's effect durable: the node calls it before its log forgets entries
+        (after a snapshot), since `apply` itself need not fsync (the Raft log is the durable record)."""
         ...
 
     def snapshot_chunks(self) -> Iterator[bytes]:
@@ -70,6 +91,8 @@ class RegisterMap:
     holds it). The node fsyncs this environment before it compacts the log
     (`sync()`), so entries are only dropped once their effect is on disk.
     """
+
+    prepares_ahead = False  # `prepare` has nothing to do: each apply is one short LMDB transaction
 
     def __init__(self, path: Path, map_size_bytes: int = 4 << 30, log: Any = None) -> None:
         path.mkdir(parents=True, exist_ok=True)
@@ -112,6 +135,9 @@ class RegisterMap:
         self._applied = last
         self._applied_term = entries[-1].term
         return results
+
+    def prepare(self, entries: Sequence[Entry]) -> None:
+        """Nothing to prepare (prepares_ahead is False)."""
 
     def read(self, key: bytes) -> bytes | None:
         with self._env.begin(db=self._data) as txn:

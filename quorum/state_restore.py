@@ -50,7 +50,7 @@ def restore_base(
     applied = state_machine.applied_index()
     snapshot_index = state.snapshot.index if state.snapshot is not None else 0
     if applied >= max(state.compacted_index, snapshot_index):
-        if getattr(state_machine, "rebuilt", False):
+        if state_machine.rebuilt:
             _restored(log, "log", applied, 0, state)
         return state
     restored = _restore_from_own_snapshot(state, state_machine, store, snapshots, log)

@@ -62,6 +62,29 @@ def test_save_load_round_trip(store: LogStore) -> None:
     assert store.load() == PersistentState(hard_state=HardState(term=2, vote=3, commit=2), entries=tuple(saved))
 
 
+def test_a_begun_save_counts_once_waited_for_and_is_the_only_one(store: LogStore) -> None:
+    """begin_save: the caller works between the write and the wait; a second save or a compaction
+    before the wait is refused (one save at a time), and after it the save is stored like any."""
+    store.save(HardState(1, 1, 0), entries(1, 2), None, sync=True)
+    saving = store.begin_save(HardState(1, 1, 2), entries(3, 4), None)
+    if isinstance(store, LmdbLogStore):
+        with pytest.raises(LogStoreError, match="one save at a time"):
+            store.save(None, entries(5, 5), None, sync=True)
+        with pytest.raises(LogStoreError, match="wait_durable first"):
+            store.compact(1, SnapshotMeta(1, 1, (1,)))
+    saving.wait_durable()
+    saving.wait_durable()  # idempotent
+    store.save(None, entries(5, 5), None, sync=True)
+    state = store.load()
+    assert state.hard_state == HardState(1, 1, 2)
+    assert [e.index for e in state.entries] == [1, 2, 3, 4, 5]
+
+
+def test_a_begun_empty_save_has_nothing_to_wait_for(store: LogStore) -> None:
+    store.begin_save(None, (), None).wait_durable()
+    assert store.load() == PersistentState()
+
+
 def test_hard_state_none_keeps_the_stored_one(store: LogStore) -> None:
     store.save(HardState(term=4, vote=1, commit=0), [], None, sync=True)
     store.save(None, entries(1, 2), None, sync=False)

@@ -54,9 +54,32 @@ CLI_TIMEOUT_S = 30.0
 READS_IN_FLIGHT_MAX = 64
 
 
+# Every protocol extension (RaftConfig) and every departure of the Ready loop (quorum.loop_options)
+# turned off, and every save made by the writer thread: the plain etcd-style loop.
+EXTENSIONS_OFF = {
+    "raft.durable.notice": "false",
+    "raft.lazy.follower.commits": "false",
+    "raft.deferred.replication": "false",
+    "quorum.loop.inline.persist.entries.max": "0",
+    "quorum.loop.apply.ahead.during.save": "false",
+    "quorum.loop.prepare.while.committing": "false",
+    "quorum.loop.leader.sends.before.apply": "false",
+    "quorum.loop.ready.in.handler": "false",
+    "quorum.loop.idle.leader.inline.path": "false",
+}
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[QuorumProcesses]:
     with QuorumProcesses(tmp_path, n=3, properties=FAST) as processes:
+        yield processes
+
+
+@pytest.fixture(params=["extensions-on", "extensions-off"])
+def cluster_either_loop(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[QuorumProcesses]:
+    """A cluster with the loop's options as deployed (all on), or all off."""
+    properties = FAST if request.param == "extensions-on" else {**FAST, **EXTENSIONS_OFF}
+    with QuorumProcesses(tmp_path, n=3, properties=properties) as processes:
         yield processes
 
 
@@ -140,7 +163,9 @@ async def writer(servers: list[str], writer_id: int, stop: asyncio.Event, log: W
             log.acked[key] = value
 
 
-def test_sigkill_leader_under_writes_loses_no_acknowledged_write(cluster: QuorumProcesses) -> None:
+def test_sigkill_leader_under_writes_loses_no_acknowledged_write(cluster_either_loop: QuorumProcesses) -> None:
+    cluster = cluster_either_loop
+
     async def body() -> None:
         cluster.start_all()
         old_leader, old_address = await wait_for_leader(cluster.addresses, LEADER_TIMEOUT_S)

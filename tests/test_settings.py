@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from quorum.loop_options import LoopOptions
 from quorum.settings import (
     NodeSettings,
     SettingsError,
@@ -351,3 +352,31 @@ def test_client_port_defaults_and_properties(tmp_path: Path) -> None:
 )
 def test_client_port_errors_are_one_line(given: dict, expected: str) -> None:
     assert expected in error_of(cli(**given))
+
+
+def test_the_loop_and_protocol_options_are_on_by_default_and_each_can_be_turned_off(tmp_path: Path) -> None:
+    default = load(cli())
+    assert default.loop == LoopOptions()
+    assert (default.raft_durable_notice, default.raft_lazy_follower_commits, default.raft_deferred_replication) == (
+        True,
+        True,
+        True,
+    )
+    text = (
+        "raft.durable.notice=false\nraft.lazy.follower.commits=false\nraft.deferred.replication=false\n"
+        "quorum.loop.inline.persist.entries.max=0\nquorum.loop.apply.ahead.during.save=false\n"
+        "quorum.loop.prepare.while.committing=false\nquorum.loop.leader.sends.before.apply=false\n"
+        "quorum.loop.ready.in.handler=false\nquorum.loop.idle.leader.inline.path=false\n"
+    )
+    off = load(cli(), text, tmp_path)
+    assert off.loop == LoopOptions(0, False, False, False, False, False)
+    assert not (off.raft_durable_notice or off.raft_lazy_follower_commits or off.raft_deferred_replication)
+
+
+def test_a_bad_loop_option_is_named(tmp_path: Path) -> None:
+    assert "quorum.loop.ready.in.handler: expected true or false, got 'maybe'" in error_of(
+        cli(), "quorum.loop.ready.in.handler=maybe\n", tmp_path
+    )
+    assert "quorum.loop.inline.persist.entries.max" in error_of(
+        cli(), "quorum.loop.inline.persist.entries.max=-1\n", tmp_path
+    )

@@ -65,20 +65,24 @@ def test_appending_needs_a_segment(tmp_path: Path) -> None:
         WriteAheadLog(tmp_path).append(b"x", sync=False)
 
 
-def test_work_given_to_a_synced_append_runs_once_the_record_is_written(tmp_path: Path) -> None:
-    """`meanwhile` overlaps the disk's work: it sees the record already in the segment, and a
-    failure in it still leaves the record appended, synced and recoverable, and the log usable."""
+def test_a_started_append_is_written_before_it_is_waited_for(tmp_path: Path) -> None:
+    """append_started + wait_durable: work between the two sees the record already in the segment,
+    and a failure in that work, the wait still made, leaves the record recoverable and the log usable."""
     wal = WriteAheadLog(tmp_path, preallocate_bytes=1 << 16)
     wal.reset()
-    seen: list[list[bytes]] = []
-    wal.append(b"first", sync=True, meanwhile=lambda: seen.append(WriteAheadLog(tmp_path).recovered))
-    assert seen == [[b"first"]]
+    wal.append_started(b"first")
+    assert WriteAheadLog(tmp_path).recovered == [b"first"]
+    wal.wait_durable()
 
     def failing() -> None:
         raise RuntimeError("prepare failed")
 
+    wal.append_started(b"second")
     with pytest.raises(RuntimeError, match="prepare failed"):
-        wal.append(b"second", sync=True, meanwhile=failing)
+        try:
+            failing()
+        finally:
+            wal.wait_durable()
     wal.append(b"third", sync=False)
     wal.close()
     assert WriteAheadLog(tmp_path).recovered == [b"first", b"second", b"third"]

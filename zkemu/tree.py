@@ -275,6 +275,8 @@ class ZnodeTree:
     the tree sees at least that entry's effect.
     """
 
+    prepares_ahead = True  # `prepare` applies entries in a write transaction left open
+
     def __init__(
         self,
         path: Path,
@@ -372,7 +374,7 @@ class ZnodeTree:
         A node calls this for entries while it waits for them to commit: the
         leader for its own new entries while its followers persist them, a
         follower that serves clients while its own disk writes them
-        (QuorumNode._prepares_during_save), others after acknowledging them. Applying
+        (NodeSettings.apply_ahead_during_save), others after acknowledging them. Applying
         a create costs 150-250 µs on a machine where other processes ran
         meanwhile; committing the prepared transaction a tenth of that, so
         the wait absorbs the apply. Nothing of it is visible before `apply`:

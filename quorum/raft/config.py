@@ -22,6 +22,17 @@ class RaftConfig:
     append_bytes_max: int = 4 * 1024 * 1024
     # Proposals beyond this many uncommitted bytes are refused (etcd MaxUncommittedEntriesSize).
     uncommitted_bytes_max: int = 64 * 1024 * 1024
+    # ---- Extensions beyond etcd's protocol, each on by default and safe off (Raft.__doc__ states each).
+    # Where the leader and one follower make a quorum (3 voters), the leader tells a follower that its own
+    # log is durable through an index (MessageType.DURABLE), and the follower commits by itself once it
+    # holds the entries durably too. Followers act on a notice whatever their own setting.
+    durable_notice: bool = True
+    # A follower that serves no clients (Raft.set_lazy_commits) learns commits from the leader's next APPEND
+    # or HEARTBEAT, instead of a COMMIT message of its own. Off: every follower gets each commit at once.
+    lazy_follower_commits: bool = True
+    # While the leader and enough followers streaming without trouble make a quorum, the others get new
+    # entries late (Raft._deferred_followers). Off: every follower gets each entry at once, as in etcd.
+    deferred_replication: bool = True
 
     def __post_init__(self) -> None:
         if self.node_id < 1:

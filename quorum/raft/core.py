@@ -6,6 +6,33 @@ protocol follows the Raft paper and thesis with etcd's refinements:
 pre-vote (§9.6), check-quorum with leader stickiness, flow control by
 progress state, fast back-off by term hints, ReadIndex (§6.4), leadership
 transfer (§3.10) and snapshots for followers behind the compacted log.
+
+Extensions beyond etcd's protocol, each a RaftConfig option (on by default),
+none of which changes what is committed, only when a node learns it:
+
+* `durable_notice`: where the leader and one follower make a quorum, the
+  leader sends a follower MessageType.DURABLE(index) once its own log is on
+  its disk through `index` (`_notify_durable`), and `persisted(rd)` hands
+  those notices out right after the leader's save, before `advance`. A
+  follower that holds the leader's entries of the current term durably
+  through that index commits them by itself (`_commit_durable_pair`): two
+  durable copies of a current-term entry are a majority of three (Raft
+  §5.4.2). The leader then sends no COMMIT for them, and a ReadIndex it
+  serves waits for what such a follower may have committed (`_read_floor`).
+* `lazy_follower_commits`: a follower that serves no clients asks
+  (`set_lazy_commits`, carried on its answers as Message.lazy_commits) to
+  learn commits from the leader's next APPEND or HEARTBEAT instead of a
+  COMMIT message (a commit-only broadcast: MessageType.COMMIT, sent where
+  etcd sends an empty append). Only when it applies changes, never what.
+* `deferred_replication`: while the leader and enough followers streaming
+  without trouble make a quorum, the others get new entries late
+  (`_deferred_followers`): lazy ones at the next heartbeat, those that serve
+  clients once the entries commit (a ZooKeeper observer's INFORM). A commit
+  still needs a quorum's acknowledgements.
+
+`ready(withhold_committed=True)` lets the runner send a Ready's messages a
+loop turn before it applies the Ready's committed entries (they come with the
+next Ready); the protocol is unchanged by it.
 """
 
 from __future__ import annotations
@@ -96,17 +123,16 @@ class Raft:
         HEARTBEAT rather than from a COMMIT message of their own.
 
         A COMMIT costs the leader one message per follower and each follower a
-        message and an apply of its own; on a small machine that is a sizeable
-        part of a write (measured in quorum/node.py's `set_commit_interest`). A
-        follower that serves no reads has no use for knowing the commit at
-        once. Its answers carry the wish (Message.lazy_commits), so the leader
-        learns a change with the next answer; until then commits reach it at
-        the latest with the next heartbeat. Safety does not depend on it: only
-        when a follower applies, never what. While the leader has a quorum
-        without it, such a follower also gets new entries late
-        (`_deferred_followers`).
+        message and an apply of its own; a follower that serves no reads has
+        no use for knowing the commit at once. Its answers carry the wish
+        (Message.lazy_commits), so the leader learns a change with the next
+        answer; until then commits reach it at the latest with the next
+        heartbeat. Safety does not depend on it: only when a follower applies,
+        never what. While the leader has a quorum without it, such a follower
+        also gets new entries late (`_deferred_followers`). Without
+        RaftConfig.lazy_follower_commits the wish is not passed on.
         """
-        self._lazy_commits = lazy
+        self._lazy_commits = lazy and self.config.lazy_follower_commits
 
     # ------------------------------------------------------------------ views
     @property
@@ -764,13 +790,13 @@ class Raft:
         """Tell the followers that wait for commits (they have clients) and have been sent entries they
         have not acknowledged yet that our log is on disk through them (MessageType.DURABLE).
 
-        Only where the leader and one follower make a quorum: there such a
+        Only where the leader and one follower make a quorum (RaftConfig.durable_notice): there such a
         follower commits by itself once it holds the entries too, instead of
         acknowledging and waiting for our COMMIT (`_send_append` then sends
-        none). Watch-fire latency for its clients drops by two network hops.
+        none): its clients learn the commit two network hops sooner.
         """
         stable = self.log.stable_index
-        if self.config.quorum != 2 or self.log.term(stable) != self.term:
+        if not self.config.durable_notice or self.config.quorum != 2 or self.log.term(stable) != self.term:
             return
         for p in self._peers:
             pr = self._progress[p]
@@ -786,11 +812,9 @@ class Raft:
         """Followers that do not get new entries at once while the others make a quorum (deferred replication).
 
         Each entry sent to a follower costs the leader a write and a read, and
-        the follower a read, an fsync and an answer: about a third of a write's
-        CPU in a 3-node cluster on a small machine (measured in quorum/node.py's
-        `set_commit_interest`). A commit needs only a quorum's answers, so while
-        the leader and enough followers streaming without trouble make one, the
-        others are spared:
+        the follower a read, an fsync and an answer. A commit needs only a
+        quorum's answers, so while the leader and enough followers streaming
+        without trouble make one, the others are spared (RaftConfig.deferred_replication):
 
         * a follower that asked for lazy commits serves no reads, so it has no
           use for an entry until the leader fails or it is needed to commit: it
@@ -808,6 +832,8 @@ class Raft:
         streams instead. Safety does not depend on any of this: a commit still
         needs a quorum's acknowledgements.
         """
+        if not self.config.deferred_replication:
+            return []
         serving: list[int] = []
         lazy: list[int] = []
         streaming = 1  # the leader itself
@@ -887,12 +913,12 @@ class Raft:
 
     def persisted(self, rd: Ready) -> tuple[Message, ...]:
         """The runner has persisted `rd` and not yet called `advance(rd)`: take note of it now and return
-        the messages that allows, to send at once (a leader's DURABLE notices). Optional: `advance`
-        does the same for a Ready it was not called for.
+        the messages that allows, to send at once (a leader's DURABLE notices, RaftConfig.durable_notice).
+        Optional: `advance` does the same for a Ready it was not called for.
 
         A follower that commits on the leader's DURABLE notice waits for it once
-        its own fsync is done; coming with the next Ready, the notice left after
-        this Ready's apply and advance and the next one's making."""
+        its own fsync is done; with the next Ready, the notice would leave only
+        after this Ready's apply and advance and the next one's making."""
         invariant(self._ready_outstanding, "persisted() without ready()")
         if self._persisted is rd:
             return ()

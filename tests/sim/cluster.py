@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from quorum.log_store import MemoryLogStore
@@ -51,6 +51,13 @@ AUDIT_EVERY_EVENTS = 512
 LAZY_SEED_FACTOR = 7919
 WITHHOLD_COMMITTED_RATE = 0.3
 PERSISTED_REPORT_RATE = 0.5
+# The core's protocol extensions (RaftConfig): each seed draws every one on or off (on more often, as
+# deployed), from a generator of its own; a test forces one on or off over many seeds.
+EXTENSIONS = ("durable_notice", "lazy_follower_commits", "deferred_replication")
+EXTENSION_ON_RATE = 0.75
+# How often the runner applies the committed entries earlier Readies made durable before it persists
+# the Ready's own (the node's loop does so before or during its save: quorum.node._durable_apply_timing).
+APPLY_AHEAD_RATE = 0.5
 LAZY_TOGGLE_RATE = 0.05  # per tick: a node gains or loses its last client session
 # Snapshots a node keeps in its snapshot store (the newest ones).
 SNAPSHOTS_KEPT = 3
@@ -70,16 +77,19 @@ MT = MessageType
 Payload = tuple[Entry, ...]
 
 
-def replay_command(seed: int, nodes: int, steps: int) -> str:
-    return f"python3 -m tests.sim.run --seed {seed} --nodes {nodes} --steps {steps} -v"
+def replay_command(seed: int, nodes: int, steps: int, forced: Mapping[str, bool] | None = None) -> str:
+    options = "".join(f" --option {name}={'on' if on else 'off'}" for name, on in sorted((forced or {}).items()))
+    return f"python3 -m tests.sim.run --seed {seed} --nodes {nodes} --steps {steps}{options} -v"
 
 
 class SimulationError(AssertionError):
     """A seed failed; the message names the invariant and the command that replays it."""
 
-    def __init__(self, seed: int, nodes: int, steps: int, what: str, at: str) -> None:
+    def __init__(
+        self, seed: int, nodes: int, steps: int, what: str, at: str, forced: Mapping[str, bool] | None = None
+    ) -> None:
         self.seed, self.nodes, self.steps, self.what = seed, nodes, steps, what
-        self.command = replay_command(seed, nodes, steps)
+        self.command = replay_command(seed, nodes, steps, forced)
         super().__init__(f"seed {seed}, {nodes} nodes: {what} ({at})\n  replay: {self.command}")
 
 
@@ -112,6 +122,8 @@ class SimResult:
     lazy_commit_changes: int = 0
     # A follower committed entries no leader had counted yet (on the leader's DURABLE notice).
     self_commits: int = 0
+    # Committed entries applied (and acknowledged) before the Ready's own entries were persisted.
+    applied_ahead: int = 0
     committed: int = 0
 
 
@@ -177,6 +189,15 @@ def draw_config(rng: random.Random) -> dict[str, object]:
         "uncommitted_bytes_max": rng.choice((48, 64 * 1024 * 1024)),
     }
     return knobs
+
+
+def draw_extensions(rng: random.Random, forced: Mapping[str, bool]) -> dict[str, bool]:
+    """The protocol extensions of one seed (RaftConfig), those in `forced` as given."""
+    unknown = set(forced) - set(EXTENSIONS)
+    if unknown:
+        raise ValueError(f"unknown extensions {sorted(unknown)}; known: {', '.join(EXTENSIONS)}")
+    drawn = {name: rng.random() < EXTENSION_ON_RATE for name in EXTENSIONS}
+    return drawn | dict(forced)
 
 
 class SimDisk:
@@ -245,11 +266,14 @@ class Cluster:
         steps: int = 3000,
         verbose: bool = False,
         out: Callable[[str], None] | None = None,
+        forced: Mapping[str, bool] | None = None,
     ) -> None:
         self.seed, self.n, self.steps = seed, nodes, steps
         self.rng = random.Random(seed)
         self.voters = tuple(range(1, nodes + 1))
         self.knobs = draw_config(self.rng)
+        self.forced = dict(forced or {})
+        self.knobs.update(draw_extensions(random.Random(seed * LAZY_SEED_FACTOR + 4), self.forced))
         self.election_ticks = int(self.knobs["election_timeout_ticks"])  # type: ignore[call-overload]
         self.profile = draw_profile(self.rng, self.election_ticks)
         # Which followers want COMMIT messages (Raft.set_lazy_commits) changes
@@ -262,6 +286,8 @@ class Cluster:
         # Whether the runner reports a Ready persisted (Raft.persisted) and sends what that allows before
         # it sends the rest and applies, as the node runner's leader does: its own generator too.
         self.persisted_rng = random.Random(seed * LAZY_SEED_FACTOR + 3)
+        # Whether the runner applies durable committed entries before persisting: its own generator too.
+        self.apply_ahead_rng = random.Random(seed * LAZY_SEED_FACTOR + 5)
         self.verbose = verbose
         self.out = out or (lambda line: print(line, file=sys.stdout))
         self.inv = Invariants()
@@ -292,7 +318,7 @@ class Cluster:
 
     def _error(self, what: str) -> SimulationError:
         at = f"event {self.events}, tick {self.ticks}, t={self.now}"
-        return SimulationError(self.seed, self.n, self.steps, what, at)
+        return SimulationError(self.seed, self.n, self.steps, what, at, self.forced)
 
     def _run(self) -> None:
         if self.verbose:
@@ -439,6 +465,7 @@ class Cluster:
                     self._send(node, m)
                 else:
                     late.append(m)
+        applied_ahead = self._apply_ahead(node, rd)
         if self.chaos and prof.crash_mid_ready_rate and self.rng.random() < prof.crash_mid_ready_rate:
             self.result.crashes_mid_ready += 1
             self._crash(node, "after early sends, before persisting")
@@ -469,7 +496,7 @@ class Cluster:
         if snap is not None:
             node.machine = list(payload)
             self.result.snapshots_installed += 1
-        for e in rd.committed_entries:
+        for e in rd.committed_entries[applied_ahead:]:
             self._apply(node, e)
         for rs in rd.read_states:
             self.inv.check_read(node.id, rs)
@@ -478,6 +505,21 @@ class Cluster:
         core.advance(rd)
         if core.applied_index != len(node.machine):
             raise fail("apply", f"node {node.id}: core applied {core.applied_index}, machine has {len(node.machine)}")
+
+    def _apply_ahead(self, node: SimNode, rd: Ready) -> int:
+        """Sometimes apply the committed entries earlier Readies made durable before persisting this one's
+        (those below its first new entry), as the node's loop does; returns how many."""
+        if rd.snapshot is not None or self.apply_ahead_rng.random() >= APPLY_AHEAD_RATE:
+            return 0
+        first_new = rd.entries[0].index if rd.entries else None
+        count = 0
+        for e in rd.committed_entries:
+            if first_new is not None and e.index >= first_new:
+                break
+            self._apply(node, e)
+            count += 1
+        self.result.applied_ahead += count
+        return count
 
     def _check_ready(self, node: SimNode, core: Raft, rd: Ready) -> None:
         """The Ready contract, as far as the runner can see it."""
@@ -553,6 +595,7 @@ class Cluster:
             if payload is None:
                 raise fail("ready", f"node {node.id} sends snapshot {meta} it never took or installed")
             self.result.snapshots_sent += 1
+        self._check_extensions_off(node, m)
         self.result.messages += 1
         if len(self._heap) > IN_FLIGHT_MAX:
             raise fail("message storm", f"{len(self._heap)} messages in flight; last sent {_show(m)}")
@@ -564,6 +607,13 @@ class Cluster:
             else:
                 delay = rng.randint(1, 2 * TICK_UNITS)
             self._schedule(delay, _EV_DELIVER, m, payload, node.incarnation)
+
+    def _check_extensions_off(self, node: SimNode, m: Message) -> None:
+        """An extension turned off leaves no trace on the wire."""
+        if m.type is MT.DURABLE and not self.knobs["durable_notice"]:
+            raise fail("extension off", f"node {node.id} sends {_show(m)} with durable_notice off")
+        if m.lazy_commits and not self.knobs["lazy_follower_commits"]:
+            raise fail("extension off", f"node {node.id} asks for lazy commits with lazy_follower_commits off")
 
     def _deliver(self, m: Message, payload: Payload | None, sender_incarnation: int) -> None:
         dst = self.nodes[m.to]
@@ -935,6 +985,8 @@ def _show(m: Message) -> str:
     return s
 
 
-def run_seed(seed: int, nodes: int = 3, steps: int = 3000, verbose: bool = False) -> SimResult:
-    """Run one seed; raises SimulationError (with the replay command) when it fails."""
-    return Cluster(seed, nodes, steps, verbose=verbose).run()
+def run_seed(
+    seed: int, nodes: int = 3, steps: int = 3000, verbose: bool = False, forced: Mapping[str, bool] | None = None
+) -> SimResult:
+    """Run one seed (`forced`: extensions set on or off); raises SimulationError (with the replay command)."""
+    return Cluster(seed, nodes, steps, verbose=verbose, forced=forced).run()
