@@ -25,7 +25,7 @@ from collections.abc import Callable
 import structlog
 
 from client.heap_tuning import release_freed_memory
-from quorum.settings import NodeSettings
+from quorum.facade import NodeSettings
 
 # Bytes read since the heap was last trimmed before a quiet period trims it again: a trim walks
 # the whole heap (milliseconds), worth it only after a burst, not after a few small requests.
