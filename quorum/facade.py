@@ -18,7 +18,7 @@ holds it to that). What it needs of the node:
   registered.
 
 Methods are the node's own bound methods (no wrapper call or await on the
-write path); the properties read the node's public ones.
+write path).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from quorum.errors import (
     StartupError,
 )
 from quorum.node import NodeStatus, QuorumNode
+from quorum.raft import Role
 from quorum.raft.errors import invariant
 from quorum.raft.types import Entry, EntryKind
 from quorum.server import configure_logging, run_node
@@ -115,34 +116,35 @@ class QuorumFacade:
         self.status: Callable[[], NodeStatus] = node.status
         self.read_index_rounds_in_flight: Callable[[], int] = node.read_index_rounds_in_flight
 
+    # The Raft core's fields every request reads (a reply's zxid, the write router's decision): read
+    # here in one hop, as zkemu read them before there was a facade, not through a QuorumNode property.
     @property
     def applied_index(self) -> int:
         """The last entry applied to the state machine here (zkemu's zxid)."""
-        return self._node.applied_index
+        return self._node.core.applied_index
 
     @property
     def is_leader(self) -> bool:
-        return self._node.leading
-
-    @property
-    def serving(self) -> bool:
-        """Leading, or following a known leader (not in an election)."""
-        node = self._node
-        return (node.leading or node.following) and node.leader_id != 0
+        return self._node.core.role is Role.LEADER
 
     @property
     def leader_id(self) -> int:
         """The leader this node knows of, itself while it leads; 0 while none is known."""
-        return self._node.leader_id
+        return self._node.core.leader_id
 
     @property
     def term(self) -> int:
-        return self._node.term
+        return self._node.core.term
+
+    @property
+    def serving(self) -> bool:
+        """Leading, or following a known leader (not in an election)."""
+        return (self.is_leader or self._node.following) and self.leader_id != 0
 
     def leader_address(self) -> str:
         """The known leader's peer address (its gRPC port, where the application's services listen too);
         "" while none is known."""
-        return self._node.address_of(self._node.leader_id)
+        return self._node.address_of(self.leader_id)
 
     def address_of(self, node_id: int) -> str:
         return self._node.address_of(node_id)

@@ -1022,26 +1022,9 @@ class QuorumNode:
 
     # ------------------------------------------- what an application reads of the core (quorum.facade)
     @property
-    def leading(self) -> bool:
-        return self.core.role is Role.LEADER
-
-    @property
     def following(self) -> bool:
         """A follower (of a known leader or not), not a candidate in an election."""
         return self.core.role is Role.FOLLOWER
-
-    @property
-    def leader_id(self) -> int:
-        """The leader this node knows of (itself while it leads); 0 while none is known."""
-        return self.core.leader_id
-
-    @property
-    def term(self) -> int:
-        return self.core.term
-
-    @property
-    def applied_index(self) -> int:
-        return self.core.applied_index
 
     def follower_states(self) -> list[str]:
         """While leading, each follower's replication state ("probe", "replicate", "snapshot"); else []."""

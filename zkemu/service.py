@@ -239,7 +239,9 @@ class SessionConnection:
     Also the `Watcher` the watch manager notifies."""
 
     def __init__(self, service: ZooKeeperService, sink: Sink, peer_host: str = "") -> None:
+        assert service.quorum is not None  # streams open once the node registered the service
         self.service = service
+        self.quorum: QuorumFacade = service.quorum  # an attribute: every reply reads its applied index
         self.context = sink
         self.peer_host = peer_host  # the client's IP address (the ip ACL scheme reads it)
         self.session_id = 0
@@ -274,11 +276,6 @@ class SessionConnection:
     @property
     def requests_in_flight(self) -> int:
         return self._requests_in_flight
-
-    @property
-    def quorum(self) -> QuorumFacade:
-        assert self.service.quorum is not None
-        return self.service.quorum
 
     # ---- Watcher
     def send_event(self, event_type: int, path: str, zxid: int) -> None:

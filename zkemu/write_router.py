@@ -122,6 +122,7 @@ class WriteRouter:
         self._quorum = quorum
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._timeout_s = quorum.settings.proposal_timeout_ms / 1000
+        self._node_id = quorum.node_id
         self._decision = decide(quorum.node_id, False, 0, 0)
         self._queue: Pending = []
         self._queue_event = asyncio.Event()
@@ -149,15 +150,21 @@ class WriteRouter:
 
     # ---- the decision
     def way_now(self) -> Decision:
-        """Where a write submitted now goes (`decide`), the last decision kept while leadership holds."""
+        """Where a write submitted now goes (`decide`); every write asks, so the last decision is kept
+        while leadership holds: this server still leading in the same term, or still not leading with
+        the same leader (none) in the same term."""
         quorum = self._quorum
-        leading, leader_id, term = quorum.is_leader, quorum.leader_id, quorum.term
+        leading, term = quorum.is_leader, quorum.term
         last = self._decision
-        if last.leading is leading and last.route[0] == leader_id and last.route[1] == term:
-            return last
-        if not leader_id and last.route is NO_ROUTE and last.leading is leading:
-            return last
-        self._decision = decision = decide(quorum.node_id, leading, leader_id, term)
+        if leading:
+            if last.leading and last.route[1] == term:
+                return last
+            leader_id = self._node_id
+        else:
+            leader_id = quorum.leader_id
+            if not last.leading and last.route[0] == leader_id and (last.route[1] == term or not leader_id):
+                return last
+        self._decision = decision = decide(self._node_id, leading, leader_id, term)
         return decision
 
     def route(self) -> Route:
