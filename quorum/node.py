@@ -1027,3 +1027,13 @@ class QuorumNode:
         assert self._stopped is not None
         await self._stopped.wait()
         return self._fatal
+
+    # ------------------------------------------- what an application reads of the core (quorum.facade)
+    @property
+    def following(self) -> bool:
+        """A follower (of a known leader or not), not a candidate in an election."""
+        return self.core.role is Role.FOLLOWER
+
+    def follower_states(self) -> list[str]:
+        """While leading, each follower's replication state ("probe", "replicate", "snapshot"); else []."""
+        return [state for _match, _next, state in self.core.progress().values()]

@@ -30,11 +30,13 @@ from quorum.loop_options import LoopOptions
 from runtime import properties
 from runtime.cpu_placement import PLACEMENTS
 from runtime.message_limits import JUTE_MAX_BUFFER_BYTES_DEFAULT
-from zkemu.ephemeral_type import EXTENDED_SERVER_ID_MAX
 
 # Raft needs a majority of a fixed voter set; membership is static (no joint
 # consensus), so the sizes worth running are the odd ones.
 ALLOWED_CLUSTER_SIZES = (1, 3, 5, 7)
+# With zookeeper.extendedTypesEnabled a session id carries its server id in the top byte, and 0xFF there marks a
+# TTL node's owner (EphemeralType.MAX_EXTENDED_SERVER_ID); zkemu/ephemeral_type.py decodes owners with it.
+EXTENDED_SERVER_ID_MAX = 0xFE
 PORT_MIN = 1
 PORT_MAX = 65535
 # ZooKeeper 3.9's four-letter words (command/FourLetterCommands.java) and the ones a node answers

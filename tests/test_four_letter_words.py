@@ -44,22 +44,25 @@ PEERS_3 = {1: "127.0.0.1:7001", 2: "127.0.0.1:7002", 3: "127.0.0.1:7003"}
 
 
 @dataclass
-class FakeCore:
+class FakeQuorum:
+    """The quorum facade's figures the words read: the node's role, leader and followers' progress."""
+
     role: Role = Role.FOLLOWER
     leader_id: int = 2
     followers: dict[int, tuple[int, int, str]] = field(default_factory=dict)
-
-    def progress(self) -> dict[int, tuple[int, int, str]]:
-        return dict(self.followers) if self.role is Role.LEADER else {}
-
-
-@dataclass
-class FakeNode:
-    """QuorumNode's figures the words read: the Raft core's role, leader and progress."""
-
-    core: FakeCore = field(default_factory=FakeCore)
     read_rounds: int = 0
     role_since_s: float = field(default_factory=time.monotonic)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    @property
+    def serving(self) -> bool:
+        return self.role in (Role.LEADER, Role.FOLLOWER) and self.leader_id != 0
+
+    def follower_states(self) -> list[str]:
+        return [state for _match, _next, state in self.followers.values()] if self.role is Role.LEADER else []
 
     def read_index_rounds_in_flight(self) -> int:
         return self.read_rounds
@@ -102,7 +105,7 @@ def make_service(tmp_path: Path, peers: dict[int, str], node_id: int = 1, **sett
     )
     tree = ZnodeTree(tmp_path / "node" / "zk")
     service = ZooKeeperService(node_settings, tree)
-    service.node = FakeNode()  # type: ignore[assignment]
+    service.quorum = FakeQuorum()  # type: ignore[assignment]
     return service
 
 
@@ -174,10 +177,10 @@ def test_srvr_reports_version_latency_packets_zxid_mode_and_node_count(follower:
 
 
 def test_mode_is_leader_on_the_leader_and_standalone_for_one_node(tmp_path: Path, follower: ZooKeeperService) -> None:
-    follower.node.core.role = Role.LEADER  # type: ignore[union-attr]
+    follower.quorum.role = Role.LEADER  # type: ignore[union-attr]
     assert "Mode: leader" in ask(follower, "srvr")
     single = make_service(tmp_path / "one", {1: "127.0.0.1:7001"})
-    single.node.core.role, single.node.core.leader_id = Role.LEADER, 1  # type: ignore[union-attr]
+    single.quorum.role, single.quorum.leader_id = Role.LEADER, 1  # type: ignore[union-attr]
     try:
         assert "Mode: standalone" in ask(single, "srvr")
         assert "zk_peer_state" not in ask(single, "mntr")
@@ -186,7 +189,7 @@ def test_mode_is_leader_on_the_leader_and_standalone_for_one_node(tmp_path: Path
 
 
 def test_without_a_leader_the_words_say_not_serving_and_ruok_still_answers(follower: ZooKeeperService) -> None:
-    follower.node.core.role, follower.node.core.leader_id = Role.CANDIDATE, 0  # type: ignore[union-attr]
+    follower.quorum.role, follower.quorum.leader_id = Role.CANDIDATE, 0  # type: ignore[union-attr]
     for word in ("srvr", "stat", "mntr", "conf", "cons", "wchs", "dump", "dirs"):
         assert ask(follower, word) == flw.NOT_SERVING, word
     assert ask(follower, "ruok") == "imok"
@@ -280,7 +283,7 @@ def test_mntr_on_a_follower(follower: ZooKeeperService) -> None:
 
 
 def test_mntr_on_the_leader_adds_its_followers(follower: ZooKeeperService) -> None:
-    core = follower.node.core  # type: ignore[union-attr]
+    core = follower.quorum  # type: ignore[union-attr]
     core.role, core.leader_id = Role.LEADER, 1
     core.followers = {2: (5, 6, "replicate"), 3: (0, 1, "probe")}
     values = mntr_values(ask(follower, "mntr"))
@@ -381,7 +384,7 @@ def test_a_word_whose_figures_fail_answers_not_serving_instead_of_raising(tmp_pa
 def test_a_word_not_whitelisted_gets_zookeepers_refusal(tmp_path: Path) -> None:
     settings = NodeSettings(node_id=1, data_dir=tmp_path / "n", listen=PEERS_3[1], peers=PEERS_3)
     service = ZooKeeperService(settings, ZnodeTree(tmp_path / "n" / "zk"))
-    service.node = FakeNode()  # type: ignore[assignment]
+    service.quorum = FakeQuorum()  # type: ignore[assignment]
     try:
         assert service.settings.four_letter_whitelist == frozenset({"srvr"})  # ZooKeeper's default
         assert ask(service, "ruok") == "ruok is not executed because it is not in the whitelist.\n"
@@ -509,8 +512,8 @@ def test_answers_have_real_zookeepers_shape(
 ) -> None:
     real = real_answers[mode]
     if mode == "leader":
-        follower.node.core.role, follower.node.core.leader_id = Role.LEADER, 1  # type: ignore[union-attr]
-        follower.node.core.followers = {2: (5, 6, "replicate"), 3: (5, 6, "replicate")}  # type: ignore[union-attr]
+        follower.quorum.role, follower.quorum.leader_id = Role.LEADER, 1  # type: ignore[union-attr]
+        follower.quorum.followers = {2: (5, 6, "replicate"), 3: (5, 6, "replicate")}  # type: ignore[union-attr]
     ours = {word: ask(follower, word) for word in FOUR_LETTER_WORDS}
     # srvr: the same lines in the same order (the leader adds its proposal sizes, which we have not).
     real_srvr = [key for key in _keys(real["srvr"], ":") if key != "Proposal sizes last/min/max"]

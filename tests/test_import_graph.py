@@ -50,45 +50,6 @@ class Edge(NamedTuple):
     module: str
 
 
-# Imports that go against the map on this branch and that issue 28's other parts are removing while this test is
-# written. The lead empties this set after merging them; an entry that no longer occurs fails the test, so the set
-# cannot outlive the edges it excuses. Each comment says who moves the edge.
-_BEING_REMOVED_BY_ISSUE_28: frozenset[Edge] = frozenset(
-    {
-        # The extended server id's layout (zkemu.ephemeral_type) read by the quorum's settings: decided when the
-        # facade's wiring lands.
-        Edge("quorum/settings.py", "zkemu.ephemeral_type"),
-        # zkemu reaches into the quorum's internals; the facade replaces all of these.
-        Edge("zkemu/admission.py", "quorum.settings"),
-        Edge("zkemu/container_manager.py", "quorum.node"),
-        Edge("zkemu/container_manager.py", "quorum.raft"),
-        Edge("zkemu/container_manager.py", "quorum.settings"),
-        Edge("zkemu/four_letter_words.py", "quorum.raft"),
-        Edge("zkemu/four_letter_words.py", "quorum.raft.errors"),
-        Edge("zkemu/four_letter_words.py", "quorum.settings"),
-        Edge("zkemu/jute_server.py", "quorum.errors"),
-        Edge("zkemu/server.py", "quorum.server"),
-        Edge("zkemu/server.py", "quorum.settings"),
-        Edge("zkemu/service.py", "quorum.errors"),
-        Edge("zkemu/service.py", "quorum.deadline"),
-        Edge("zkemu/service.py", "quorum.node"),
-        Edge("zkemu/service.py", "quorum.raft"),
-        Edge("zkemu/service.py", "quorum.settings"),
-        Edge("zkemu/sessions.py", "quorum.node"),
-        Edge("zkemu/sessions.py", "quorum.raft"),
-        Edge("zkemu/submitter.py", "quorum.errors"),
-        Edge("zkemu/submitter.py", "quorum.deadline"),
-        Edge("zkemu/submitter.py", "quorum.node"),
-        Edge("zkemu/submitter.py", "quorum.raft"),
-        Edge("zkemu/submitter.py", "quorum.transport"),
-        Edge("zkemu/tree.py", "quorum.raft.errors"),
-        Edge("zkemu/tree.py", "quorum.raft.types"),
-        Edge("zkemu/tree.py", "quorum.state_check"),
-        Edge("zkemu/tree_check.py", "quorum.state_check"),
-    }
-)
-
-
 @functools.cache
 def _is_module(dotted: str) -> bool:
     path = ROOT.joinpath(*dotted.split("."))
@@ -169,18 +130,6 @@ def test_imports_follow_the_map() -> None:
     against = []
     for edge, _count in _edges():
         reason = _violation(edge)
-        if reason is not None and edge not in _BEING_REMOVED_BY_ISSUE_28:
+        if reason is not None:
             against.append(f"{edge.file} imports {edge.module}: {reason}")
     assert not against, "imports against docs/DESIGN.md §3:\n" + "\n".join(against)
-
-
-def test_the_excused_edges_still_exist() -> None:
-    """An excused edge that is gone must leave the set, so that the set only ever shrinks to empty."""
-    present = {edge for edge, _count in _edges()}
-    gone = sorted(_BEING_REMOVED_BY_ISSUE_28 - present)
-    assert not gone, "remove from _BEING_REMOVED_BY_ISSUE_28 (no longer imported):\n" + "\n".join(map(str, gone))
-
-
-def test_the_excused_edges_do_go_against_the_map() -> None:
-    allowed = sorted(edge for edge in _BEING_REMOVED_BY_ISSUE_28 if _violation(edge) is None)
-    assert not allowed, f"excused edges the map allows anyway: {allowed}"

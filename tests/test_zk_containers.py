@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from client.zk.codec import create_request
 from client.zk.states import CreateMode
 from client.zk.transaction import CreateTxnOp
-from quorum.raft import Role
 from quorum.settings import NodeSettings, SettingsError, load_node_settings, properties_to_values
 from quorum.state_check import DamagedRecordError
 from zkemu.container_manager import ContainerManager, delete_spacing_s
@@ -288,20 +287,17 @@ def test_sdk_create_modes_and_the_request_they_send() -> None:
     assert (request.create.mode, request.create.ttl_ms) == (TTL, 5)
 
 
-class _FakeCore:
-    role = Role.LEADER
+class _FakeQuorum:
+    """The quorum facade's leadership, as the container manager reads it."""
+
+    is_leader = True
 
 
-class _FakeNode:
-    def __init__(self) -> None:
-        self.core = _FakeCore()
-
-
-class _FakeSubmitter:
+class _FakeRouter:
     """Applies each submitted txn to the test tree, stamped with the time the test chooses."""
 
-    def __init__(self, zk: Zk, node: _FakeNode, now_ms: int, lose_leadership_after: int = -1) -> None:
-        self.zk, self.node, self.now_ms = zk, node, now_ms
+    def __init__(self, zk: Zk, quorum: _FakeQuorum, now_ms: int, lose_leadership_after: int = -1) -> None:
+        self.zk, self.quorum, self.now_ms = zk, quorum, now_ms
         self.submitted: list[pb.Txn] = []
         self.lose_after = lose_leadership_after
 
@@ -310,13 +306,13 @@ class _FakeSubmitter:
         self.submitted.append(txn)
         result = pb.TxnResult.FromString(self.zk.append(txn.SerializeToString()))
         if len(self.submitted) == self.lose_after:
-            self.node.core.role = Role.FOLLOWER
+            self.quorum.is_leader = False
         return self.zk.zxid, result
 
 
-def _manager(zk: Zk, submitter: _FakeSubmitter, **values: object) -> ContainerManager:
+def _manager(zk: Zk, submitter: _FakeRouter, **values: object) -> ContainerManager:
     s = settings(**values)
-    return ContainerManager(submitter.node, zk.tree, submitter, s, now_ms=lambda: submitter.now_ms)  # type: ignore[arg-type]
+    return ContainerManager(submitter.quorum, zk.tree, submitter, s, now_ms=lambda: submitter.now_ms)  # type: ignore[arg-type]
 
 
 def test_a_sweep_deletes_its_candidates_through_the_log_spaced_by_max_per_minute(zk: Zk) -> None:
@@ -326,7 +322,7 @@ def test_a_sweep_deletes_its_candidates_through_the_log_spaced_by_max_per_minute
         zk.create(f"{path}/x")
         zk.delete(f"{path}/x")
     create(zk, "/t", TTL, ttl_ms=10)
-    submitter = _FakeSubmitter(zk, _FakeNode(), now_ms=zk.time_of(zk.zxid) + 11)
+    submitter = _FakeRouter(zk, _FakeQuorum(), now_ms=zk.time_of(zk.zxid) + 11)
     manager = _manager(zk, submitter, container_max_per_minute=6000, container_max_never_used_interval_ms=0)
     assert delete_spacing_s(6000) == 0.01
     started = time.monotonic()
@@ -340,7 +336,7 @@ def test_a_sweep_deletes_its_candidates_through_the_log_spaced_by_max_per_minute
 def test_a_sweep_stops_when_the_node_stops_leading_and_counts_only_what_went(zk: Zk) -> None:
     for i in range(3):
         create(zk, f"/c{i}", CONTAINER)
-    submitter = _FakeSubmitter(zk, _FakeNode(), now_ms=zk.time_of(zk.zxid) + 1000, lose_leadership_after=1)
+    submitter = _FakeRouter(zk, _FakeQuorum(), now_ms=zk.time_of(zk.zxid) + 1000, lose_leadership_after=1)
     manager = _manager(zk, submitter, container_max_never_used_interval_ms=500)
     assert asyncio.run(manager.check()) == 1
     assert [t.delete_container.never_used_ms for t in submitter.submitted] == [500]

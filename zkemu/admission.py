@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import structlog
 
-from quorum.settings import NodeSettings
+from quorum.facade import NodeSettings
 from runtime.heap_tuning import release_freed_memory
 
 # Bytes read since the heap was last trimmed before a quiet period trims it again: a trim walks

@@ -3,7 +3,7 @@
 Only the leader runs it (LeaderZooKeeperServer starts ContainerManager when it
 leads): every `znode.container.checkIntervalMs` it reads the candidates from
 the tree's containers index (ZnodeTree.sweep_candidates) and proposes one
-DeleteContainerTxn each through the submitter, spaced so that no more than
+DeleteContainerTxn each through the write router, spaced so that no more than
 `znode.container.maxPerMinute` go a minute (checkContainers' minIntervalMs).
 The leader's clock only picks candidates: whether a node goes is decided when
 the entry is applied, with the entry's own time (Txn.time_ms) and the state
@@ -19,12 +19,10 @@ from collections.abc import Callable
 
 import structlog
 
-from quorum.node import QuorumNode
-from quorum.raft import Role
-from quorum.settings import NodeSettings
+from quorum.facade import NodeSettings, QuorumFacade
 from zkemu.errors import Code
-from zkemu.submitter import ConnectionLossError, TxnSubmitter
 from zkemu.tree import ZnodeTree
+from zkemu.write_router import ConnectionLossError, WriteRouter
 from zkraft_proto import zk_pb2
 
 __all__ = ["ContainerManager", "delete_spacing_s"]
@@ -40,15 +38,15 @@ def delete_spacing_s(max_per_minute: int) -> float:
 class ContainerManager:
     def __init__(
         self,
-        node: QuorumNode,
+        quorum: QuorumFacade,
         tree: ZnodeTree,
-        submitter: TxnSubmitter,
+        router: WriteRouter,
         settings: NodeSettings,
         now_ms: Callable[[], int] | None = None,
     ) -> None:
-        self._node = node
+        self._quorum = quorum
         self._tree = tree
-        self._submitter = submitter
+        self._router = router
         self._check_interval_s = settings.container_check_interval_ms / 1000
         self._max_per_minute = settings.container_max_per_minute
         self._never_used_ms = settings.container_max_never_used_interval_ms
@@ -66,7 +64,7 @@ class ContainerManager:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def _leading(self) -> bool:
-        return self._node.core.role is Role.LEADER
+        return self._quorum.is_leader
 
     async def _run(self) -> None:
         """A check every interval while this node leads (the timer of ContainerManager.start)."""
@@ -99,7 +97,7 @@ class ContainerManager:
     async def _delete(self, path: str) -> int:
         txn = zk_pb2.Txn(delete_container=zk_pb2.DeleteContainerTxn(path=path, never_used_ms=self._never_used_ms))
         try:
-            zxid, result = await self._submitter.submit(txn, self._proposal_timeout_s)
+            zxid, result = await self._router.submit(txn, self._proposal_timeout_s)
         except ConnectionLossError as exc:
             self.log.warning("container_delete_not_committed", path=path, error=str(exc))
             return 0

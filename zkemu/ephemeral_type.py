@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import enum
 
+from quorum.facade import EXTENDED_SERVER_ID_MAX  # EphemeralType.MAX_EXTENDED_SERVER_ID
+
 __all__ = [
     "CONTAINER_OWNER",
     "TTL_MS_MAX",
@@ -30,7 +32,6 @@ CONTAINER_OWNER = -(2**63)  # Long.MIN_VALUE (EphemeralType.CONTAINER_EPHEMERAL_
 _EXTENDED_MASK = 0xFF00000000000000
 _FEATURE_BITS_MASK = 0x00FFFF0000000000
 TTL_MS_MAX = (1 << 40) - 1  # EphemeralType.TTL.maxValue(): about 34 years
-EXTENDED_SERVER_ID_MAX = 0xFE  # EphemeralType.MAX_EXTENDED_SERVER_ID
 _TTL_TOP = _EXTENDED_MASK - (1 << 64)  # 0xFF00000000000000 as a signed 64-bit value
 
 

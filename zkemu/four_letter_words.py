@@ -24,9 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from quorum.raft import Role
-from quorum.raft.errors import invariant
-from quorum.settings import FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED
+from quorum.facade import FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED, invariant
 from zkemu.server_stats import ConnectionStats
 from zkemu.watches import Table
 
@@ -79,20 +77,19 @@ def reply_to(word: bytes, service: ZooKeeperService) -> bytes | None:
 
 def _serving(service: ZooKeeperService) -> bool:
     """ZooKeeperServer.isRunning: leading, or following a known leader."""
-    node = service.node
-    return node is not None and node.core.role in (Role.LEADER, Role.FOLLOWER) and node.core.leader_id != 0
+    return service.quorum is not None and service.quorum.serving
 
 
 def _mode(service: ZooKeeperService) -> str:
     """srvr's Mode: standalone for a one-node quorum (zkServer.sh status greps it)."""
-    assert service.node is not None
+    assert service.quorum is not None
     if len(service.settings.peers) == 1:
         return "standalone"
-    return "leader" if service.node.core.role is Role.LEADER else "follower"
+    return "leader" if service.quorum.is_leader else "follower"
 
 
 def _is_leader(service: ZooKeeperService) -> bool:
-    return service.node is not None and service.node.core.role is Role.LEADER and len(service.settings.peers) > 1
+    return service.quorum is not None and service.quorum.is_leader and len(service.settings.peers) > 1
 
 
 def _zxid(service: ZooKeeperService) -> int:
@@ -365,15 +362,15 @@ def _leader_figures(service: ZooKeeperService) -> dict[str, int]:
     those receiving the log as it grows (replicate); pending_syncs: ReadIndex rounds in flight,
     which is what a sync waits on here; leader_uptime: ms since this node became leader.
     """
-    assert service.node is not None
-    states = [state for _match, _next, state in service.node.core.progress().values()]
+    assert service.quorum is not None
+    states = service.quorum.follower_states()
     return {
         "synced_followers": sum(state == "replicate" for state in states),
         "synced_non_voting_followers": 0,  # every member votes
         "synced_observers": 0,  # zkraft has no observers
-        "pending_syncs": service.node.read_index_rounds_in_flight(),
+        "pending_syncs": service.quorum.read_index_rounds_in_flight(),
         "learners": sum(state in ("replicate", "snapshot") for state in states),
-        "leader_uptime": int((time.monotonic() - service.node.role_since_s) * 1000),
+        "leader_uptime": int((time.monotonic() - service.quorum.role_since_s) * 1000),
     }
 
 

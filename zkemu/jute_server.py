@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from quorum import errors as qerrors
+from quorum.facade import StartupError
 from zkemu import four_letter_words
 from zkemu.jute_codec import (
     OP_MARSHALLING_ERROR,
@@ -84,7 +84,7 @@ async def start_jute_server(service: ZooKeeperService) -> asyncio.Server:
         )
     except OSError as exc:
         reason = "address in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-        raise qerrors.StartupError(
+        raise StartupError(
             f"cannot serve ZooKeeper clients on {host}:{port} (clientPortAddress:clientPort): {reason}"
         ) from None
     service.log.info("zk_client_port_serving", address=f"{host}:{port}")

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import structlog
 
-from quorum.server import configure_logging, run_node
-from quorum.settings import NodeSettings
+from quorum.facade import NodeSettings, configure_logging, run_hosted
 from runtime import event_loop
 from zkemu.service import ZooKeeperService
 from zkemu.tree import AppliedTxn, ZnodeTree
@@ -29,7 +28,7 @@ def build(settings: NodeSettings) -> tuple[ZnodeTree, ZooKeeperService]:
 
 async def run(settings: NodeSettings, stop: asyncio.Event | None = None) -> int:
     tree, service = build(settings)
-    return await run_node(settings, stop, state_machine=tree, extension=service)
+    return await run_hosted(settings, tree, service, stop)
 
 
 def serve(settings: NodeSettings) -> int:

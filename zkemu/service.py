@@ -25,11 +25,7 @@ from typing import Any
 import grpc
 import structlog
 
-from quorum import errors as qerrors
-from quorum.deadline import await_owned
-from quorum.node import QuorumNode
-from quorum.raft import Role
-from quorum.settings import NodeSettings
+from quorum.facade import NodeSettings, QuorumError, QuorumFacade, QuorumTimeoutError, await_owned
 from zkemu import acl
 from zkemu.admission import Admission
 from zkemu.container_manager import ContainerManager
@@ -42,15 +38,9 @@ from zkemu.session_intake import Received, Refused, add_service
 from zkemu.session_outbox import SessionOutbox, Sink
 from zkemu.session_writes import SessionWrite, SessionWrites
 from zkemu.sessions import SessionIds, SessionTracker, session_password
-from zkemu.submitter import (
-    NO_LEADER_POLL_S,
-    REFUSED_AFTER_A_LATER_WRITE,
-    ConnectionLossError,
-    RetryElsewhere,
-    TxnSubmitter,
-)
 from zkemu.tree import AppliedTxn, ZnodeTree
 from zkemu.watches import AddWatchMode, WatcherType, WatchManager
+from zkemu.write_router import ConnectionLossError, Way, WriteRouter
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 OUTBOUND_MESSAGES_MAX = 100_000
@@ -81,8 +71,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.watches = WatchManager()
         self._connections: dict[int, SessionConnection] = {}  # session id -> its live stream here
         self._open_streams = 0  # session streams open here, connected or not yet
-        self.node: QuorumNode | None = None
-        self.submitter: TxnSubmitter | None = None
+        self.quorum: QuorumFacade | None = None  # given when the node registers this service
+        self.router: WriteRouter | None = None
         self.tracker: SessionTracker | None = None
         self.ids: SessionIds | None = None
         self.containers: ContainerManager | None = None  # its sweep runs while this node leads
@@ -91,24 +81,24 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self._jute_server: asyncio.Server | None = None
         self.log = structlog.get_logger("zk").bind(node=settings.node_id)
 
-    # ---- NodeExtension
-    def register(self, node: QuorumNode, server: grpc.aio.Server) -> None:
-        self.node = node
+    # ---- HostedService (quorum.facade)
+    def register(self, quorum: QuorumFacade, server: grpc.aio.Server) -> None:
+        self.quorum = quorum
         add_service(self, server, self.settings.jute_max_buffer_bytes)
 
     async def start(self) -> None:
-        assert self.node is not None
-        self.submitter = TxnSubmitter(self.node)
-        self.submitter.start()
-        self.tracker = SessionTracker(self.node, self.tree.sessions, self.submitter, self.settings.tick_time_ms)
+        assert self.quorum is not None
+        self.router = WriteRouter(self.quorum)
+        self.router.start()
+        self.tracker = SessionTracker(self.quorum, self.tree.sessions, self.router, self.settings.tick_time_ms)
         self.tracker.start()
         self.admission.start()
-        self.containers = ContainerManager(self.node, self.tree, self.submitter, self.settings)
+        self.containers = ContainerManager(self.quorum, self.tree, self.router, self.settings)
         self.containers.start()
         self.ids = SessionIds(self.settings.node_id, lambda: int(time.time() * 1000))
         # Until a client connects here, this node (as a follower) learns commits
         # with the leader's next append or heartbeat (QuorumNode.set_commit_interest says why).
-        self.node.set_commit_interest(self._open_streams > 0)
+        self.quorum.set_commit_interest(self._open_streams > 0)
         if self.settings.client_port:
             from zkemu.jute_server import start_jute_server  # the wire front end needs this module
 
@@ -124,15 +114,15 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
             await self.containers.stop()
         if self.tracker is not None:
             await self.tracker.stop()
-        if self.submitter is not None:
-            await self.submitter.stop()
+        if self.router is not None:
+            await self.router.stop()
 
     # ---- called while a transaction is applied (inside the node's Ready loop)
     def on_applied(self, applied: AppliedTxn) -> None:
         for trigger in applied.triggers:
             self.watches.trigger(EventType(trigger.type), trigger.path, applied.zxid, trigger.acl)
-        if applied.forward_tag and self.submitter is not None:
-            self.submitter.forwarded.applied(applied.forward_tag, applied.zxid, applied.result)
+        if applied.forward_tag and self.router is not None:
+            self.router.forwarded.applied(applied.forward_tag, applied.zxid, applied.result)
         if applied.created_session and self.tracker is not None:
             sid = applied.created_session
             timeout_ms = self.tree.session_timeout_ms(sid) or self.settings.session_timeout_bounds_ms[0]
@@ -169,13 +159,13 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
     def stream_opened(self) -> None:
         """A client reads here from now on: commits must reach this node at once."""
         self._open_streams += 1
-        if self._open_streams == 1 and self.node is not None:
-            self.node.set_commit_interest(True)
+        if self._open_streams == 1 and self.quorum is not None:
+            self.quorum.set_commit_interest(True)
 
     def stream_closed(self) -> None:
         self._open_streams -= 1
-        if self._open_streams == 0 and self.node is not None:
-            self.node.set_commit_interest(False)
+        if self._open_streams == 0 and self.quorum is not None:
+            self.quorum.set_commit_interest(False)
 
     def attach(self, conn: SessionConnection) -> None:
         old = self._connections.get(conn.session_id)
@@ -198,8 +188,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self, request_iterator: AsyncIterator[zk_pb2.ForwardRequest], context: Any
     ) -> AsyncIterator[zk_pb2.ForwardResponse]:
         """A follower's write batches: each proposed as it arrives (log order = arrival order), answered in order."""
-        assert self.submitter is not None
-        submitter = self.submitter
+        assert self.router is not None
+        router = self.router
         proposed: asyncio.Queue[asyncio.Future[list[tuple[int, bytes]]] | zk_pb2.ForwardResponse | None]
         proposed = asyncio.Queue()
 
@@ -207,8 +197,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
             try:
                 async for request in request_iterator:
                     try:
-                        proposed.put_nowait(submitter.propose_forwarded(list(request.txns)))
-                    except qerrors.QuorumError as exc:
+                        proposed.put_nowait(router.propose_forwarded(list(request.txns)))
+                    except QuorumError as exc:
                         proposed.put_nowait(_forward_error(exc))
             finally:
                 proposed.put_nowait(None)
@@ -223,8 +213,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
                 try:
                     results = await await_owned(item, timeout_s)
                 except TimeoutError:
-                    yield _forward_error(qerrors.QuorumTimeoutError(f"not committed within {timeout_s:.1f}s"))
-                except qerrors.QuorumError as exc:
+                    yield _forward_error(QuorumTimeoutError(f"not committed within {timeout_s:.1f}s"))
+                except QuorumError as exc:
                     yield _forward_error(exc)
                 else:
                     yield zk_pb2.ForwardResponse(zxids=[i for i, _ in results], results=[r for _, r in results])
@@ -249,7 +239,9 @@ class SessionConnection:
     Also the `Watcher` the watch manager notifies."""
 
     def __init__(self, service: ZooKeeperService, sink: Sink, peer_host: str = "") -> None:
+        assert service.quorum is not None  # streams open once the node registered the service
         self.service = service
+        self.quorum: QuorumFacade = service.quorum  # an attribute: every reply reads its applied index
         self.context = sink
         self.peer_host = peer_host  # the client's IP address (the ip ACL scheme reads it)
         self.session_id = 0
@@ -268,6 +260,7 @@ class SessionConnection:
         self._last_slot: asyncio.Task[None] | None = None  # the newest request still being worked on
         self._last_read: asyncio.Task[None] | None = None
         self._writes = SessionWrites()  # in the order they must reach the log
+        self._group_replies = _GroupReplies(self)  # answers the writes the router sends in groups
         self._closed = False
         # Requests read and not yet answered to gRPC, and their bytes (zkemu.admission).
         self._requests_in_flight = 0
@@ -283,11 +276,6 @@ class SessionConnection:
     @property
     def requests_in_flight(self) -> int:
         return self._requests_in_flight
-
-    @property
-    def node(self) -> QuorumNode:
-        assert self.service.node is not None
-        return self.service.node
 
     # ---- Watcher
     def send_event(self, event_type: int, path: str, zxid: int) -> None:
@@ -440,15 +428,15 @@ class SessionConnection:
         low, high = svc.settings.session_timeout_bounds_ms
         timeout_ms = min(max(req.timeout_ms, low), high)
         self.linearizable = req.linearizable_reads
-        applied = self.node.core.applied_index
+        applied = self.quorum.applied_index
         if req.session_id == 0:
-            assert svc.ids is not None and svc.submitter is not None
+            assert svc.ids is not None and svc.router is not None
             sid = svc.ids.next()
             txn = zk_pb2.Txn(
                 session_id=sid, create_session=zk_pb2.CreateSessionTxn(session_id=sid, timeout_ms=timeout_ms)
             )
             try:
-                await svc.submitter.submit(txn, svc.settings.proposal_timeout_ms / 1000)
+                await svc.router.submit(txn, svc.settings.proposal_timeout_ms / 1000)
             except ConnectionLossError as exc:
                 self.end(grpc.StatusCode.UNAVAILABLE, f"cannot create a session now: {exc}")
                 return False
@@ -491,7 +479,7 @@ class SessionConnection:
                     password=session_password(svc.settings.cluster_id, sid),
                     timeout_ms=timeout_ms,
                     server_id=svc.settings.node_id,
-                    last_zxid=self.node.core.applied_index,
+                    last_zxid=self.quorum.applied_index,
                 )
             )
         )
@@ -503,8 +491,8 @@ class SessionConnection:
         reconnects with last zxid 0). ZooKeeper's follower asks its leader the same way
         (Learner.validateSession) before answering a reconnect as expired."""
         timeout_s = self.service.settings.proposal_timeout_ms / 1000
-        with contextlib.suppress(qerrors.QuorumError):
-            await self.node.wait_applied(await self.node.read_index(timeout_s), timeout_s)
+        with contextlib.suppress(QuorumError):
+            await self.quorum.wait_applied(await self.quorum.read_index(timeout_s), timeout_s)
 
     async def _catch_up_to(self, zxid: int) -> int:
         """This server's applied zxid after giving it a few heartbeats to reach `zxid`.
@@ -516,9 +504,9 @@ class SessionConnection:
         really behind, which the client must leave."""
         settings = self.service.settings
         wait_s = CATCH_UP_HEARTBEATS * settings.heartbeat_interval_ticks * settings.tick_ms / 1000
-        with contextlib.suppress(qerrors.QuorumTimeoutError):
-            await self.node.wait_applied(zxid, wait_s)
-        return self.node.core.applied_index
+        with contextlib.suppress(QuorumTimeoutError):
+            await self.quorum.wait_applied(zxid, wait_s)
+        return self.quorum.applied_index
 
     # ---- ordering
     def _dispatch_all(self, requests: Sequence[zk_pb2.Request], size_bytes: int) -> None:
@@ -540,9 +528,9 @@ class SessionConnection:
             self._dispatch_writes(run, size_bytes)
 
     def _dispatch_writes(self, requests: list[tuple[zk_pb2.Request, str]], size_bytes: int) -> None:
-        """Consecutive writes of the session. With no earlier read to wait for, the leader proposes
-        them at once, as consecutive log entries, and a follower forwards them as one batch; one task
-        answers them.
+        """Consecutive writes of the session. With no earlier read to wait for, they go together the way
+        the write router says (zkemu.write_router): the leader proposes them at once, as consecutive log
+        entries, and a follower forwards them as one batch; one task answers them.
 
         Under load a client sends its writes in batches of up to hundreds, and
         a task, a timer and a proposal per write were most of the leader's
@@ -552,52 +540,42 @@ class SessionConnection:
         another route must be waited for, no leader is known) goes through
         `_dispatch`, one task each.
         """
-        assert self.service.submitter is not None and self.service.tracker is not None
-        submitter = self.service.submitter
-        route = submitter.route()
-        leading = self.node.core.role is Role.LEADER
-        # A follower whose route names itself is between roles: the writes take the usual way.
-        goes_somewhere = route is not None and (leading or route[0] != self.node.node_id)
-        if not goes_somewhere or _unfinished(self._last_read) is not None:
+        assert self.service.router is not None and self.service.tracker is not None
+        router = self.service.router
+        decision = router.way_now()
+        if decision.way is Way.WAIT or _unfinished(self._last_read) is not None:
             for req, op in requests:
                 self._dispatch(req, op, size_bytes)
             return
         self.service.tracker.touch(self.session_id)
+        route = decision.route
         group: list[_GroupWrite] = []
         alone: list[_GroupWrite] = []  # after a write that may not join the group: one task each
         for req, op in requests:
             body = getattr(req, op)
-            item = _GroupWrite(_Slot(req.xid, size_bytes), req, op, body, self._writes.add())
+            item = _GroupWrite(_Slot(req.xid, size_bytes), req, op, body, self._writes.add(), _NO_TXN)
             self._order.append(item.slot)
             problem = write_problem(op, body, self.service.settings.extended_types_enabled)
             if problem is not None:
                 item.write.settle()
                 self._answer(item.slot, self._reply(req, err=problem[0], error_message=problem[1]))
             elif not alone and item.write.try_take(route):
+                item.txn = self._txn(op, body)
                 group.append(item)
             else:
                 alone.append(item)
-        if group and not leading:
-            # A follower forwards them as one batch and answers each when it has applied it.
-            futures = submitter.forward_nowait([self._txn(item.op, item.body) for item in group])
-            self._track(self._answer_group(group, self._settle_forwarded(group, futures)))
-        elif group:
-            txns = [self._txn(item.op, item.body) for item in group]
-            try:
-                proposed = submitter.propose_here_nowait(txns)
-            except qerrors.QuorumError:
-                # Nothing was appended (a leadership transfer, too much uncommitted data, shutting
-                # down): each write takes the usual way, which retries or answers CONNECTIONLOSS.
-                for item in group:
-                    item.write.unplace()
+        if group:
+            sent = router.send_group(decision, group, self._group_replies)
+            if sent is None:
+                # Nothing was appended: each write takes the usual way, which retries or answers CONNECTIONLOSS.
                 alone = group + alone
             else:
-                self._track(self._answer_group(group, self._settle_group(group, proposed)))
+                self._track(self._answer_group(group, sent))
         for item in alone:
             self._work_on(item.slot, self._write(item.req, item.op, None, item.write))
 
     async def _answer_group(self, group: list[_GroupWrite], settle: Coroutine[Any, Any, None]) -> None:
-        """Answer a group of writes submitted together (_dispatch_writes), each in its slot, as `settle` does."""
+        """Answer a group of writes sent together (_dispatch_writes), each in its slot, as `settle` does."""
         try:
             await settle
         except asyncio.CancelledError:
@@ -610,92 +588,6 @@ class SessionConnection:
         finally:
             for item in group:
                 item.write.settle()
-
-    async def _settle_group(
-        self, group: list[_GroupWrite], proposed: asyncio.Future[tuple[list[tuple[int, bytes]], BaseException | None]]
-    ) -> None:
-        timeout_s = self.service.settings.proposal_timeout_ms / 1000
-        try:
-            applied, error = await await_owned(proposed, timeout_s)
-        except TimeoutError:
-            applied = []
-            error = qerrors.QuorumTimeoutError(f"not committed within {timeout_s:.1f}s; it may still be applied later")
-        if applied and self.node.core.applied_index < applied[-1][0]:
-            await self.node.wait_applied(applied[-1][0], timeout_s)
-        for item, (_, raw) in zip(group, applied, strict=False):
-            item.write.settle()
-            item.slot.response = self._write_response(item.req, item.op, item.body, zk_pb2.TxnResult.FromString(raw))
-        self._flush_replies()
-        rest = group[len(applied) :]
-        if not rest:
-            return
-        if isinstance(error, qerrors.ProposalLostError):
-            # Certainly not applied, and neither is any later write proposed on the same route:
-            # each goes again through whoever leads now, in the session's order (SessionWrites).
-            await self._write_again(rest)
-            return
-        for item in rest:
-            item.write.settle()
-            item.slot.response = self._reply(item.req, err=Code.CONNECTIONLOSS, error_message=str(error))
-        self._flush_replies()
-
-    async def _settle_forwarded(
-        self, group: list[_GroupWrite], futures: list[asyncio.Future[tuple[int, bytes]]]
-    ) -> None:
-        """Answer a follower's group of forwarded writes in order, each once this node has applied it."""
-        deadline = time.monotonic() + self.service.settings.proposal_timeout_ms / 1000
-        k = 0
-        while k < len(group):
-            item = group[k]
-            try:
-                zxid, raw = await await_owned(futures[k], max(deadline - time.monotonic(), 0.0))
-                await self.node.wait_applied(zxid, max(deadline - time.monotonic(), 0.5))
-            except RetryElsewhere:
-                # Refused with the rest of its batch (a leader change): this write and the later ones
-                # refused with it go again, in the session's order, through whoever leads now.
-                refused = k + 1
-                while refused < len(group) and _refused(futures[refused]):
-                    refused += 1
-                await self._forward_again(group[k:refused])
-                k = refused
-                continue
-            except TimeoutError:
-                lost = "the leader did not answer in time; the write may be applied"
-                item.slot.response = self._reply(item.req, err=Code.CONNECTIONLOSS, error_message=lost)
-            except (ConnectionLossError, qerrors.QuorumError) as exc:
-                item.slot.response = self._reply(item.req, err=Code.CONNECTIONLOSS, error_message=str(exc))
-            else:
-                result = zk_pb2.TxnResult.FromString(raw)
-                item.slot.response = self._write_response(item.req, item.op, item.body, result)
-            item.write.settle()
-            self._flush_replies()
-            k += 1
-
-    async def _forward_again(self, refused: list[_GroupWrite]) -> None:
-        """Writes the leader refused (certainly not applied) submitted again, one task each, in order;
-        unless a later write of the session already went that way (it could be applied before them)."""
-        if not refused[-1].write.may_retry():
-            for item in refused:
-                item.write.settle()
-                item.slot.response = self._reply(
-                    item.req, err=Code.CONNECTIONLOSS, error_message=REFUSED_AFTER_A_LATER_WRITE
-                )
-            self._flush_replies()
-            return
-        # A refusal comes at once: let an election or a new leader's first append land first.
-        await self._write_again(refused, pause_s=NO_LEADER_POLL_S)
-
-    async def _write_again(self, items: list[_GroupWrite], pause_s: float = 0.0) -> None:
-        """Writes of a group certainly not applied, submitted again one task each, in the session's
-        order (SessionWrites), and answered in their slots."""
-        for item in items:
-            item.write.unplace()
-        if pause_s:
-            await asyncio.sleep(pause_s)
-        again = await asyncio.gather(*(self._write(item.req, item.op, None, item.write) for item in items))
-        for item, response in zip(items, again, strict=True):
-            item.slot.response = response
-        self._flush_replies()
 
     def _txn(self, op: str, body: Any) -> zk_pb2.Txn:
         txn = zk_pb2.Txn(session_id=self.session_id, auth=self._auth_pb)
@@ -748,7 +640,7 @@ class SessionConnection:
     def _server_error(self, exc: Exception, xid: int) -> zk_pb2.Response:
         self.service.log.error("request_failed", session_id=self.session_id, xid=xid, error=repr(exc))
         return zk_pb2.Response(
-            xid=xid, zxid=self.node.core.applied_index, err=Code.SYSTEMERROR, error_message=f"server error: {exc}"
+            xid=xid, zxid=self.quorum.applied_index, err=Code.SYSTEMERROR, error_message=f"server error: {exc}"
         )
 
     def _answer(self, slot: _Slot, response: zk_pb2.Response) -> None:
@@ -794,10 +686,10 @@ class SessionConnection:
         self, req: zk_pb2.Request, txn: zk_pb2.Txn, op: str, body: Any, write: SessionWrite | None = None
     ) -> zk_pb2.Response:
         svc = self.service
-        assert svc.submitter is not None
+        assert svc.router is not None
         try:
             # `write`: in the session's order across leader changes (zkemu.session_writes).
-            _, result = await svc.submitter.submit(txn, svc.settings.proposal_timeout_ms / 1000, write)
+            _, result = await svc.router.submit(txn, svc.settings.proposal_timeout_ms / 1000, write)
         except ConnectionLossError as exc:
             return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
         return self._write_response(req, op, body, result)
@@ -826,9 +718,9 @@ class SessionConnection:
         if self._needs_read_index(op):
             timeout_s = self.service.settings.proposal_timeout_ms / 1000
             try:
-                index = await self.node.read_index(timeout_s)
-                await self.node.wait_applied(index, timeout_s)
-            except qerrors.QuorumError as exc:
+                index = await self.quorum.read_index(timeout_s)
+                await self.quorum.wait_applied(index, timeout_s)
+            except QuorumError as exc:
                 return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
         return self._read_now(req, op)
 
@@ -842,7 +734,7 @@ class SessionConnection:
             return self._reply(req, err=exc.code, error_message=str(exc))
 
     def _reply(self, req: zk_pb2.Request, **fields: Any) -> zk_pb2.Response:
-        return zk_pb2.Response(xid=req.xid, zxid=self.node.core.applied_index, **fields)
+        return zk_pb2.Response(xid=req.xid, zxid=self.quorum.applied_index, **fields)
 
     # Reads do not validate their path: ZooKeeper answers NONODE for a path that
     # cannot exist (only writes run PathUtils.validatePath on the server).
@@ -1011,24 +903,46 @@ def _peer_host(peer: str) -> str:
     return host.strip("[]")
 
 
+_NO_TXN = zk_pb2.Txn()  # a group write's txn until it joins the group (never sent)
+
+
 def _ignore_outcome(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
-def _forward_error(exc: qerrors.QuorumError) -> zk_pb2.ForwardResponse:
+def _forward_error(exc: QuorumError) -> zk_pb2.ForwardResponse:
     return zk_pb2.ForwardResponse(error_code=exc.code, error_message=str(exc))
 
 
 @dataclass(slots=True)
 class _GroupWrite:
-    """One write of a group proposed together (SessionConnection._dispatch_writes)."""
+    """One write of a group sent together (SessionConnection._dispatch_writes; zkemu.write_router.GroupWrite)."""
 
     slot: _Slot
     req: zk_pb2.Request
     op: str
     body: Any
     write: SessionWrite
+    txn: zk_pb2.Txn  # _NO_TXN until it joins the group
+
+
+class _GroupReplies:
+    """How the write router answers a session's group writes: each in its slot, in the session's order."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: SessionConnection) -> None:
+        self._conn = conn
+
+    def applied(self, item: _GroupWrite, result: zk_pb2.TxnResult) -> None:
+        item.slot.response = self._conn._write_response(item.req, item.op, item.body, result)
+
+    def failed(self, item: _GroupWrite, message: str) -> None:
+        item.slot.response = self._conn._reply(item.req, err=Code.CONNECTIONLOSS, error_message=message)
+
+    def flush(self) -> None:
+        self._conn._flush_replies()
 
 
 class _Slot:
@@ -1041,10 +955,6 @@ class _Slot:
         self.size_bytes = size_bytes  # what the request holds in flight until its reply leaves
         self.response: zk_pb2.Response | None = None
         self.ends_stream = ends_stream
-
-
-def _refused(future: asyncio.Future[Any]) -> bool:
-    return future.done() and not future.cancelled() and isinstance(future.exception(), RetryElsewhere)
 
 
 def _unfinished(task: asyncio.Task[None] | None) -> asyncio.Task[None] | None:

@@ -12,13 +12,13 @@ one on another route is waited for until it is answered, one not yet
 submitted until it is.
 
 A route is (leader id, term) as this server saw them when it submitted the
-write, its own id while it leads (TxnSubmitter.route); NO_ROUTE while no
+write, its own id while it leads (WriteRouter.route); NO_ROUTE while no
 leader was known. Found by a test that keeps writes in flight on a leader
 while it is deposed (tests/test_zk_semantics_cluster.py): before, writes that
 arrived after the change went straight to the new leader, ahead of earlier
 ones still waiting to learn that they were lost.
 
-A write that was not taken is submitted again (TxnSubmitter.submit), in its
+A write that was not taken is submitted again (WriteRouter.submit), in its
 place: it counts as not submitted until it is, so later writes wait for it.
 A lost write takes every later one on its route with it, so they all go again
 in order. A refusal need not (a leader that refuses a batch while it hands

@@ -19,9 +19,8 @@ from collections.abc import Callable
 import grpc
 import structlog
 
-from quorum.node import QuorumNode
-from quorum.raft import Role
-from zkemu.submitter import ConnectionLossError, TxnSubmitter
+from quorum.facade import QuorumFacade
+from zkemu.write_router import ConnectionLossError, WriteRouter
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 PASSWORD_BYTES = 16
@@ -50,14 +49,14 @@ class SessionIds:
 class SessionTracker:
     def __init__(
         self,
-        node: QuorumNode,
+        quorum: QuorumFacade,
         sessions_of_tree: Callable[[], dict[int, int]],
-        submitter: TxnSubmitter,
+        router: WriteRouter,
         tick_time_ms: int,
     ) -> None:
-        self._node = node
+        self._quorum = quorum
         self._sessions_of_tree = sessions_of_tree
-        self._submitter = submitter
+        self._router = router
         self._check_interval_s = max(tick_time_ms / 2000, 0.02)
         self._deadlines: dict[int, float] = {}  # leader only: session id -> monotonic expiry time
         self._timeouts: dict[int, int] = {}
@@ -66,7 +65,7 @@ class SessionTracker:
         self._was_leader = False
         self._task: asyncio.Task[None] | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
-        self.log = structlog.get_logger("zk.sessions").bind(node=node.node_id)
+        self.log = structlog.get_logger("zk.sessions").bind(node=quorum.node_id)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="zk-session-tracker")
@@ -80,7 +79,7 @@ class SessionTracker:
 
     # ---- events
     def touch(self, session_id: int) -> None:
-        if self._node.core.role is Role.LEADER:
+        if self._quorum.is_leader:
             timeout_ms = self._timeouts.get(session_id)
             if timeout_ms is not None and session_id not in self._closing:
                 self._deadlines[session_id] = time.monotonic() + timeout_ms / 1000
@@ -111,7 +110,7 @@ class SessionTracker:
         while True:
             await asyncio.sleep(self._check_interval_s)
             try:
-                if self._node.core.role is Role.LEADER:
+                if self._quorum.is_leader:
                     self._lead()
                 else:
                     self._was_leader = False
@@ -140,7 +139,7 @@ class SessionTracker:
             session_id=session_id, close_session=zk_pb2.CloseSessionTxn(session_id=session_id, expired=True)
         )
         try:
-            await self._submitter.submit(txn, self._node.settings.proposal_timeout_ms / 1000)
+            await self._router.submit(txn, self._quorum.settings.proposal_timeout_ms / 1000)
         except ConnectionLossError as exc:
             self._closing.discard(session_id)  # try again at the next check
             self._deadlines[session_id] = time.monotonic()
@@ -149,9 +148,9 @@ class SessionTracker:
     async def _pass_touches(self) -> None:
         if not self._touched:
             return
-        leader = self._node.core.leader_id
-        address = self._node.address_of(leader)
-        if not address or leader == self._node.node_id:
+        leader = self._quorum.leader_id
+        address = self._quorum.address_of(leader)
+        if not address or leader == self._quorum.node_id:
             return
         touched, self._touched = list(self._touched), set()
         ch = self._channels.get(address)

@@ -52,9 +52,7 @@ import lmdb
 import structlog
 from google.protobuf.message import DecodeError
 
-from quorum.raft.errors import invariant
-from quorum.raft.types import Entry, EntryKind
-from quorum.state_check import is_damage, mark_damaged, set_aside_if_damaged
+from quorum.facade import Entry, EntryKind, invariant, is_damage, mark_damaged, set_aside_if_damaged
 from zkemu import acl as acls
 from zkemu.ephemeral_type import CONTAINER_OWNER, TTL_MS_MAX, NodeKind, client_owner, kind_of, ttl_of, ttl_owner
 from zkemu.errors import (

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import lmdb
 
-from quorum.state_check import DamagedRecordError, open_read_only
+from quorum.facade import DamagedRecordError, open_read_only
 from zkemu import acl as acls
 from zkemu.ephemeral_type import NodeKind, kind_of
 from zkemu.errors import ZkError

@@ -1,0 +1,199 @@
+"""The quorum as an application hosted in a node sees it: one class, and the types it names.
+
+zkemu imports nothing else from quorum (tests/test_zkemu_quorum_boundary.py
+holds it to that). What it needs of the node:
+* writes: `propose_nowait` (one entry per command), `propose_prefix_nowait`
+  (the longest prefix the leader takes), `propose` (awaited);
+* reads: `read_index` (ReadIndex, Raft thesis §6.4: the barrier before a
+  linearizable read), `wait_applied`, `applied_index`; the read view itself is
+  the application's own state machine, which the node applies entries to;
+* leadership: `is_leader`, `leader_id`, `term`, `leader_address` (where a
+  follower forwards writes: forwarding is the application's, over its own
+  gRPC service), `role_since_s`, `follower_states`; zkemu polls these from its
+  own timers, so the facade has no event stream to keep;
+* status and tuning: `status`, `read_index_rounds_in_flight`,
+  `set_commit_interest`;
+* the node's life: `run_hosted` builds and runs a node with its settings, the
+  state machine and the hosted service, which gets the facade when it is
+  registered.
+
+Methods are the node's own bound methods (no wrapper call or await on the
+write path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
+
+import grpc
+
+from quorum.deadline import await_owned
+from quorum.errors import (
+    NotLeaderError,
+    ProposalDroppedError,
+    ProposalLostError,
+    QuorumError,
+    QuorumTimeoutError,
+    StartupError,
+)
+from quorum.node import NodeStatus, QuorumNode
+from quorum.raft import Role
+from quorum.raft.errors import invariant
+from quorum.raft.types import Entry, EntryKind
+from quorum.server import configure_logging, run_node
+from quorum.settings import EXTENDED_SERVER_ID_MAX, FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED, NodeSettings
+from quorum.state_check import DamagedRecordError, is_damage, mark_damaged, open_read_only, set_aside_if_damaged
+from quorum.state_machine import StateMachine
+from quorum.transport import GRPC_OPTIONS
+
+__all__ = [
+    "EXTENDED_SERVER_ID_MAX",
+    "FOUR_LETTER_WORDS",
+    "FOUR_LETTER_WORDS_NOT_SERVED",
+    "GRPC_OPTIONS",
+    "DamagedRecordError",
+    "Entry",
+    "EntryKind",
+    "HostedService",
+    "NodeSettings",
+    "NodeStatus",
+    "NotLeaderError",
+    "ProposalDroppedError",
+    "ProposalLostError",
+    "QuorumError",
+    "QuorumFacade",
+    "QuorumTimeoutError",
+    "StartupError",
+    "StateMachine",
+    "await_owned",
+    "configure_logging",
+    "invariant",
+    "is_damage",
+    "mark_damaged",
+    "open_read_only",
+    "run_hosted",
+    "set_aside_if_damaged",
+]
+
+Outcomes = list[tuple[int, bytes]]  # (log index, the state machine's result) of each command
+
+
+class QuorumFacade:
+    """One quorum node, as the application it hosts uses it."""
+
+    __slots__ = (
+        "_node",
+        "node_id",
+        "settings",
+        "propose",
+        "propose_nowait",
+        "propose_prefix_nowait",
+        "read_index",
+        "wait_applied",
+        "set_commit_interest",
+        "status",
+        "read_index_rounds_in_flight",
+    )
+
+    def __init__(self, node: QuorumNode) -> None:
+        self._node = node
+        self.node_id: int = node.node_id
+        self.settings: NodeSettings = node.settings
+        # Writes. propose: the commands as consecutive entries, awaited, timed out after timeout_s.
+        self.propose: Callable[[Sequence[bytes], float], Coroutine[Any, Any, Outcomes]] = node.propose_many
+        # Appended now, or QuorumError at once; the future resolves once every one is applied.
+        self.propose_nowait: Callable[[Sequence[bytes]], asyncio.Future[Outcomes]] = node.propose_nowait
+        # The longest prefix the leader takes now; the future has each one's outcome and what stopped the rest.
+        self.propose_prefix_nowait: Callable[
+            [Sequence[bytes]], asyncio.Future[tuple[Outcomes, BaseException | None]]
+        ] = node.propose_prefix_nowait
+        # Reads: an index that, once applied here, makes a read linearizable; and the wait for it.
+        self.read_index: Callable[[float], Coroutine[Any, Any, int]] = node.read_index
+        self.wait_applied: Callable[[int, float], Coroutine[Any, Any, None]] = node.wait_applied
+        # Whether this node, as a follower, must learn each commit at once (QuorumNode.set_commit_interest).
+        self.set_commit_interest: Callable[[bool], None] = node.set_commit_interest
+        self.status: Callable[[], NodeStatus] = node.status
+        self.read_index_rounds_in_flight: Callable[[], int] = node.read_index_rounds_in_flight
+
+    # The Raft core's fields every request reads (a reply's zxid, the write router's decision): read
+    # here in one hop, as zkemu read them before there was a facade, not through a QuorumNode property.
+    @property
+    def applied_index(self) -> int:
+        """The last entry applied to the state machine here (zkemu's zxid)."""
+        return self._node.core.applied_index
+
+    @property
+    def is_leader(self) -> bool:
+        return self._node.core.role is Role.LEADER
+
+    @property
+    def leader_id(self) -> int:
+        """The leader this node knows of, itself while it leads; 0 while none is known."""
+        return self._node.core.leader_id
+
+    @property
+    def term(self) -> int:
+        return self._node.core.term
+
+    @property
+    def serving(self) -> bool:
+        """Leading, or following a known leader (not in an election)."""
+        return (self.is_leader or self._node.following) and self.leader_id != 0
+
+    def leader_address(self) -> str:
+        """The known leader's peer address (its gRPC port, where the application's services listen too);
+        "" while none is known."""
+        return self._node.address_of(self.leader_id)
+
+    def address_of(self, node_id: int) -> str:
+        return self._node.address_of(node_id)
+
+    @property
+    def role_since_s(self) -> float:
+        """time.monotonic() when this node took its current role."""
+        return self._node.role_since_s
+
+    @property
+    def voter_count(self) -> int:
+        return len(self.settings.peers)
+
+    def follower_states(self) -> list[str]:
+        """While leading, each follower's replication state ("probe", "replicate", "snapshot"); else []."""
+        return self._node.follower_states()
+
+
+class HostedService(Protocol):
+    """A service that runs inside a quorum node process (zkemu's ZooKeeper service)."""
+
+    def register(self, quorum: QuorumFacade, server: grpc.aio.Server) -> None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class _Hosting:
+    """The node runner's extension hook, handing the hosted service the facade instead of the node."""
+
+    def __init__(self, service: HostedService) -> None:
+        self._service = service
+
+    def register(self, node: QuorumNode, server: grpc.aio.Server) -> None:
+        self._service.register(QuorumFacade(node), server)
+
+    async def start(self) -> None:
+        await self._service.start()
+
+    async def stop(self) -> None:
+        await self._service.stop()
+
+
+async def run_hosted(
+    settings: NodeSettings, state_machine: StateMachine, service: HostedService, stop: asyncio.Event | None = None
+) -> int:
+    """Run a quorum node with `settings` applying entries to `state_machine`, `service` registered on its
+    gRPC server and started with it, until `stop` is set or the process is told to stop; returns the exit
+    status (quorum.server.run_node)."""
+    return await run_node(settings, stop, state_machine=state_machine, extension=_Hosting(service))
