@@ -26,7 +26,8 @@ zkraft's librdkafka figures go through the brokers' Kafka listeners (the `kafka_
 cluster.json); a `zkraft up` that records none (before the Kafka listener) gets its SDK figures only. The
 real Kafka is Apache Kafka 3.9 on a real ZooKeeper (bench/kafka_baseline.py; jars from Maven Central through
 tests/kafka39/pom.xml, so java and mvn are needed), driven by the same librdkafka driver with the same
-settings. Broker CPU = the utime + stime of the three broker processes (/proc/<pid>/stat) over the phase;
+settings. Broker CPU = the utime + stime of the three broker processes (/proc/<pid>/stat) over the phase,
+client CPU = the client process's (the driver's, the JVM tool's: getrusage of waited-for children);
 the quorum's (zkraft) or ZooKeeper's (Kafka) is reported apart as `coordination_cpu_s_per_million`.
 
 Output: JSON lines, one per measurement, then a `summary` with medians over runs, the ratios zkraft / Kafka
@@ -44,6 +45,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -271,12 +273,21 @@ def wait_leaders(bootstrap: str, topic: str, partitions: int) -> None:
     raise RuntimeError(f"topic {topic} has no leader for every partition after {LEADERS_TIMEOUT_S:g} s")
 
 
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of every child process this one has waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def with_cpu(target: Target, records: int, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """`measure()`'s figures plus the brokers' (and the quorum's or ZooKeeper's) CPU seconds per million records."""
     brokers, coordination = target.broker_pids(), target.coordination_pids()
     brokers_before, coordination_before = process_cpu_seconds(brokers), process_cpu_seconds(coordination)
+    clients_before = children_cpu_seconds()
     figures = measure()
     per_million = 1e6 / max(1, figures.get("records", records))
+    # The client process (driver, JVM tool or zkraft's perf test) has been waited for: its CPU is the children's.
+    figures["client_cpu_s_per_million"] = round((children_cpu_seconds() - clients_before) * per_million, 3)
     figures["broker_cpu_s_per_million"] = round((process_cpu_seconds(brokers) - brokers_before) * per_million, 3)
     figures["coordination_cpu_s_per_million"] = round(
         (process_cpu_seconds(coordination) - coordination_before) * per_million, 3
@@ -555,7 +566,7 @@ def one_run(run: int, args: argparse.Namespace, root: Path) -> dict[str, float]:
 
         def record(measure: str, values: dict[str, Any], cluster: str = cluster) -> None:
             emit({"run": run, "cluster": cluster, "measure": measure, **values})
-            for field in ("records_per_s", "broker_cpu_s_per_million", "p50_ms", "p99_ms"):
+            for field in ("records_per_s", "broker_cpu_s_per_million", "client_cpu_s_per_million", "p50_ms", "p99_ms"):
                 if isinstance(values.get(field), int | float):
                     figures[f"{cluster}_{measure}_{field}"] = values[field]
 
