@@ -133,3 +133,17 @@ def test_imports_follow_the_map() -> None:
         if reason is not None:
             against.append(f"{edge.file} imports {edge.module}: {reason}")
     assert not against, "imports against docs/DESIGN.md §3:\n" + "\n".join(against)
+
+
+def test_protobuf_messages_only_in_the_client_codecs() -> None:
+    """STYLE 8: in the SDK, `*_pb2` messages are built and read only by its package's codec module
+    (`client/zk/codec.py`, `client/kafka/codec.py`); the gRPC stub modules (`*_pb2_grpc`) may be wired elsewhere."""
+    against = [
+        f"{edge.file} imports {edge.module}"
+        for edge, _count in _edges()
+        if edge.file.startswith("client/")
+        and not edge.file.endswith("/codec.py")
+        and edge.module.startswith("zkraft_proto.")
+        and edge.module.endswith("_pb2")
+    ]
+    assert not against, "protobuf messages outside the client codecs:\n" + "\n".join(against)

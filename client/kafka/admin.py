@@ -17,20 +17,17 @@ from typing import Any
 
 import grpc
 
+from client.kafka import codec
 from client.kafka.client_errors import IllegalStateError, KafkaConfigurationError, KafkaTimeoutError
 from client.kafka.cluster import KafkaClusterClient, error_from_rpc
 from client.kafka.config_resources import (
     ALTER_OPERATIONS,
-    CONFIG_SOURCE_NAMES,
     AlterConfigOp,
     ConfigDescription,
-    ConfigEntry,
     ConfigResource,
     ConfigResourceType,
-    ConfigSynonym,
 )
 from client.kafka.consumer_coordinator import OffsetAndMetadata
-from client.kafka.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment, decode_subscription
 from client.kafka.errors import NONE, KafkaError, error_for
 from client.kafka.replica_admin import ReplicaAdminMixin
 from client.kafka.structs import TopicPartition
@@ -39,13 +36,11 @@ from client.kafka.types import (
     ClusterDescription,
     ConsumerGroupDescription,
     ConsumerGroupListing,
-    MemberDescription,
     NewPartitions,
     NewTopic,
     PartitionDescription,
     TopicDescription,
 )
-from zkraft_proto import broker_pb2
 
 __all__ = [
     "Admin",
@@ -94,11 +89,11 @@ class Admin(ReplicaAdminMixin):
         if not topics:
             raise KafkaConfigurationError("create_topics needs at least one NewTopic")
         timeout = self._timeout(timeout_ms)
-        request = broker_pb2.CreateTopicsRequest(
-            topics=[_creatable(t) for t in topics], timeout_ms=timeout, validate_only=validate_only
-        )
+        for topic in topics:
+            _check_new_topic(topic)
+        request = codec.create_topics_request(topics, timeout, validate_only)
         response = self._call("CreateTopics", request, timeout)
-        self._raise_first(response.topics, "create topic")
+        self._raise_first(codec.create_topics_results(response), "create topic")
 
     def create_partitions(
         self,
@@ -110,27 +105,23 @@ class Admin(ReplicaAdminMixin):
         if not topic_partitions:
             raise KafkaConfigurationError("create_partitions needs at least one topic")
         timeout = self._timeout(timeout_ms)
-        items = []
+        totals = {}
         for name, new in topic_partitions.items():
             if not isinstance(new, NewPartitions):
                 raise KafkaConfigurationError(f"create_partitions: {name} needs a NewPartitions, got {new!r}")
-            assignments = [
-                broker_pb2.CreatePartitionsAssignment(broker_ids=list(replicas))
-                for replicas in (new.new_assignments or ())
-            ]
-            items.append(broker_pb2.CreatePartitionsTopic(name=name, count=new.total_count, assignments=assignments))
-        request = broker_pb2.CreatePartitionsRequest(topics=items, timeout_ms=timeout, validate_only=validate_only)
+            totals[name] = (new.total_count, new.new_assignments or ())
+        request = codec.create_partitions_request(totals, timeout, validate_only)
         response = self._call("CreatePartitions", request, timeout)
-        self._raise_first(response.results, "create partitions for topic")
+        self._raise_first(codec.create_partitions_results(response), "create partitions for topic")
 
     def delete_topics(self, topics: Iterable[str], timeout_ms: int | None = None) -> None:
         names = [topics] if isinstance(topics, str) else list(topics)
         if not names:
             raise KafkaConfigurationError("delete_topics needs at least one topic name")
         timeout = self._timeout(timeout_ms)
-        request = broker_pb2.DeleteTopicsRequest(topic_names=names, timeout_ms=timeout)
+        request = codec.delete_topics_request(names, timeout)
         response = self._call("DeleteTopics", request, timeout)
-        self._raise_first(response.responses, "delete topic")
+        self._raise_first(codec.delete_topics_results(response), "delete topic")
 
     def list_topics(self) -> list[str]:
         """Every topic name, sorted, internal ones included."""
@@ -178,14 +169,15 @@ class Admin(ReplicaAdminMixin):
         for node in sorted(snapshot.brokers):
             response = self._group_rpc(
                 lambda node=node: self._cluster.stub(node).ListGroups(
-                    broker_pb2.ListGroupsRequest(), timeout=self._cluster.request_timeout_s
+                    codec.list_groups_request(), timeout=self._cluster.request_timeout_s
                 ),
                 f"ListGroups to broker {node}",
             )
-            if response.error_code != NONE:
-                raise error_for(response.error_code, f"list groups on broker {node}")
-            for group in response.groups:
-                found[group.group_id] = ConsumerGroupListing(group.group_id, group.protocol_type)
+            error_code, groups = codec.list_groups_reply(response)
+            if error_code != NONE:
+                raise error_for(error_code, f"list groups on broker {node}")
+            for group_id, protocol_type in groups:
+                found[group_id] = ConsumerGroupListing(group_id, protocol_type)
         return [found[g] for g in sorted(found)]
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
@@ -195,14 +187,14 @@ class Admin(ReplicaAdminMixin):
             coordinator = self.find_coordinator(group_id)
             response = self._group_rpc(
                 lambda c=coordinator, g=group_id: self._cluster.stub_for(c.host, c.port).DescribeGroups(
-                    broker_pb2.DescribeGroupsRequest(groups=[g]), timeout=self._cluster.request_timeout_s
+                    codec.describe_groups_request([g]), timeout=self._cluster.request_timeout_s
                 ),
                 f"DescribeGroups of {group_id}",
             )
-            for group in response.groups:
+            for group in codec.describe_groups_results(response, coordinator):
                 if group.error_code != NONE:
                     raise error_for(group.error_code, f"describe group {group.group_id}")
-                out.append(_group_description(group, coordinator))
+                out.append(group.description)
         return out
 
     def list_consumer_group_offsets(
@@ -210,78 +202,55 @@ class Admin(ReplicaAdminMixin):
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (of `partitions`, or all), by partition."""
         (group_id,) = self._group_ids([group_id])
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions or ():
-            by_topic.setdefault(tp[0], []).append(tp[1])
-        request = broker_pb2.OffsetFetchRequest(
-            group_id=group_id,
-            topics=[broker_pb2.OffsetFetchTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
-            all_topics=partitions is None,
-        )
+        request = codec.offset_fetch_request(group_id, partitions)
         response = self._coordinator_call(group_id, "OffsetFetch", request)
-        if response.error_code != NONE:
-            raise error_for(response.error_code, f"fetch offsets of group {group_id}")
+        error_code = codec.offset_fetch_error(response)
+        if error_code != NONE:
+            raise error_for(error_code, f"fetch offsets of group {group_id}")
         out: dict[TopicPartition, OffsetAndMetadata] = {}
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.error_code != NONE:
-                    raise error_for(p.error_code, f"fetch offset of {topic.name}-{p.partition_index} in {group_id}")
-                if p.committed_offset >= 0:
-                    out[TopicPartition(topic.name, p.partition_index)] = OffsetAndMetadata(
-                        p.committed_offset, p.metadata
-                    )
+        for tp, partition_error, offset, metadata in codec.offset_fetch_results(response):
+            if partition_error != NONE:
+                raise error_for(partition_error, f"fetch offset of {tp.topic}-{tp.partition} in {group_id}")
+            if offset >= 0:
+                out[tp] = OffsetAndMetadata(offset, metadata)
         return dict(sorted(out.items()))
 
     def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, Any]) -> None:
         """Commits `offsets` for a group as a plain offset store (generation -1): Kafka refuses it
         (UNKNOWN_MEMBER_ID) while the group has members."""
         (group_id,) = self._group_ids([group_id])
-        by_topic: dict[str, list[broker_pb2.OffsetCommitPartition]] = {}
+        items = []
         for tp, value in sorted(offsets.items()):
             offset, metadata = (value.offset, value.metadata) if isinstance(value, OffsetAndMetadata) else (value, "")
-            by_topic.setdefault(tp[0], []).append(
-                broker_pb2.OffsetCommitPartition(
-                    partition_index=tp[1],
-                    committed_offset=int(offset),
-                    committed_leader_epoch=-1,
-                    committed_metadata=metadata,
-                )
-            )
-        request = broker_pb2.OffsetCommitRequest(
-            group_id=group_id,
-            generation_id=-1,
-            member_id="",
-            topics=[broker_pb2.OffsetCommitTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
-        )
+            items.append((tp, int(offset), metadata))
+        request = codec.offset_commit_request(group_id, -1, "", items)
         response = self._coordinator_call(group_id, "OffsetCommit", request)
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.error_code != NONE:
-                    raise error_for(p.error_code, f"commit offset of {topic.name}-{p.partition_index} in {group_id}")
+        for tp, error_code in codec.offset_commit_errors(response):
+            raise error_for(error_code, f"commit offset of {tp[0]}-{tp[1]} in {group_id}")
 
     def delete_consumer_groups(self, group_ids: Iterable[str]) -> list[tuple[str, KafkaError | None]]:
         """Deletes each group (its offsets too); per group None or the error (NonEmptyGroupError, ...)."""
         out: list[tuple[str, KafkaError | None]] = []
         for group_id in self._group_ids(group_ids):
             try:
-                response = self._coordinator_call(
-                    group_id, "DeleteGroups", broker_pb2.DeleteGroupsRequest(groups_names=[group_id])
-                )
+                response = self._coordinator_call(group_id, "DeleteGroups", codec.delete_groups_request([group_id]))
             except KafkaError as exc:
                 if exc.retriable:
                     raise
                 out.append((group_id, exc))
                 continue
-            for result in response.results:
+            for result in codec.delete_groups_results(response):
                 error = None if result.error_code == NONE else error_for(result.error_code)
-                out.append((result.group_id, error))
+                out.append((result.name, error))
         return out
 
     def find_coordinator(self, group_id: str) -> BrokerMetadata:
         """The group's coordinator, retried while it is not available (e.g. __consumer_offsets being created)."""
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
         while True:
-            response = self._call("FindCoordinator", broker_pb2.FindCoordinatorRequest(key=group_id, key_type=0), 0)
+            response = codec.find_coordinator_reply(
+                self._call("FindCoordinator", codec.find_coordinator_request(group_id), 0)
+            )
             if response.error_code == NONE:
                 return BrokerMetadata(response.node_id, response.host, response.port, None)
             error = error_for(response.error_code, f"find the coordinator of group {group_id}")
@@ -300,13 +269,7 @@ class Admin(ReplicaAdminMixin):
                     lambda stub=stub: getattr(stub, method)(request, timeout=self._cluster.request_timeout_s),
                     f"{method} of group {group_id}",
                 )
-                code = getattr(response, "error_code", NONE)
-                if code == NONE and method == "OffsetCommit":
-                    codes = [p.error_code for t in response.topics for p in t.partitions if p.error_code != NONE]
-                    code = codes[0] if codes else NONE
-                if method == "DeleteGroups":
-                    codes = [r.error_code for r in response.results if r.error_code != NONE]
-                    code = codes[0] if codes else NONE
+                code = codec.first_group_error(method, response)
                 if code != NONE and error_for(code).retriable:
                     raise error_for(code, f"{method} of group {group_id}")
                 return response
@@ -343,18 +306,12 @@ class Admin(ReplicaAdminMixin):
         resources = _config_resources(config_resources, "describe_configs")
         out = []
         for target, batch in self._by_config_target(resources).items():
-            request = broker_pb2.DescribeConfigsRequest(
-                resources=[
-                    broker_pb2.DescribeConfigsResource(
-                        resource_type=r.type_id, resource_name=r.name, configuration_keys=list(r.configs or ())
-                    )
-                    for r in batch
-                ],
-                include_synonyms=include_synonyms,
+            request = codec.describe_configs_request(
+                ((r.type_id, r.name, list(r.configs or ())) for r in batch), include_synonyms
             )
             response = self._config_call(target, "DescribeConfigs", request)
-            self._raise_first_config_error(response.results, "describe configs of")
-            out.extend(_config_description(result) for result in response.results)
+            self._raise_first_config_error(codec.describe_configs_results(response), "describe configs of")
+            out.extend(codec.config_descriptions(response))
         return out
 
     def alter_configs(self, config_resources: Iterable[ConfigResource], validate_only: bool = False) -> None:
@@ -363,7 +320,7 @@ class Admin(ReplicaAdminMixin):
         for r in resources:
             if r.configs is None:
                 raise KafkaConfigurationError(f"alter_configs needs the configs of {r.name!r}")
-        ops = {id(r): [broker_pb2.AlterableConfig(name=k, value=v) for k, v in r.configs.items()] for r in resources}
+        ops = {id(r): [(k, v, 0) for k, v in r.configs.items()] for r in resources}
         self._alter(resources, ops, validate_only, incremental=False)
 
     def incremental_alter_configs(
@@ -371,7 +328,7 @@ class Admin(ReplicaAdminMixin):
     ) -> None:
         """IncrementalAlterConfigs: each resource's `operations` (SET, DELETE, APPEND, SUBTRACT) applied to it."""
         resources = _config_resources(config_resources, "incremental_alter_configs")
-        ops = {}
+        ops: dict[int, list[tuple[str, str | None, int]]] = {}
         for r in resources:
             ops[id(r)] = []
             for op in r.operations:
@@ -379,27 +336,18 @@ class Admin(ReplicaAdminMixin):
                     raise KafkaConfigurationError(
                         f"operation must be one of {', '.join(ALTER_OPERATIONS)}, got {op.op!r}"
                     )
-                ops[id(r)].append(
-                    broker_pb2.AlterableConfig(
-                        name=op.name, value=op.value, config_operation=ALTER_OPERATIONS.index(op.op)
-                    )
-                )
+                ops[id(r)].append((op.name, op.value, ALTER_OPERATIONS.index(op.op)))
         self._alter(resources, ops, validate_only, incremental=True)
 
     def _alter(
         self, resources: list[ConfigResource], ops: dict[int, list], validate_only: bool, incremental: bool
     ) -> None:
         for target, batch in self._by_config_target(resources).items():
-            request = broker_pb2.AlterConfigsRequest(
-                resources=[
-                    broker_pb2.AlterConfigsResource(resource_type=r.type_id, resource_name=r.name, configs=ops[id(r)])
-                    for r in batch
-                ],
-                validate_only=validate_only,
-                incremental=incremental,
+            request = codec.alter_configs_request(
+                ((r.type_id, r.name, ops[id(r)]) for r in batch), validate_only, incremental
             )
             response = self._config_call(target, "AlterConfigs", request)
-            self._raise_first_config_error(response.responses, "alter configs of")
+            self._raise_first_config_error(codec.alter_configs_results(response), "alter configs of")
 
     @staticmethod
     def _by_config_target(resources: list[ConfigResource]) -> dict[int | None, list[ConfigResource]]:
@@ -421,7 +369,7 @@ class Admin(ReplicaAdminMixin):
         )
 
     @staticmethod
-    def _raise_first_config_error(results: Iterable, what: str) -> None:
+    def _raise_first_config_error(results: Iterable[codec.ConfigResult], what: str) -> None:
         for result in results:
             if result.error_code != NONE:
                 kind = (
@@ -451,7 +399,7 @@ class Admin(ReplicaAdminMixin):
         return self._cluster.call_any(method, request, deadline_s)
 
     @staticmethod
-    def _raise_first(results: Iterable, what: str) -> None:
+    def _raise_first(results: Iterable[codec.ErrorResult], what: str) -> None:
         for result in results:
             if result.error_code != NONE:
                 detail = result.error_message or error_for(result.error_code).message
@@ -473,25 +421,6 @@ class Admin(ReplicaAdminMixin):
         self.close()
 
 
-def _group_description(group: Any, coordinator: BrokerMetadata) -> ConsumerGroupDescription:
-    members = []
-    for m in group.members:
-        topics: tuple[str, ...] = ()
-        assignment: tuple[TopicPartition, ...] = ()
-        if group.protocol_type == PROTOCOL_TYPE:
-            try:
-                topics = decode_subscription(m.member_metadata).topics if m.member_metadata else ()
-                assignment = decode_assignment(m.member_assignment).partitions if m.member_assignment else ()
-            except ConsumerProtocolError:
-                pass  # a member of another protocol's shape: shown without topics, as Kafka's tool does
-        members.append(
-            MemberDescription(m.member_id, m.group_instance_id or None, m.client_id, m.client_host, topics, assignment)
-        )
-    return ConsumerGroupDescription(
-        group.group_id, group.group_state, group.protocol_type, group.protocol_data, tuple(members), coordinator
-    )
-
-
 def _config_resources(resources: Iterable[ConfigResource], what: str) -> list[ConfigResource]:
     items = list(resources)
     if not items:
@@ -503,41 +432,8 @@ def _config_resources(resources: Iterable[ConfigResource], what: str) -> list[Co
     return items
 
 
-def _config_description(result: Any) -> ConfigDescription:
-    entries = {}
-    for c in result.configs:
-        source = CONFIG_SOURCE_NAMES.get(c.config_source, "UNKNOWN")
-        entries[c.name] = ConfigEntry(
-            name=c.name,
-            value=c.value if c.HasField("value") else None,
-            source=source,
-            is_default=source == "DEFAULT_CONFIG",
-            read_only=c.read_only,
-            is_sensitive=c.is_sensitive,
-            synonyms=tuple(
-                ConfigSynonym(
-                    s.name, s.value if s.HasField("value") else None, CONFIG_SOURCE_NAMES.get(s.source, "UNKNOWN")
-                )
-                for s in c.synonyms
-            ),
-            documentation=c.documentation if c.HasField("documentation") else None,
-        )
-    return ConfigDescription(ConfigResourceType(result.resource_type), result.resource_name, entries)
-
-
-def _creatable(topic: NewTopic) -> broker_pb2.CreatableTopic:
+def _check_new_topic(topic: NewTopic) -> None:
     if not isinstance(topic, NewTopic):
         raise KafkaConfigurationError(f"create_topics takes NewTopic objects, got {topic!r}")
     if not topic.name:
         raise KafkaConfigurationError("a NewTopic needs a name")
-    assignments = [
-        broker_pb2.CreatableReplicaAssignment(partition_index=partition, broker_ids=list(replicas))
-        for partition, replicas in sorted((topic.replica_assignments or {}).items())
-    ]
-    return broker_pb2.CreatableTopic(
-        name=topic.name,
-        num_partitions=topic.num_partitions,
-        replication_factor=topic.replication_factor,
-        assignments=assignments,
-        configs=dict(topic.topic_configs or {}),
-    )

@@ -14,15 +14,19 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import grpc
 
+from client.kafka import codec
 from client.kafka.client_errors import KafkaConfigurationError, KafkaConnectionError, NoBrokersAvailable
+from client.kafka.codec import BrokerStub
 from client.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, RequestTimedOutError, UnknownServerError, error_for
-from client.kafka.types import BrokerMetadata
-from zkraft_proto import broker_pb2, broker_pb2_grpc
+
+# The metadata value types live with the SDK's others (the codec builds them); importable from here as before.
+from client.kafka.types import ClusterSnapshot
+from client.kafka.types import PartitionMetadata as PartitionMetadata
+from client.kafka.types import TopicMetadata as TopicMetadata
 
 # Fetch responses reach fetch_max_bytes (50 MiB by default) and produce requests max_request_size: no gRPC cap.
 # A restarted broker is found again within a second, not after gRPC's default backoff of up to two minutes.
@@ -52,38 +56,6 @@ def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[str]:
         if not sep or not host or not port.isdigit() or not 0 < int(port) <= PORT_MAX:
             raise KafkaConfigurationError(f"bad bootstrap server {address!r}: expected host:port with port 1-65535")
     return items
-
-
-class PartitionMetadata(NamedTuple):
-    partition: int
-    leader: int  # -1: no leader
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    offline_replicas: tuple[int, ...]
-    error_code: int
-
-
-class TopicMetadata(NamedTuple):
-    name: str
-    error_code: int
-    is_internal: bool
-    partitions: dict[int, PartitionMetadata]
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterSnapshot:
-    cluster_id: str = ""
-    controller_id: int = -1
-    brokers: dict[int, BrokerMetadata] = field(default_factory=dict)
-    topics: dict[str, TopicMetadata] = field(default_factory=dict)
-
-    def leader_for(self, topic: str, partition: int) -> int:
-        meta = self.topics.get(topic)
-        if meta is None:
-            return -1
-        p = meta.partitions.get(partition)
-        return -1 if p is None else p.leader
 
 
 def error_from_rpc(exc: grpc.RpcError, what: str) -> KafkaError:
@@ -116,7 +88,7 @@ class KafkaClusterClient:
         self.request_timeout_s = request_timeout_ms / 1000.0
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
-        self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
+        self._stubs: dict[str, BrokerStub] = {}
         self._snapshot = ClusterSnapshot()
         self._closed = False
         self._refreshes = 0
@@ -131,7 +103,7 @@ class KafkaClusterClient:
 
     # ------------------------------------------------------------------ stubs
 
-    def _stub_for_address(self, address: str) -> broker_pb2_grpc.BrokerStub:
+    def _stub_for_address(self, address: str) -> BrokerStub:
         stub = self._stubs.get(address)
         if stub is None:
             with self._lock:
@@ -141,11 +113,11 @@ class KafkaClusterClient:
                 if stub is None:
                     channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
                     self._channels[address] = channel
-                    stub = broker_pb2_grpc.BrokerStub(channel)
+                    stub = codec.broker_stub(channel)
                     self._stubs[address] = stub
         return stub
 
-    def stub(self, node_id: int) -> broker_pb2_grpc.BrokerStub:
+    def stub(self, node_id: int) -> BrokerStub:
         """The stub of broker `node_id`; KafkaConnectionError if the metadata does not know it."""
         return self._stub_for_address(self._address_of(node_id))
 
@@ -164,7 +136,7 @@ class KafkaClusterClient:
             raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
         return f"{broker.host}:{broker.port}"
 
-    def stub_for(self, host: str, port: int) -> broker_pb2_grpc.BrokerStub:
+    def stub_for(self, host: str, port: int) -> BrokerStub:
         """The stub of the broker at `host:port` (a group coordinator found with FindCoordinator)."""
         return self._stub_for_address(f"{host}:{port}")
 
@@ -198,15 +170,11 @@ class KafkaClusterClient:
         cluster id and controller always come from the new answer.
         """
         names = None if topics is None else sorted(set(topics))
-        request = broker_pb2.MetadataRequest(
-            topics=names or [], all_topics=names is None, allow_auto_topic_creation=allow_auto_topic_creation
-        )
-        response = self.call_any("Metadata", request)
-        brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack or None) for b in response.brokers}
-        fresh = {t.name: _topic_metadata(t) for t in response.topics}
+        request = codec.metadata_request(names, allow_auto_topic_creation)
+        answer = codec.metadata_reply(self.call_any("Metadata", request))
         with self._lock:
-            merged = fresh if names is None else {**self._snapshot.topics, **fresh}
-            self._snapshot = ClusterSnapshot(response.cluster_id, response.controller_id, brokers, merged)
+            merged = answer.topics if names is None else {**self._snapshot.topics, **answer.topics}
+            self._snapshot = ClusterSnapshot(answer.cluster_id, answer.controller_id, answer.brokers, merged)
             self._refreshes += 1
             return self._snapshot
 
@@ -224,19 +192,3 @@ class KafkaClusterClient:
             self._stubs.clear()
         for channel in channels:
             channel.close()
-
-
-def _topic_metadata(t: broker_pb2.MetadataTopic) -> TopicMetadata:
-    partitions = {
-        p.partition_index: PartitionMetadata(
-            p.partition_index,
-            p.leader_id,
-            p.leader_epoch,
-            tuple(p.replica_nodes),
-            tuple(p.isr_nodes),
-            tuple(p.offline_replicas),
-            p.error_code,
-        )
-        for p in t.partitions
-    }
-    return TopicMetadata(t.name, t.error_code, t.is_internal, partitions)

@@ -28,6 +28,7 @@ from typing import Any
 
 import grpc
 
+from client.kafka import codec
 from client.kafka.assignors import resolve_assignors
 from client.kafka.client_errors import (
     CommitFailedError,
@@ -60,7 +61,6 @@ from client.kafka.errors import (
 )
 from client.kafka.structs import TopicPartition
 from client.kafka.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ConsumerRecord, OffsetAndTimestamp
-from zkraft_proto import broker_pb2
 
 log = logging.getLogger("zkraft.client.consumer")
 
@@ -423,35 +423,23 @@ class Consumer:
     def _list_offsets_from(
         self, leader: int, tps: list[TopicPartition], pending: dict[TopicPartition, int], result: dict
     ) -> KafkaError | None:
-        by_topic: dict[str, list[broker_pb2.ListOffsetsPartition]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(
-                broker_pb2.ListOffsetsPartition(
-                    partition_index=tp.partition, current_leader_epoch=-1, timestamp=pending[tp]
-                )
-            )
-        request = broker_pb2.ListOffsetsRequest(
-            replica_id=-1,
-            topics=[broker_pb2.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
-        )
+        request = codec.list_offsets_request({tp: pending[tp] for tp in tps})
         try:
             response = self._cluster.stub(leader).ListOffsets(request, timeout=REQUEST_TIMEOUT_MS / 1000.0)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, f"ListOffsets to broker {leader}") from None
         last = None
-        for topic in response.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if tp not in pending:
-                    continue
-                if p.error_code == NONE:
-                    result[tp] = (p.offset, p.timestamp, p.leader_epoch)
-                    del pending[tp]
-                    continue
-                error = error_for(p.error_code, f"ListOffsets for {tp}")
-                if not error.retriable:
-                    raise error
-                last = error
+        for tp, error_code, offset, timestamp, leader_epoch in codec.list_offsets_results(response):
+            if tp not in pending:
+                continue
+            if error_code == NONE:
+                result[tp] = (offset, timestamp, leader_epoch)
+                del pending[tp]
+                continue
+            error = error_for(error_code, f"ListOffsets for {tp}")
+            if not error.retriable:
+                raise error
+            last = error
         return last
 
     def _missing_partition_error(self, tp: TopicPartition) -> KafkaError:
@@ -650,23 +638,8 @@ class Consumer:
             self._send_fetch(leader, parts)
 
     def _send_fetch(self, leader: int, parts: dict[TopicPartition, tuple[int, int]]) -> None:
-        by_topic: dict[str, list[broker_pb2.FetchPartition]] = {}
-        for tp, (offset, _) in parts.items():
-            by_topic.setdefault(tp.topic, []).append(
-                broker_pb2.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=-1,
-                    fetch_offset=offset,
-                    log_start_offset=-1,
-                    partition_max_bytes=self.max_partition_fetch_bytes,
-                )
-            )
-        request = broker_pb2.FetchRequest(
-            replica_id=-1,
-            max_wait_ms=self.fetch_max_wait_ms,
-            min_bytes=self.fetch_min_bytes,
-            max_bytes=self.fetch_max_bytes,
-            topics=[broker_pb2.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+        request = codec.fetch_request(
+            parts, self.fetch_max_wait_ms, self.fetch_min_bytes, self.fetch_max_bytes, self.max_partition_fetch_bytes
         )
         try:
             stub = self._cluster.stub(leader)
@@ -694,38 +667,37 @@ class Consumer:
             self._handle_fetch_response(parts, future.result())
 
     def _handle_fetch_response(self, parts: dict[TopicPartition, tuple[int, int]], response) -> None:
-        if response.error_code != NONE:
-            error = error_for(response.error_code, "Fetch")
+        fetch_error = codec.fetch_error(response)
+        if fetch_error != NONE:
+            error = error_for(fetch_error, "Fetch")
             if not error.retriable:
                 raise error
             self._metadata_wanted = True
             return
-        for topic in response.responses:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition)
-                sent = parts.get(tp)
-                state = self._assignment.get(tp)
-                if sent is None or state is None or state.epoch != sent[1] or state.position is None:
-                    continue
-                fetch_offset = sent[0]
-                if p.error_code == NONE:
-                    state.high_watermark = p.high_watermark
-                    if p.records:
-                        self._completed.append(_CompletedFetch(tp, state.epoch, fetch_offset, p.records))
-                elif p.error_code == OffsetOutOfRangeError.code:
-                    if self._reset is None:
-                        raise OffsetOutOfRangeError(
-                            f"partition {tp}: offset {fetch_offset} is out of range and auto_offset_reset is 'none'"
-                        )
-                    log.info("consumer_offset_reset", extra={"partition": str(tp), "offset": fetch_offset})
-                    state.position = None
-                    state.epoch += 1
-                    self._drop_buffered(tp)
-                else:
-                    error = error_for(p.error_code, f"Fetch for {tp} at offset {fetch_offset}")
-                    if not error.retriable:
-                        raise error
-                    self._metadata_wanted = True
+        for tp, error_code, high_watermark, records in codec.fetch_partitions(response):
+            sent = parts.get(tp)
+            state = self._assignment.get(tp)
+            if sent is None or state is None or state.epoch != sent[1] or state.position is None:
+                continue
+            fetch_offset = sent[0]
+            if error_code == NONE:
+                state.high_watermark = high_watermark
+                if records:
+                    self._completed.append(_CompletedFetch(tp, state.epoch, fetch_offset, records))
+            elif error_code == OffsetOutOfRangeError.code:
+                if self._reset is None:
+                    raise OffsetOutOfRangeError(
+                        f"partition {tp}: offset {fetch_offset} is out of range and auto_offset_reset is 'none'"
+                    )
+                log.info("consumer_offset_reset", extra={"partition": str(tp), "offset": fetch_offset})
+                state.position = None
+                state.epoch += 1
+                self._drop_buffered(tp)
+            else:
+                error = error_for(error_code, f"Fetch for {tp} at offset {fetch_offset}")
+                if not error.retriable:
+                    raise error
+                self._metadata_wanted = True
 
     # ------------------------------------------------------------------ iteration, groups, lifecycle
 

@@ -36,11 +36,11 @@ from typing import Any, NamedTuple
 
 import grpc
 
+from client.kafka import codec
 from client.kafka.assignors import AbstractPartitionAssignor
 from client.kafka.client_errors import CommitFailedError, KafkaConnectionError, KafkaTimeoutError
 from client.kafka.cluster import KafkaClusterClient, error_from_rpc
 from client.kafka.consumer_protocol import (
-    PROTOCOL_TYPE,
     Assignment,
     Subscription,
     decode_assignment,
@@ -64,7 +64,6 @@ from client.kafka.errors import (
     error_for,
 )
 from client.kafka.structs import TopicPartition
-from zkraft_proto import broker_pb2
 
 log = logging.getLogger("zkraft.client.consumer.coordinator")
 
@@ -241,9 +240,9 @@ class ConsumerCoordinator:
         now = time.monotonic()
         if now < self._lookup_backoff_until_s:
             return False
-        request = broker_pb2.FindCoordinatorRequest(key=self.settings.group_id, key_type=0)
+        request = codec.find_coordinator_request(self.settings.group_id)
         try:
-            response = self._cluster.call_any("FindCoordinator", request)
+            response = codec.find_coordinator_reply(self._cluster.call_any("FindCoordinator", request))
             if response.error_code != NONE:
                 raise error_for(response.error_code, f"FindCoordinator for group {self.settings.group_id}")
         except KafkaError as exc:
@@ -322,26 +321,23 @@ class ConsumerCoordinator:
         s = self.settings
         self._joined_topics = tuple(sorted(topics))
         protocols = [
-            broker_pb2.JoinGroupProtocol(
-                name=a.name,
-                metadata=encode_subscription(
-                    Subscription(self._joined_topics, a.subscription_user_data(self._joined_topics))
-                ),
+            (
+                a.name,
+                encode_subscription(Subscription(self._joined_topics, a.subscription_user_data(self._joined_topics))),
             )
             for a in s.assignors
         ]
         with self._lock:
             self._state = MemberState.REBALANCING
             member_id = self._generation.member_id
-        request = broker_pb2.JoinGroupRequest(
-            group_id=s.group_id,
-            session_timeout_ms=s.session_timeout_ms,
-            rebalance_timeout_ms=s.max_poll_interval_ms,
-            member_id=member_id,
-            protocol_type=PROTOCOL_TYPE,
-            protocols=protocols,
-            client_id=s.client_id,
-            client_host=self._client_host,
+        request = codec.join_group_request(
+            s.group_id,
+            member_id,
+            s.session_timeout_ms,
+            s.max_poll_interval_ms,
+            protocols,
+            s.client_id,
+            self._client_host,
         )
         timeout_s = max(s.request_timeout_ms, s.max_poll_interval_ms) / 1000.0 + JOIN_DEADLINE_MARGIN_S
         log.info("group_join", extra={"group": s.group_id, "member": member_id, "topics": list(self._joined_topics)})
@@ -367,7 +363,7 @@ class ConsumerCoordinator:
         return error
 
     def _handle_join(self, future: Any, partition_counts: Callable[[set[str]], Mapping[str, int]]) -> None:
-        response = self._rpc_result(future, "JoinGroup")
+        response = codec.join_group_reply(self._rpc_result(future, "JoinGroup"))
         if response.error_code == MemberIdRequiredError.code:  # KIP-394: rejoin with the id the coordinator gave
             with self._lock:
                 self._generation = Generation(-1, response.member_id, None)
@@ -377,7 +373,7 @@ class ConsumerCoordinator:
         generation = Generation(response.generation_id, response.member_id, response.protocol_name)
         with self._lock:
             self._generation = generation
-        assignments: list[broker_pb2.SyncGroupAssignment] = []
+        assignments: dict[str, bytes] = {}
         self._leader_topics, self._leader_counts = frozenset(), {}
         if response.leader == response.member_id:
             assignments = self._leader_assign(response, partition_counts)
@@ -391,13 +387,12 @@ class ConsumerCoordinator:
                 "protocol": generation.protocol,
             },
         )
-        request = broker_pb2.SyncGroupRequest(
-            group_id=self.settings.group_id,
-            generation_id=generation.generation_id,
-            member_id=generation.member_id,
-            protocol_type=PROTOCOL_TYPE,
-            protocol_name=generation.protocol or "",
-            assignments=assignments,
+        request = codec.sync_group_request(
+            self.settings.group_id,
+            generation.generation_id,
+            generation.member_id,
+            generation.protocol or "",
+            assignments,
         )
         timeout_s = max(self.settings.request_timeout_ms, self.settings.max_poll_interval_ms) / 1000.0
         self._sync_future = self._stub().SyncGroup.future(request, timeout=timeout_s + JOIN_DEADLINE_MARGIN_S)
@@ -409,8 +404,8 @@ class ConsumerCoordinator:
         raise error_for(23, f"group {self.settings.group_id}: coordinator chose unknown assignor {name!r}")
 
     def _leader_assign(
-        self, response: Any, partition_counts: Callable[[set[str]], Mapping[str, int]]
-    ) -> list[broker_pb2.SyncGroupAssignment]:
+        self, response: codec.JoinGroupReply, partition_counts: Callable[[set[str]], Mapping[str, int]]
+    ) -> dict[str, bytes]:
         assignor = self._assignor(response.protocol_name)
         subscriptions: dict[str, Subscription] = {}
         for member in response.members:
@@ -430,15 +425,10 @@ class ConsumerCoordinator:
                 "assignment": {m: [str(tp) for tp in ps] for m, ps in result.items()},
             },
         )
-        return [
-            broker_pb2.SyncGroupAssignment(
-                member_id=member, assignment=encode_assignment(Assignment(tuple(result.get(member, ()))))
-            )
-            for member in subscriptions
-        ]
+        return {member: encode_assignment(Assignment(tuple(result.get(member, ())))) for member in subscriptions}
 
     def _handle_sync(self, future: Any) -> JoinResult:
-        response = self._rpc_result(future, "SyncGroup")
+        response = codec.sync_group_reply(self._rpc_result(future, "SyncGroup"))
         if response.error_code != NONE:
             error = self._response_error(response.error_code, "SyncGroup")
             if isinstance(error, RebalanceInProgressError):
@@ -509,11 +499,7 @@ class ConsumerCoordinator:
         if not due:
             return
         self._next_heartbeat_s = now + interval_s
-        request = broker_pb2.HeartbeatRequest(
-            group_id=self.settings.group_id,
-            generation_id=generation.generation_id,
-            member_id=generation.member_id,
-        )
+        request = codec.heartbeat_request(self.settings.group_id, generation.generation_id, generation.member_id)
         try:
             response = self._stub().Heartbeat(request, timeout=self.settings.session_timeout_ms / 1000.0)
         except grpc.RpcError as exc:
@@ -522,12 +508,13 @@ class ConsumerCoordinator:
         except KafkaError as exc:
             self._heartbeat_failed(exc, now)
             return
-        if response.error_code == NONE:
+        error_code = codec.heartbeat_error(response)
+        if error_code == NONE:
             self._last_heartbeat_ok_s = now
             return
         if self._generation != generation or self._state is not MemberState.STABLE:
             return  # the poll thread moved on (a rejoin) while the heartbeat was out
-        error = error_for(response.error_code, f"Heartbeat for group {self.settings.group_id}")
+        error = error_for(error_code, f"Heartbeat for group {self.settings.group_id}")
         if isinstance(error, RebalanceInProgressError):
             self.request_rejoin("heartbeat: REBALANCE_IN_PROGRESS")
         elif isinstance(error, _GENERATION_GONE):
@@ -581,64 +568,42 @@ class ConsumerCoordinator:
             self._commit_request(offsets, generation), timeout=self.settings.request_timeout_ms / 1000.0
         )
 
-    def _commit_request(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], generation: Generation
-    ) -> broker_pb2.OffsetCommitRequest:
-        by_topic: dict[str, list[broker_pb2.OffsetCommitPartition]] = {}
-        for tp, committed in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                broker_pb2.OffsetCommitPartition(
-                    partition_index=tp.partition,
-                    committed_offset=committed.offset,
-                    committed_leader_epoch=-1,
-                    committed_metadata=committed.metadata,
-                )
-            )
-        return broker_pb2.OffsetCommitRequest(
-            group_id=self.settings.group_id,
-            generation_id=generation.generation_id,
-            member_id=generation.member_id,
-            topics=[broker_pb2.OffsetCommitTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+    def _commit_request(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], generation: Generation) -> Any:
+        return codec.offset_commit_request(
+            self.settings.group_id,
+            generation.generation_id,
+            generation.member_id,
+            ((tp, committed.offset, committed.metadata) for tp, committed in sorted(offsets.items())),
         )
 
     def check_commit_response(self, response: Any, generation: Generation) -> None:
         """Raises the first partition error: CommitFailedError for a lost generation, else the typed error."""
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.error_code == NONE:
-                    continue
-                tp = TopicPartition(topic.name, p.partition_index)
-                error = error_for(
-                    p.error_code,
-                    f"OffsetCommit for {tp} in group {self.settings.group_id} (generation {generation.generation_id})",
-                )
-                if isinstance(error, _COORDINATOR_GONE):
-                    self.mark_coordinator_unknown(str(error))
-                    raise error
-                if isinstance(error, _GENERATION_GONE):
-                    if self._generation == generation:
-                        self._reset_generation(
-                            f"commit: {error.name}", keep_member_id=isinstance(error, IllegalGenerationError)
-                        )
-                    raise CommitFailedError(
-                        f"Commit cannot be completed since the group {self.settings.group_id} has already "
-                        f"rebalanced and assigned the partitions to another member ({error.name}, generation "
-                        f"{generation.generation_id}); the time between subsequent calls to poll() was probably "
-                        "longer than max.poll.interval.ms"
-                    ) from error
-                if isinstance(error, RebalanceInProgressError):
-                    self.request_rejoin("commit: REBALANCE_IN_PROGRESS")
+        for tp, error_code in codec.offset_commit_errors(response):
+            error = error_for(
+                error_code,
+                f"OffsetCommit for {tp} in group {self.settings.group_id} (generation {generation.generation_id})",
+            )
+            if isinstance(error, _COORDINATOR_GONE):
+                self.mark_coordinator_unknown(str(error))
                 raise error
+            if isinstance(error, _GENERATION_GONE):
+                if self._generation == generation:
+                    self._reset_generation(
+                        f"commit: {error.name}", keep_member_id=isinstance(error, IllegalGenerationError)
+                    )
+                raise CommitFailedError(
+                    f"Commit cannot be completed since the group {self.settings.group_id} has already "
+                    f"rebalanced and assigned the partitions to another member ({error.name}, generation "
+                    f"{generation.generation_id}); the time between subsequent calls to poll() was probably "
+                    "longer than max.poll.interval.ms"
+                ) from error
+            if isinstance(error, RebalanceInProgressError):
+                self.request_rejoin("commit: REBALANCE_IN_PROGRESS")
+            raise error
 
     def fetch_committed(self, partitions: Sequence[TopicPartition], deadline_s: float) -> dict[TopicPartition, int]:
         """Committed offsets of `partitions` (missing: none committed), retried until `deadline_s`."""
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        request = broker_pb2.OffsetFetchRequest(
-            group_id=self.settings.group_id,
-            topics=[broker_pb2.OffsetFetchTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
-        )
+        request = codec.offset_fetch_request(self.settings.group_id, partitions)
         last: KafkaError | None = None
         while True:
             if self.ensure_coordinator(deadline_s):
@@ -663,19 +628,18 @@ class ConsumerCoordinator:
             time.sleep(min(RETRY_BACKOFF_S, remaining))
 
     def _offsets_from(self, response: Any) -> dict[TopicPartition, int]:
-        if response.error_code != NONE:
-            raise self._response_error(response.error_code, "OffsetFetch")
+        error_code = codec.offset_fetch_error(response)
+        if error_code != NONE:
+            raise self._response_error(error_code, "OffsetFetch")
         out: dict[TopicPartition, int] = {}
-        for topic in response.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if p.error_code == UnknownTopicOrPartitionError.code:
-                    log.warning("group_offset_fetch_unknown_partition", extra={"partition": str(tp)})
-                    continue
-                if p.error_code != NONE:
-                    raise self._response_error(p.error_code, f"OffsetFetch of {tp}")
-                if p.committed_offset >= 0:
-                    out[tp] = p.committed_offset
+        for tp, partition_error, offset, _ in codec.offset_fetch_results(response):
+            if partition_error == UnknownTopicOrPartitionError.code:
+                log.warning("group_offset_fetch_unknown_partition", extra={"partition": str(tp)})
+                continue
+            if partition_error != NONE:
+                raise self._response_error(partition_error, f"OffsetFetch of {tp}")
+            if offset >= 0:
+                out[tp] = offset
         return out
 
     # ------------------------------------------------------------------ leaving
@@ -692,9 +656,7 @@ class ConsumerCoordinator:
         self._cancel_pending()
         self._reset_generation(f"left: {reason}")
         if node is not None and generation.member_id:
-            request = broker_pb2.LeaveGroupRequest(
-                group_id=self.settings.group_id, members=[broker_pb2.LeaveGroupMember(member_id=generation.member_id)]
-            )
+            request = codec.leave_group_request(self.settings.group_id, generation.member_id)
             try:
                 self._cluster.stub_for(node.host, node.port).LeaveGroup(request, timeout=LEAVE_TIMEOUT_S)
                 log.info(

@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
+from client.kafka import codec
 from client.kafka.client_errors import IllegalStateError, KafkaConfigurationError, KafkaTimeoutError
 from client.kafka.cluster import KafkaClusterClient, error_from_rpc
 from client.kafka.errors import (
@@ -57,7 +58,6 @@ from client.kafka.partitioner import murmur2
 from client.kafka.record_accumulator import FutureRecordMetadata, ProducerBatch, RecordAccumulator, record_size_estimate
 from client.kafka.records import CompressionType
 from client.kafka.types import RecordMetadata
-from zkraft_proto import broker_pb2
 
 log = logging.getLogger("zkraft.client.producer")
 
@@ -369,21 +369,7 @@ class _Sender(threading.Thread):
         for batch in batches:
             batch.attempts += 1
             by_topic.setdefault(batch.tp.topic, {}).setdefault(batch.tp.partition, []).append(batch)
-        request = broker_pb2.ProduceRequest(
-            acks=p.acks,
-            timeout_ms=p.request_timeout_ms,
-            client_id=p.client_id,
-            topics=[
-                broker_pb2.TopicProduceData(
-                    name=topic,
-                    partitions=[
-                        broker_pb2.PartitionProduceData(index=index, records=b"".join(b.payload for b in group))  # type: ignore[misc]
-                        for index, group in parts.items()
-                    ],
-                )
-                for topic, parts in by_topic.items()
-            ],
-        )
+        request = codec.produce_request(p.acks, p.request_timeout_ms, p.client_id, by_topic)
         try:
             stub = p._cluster.stub(node)
             future = stub.Produce.future(request, timeout=p.request_timeout_ms / 1000.0)
@@ -424,26 +410,23 @@ class _Sender(threading.Thread):
     def _handle_response(self, by_topic: dict[str, dict[int, list[ProducerBatch]]], response) -> None:
         acc = self._p._accumulator
         answered: set[tuple[str, int]] = set()
-        for topic_response in response.responses:
-            parts = by_topic.get(topic_response.name, {})
-            for pr in topic_response.partitions:
-                group = parts.get(pr.index)
-                if group is None:
-                    continue
-                answered.add((topic_response.name, pr.index))
-                if pr.error_code == DuplicateSequenceNumberError.code:
-                    # Kafka's broker answered this for a batch it already has: written, offset unknown.
-                    for batch in group:
-                        acc.complete(batch, -1, pr.log_append_time_ms, None)
-                    continue
-                if pr.error_code != NONE:
-                    tp = f"{topic_response.name}-{pr.index}"
-                    self._handle_failure(group, error_for(pr.error_code, f"produce to {tp}: {pr.error_message}"))
-                    continue
-                offset = pr.base_offset
+        for topic, index, error_code, error_message, base_offset, log_append_time_ms in codec.produce_results(response):
+            group = by_topic.get(topic, {}).get(index)
+            if group is None:
+                continue
+            answered.add((topic, index))
+            if error_code == DuplicateSequenceNumberError.code:
+                # Kafka's broker answered this for a batch it already has: written, offset unknown.
                 for batch in group:
-                    acc.complete(batch, offset, pr.log_append_time_ms, None)
-                    offset += batch.record_count
+                    acc.complete(batch, -1, log_append_time_ms, None)
+                continue
+            if error_code != NONE:
+                self._handle_failure(group, error_for(error_code, f"produce to {topic}-{index}: {error_message}"))
+                continue
+            offset = base_offset
+            for batch in group:
+                acc.complete(batch, offset, log_append_time_ms, None)
+                offset += batch.record_count
         for topic, parts in by_topic.items():
             for index, group in parts.items():
                 if (topic, index) not in answered:
@@ -494,17 +477,19 @@ class _Sender(threading.Thread):
             return False
         self._next_init_s = now + max(p.retry_backoff_s, 0.01)
         try:
-            response = p._cluster.call_any("InitProducerId", broker_pb2.InitProducerIdRequest())
+            reply = codec.init_producer_id_reply(
+                p._cluster.call_any("InitProducerId", codec.init_producer_id_request())
+            )
         except KafkaError as exc:
             log.info("producer_init_producer_id_failed", extra={"error": str(exc)})
             return False
-        if response.error_code != NONE:
-            error = error_for(response.error_code, f"InitProducerId: {response.error_message}")
+        if reply.error_code != NONE:
+            error = error_for(reply.error_code, f"InitProducerId: {reply.error_message}")
             log.info("producer_init_producer_id_failed", extra={"error": str(error)})
             return False
-        self.producer_id_and_epoch = (response.producer_id, response.producer_epoch)
+        self.producer_id_and_epoch = (reply.producer_id, reply.producer_epoch)
         self.counters["producer_ids"] += 1
-        log.info("producer_id_granted", extra={"producer_id": response.producer_id, "epoch": response.producer_epoch})
+        log.info("producer_id_granted", extra={"producer_id": reply.producer_id, "epoch": reply.producer_epoch})
         return True
 
     def _maybe_reset_producer_id(self, batch: ProducerBatch, error: KafkaError) -> None:

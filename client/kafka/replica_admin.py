@@ -13,11 +13,11 @@ from typing import Any
 
 import grpc
 
+from client.kafka import codec
 from client.kafka.client_errors import KafkaConfigurationError, KafkaTimeoutError
 from client.kafka.cluster import error_from_rpc
 from client.kafka.errors import NONE, KafkaError, NotControllerError, error_for
 from client.kafka.structs import TopicPartition
-from zkraft_proto import broker_pb2
 
 PREFERRED_ELECTION = 0
 UNCLEAN_ELECTION = 1
@@ -78,22 +78,12 @@ class ReplicaAdminMixin:
     ) -> list[tuple[TopicPartition, int, KafkaError | None]]:
         if leader < 0:
             return [(tp, -1, error_for(5, f"{tp} has no leader")) for tp in offsets]
-        topics: dict[str, list[broker_pb2.DeleteRecordsPartition]] = {}
-        for tp, offset in offsets.items():
-            topics.setdefault(tp.topic, []).append(
-                broker_pb2.DeleteRecordsPartition(partition_index=tp.partition, offset=offset)
-            )
-        request = broker_pb2.DeleteRecordsRequest(
-            topics=[broker_pb2.DeleteRecordsTopic(name=t, partitions=ps) for t, ps in topics.items()],
-            timeout_ms=timeout_ms,
-        )
+        request = codec.delete_records_request(offsets, timeout_ms)
         response = self._rpc(self._cluster.stub(leader), "DeleteRecords", request, timeout_ms)
-        out = []
-        for topic in response.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                out.append((tp, p.low_watermark, _error_or_none(p.error_code, p.error_message)))
-        return out
+        return [
+            (r.tp, r.low_watermark, _error_or_none(r.error_code, r.error_message))
+            for r in codec.delete_records_results(response)
+        ]
 
     # ------------------------------------------------------------------ leader election
 
@@ -109,17 +99,10 @@ class ReplicaAdminMixin:
         if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
             raise KafkaConfigurationError(f"election_type must be 0 (preferred) or 1 (unclean), got {election_type!r}")
         timeout = self._timeout(timeout_ms)
-        request = broker_pb2.ElectLeadersRequest(election_type=election_type, timeout_ms=timeout)
-        if topic_partitions is None:
-            request.all_partitions = True
-        else:
-            request.topic_partitions.extend(_topic_partitions_pb(topic_partitions))
+        grouped = None if topic_partitions is None else _grouped_partitions(topic_partitions)
+        request = codec.elect_leaders_request(election_type, grouped, timeout)
         response = self._controller_call("ElectLeaders", request, timeout)
-        return {
-            TopicPartition(r.topic, p.partition_id): _error_or_none(p.error_code, p.error_message)
-            for r in response.replica_election_results
-            for p in r.partition_result
-        }
+        return {r.tp: _error_or_none(r.error_code, r.error_message) for r in codec.elect_leaders_results(response)}
 
     elect_leaders = perform_leader_election  # kafka-python 2.1+'s name
 
@@ -133,21 +116,14 @@ class ReplicaAdminMixin:
         if not reassignments:
             raise KafkaConfigurationError("alter_partition_reassignments needs at least one partition")
         timeout = self._timeout(timeout_ms)
-        topics: dict[str, list[broker_pb2.ReassignablePartition]] = {}
-        for tp, replicas in reassignments.items():
-            item = broker_pb2.ReassignablePartition(partition_index=tp.partition, cancel=replicas is None)
-            if replicas is not None:
-                item.replicas.extend(_broker_ids(tp, replicas))
-            topics.setdefault(tp.topic, []).append(item)
-        request = broker_pb2.AlterPartitionReassignmentsRequest(
-            topics=[broker_pb2.ReassignableTopic(name=t, partitions=ps) for t, ps in topics.items()],
-            timeout_ms=timeout,
-        )
+        targets = {
+            tp: None if replicas is None else _broker_ids(tp, replicas) for tp, replicas in reassignments.items()
+        }
+        request = codec.alter_partition_reassignments_request(targets, timeout)
         response = self._controller_call("AlterPartitionReassignments", request, timeout)
         return {
-            TopicPartition(t.name, p.partition_index): _error_or_none(p.error_code, p.error_message)
-            for t in response.responses
-            for p in t.partitions
+            r.tp: _error_or_none(r.error_code, r.error_message)
+            for r in codec.alter_partition_reassignments_results(response)
         }
 
     def list_partition_reassignments(
@@ -157,21 +133,10 @@ class ReplicaAdminMixin:
     ) -> dict[TopicPartition, dict[str, list[int]]]:
         """The ongoing reassignments: {TopicPartition: {"replicas", "adding_replicas", "removing_replicas"}}."""
         timeout = self._timeout(timeout_ms)
-        request = broker_pb2.ListPartitionReassignmentsRequest(timeout_ms=timeout)
-        if topic_partitions is None:
-            request.all_partitions = True
-        else:
-            request.topics.extend(_topic_partitions_pb(topic_partitions))
+        grouped = None if topic_partitions is None else _grouped_partitions(topic_partitions)
+        request = codec.list_partition_reassignments_request(grouped, timeout)
         response = self._controller_call("ListPartitionReassignments", request, timeout)
-        return {
-            TopicPartition(t.name, p.partition_index): {
-                "replicas": list(p.replicas),
-                "adding_replicas": list(p.adding_replicas),
-                "removing_replicas": list(p.removing_replicas),
-            }
-            for t in response.topics
-            for p in t.partitions
-        }
+        return codec.list_partition_reassignments_reply(response)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -184,8 +149,9 @@ class ReplicaAdminMixin:
                 if controller < 0:
                     raise NotControllerError(f"{method}: the cluster has no controller right now")
                 response = self._rpc(self._cluster.stub(controller), method, request, timeout_ms)
-                if response.error_code != NONE:
-                    raise error_for(response.error_code, f"{method} on broker {controller}")
+                error_code = codec.controller_error(response)
+                if error_code != NONE:
+                    raise error_for(error_code, f"{method} on broker {controller}")
                 return response
             except KafkaError as exc:
                 if not exc.retriable and not isinstance(exc, NotControllerError):
@@ -230,10 +196,10 @@ def _by_leader(
     return grouped, unknown
 
 
-def _topic_partitions_pb(
+def _grouped_partitions(
     topic_partitions: Mapping[str, Iterable[int]] | Iterable[TopicPartition],
-) -> list[broker_pb2.TopicPartitions]:
-    """{topic: [partitions]} or TopicPartitions -> TopicPartitions messages."""
+) -> dict[str, list[int]]:
+    """{topic: [partitions]} or TopicPartitions -> {topic: [partitions]}, checked."""
     grouped: dict[str, list[int]] = {}
     if isinstance(topic_partitions, Mapping):
         for topic, partitions in topic_partitions.items():
@@ -243,7 +209,7 @@ def _topic_partitions_pb(
             if not isinstance(tp, TopicPartition):
                 raise KafkaConfigurationError(f"{tp!r} is not a TopicPartition")
             grouped.setdefault(tp.topic, []).append(tp.partition)
-    return [broker_pb2.TopicPartitions(topic=t, partitions=ps) for t, ps in grouped.items()]
+    return grouped
 
 
 def _broker_ids(tp: TopicPartition, replicas: Iterable[int]) -> list[int]:

@@ -120,3 +120,38 @@ class ConsumerGroupDescription:
     protocol: str  # the assignor chosen for the current generation ("" when none)
     members: tuple[MemberDescription, ...]
     coordinator: BrokerMetadata
+
+
+# ---- cluster metadata (client.kafka.cluster keeps the current snapshot)
+
+
+class PartitionMetadata(NamedTuple):
+    partition: int
+    leader: int  # -1: no leader
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error_code: int
+
+
+class TopicMetadata(NamedTuple):
+    name: str
+    error_code: int
+    is_internal: bool
+    partitions: dict[int, PartitionMetadata]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    cluster_id: str = ""
+    controller_id: int = -1
+    brokers: dict[int, BrokerMetadata] = field(default_factory=dict)
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        meta = self.topics.get(topic)
+        if meta is None:
+            return -1
+        p = meta.partitions.get(partition)
+        return -1 if p is None else p.leader
