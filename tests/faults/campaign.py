@@ -139,13 +139,9 @@ class Clients:
                 )
 
     def records(self) -> dict[int, list[dict[str, Any]]]:
-        """Every worker's operations so far (whole lines only: a line being written is read next time)."""
-        out: dict[int, list[dict[str, Any]]] = {}
-        for w in self.procs:
-            path = self.history_path(w)
-            text = path.read_text(encoding="utf-8") if path.exists() else ""
-            out[w] = [json.loads(line) for line in text.split("\n")[:-1]]
-        return out
+        """Every worker's operations so far (a worker that wrote none yet has an empty list)."""
+        written = history_records(self.root)
+        return {w: written.get(w, []) for w in self.procs}
 
     def stop(self) -> None:
         """Close every worker's stdin (its stop signal) and wait for it; SIGKILL what does not stop."""
@@ -161,6 +157,15 @@ class Clients:
                 proc.wait(timeout=STOP_DEADLINE_S)
         for log in self._logs:
             log.close()
+
+
+def history_records(root: Path) -> dict[int, list[dict[str, Any]]]:
+    """Every worker's operations so far (whole lines only: a line being written is read next time)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for path in sorted(root.glob("history-*.jsonl")):
+        text = path.read_text(encoding="utf-8")
+        out[int(path.stem.split("-")[1])] = [json.loads(line) for line in text.split("\n")[:-1]]
+    return out
 
 
 def operations(records: dict[int, list[dict[str, Any]]]) -> list[Operation]:
