@@ -47,6 +47,19 @@ NOWHERE_MAC = "02:00:5e:00:00:01"
 IP_TIMEOUT_S = 10.0
 NAME_PREFIX = "zf"
 _STALE_NETNS = re.compile(rf"^{NAME_PREFIX}(\d+)-")
+# `ip route` prints a route's type before its destination unless it is unicast.
+_ROUTE_TYPES = {
+    "unicast",
+    "local",
+    "broadcast",
+    "multicast",
+    "anycast",
+    "blackhole",
+    "unreachable",
+    "prohibit",
+    "throw",
+    "nat",
+}
 _STALE_LINK = re.compile(rf"^{NAME_PREFIX}(\d+)[vb]")
 
 
@@ -124,7 +137,7 @@ def check_subnet_free(subnet: ipaddress.IPv4Network) -> None:
         words = line.split()
         if not words:
             continue
-        dest = words[1] if words[0] in {"local", "broadcast", "unicast", "blackhole", "prohibit"} else words[0]
+        dest = words[1] if words[0] in _ROUTE_TYPES and len(words) > 1 else words[0]
         if dest == "default":
             continue
         try:
