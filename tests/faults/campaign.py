@@ -53,6 +53,8 @@ CONVERGE_DEADLINE_S = 30.0
 WARMUP_RECORDS = 20
 SETTLE_RECORDS = 10
 POLL_S = 0.1
+# Every polling loop has a deadline and at most this many rounds.
+POLL_ROUNDS_MAX = 10_000
 STOP_DEADLINE_S = OP_TIMEOUT_S * 2 + 10
 
 
@@ -195,7 +197,9 @@ def _wait_records(clients: Clients, each: int, deadline_s: float) -> bool:
     """Wait until every worker has `each` more lines than now; False at the deadline."""
     start = {w: len(rs) for w, rs in clients.records().items()}
     deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
+    for _ in range(POLL_ROUNDS_MAX):
+        if time.monotonic() >= deadline:
+            break
         if all(len(rs) >= start[w] + each for w, rs in clients.records().items()):
             return True
         time.sleep(POLL_S)
@@ -205,7 +209,9 @@ def _wait_records(clients: Clients, each: int, deadline_s: float) -> bool:
 def _converged_s(clients: Clients, healed_s: float) -> float | None:
     """Seconds from the heal until every worker had a write acknowledged after it; None at the deadline."""
     deadline = healed_s + CONVERGE_DEADLINE_S
-    while time.monotonic() < deadline:
+    for _ in range(POLL_ROUNDS_MAX):
+        if time.monotonic() >= deadline:
+            break
         firsts = []
         for rs in clients.records().values():
             acked = [
@@ -222,7 +228,9 @@ def _converged_s(clients: Clients, healed_s: float) -> float | None:
 
 def _leader(cluster: HostedQuorum, probe: Host) -> int | None:
     deadline = time.monotonic() + LEADER_DEADLINE_S
-    while time.monotonic() < deadline:
+    for _ in range(POLL_ROUNDS_MAX):
+        if time.monotonic() >= deadline:
+            break
         leader = cluster.leader(probe)
         if leader is not None:
             return leader

@@ -38,6 +38,7 @@ FAILURES = (KazooException, KazooTimeoutError, OSError)
 STOP_TIMEOUT_S = 5.0
 # A worker's logical process ids: worker * PROCESS_STRIDE + how many unknown outcomes it had so far.
 PROCESS_STRIDE = 100_000
+OPS_MAX = 1_000_000
 
 
 class Worker:
@@ -86,7 +87,9 @@ class Worker:
 
     def run(self) -> None:
         deadline = time.monotonic() + self.args.duration_max_s
-        while not self.stop.is_set() and time.monotonic() < deadline:
+        for _ in range(OPS_MAX):
+            if self.stop.is_set() or time.monotonic() >= deadline:
+                return
             self.one(self.rng.choices(KINDS, weights=KIND_WEIGHTS)[0])
             self.stop.wait(self.rng.uniform(0, self.args.pacing_max_s))  # pacing only: keeps the history checkable
 
