@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.faults.campaign import ELECTION_TIMEOUT_S, FAULT_KINDS, SESSION_S, operations, schedule
+from tests.faults.sessions_check import expired_while_active
 from tests.linearizability import Kind, RegisterState, check
 
 
@@ -46,3 +47,13 @@ def test_worker_lines_become_operations_with_unknown_outcomes_kept() -> None:
     assert check(ops, RegisterState(b"init", 0)).linearizable
     stale = {**records, 3: [{"p": 300000, "k": "read", "i": 4.0, "c": 4.1, "v": "init", "ver": 0}]}
     assert not check(operations(stale), RegisterState(b"init", 0)).linearizable
+
+
+def test_an_expiry_learned_soon_after_an_acknowledged_write_is_an_anomaly_and_a_late_one_is_not() -> None:
+    ack = {"p": 1, "k": "write", "i": 9.9, "c": 10.0, "v": "w1-1", "ver": 1, "ok": True}
+    soon = {"p": 1, "k": "cas", "i": 10.1, "c": None, "v": "w1-2", "ev": 1, "why": "SessionExpiredError", "f": 10.2}
+    burst = {**soon, "i": 10.3, "f": 10.3}
+    late = {**soon, "i": 12.4, "f": 12.5}
+    found = expired_while_active({1: [ack, soon, burst]}, timeout_s=2.0, margin_s=0.5)
+    assert len(found) == 1 and "worker 1" in found[0] and "0.20 s after" in found[0]
+    assert expired_while_active({1: [ack, late]}, timeout_s=2.0, margin_s=0.5) == []

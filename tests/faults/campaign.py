@@ -37,6 +37,7 @@ from tests.faults.cluster import ELECTION_TIMEOUT_S, HostedQuorum
 from tests.faults.injector import apply
 from tests.faults.netns import Host, Network
 from tests.faults.register import INITIAL_VALUE
+from tests.faults.sessions_check import expired_while_active
 from tests.linearizability import CheckBudgetExceeded, Kind, Operation, RegisterState, check
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 
@@ -44,6 +45,9 @@ FAULT_KINDS = ("isolate", "split", "bridge", "oneway", "pause", "kill")
 NODES = 3
 SESSION_S = 2.0
 OP_TIMEOUT_S = 3.0
+# How much earlier than its timeout after an acknowledged write a session may be found expired (the touch's
+# trip from a follower to the leader, tickTime / 2, and the scheduling of a loaded machine).
+SESSION_MARGIN_S = 0.5
 # Every fault holds longer than the session and election timeouts, plus a margin.
 HOLD_MIN_S = max(SESSION_S, ELECTION_TIMEOUT_S) + 0.5
 HOLD_MAX_S = HOLD_MIN_S + 1.5
@@ -285,6 +289,10 @@ def _check(result: RunResult, clients: Clients) -> None:
     if not checked.linearizable:
         result.anomalies.append("nonlinearizable")
         result.explanation = checked.explain()
+    expired = expired_while_active(clients.records(), SESSION_S, SESSION_MARGIN_S)
+    if expired:
+        result.anomalies.append("session_expired_while_served")
+        result.explanation = "\n".join([result.explanation, *expired]).strip()
 
 
 def run_once(seed: int, root: Path, kinds: tuple[str, ...] | None = None, faults: int = 1) -> RunResult:
