@@ -16,6 +16,12 @@ def test_a_schedule_is_a_function_of_its_seed() -> None:
     assert [f.kind for f in schedule(7, ("split", "kill"))] == ["split", "kill"]
 
 
+def test_the_replay_command_of_a_run_draws_its_schedule_again() -> None:
+    for seed in range(50):
+        drawn = schedule(seed, faults=2)
+        assert schedule(seed, tuple(f.kind for f in drawn)) == drawn
+
+
 def test_every_fault_outlasts_the_session_and_election_timeouts() -> None:
     for seed in range(200):
         for fault in schedule(seed, faults=2):

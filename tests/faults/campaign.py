@@ -78,7 +78,9 @@ def schedule(seed: int, kinds: tuple[str, ...] | None = None, faults: int = 1) -
     for kind in kinds or ():
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}: one of {', '.join(FAULT_KINDS)}")
-    chosen = list(kinds) if kinds else [rng.choice(FAULT_KINDS) for _ in range(faults)]
+    # Kinds are drawn even when given, so that a replay naming a run's kinds draws the same targets and holds.
+    drawn = [rng.choice(FAULT_KINDS) for _ in range(len(kinds) if kinds else faults)]
+    chosen = list(kinds) if kinds else drawn
     return [Fault(k, rng.choice(("leader", "follower")), round(rng.uniform(HOLD_MIN_S, HOLD_MAX_S), 2)) for k in chosen]
 
 
