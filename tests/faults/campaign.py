@@ -8,8 +8,9 @@ The seed decides everything that is not timing: which faults (unless `kinds` is 
 operations. A run goes: warm up, then for each fault: apply, hold, heal, and wait until every client has
 had a write acknowledged (the time from the heal to that is the run's convergence figure, bounded by
 CONVERGE_DEADLINE_S); then stop the clients and check the history for linearizability
-(tests/linearizability.py) and the sessions (sessions_check.py: none expired while it was being served). Faults hold longer than both the election timeout and the session timeout,
-so that leaders change and sessions may expire while they last.
+(tests/linearizability.py) and the sessions (sessions_check.py: none expired while it was being served).
+Faults hold longer than both the election timeout and the session timeout, so that leaders change and
+sessions may expire while they last.
 
 Fault kinds (node N is the target, its clients' home is node N):
   isolate  N's cable pulled: no node or client reaches it
