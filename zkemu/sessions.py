@@ -163,3 +163,8 @@ class SessionTracker:
             )
         except grpc.aio.AioRpcError:
             self._touched.update(touched)  # the next round tries again
+            # ... on a new connection: after a cut link heals, the old one may sit in TCP's retransmission
+            # backoff for seconds (seen: rto 3.2 s) while the writes' connection works again, and sessions
+            # served by this follower would expire meanwhile (found by the fault campaign, tests/faults).
+            del self._channels[address]
+            await ch.close(grace=None)
