@@ -61,6 +61,7 @@ class SessionTracker:
         self._check_interval_s = max(tick_time_ms / 2000, 0.02)
         self._deadlines: dict[int, float] = {}  # leader only: session id -> monotonic expiry time
         self._timeouts: dict[int, int] = {}
+        self._last_lead_s = 0.0  # when the leader's clock last ran (monotonic)
         self._closing: set[int] = set()
         self._touched: set[int] = set()  # follower: touches to pass to the leader
         self._was_leader = False
@@ -121,6 +122,14 @@ class SessionTracker:
 
     def _lead(self) -> None:
         now = time.monotonic()
+        stalled_s = now - self._last_lead_s - self._check_interval_s
+        self._last_lead_s = now
+        if self._was_leader and stalled_s > self._check_interval_s:
+            # This leader did not run meanwhile (SIGSTOP, a VM or GC pause): the touches sent to it then are
+            # still unread, so that time counts against no session. Without this a leader resumed after more
+            # than a session timeout expired every session before learning it had been deposed, and the
+            # next leader committed those expiries (found by the fault campaign: seed 1002, pause,pause).
+            self._deadlines = {sid: deadline + stalled_s for sid, deadline in self._deadlines.items()}
         if not self._was_leader:
             # A new leader restarts every session clock (SessionTrackerImpl).
             self._was_leader = True
