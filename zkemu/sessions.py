@@ -60,6 +60,7 @@ class SessionTracker:
         self._check_interval_s = max(tick_time_ms / 2000, 0.02)
         self._deadlines: dict[int, float] = {}  # leader only: session id -> monotonic expiry time
         self._timeouts: dict[int, int] = {}
+        self._last_lead_s = 0.0  # when the leader's clock last ran (monotonic)
         self._closing: set[int] = set()
         self._touched: set[int] = set()  # follower: touches to pass to the leader
         self._was_leader = False
@@ -120,6 +121,14 @@ class SessionTracker:
 
     def _lead(self) -> None:
         now = time.monotonic()
+        stalled_s = now - self._last_lead_s - self._check_interval_s
+        self._last_lead_s = now
+        if self._was_leader and stalled_s > self._check_interval_s:
+            # This leader did not run meanwhile (SIGSTOP, a VM or GC pause): the touches sent to it then are
+            # still unread, so that time counts against no session. Without this a leader resumed after more
+            # than a session timeout expired every session before learning it had been deposed, and the
+            # next leader committed those expiries (found by the fault campaign: seed 1002, pause,pause).
+            self._deadlines = {sid: deadline + stalled_s for sid, deadline in self._deadlines.items()}
         if not self._was_leader:
             # A new leader restarts every session clock (SessionTrackerImpl).
             self._was_leader = True
@@ -162,3 +171,8 @@ class SessionTracker:
             )
         except grpc.aio.AioRpcError:
             self._touched.update(touched)  # the next round tries again
+            # ... on a new connection: after a cut link heals, the old one may sit in TCP's retransmission
+            # backoff for seconds (seen: rto 3.2 s) while the writes' connection works again, and sessions
+            # served by this follower would expire meanwhile (found by the fault campaign, tests/faults).
+            del self._channels[address]
+            await ch.close(grace=None)

@@ -1,0 +1,329 @@
+"""One seeded fault run: hosts, a 3-node quorum, register clients, a schedule of faults, a checked history.
+
+    result = run_once(seed=7, kinds=("split", "pause"), root=Path("run-7"))
+    print(result.line())     # seed=7 faults=split(leader,3.1s),pause(follower,2.7s) ops=812 ... anomalies=none
+
+The seed decides everything that is not timing: which faults (unless `kinds` is given), whom each hits
+(the leader or a follower, resolved when the fault starts), how long it holds, and every client's
+operations. A run goes: warm up, then for each fault: apply, hold, heal, and wait until every client has
+had a write acknowledged (the time from the heal to that is the run's convergence figure, bounded by
+CONVERGE_DEADLINE_S); then stop the clients and check the history for linearizability
+(tests/linearizability.py) and the sessions (sessions_check.py: none expired while it was being served).
+Faults hold longer than both the election timeout and the session timeout, so that leaders change and
+sessions may expire while they last.
+
+Fault kinds (node N is the target, its clients' home is node N):
+  isolate  N's cable pulled: no node or client reaches it
+  split    N and the client homed on it on one side, the other nodes and clients on the other
+  bridge   the two other nodes cut from each other; N still sees both
+  oneway   N's packets to the other nodes lost; theirs to N still arrive
+  pause    N stopped with SIGSTOP, then SIGCONT
+  kill     N SIGKILLed, then started again on its data
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import select
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tests.faults.cluster import ELECTION_TIMEOUT_S, HostedQuorum
+from tests.faults.injector import apply
+from tests.faults.netns import Host, Network
+from tests.faults.register import INITIAL_VALUE
+from tests.faults.sessions_check import expired_while_active
+from tests.linearizability import CheckBudgetExceeded, Kind, Operation, RegisterState, check
+from tests.quorum_harness import REPO_ROOT, subprocess_env
+
+FAULT_KINDS = ("isolate", "split", "bridge", "oneway", "pause", "kill")
+NODES = 3
+SESSION_S = 2.0
+OP_TIMEOUT_S = 3.0
+# How much earlier than its timeout after an acknowledged write a session may be found expired (the touch's
+# trip from a follower to the leader, tickTime / 2, and the scheduling of a loaded machine).
+SESSION_MARGIN_S = 0.5
+# Every fault holds longer than the session and election timeouts, plus a margin.
+HOLD_MIN_S = max(SESSION_S, ELECTION_TIMEOUT_S) + 0.5
+HOLD_MAX_S = HOLD_MIN_S + 1.5
+LEADER_DEADLINE_S = 60.0
+READY_DEADLINE_S = 60.0
+CONVERGE_DEADLINE_S = 30.0
+WARMUP_RECORDS = 20
+SETTLE_RECORDS = 10
+POLL_S = 0.1
+# Every polling loop has a deadline and at most this many rounds.
+POLL_ROUNDS_MAX = 10_000
+STOP_DEADLINE_S = OP_TIMEOUT_S * 2 + 10
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    kind: str
+    target: str  # "leader" or "follower": resolved to a node when the fault starts
+    hold_s: float
+
+    def __str__(self) -> str:
+        return f"{self.kind}({self.target},{self.hold_s:.1f}s)"
+
+
+def schedule(seed: int, kinds: tuple[str, ...] | None = None, faults: int = 1) -> list[Fault]:
+    """The faults of run `seed`: `kinds` in order when given, else `faults` kinds drawn from the seed."""
+    rng = random.Random(seed)
+    for kind in kinds or ():
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}: one of {', '.join(FAULT_KINDS)}")
+    # Kinds are drawn even when given, so that a replay naming a run's kinds draws the same targets and holds.
+    drawn = [rng.choice(FAULT_KINDS) for _ in range(len(kinds) if kinds else faults)]
+    chosen = list(kinds) if kinds else drawn
+    return [Fault(k, rng.choice(("leader", "follower")), round(rng.uniform(HOLD_MIN_S, HOLD_MAX_S), 2)) for k in chosen]
+
+
+@dataclass
+class RunResult:
+    seed: int
+    faults: list[Fault]
+    targets: list[int] = field(default_factory=list)
+    operations: int = 0
+    unknown: int = 0
+    unknown_causes: Counter[str] = field(default_factory=Counter)
+    convergence_s: list[float] = field(default_factory=list)
+    anomalies: list[str] = field(default_factory=list)
+    explanation: str = ""
+    run_s: float = 0.0
+    root: Path | None = None
+
+    def line(self) -> str:
+        faults = ",".join(f"{f}->n{t}" for f, t in zip(self.faults, self.targets, strict=False))
+        converge = ",".join(f"{s:.2f}" for s in self.convergence_s) or "-"
+        return (
+            f"seed={self.seed} faults={faults or '-'} ops={self.operations} unknown={self.unknown} "
+            f"converged_s={converge} anomalies={','.join(self.anomalies) or 'none'} run_s={self.run_s:.1f}"
+        )
+
+    def replay_command(self) -> str:
+        kinds = ",".join(f.kind for f in self.faults)
+        return f"python3 scripts/fault_campaign.py --runs 1 --seed {self.seed} --faults {kinds}"
+
+
+class Clients:
+    """One register worker per client host, worker w homed on node w."""
+
+    def __init__(self, network: Network, cluster: HostedQuorum, root: Path, seed: int) -> None:
+        self.root = root
+        self.hosts: dict[int, Host] = {w: network.add_host(f"c{w}") for w in cluster.hosts}
+        self.procs: dict[int, subprocess.Popen[str]] = {}
+        self._logs: list[IO[bytes]] = []
+        ids = sorted(cluster.hosts)
+        for w, host in self.hosts.items():
+            order = ids[ids.index(w) :] + ids[: ids.index(w)]
+            argv = [
+                sys.executable, "-m", "tests.faults.register", "--worker", str(w), "--seed", str(seed),
+                "--hosts", ",".join(cluster.zk_address(n) for n in order), "--out", str(self.history_path(w)),
+                "--session-s", str(SESSION_S), "--op-timeout-s", str(OP_TIMEOUT_S),
+            ]  # fmt: skip
+            log = (root / "logs" / f"client-{w}.log").open("ab")
+            self._logs.append(log)
+            self.procs[w] = host.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                       text=True, cwd=REPO_ROOT, env=subprocess_env())  # fmt: skip
+
+    def history_path(self, worker: int) -> Path:
+        return self.root / f"history-{worker}.jsonl"
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_DEADLINE_S
+        for w, proc in self.procs.items():
+            assert proc.stdout is not None
+            remaining_s = deadline - time.monotonic()
+            ready, _, _ = select.select([proc.stdout], [], [], max(remaining_s, 0))
+            if not ready or proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(
+                    f"client {w} did not connect within {READY_DEADLINE_S:g} s (see logs/client-{w}.log)"
+                )
+
+    def records(self) -> dict[int, list[dict[str, Any]]]:
+        """Every worker's operations so far (a worker that wrote none yet has an empty list)."""
+        written = history_records(self.root)
+        return {w: written.get(w, []) for w in self.procs}
+
+    def stop(self) -> None:
+        """Close every worker's stdin (its stop signal) and wait for it; SIGKILL what does not stop."""
+        for proc in self.procs.values():
+            if proc.stdin is not None and not proc.stdin.closed:
+                proc.stdin.close()
+        deadline = time.monotonic() + STOP_DEADLINE_S
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=STOP_DEADLINE_S)
+        for log in self._logs:
+            log.close()
+
+
+def history_records(root: Path) -> dict[int, list[dict[str, Any]]]:
+    """Every worker's operations so far (whole lines only: a line being written is read next time)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for path in sorted(root.glob("history-*.jsonl")):
+        text = path.read_text(encoding="utf-8")
+        out[int(path.stem.split("-")[1])] = [json.loads(line) for line in text.split("\n")[:-1]]
+    return out
+
+
+def operations(records: dict[int, list[dict[str, Any]]]) -> list[Operation]:
+    """The workers' lines as the checker's operations."""
+    lines = sorted((r for rs in records.values() for r in rs), key=lambda r: r["i"])
+    ops = []
+    for op_id, r in enumerate(lines):
+        kind = Kind(r["k"])
+        known = r["c"] is not None
+        ops.append(Operation(
+            op_id, r["p"], kind, r["i"], r["c"],
+            value=r["v"].encode() if "v" in r else None,
+            version=r.get("ver") if known else None,
+            expected_version=r.get("ev"),
+            succeeded=r.get("ok") if kind is Kind.CAS and known else None,
+        ))  # fmt: skip
+    return ops
+
+
+def _log(root: Path, event: str, **fields: Any) -> None:
+    """One JSON line in root/campaign.log: the schedule as it ran, with monotonic times."""
+    with (root / "campaign.log").open("a", encoding="utf-8") as log:
+        log.write(json.dumps({"event": event, "t": round(time.monotonic(), 4), **fields}) + "\n")
+
+
+def _wait_records(clients: Clients, each: int, deadline_s: float) -> bool:
+    """Wait until every worker has `each` more lines than now; False at the deadline."""
+    start = {w: len(rs) for w, rs in clients.records().items()}
+    deadline = time.monotonic() + deadline_s
+    for _ in range(POLL_ROUNDS_MAX):
+        if time.monotonic() >= deadline:
+            break
+        if all(len(rs) >= start[w] + each for w, rs in clients.records().items()):
+            return True
+        time.sleep(POLL_S)
+    return False
+
+
+def _converged_s(clients: Clients, healed_s: float) -> float | None:
+    """Seconds from the heal until every worker had a write acknowledged after it; None at the deadline."""
+    deadline = healed_s + CONVERGE_DEADLINE_S
+    for _ in range(POLL_ROUNDS_MAX):
+        if time.monotonic() >= deadline:
+            break
+        firsts = []
+        for rs in clients.records().values():
+            acked = [
+                r["c"] for r in rs if r["k"] != "read" and r["c"] is not None and r["c"] > healed_s and r.get("ok")
+            ]
+            if not acked:
+                break
+            firsts.append(min(acked))
+        else:
+            return max(firsts) - healed_s
+        time.sleep(POLL_S)
+    return None
+
+
+def _leader(cluster: HostedQuorum, probe: Host) -> int | None:
+    deadline = time.monotonic() + LEADER_DEADLINE_S
+    for _ in range(POLL_ROUNDS_MAX):
+        if time.monotonic() >= deadline:
+            break
+        leader = cluster.leader(probe)
+        if leader is not None:
+            return leader
+        time.sleep(POLL_S)
+    return None
+
+
+def _resolve(fault: Fault, leader: int, rng: random.Random) -> int:
+    if fault.target == "leader":
+        return leader
+    return rng.choice([n for n in range(1, NODES + 1) if n != leader])
+
+
+def _inject_all(result: RunResult, network: Network, cluster: HostedQuorum, clients: Clients, probe: Host) -> None:
+    rng = random.Random(result.seed + 1)
+    if not _wait_records(clients, WARMUP_RECORDS, READY_DEADLINE_S):
+        result.anomalies.append("no_progress_before_faults")
+        return
+    for fault in result.faults:
+        leader = _leader(cluster, probe)
+        if leader is None:
+            result.anomalies.append(f"no_leader_before_{fault.kind}")
+            return
+        target = _resolve(fault, leader, rng)
+        result.targets.append(target)
+        _log(cluster.root, "fault_start", fault=str(fault), node=target, leader=leader)
+        heal = apply(fault.kind, target, network, cluster, clients.hosts)
+        time.sleep(fault.hold_s)  # the fault's scheduled length: time passing is what is tested here
+        heal()
+        healed_s = time.monotonic()
+        _log(cluster.root, "fault_healed", fault=str(fault), node=target)
+        converged = _converged_s(clients, healed_s)
+        _log(cluster.root, "converged", fault=str(fault), after_s=converged)
+        if converged is None:
+            result.anomalies.append(f"not_converged_after_{fault.kind}")
+            return
+        result.convergence_s.append(converged)
+    _wait_records(clients, SETTLE_RECORDS, CONVERGE_DEADLINE_S)
+
+
+def _check(result: RunResult, clients: Clients) -> None:
+    ops = operations(clients.records())
+    result.operations = len(ops)
+    result.unknown = sum(1 for op in ops if not op.known)
+    result.unknown_causes = Counter(r["why"] for rs in clients.records().values() for r in rs if "why" in r)
+    try:
+        checked = check(ops, RegisterState(INITIAL_VALUE, 0))
+    except CheckBudgetExceeded as exc:
+        result.anomalies.append("check_inconclusive")
+        result.explanation = str(exc)
+        return
+    if not checked.linearizable:
+        result.anomalies.append("nonlinearizable")
+        result.explanation = checked.explain()
+    expired = expired_while_active(clients.records(), SESSION_S, SESSION_MARGIN_S)
+    if expired:
+        result.anomalies.append("session_expired_while_served")
+        result.explanation = "\n".join([result.explanation, *expired]).strip()
+
+
+def run_once(seed: int, root: Path, kinds: tuple[str, ...] | None = None, faults: int = 1) -> RunResult:
+    """One run in `root` (created; kept by the caller when result.anomalies is not empty)."""
+    root.mkdir(parents=True, exist_ok=True)
+    result = RunResult(seed, schedule(seed, kinds, faults), root=root)
+    _log(root, "schedule", seed=seed, faults=[str(f) for f in result.faults])
+    started = time.monotonic()
+    with Network() as network, HostedQuorum(network, root, NODES) as cluster:
+        probe = network.add_host("probe")
+        cluster.start_all()
+        if _leader(cluster, probe) is None:
+            result.anomalies.append("no_first_leader")
+            result.run_s = time.monotonic() - started
+            return result
+        clients = Clients(network, cluster, root, seed)
+        try:
+            clients.wait_ready()
+            _inject_all(result, network, cluster, clients, probe)
+        finally:
+            clients.stop()
+        failed = {w: proc.returncode for w, proc in clients.procs.items() if proc.returncode != 0}
+        if failed:
+            result.anomalies.append("client_failed:" + "+".join(f"c{w}={c}" for w, c in sorted(failed.items())))
+        exits = {n: code for n, code in cluster.exit_codes().items() if code is not None}
+        if exits:
+            result.anomalies.append("node_exited:" + "+".join(f"n{n}={c}" for n, c in sorted(exits.items())))
+    _check(result, clients)
+    result.run_s = time.monotonic() - started
+    _log(root, "result", line=result.line())
+    return result

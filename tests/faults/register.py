@@ -1,0 +1,136 @@
+"""The register workload: one client process, run inside a client host, until its stdin closes.
+
+    python -m tests.faults.register --hosts 198.18.29.10:2181,... --worker 1 --seed 7 --out w1.jsonl
+
+It speaks ZooKeeper's wire protocol through kazoo (what a ZooKeeper user runs) to the nodes in the order
+given (its home node first), and does random operations on one znode, /register:
+- read: `sync` then `get` (ZooKeeper makes a read linearizable only after a sync: research on §1.4);
+- write: `set` with version -1;
+- cas: `set` with the version this client last saw (BadVersion: a definite failure, no effect).
+Each operation is one JSON line in --out, written when it ends: a write or cas that raised ConnectionLoss,
+a timeout or SessionExpired has an unknown outcome (`"c": null`) and the client goes on as a new process
+(as Jepsen does after an "info" operation); a read that failed had no effect and is left out.
+The monotonic clock is the machine's, shared by every namespace: the orchestrator's times compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+import threading
+import time
+from typing import IO, Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError
+from kazoo.handlers.threading import KazooTimeoutError
+
+REGISTER = "/register"
+INITIAL_VALUE = b"init"
+KINDS = ("read", "write", "cas")
+KIND_WEIGHTS = (4, 3, 3)
+CONNECT_TIMEOUT_S = 30.0
+# What a call may raise when the cluster or the link fails (KazooTimeoutError: our per-call deadline).
+FAILURES = (KazooException, KazooTimeoutError, OSError)
+STOP_TIMEOUT_S = 5.0
+# A worker's logical process ids: worker * PROCESS_STRIDE + how many unknown outcomes it had so far.
+PROCESS_STRIDE = 100_000
+OPS_MAX = 1_000_000
+
+
+class Worker:
+    def __init__(self, zk: KazooClient, args: argparse.Namespace, out: IO[str], stop: threading.Event) -> None:
+        self.zk, self.args, self.out, self.stop = zk, args, out, stop
+        self.rng = random.Random(args.seed * 1000 + args.worker)
+        self.process = args.worker * PROCESS_STRIDE
+        self.known_version = 0
+        self.count = 0
+
+    def record(self, kind: str, invoke_s: float, complete_s: float | None, **fields: Any) -> None:
+        line = {"p": self.process, "k": kind, "i": invoke_s, "c": complete_s, **fields}
+        self.out.write(json.dumps(line) + "\n")
+        self.out.flush()
+
+    def call(self, async_result: Any) -> Any:
+        return async_result.get(timeout=self.args.op_timeout_s)
+
+    def one(self, kind: str) -> None:
+        self.count += 1
+        invoke_s = time.monotonic()
+        if kind == "read":
+            try:
+                self.call(self.zk.sync_async(REGISTER))
+                data, stat = self.call(self.zk.get_async(REGISTER))
+            except FAILURES:
+                return  # a read that failed had no effect
+            self.record(kind, invoke_s, time.monotonic(), v=data.decode(), ver=stat.version)
+            self.known_version = stat.version
+            return
+        value = f"w{self.args.worker}-{self.count}"
+        expected = self.known_version if kind == "cas" else None
+        version = -1 if expected is None else expected
+        try:
+            stat = self.call(self.zk.set_async(REGISTER, value.encode(), version))
+        except BadVersionError:
+            self.record(kind, invoke_s, time.monotonic(), v=value, ev=expected, ok=False)
+            return
+        except FAILURES as exc:
+            # "f": when the call gave up (for the evidence only: the outcome stays unknown forever)
+            self.record(kind, invoke_s, None, v=value, ev=expected, why=type(exc).__name__, f=time.monotonic())
+            self.process += 1
+            return
+        self.record(kind, invoke_s, time.monotonic(), v=value, ev=expected, ver=stat.version, ok=True)
+        self.known_version = stat.version
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.args.duration_max_s
+        for _ in range(OPS_MAX):
+            if self.stop.is_set() or time.monotonic() >= deadline:
+                return
+            self.one(self.rng.choices(KINDS, weights=KIND_WEIGHTS)[0])
+            self.stop.wait(self.rng.uniform(0, self.args.pacing_max_s))  # pacing only: keeps the history checkable
+
+
+def ensure_register(zk: KazooClient) -> None:
+    try:
+        zk.create(REGISTER, INITIAL_VALUE)
+    except NodeExistsError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hosts", required=True, help="host:port,... in the order to try")
+    parser.add_argument("--worker", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--session-s", type=float, default=2.0)
+    parser.add_argument("--op-timeout-s", type=float, default=3.0)
+    parser.add_argument("--pacing-max-s", type=float, default=0.02)
+    parser.add_argument("--duration-max-s", type=float, default=300.0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.CRITICAL)  # kazoo logs every lost connection; the history says enough
+    zk = KazooClient(hosts=args.hosts, timeout=args.session_s, randomize_hosts=False)
+    zk.start(timeout=CONNECT_TIMEOUT_S)
+    ensure_register(zk)
+    stop = threading.Event()
+
+    def stop_on_eof() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=stop_on_eof, daemon=True).start()
+    print("ready", flush=True)
+    with open(args.out, "a", encoding="utf-8") as out:
+        Worker(zk, args, out, stop).run()
+    stopper = threading.Thread(target=zk.stop, daemon=True)
+    stopper.start()
+    stopper.join(STOP_TIMEOUT_S)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
