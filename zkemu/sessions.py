@@ -19,8 +19,8 @@ from collections.abc import Callable
 import grpc
 import structlog
 
-from quorum.facade import QuorumFacade
-from zkemu.write_router import ConnectionLossError, WriteRouter
+from quorum.facade import QuorumError, QuorumFacade
+from zkemu.write_router import WriteRouter
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 PASSWORD_BYTES = 16
@@ -148,10 +148,13 @@ class SessionTracker:
             session_id=session_id, close_session=zk_pb2.CloseSessionTxn(session_id=session_id, expired=True)
         )
         try:
-            await self._router.submit(txn, self._quorum.settings.proposal_timeout_ms / 1000)
-        except ConnectionLossError as exc:
-            self._closing.discard(session_id)  # try again at the next check
-            self._deadlines[session_id] = time.monotonic()
+            # Only through this leader: a deposed leader's expiry, retried through the next leader, would end
+            # a session its clients kept alive through the majority (found by the fault campaign, tests/faults).
+            await self._router.propose_as_leader(txn, self._quorum.settings.proposal_timeout_ms / 1000)
+        except QuorumError as exc:
+            self._closing.discard(session_id)
+            if self._quorum.is_leader:
+                self._deadlines[session_id] = time.monotonic()  # still leading: try again at the next check
             self.log.warning("session_expiry_not_committed", session_id=session_id, error=str(exc))
 
     async def _pass_touches(self) -> None:

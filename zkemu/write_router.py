@@ -224,6 +224,15 @@ class WriteRouter:
         await self._quorum.wait_applied(zxid, max(deadline - time.monotonic(), 0.5))
         return zxid, zk_pb2.TxnResult.FromString(raw)
 
+    async def propose_as_leader(self, txn: zk_pb2.Txn, timeout_s: float) -> tuple[int, zk_pb2.TxnResult]:
+        """Commit `txn`, a decision this leader made in its term (a session's expiry), through this node only:
+        never forwarded, never retried through another leader. A QuorumError (not leader, lost, dropped, timed
+        out) means this leadership could not commit it; the caller drops the decision, since a deposed
+        leader's view (a session it stopped hearing from) is not the next leader's, which restarts every
+        session clock (ZooKeeper's SessionTrackerImpl on a new leader)."""
+        zxid, raw = await self._propose_here(txn, timeout_s)
+        return zxid, zk_pb2.TxnResult.FromString(raw)
+
     async def _propose_here(self, txn: zk_pb2.Txn, timeout_s: float) -> tuple[int, bytes]:
         stamped = zk_pb2.Txn()
         stamped.CopyFrom(txn)
