@@ -69,7 +69,7 @@ def test_a_billion_partitions_are_refused_by_arithmetic_alone() -> None:
 
 
 def test_the_largest_assignment_that_fits_is_accepted_and_one_more_partition_is_not() -> None:
-    fits = 88301  # one-digit broker ids, replication factor 1: 1048574 bytes
+    fits = 88298  # one-digit broker ids, replication factor 1, a topic id (KIP-516): 1048574 bytes
     brokers = [BrokerMetadata(1)]
     plan = plan_topic_creation(
         "t", partitions=fits, replication_factor=1, replica_assignment=None, configs={}, brokers=brokers
