@@ -6,6 +6,27 @@ import time
 from collections.abc import Callable
 
 
+def poll_for(predicate: Callable[[], object], timeout_s: float, interval_s: float = 0.02) -> object | None:
+    """Poll `predicate` until it returns a truthy value and return that value; None once `timeout_s` passes.
+
+    For callers to whom a deadline passing is an outcome to report (a fault campaign's convergence),
+    not a failure. The predicate is always called at least once, and once more at the deadline.
+    """
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    if interval_s <= 0:
+        raise ValueError(f"interval_s must be > 0, got {interval_s}")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if result:
+            return result
+        remaining_s = deadline - time.monotonic()
+        if remaining_s <= 0:
+            return None
+        time.sleep(min(interval_s, remaining_s))
+
+
 def wait_until(
     predicate: Callable[[], object],
     timeout_s: float,
@@ -19,19 +40,10 @@ def wait_until(
     something takes, a deadline is an upper bound on how long we wait for it.
     The predicate is always called at least once, and once more at the deadline.
     """
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-    if interval_s <= 0:
-        raise ValueError(f"interval_s must be > 0, got {interval_s}")
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if result:
-            return result
-        remaining_s = deadline - time.monotonic()
-        if remaining_s <= 0:
-            raise AssertionError(f"{message} (waited {timeout_s:g} s)")
-        time.sleep(min(interval_s, remaining_s))
+    result = poll_for(predicate, timeout_s, interval_s)
+    if not result:
+        raise AssertionError(f"{message} (waited {timeout_s:g} s)")
+    return result
 
 
 def resident_bytes(pid: int) -> int:

@@ -4,14 +4,13 @@ through the facade, of a node that `run_hosted` built and runs with a hosted ser
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import grpc
 
 from quorum.facade import QuorumFacade, run_hosted
 from quorum.settings import NodeSettings
-from tests.quorum_harness import free_ports
+from tests.quorum_harness import free_ports, poll_until
 from zkemu.tree import ZnodeTree
 from zkraft_proto import zk_pb2
 
@@ -43,10 +42,10 @@ def create_txn(path: str) -> bytes:
 
 
 async def until_leader(quorum: QuorumFacade) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not quorum.is_leader:
-        assert time.monotonic() < deadline, "the one-node quorum elected no leader in time"
-        await asyncio.sleep(0.01)
+    async def leading() -> bool:
+        return quorum.is_leader
+
+    await poll_until(leading, DEADLINE_S, "the one-node quorum elected no leader in time")
 
 
 def test_a_hosted_service_reads_and_writes_the_quorum_through_the_facade(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ from tests.faults.injector import apply
 from tests.faults.netns import Host, Network
 from tests.faults.register import INITIAL_VALUE
 from tests.faults.sessions_check import expired_while_active
+from tests.helpers import poll_for
 from tests.linearizability import CheckBudgetExceeded, Kind, Operation, RegisterState, check
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 
@@ -58,8 +59,6 @@ CONVERGE_DEADLINE_S = 30.0
 WARMUP_RECORDS = 20
 SETTLE_RECORDS = 10
 POLL_S = 0.1
-# Every polling loop has a deadline and at most this many rounds.
-POLL_ROUNDS_MAX = 10_000
 STOP_DEADLINE_S = OP_TIMEOUT_S * 2 + 10
 
 
@@ -203,46 +202,33 @@ def _log(root: Path, event: str, **fields: Any) -> None:
 def _wait_records(clients: Clients, each: int, deadline_s: float) -> bool:
     """Wait until every worker has `each` more lines than now; False at the deadline."""
     start = {w: len(rs) for w, rs in clients.records().items()}
-    deadline = time.monotonic() + deadline_s
-    for _ in range(POLL_ROUNDS_MAX):
-        if time.monotonic() >= deadline:
-            break
-        if all(len(rs) >= start[w] + each for w, rs in clients.records().items()):
-            return True
-        time.sleep(POLL_S)
-    return False
+    return bool(
+        poll_for(lambda: all(len(rs) >= start[w] + each for w, rs in clients.records().items()), deadline_s, POLL_S)
+    )
+
+
+def _first_acks_after(clients: Clients, healed_s: float) -> float | None:
+    """The latest of the workers' first acknowledged writes after `healed_s`; None while one has none."""
+    firsts = []
+    for rs in clients.records().values():
+        acked = [r["c"] for r in rs if r["k"] != "read" and r["c"] is not None and r["c"] > healed_s and r.get("ok")]
+        if not acked:
+            return None
+        firsts.append(min(acked))
+    return max(firsts)
 
 
 def _converged_s(clients: Clients, healed_s: float) -> float | None:
     """Seconds from the heal until every worker had a write acknowledged after it; None at the deadline."""
-    deadline = healed_s + CONVERGE_DEADLINE_S
-    for _ in range(POLL_ROUNDS_MAX):
-        if time.monotonic() >= deadline:
-            break
-        firsts = []
-        for rs in clients.records().values():
-            acked = [
-                r["c"] for r in rs if r["k"] != "read" and r["c"] is not None and r["c"] > healed_s and r.get("ok")
-            ]
-            if not acked:
-                break
-            firsts.append(min(acked))
-        else:
-            return max(firsts) - healed_s
-        time.sleep(POLL_S)
-    return None
+    remaining_s = healed_s + CONVERGE_DEADLINE_S - time.monotonic()
+    if remaining_s <= 0:
+        return None
+    last_first = poll_for(lambda: _first_acks_after(clients, healed_s), remaining_s, POLL_S)
+    return None if last_first is None else last_first - healed_s
 
 
 def _leader(cluster: HostedQuorum, probe: Host) -> int | None:
-    deadline = time.monotonic() + LEADER_DEADLINE_S
-    for _ in range(POLL_ROUNDS_MAX):
-        if time.monotonic() >= deadline:
-            break
-        leader = cluster.leader(probe)
-        if leader is not None:
-            return leader
-        time.sleep(POLL_S)
-    return None
+    return poll_for(lambda: cluster.leader(probe), LEADER_DEADLINE_S, POLL_S)
 
 
 def _resolve(fault: Fault, leader: int, rng: random.Random) -> int:
