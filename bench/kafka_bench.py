@@ -142,6 +142,7 @@ class Target:
     broker_pids: Callable[[], list[int]]
     coordination_pids: Callable[[], list[int]]
     create_topic: Callable[[str, int, int], None]
+    root: Path  # this cluster's directory of the run, where its tools may write
 
 
 class Up:
@@ -225,6 +226,7 @@ def zkraft_target(root: Path) -> Iterator[Target]:
             broker_pids=live_pids(brokers),
             coordination_pids=live_pids(cluster["quorum"]),
             create_topic=create_topic,
+            root=root,
         )
     finally:
         up.stop()
@@ -242,6 +244,7 @@ def kafka_target(root: Path) -> Iterator[Target]:
             broker_pids=kafka.broker_pids,
             coordination_pids=kafka.coordination_pids,
             create_topic=kafka.create_topic,
+            root=root,
         )
 
 
@@ -395,20 +398,15 @@ _E2E_AVERAGE = re.compile(r"Avg latency: ([\d.]+) ms")
 class JavaTools:
     """Apache Kafka 3.9's own performance tools (tests/kafka39/pom.xml's jars) as bin/*.sh would run them."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path) -> None:
         from tests import maven_jars
-        from tests.real_zookeeper import find_java
+        from tests.kafka39_harness import KafkaTools
 
-        jars = maven_jars.resolve()
-        self.java = find_java() or "java"
-        self.classpath = os.pathsep.join(str(jar) for jar in sorted(jars.glob("*.jar")))
+        self._tools = KafkaTools(root, maven_jars.resolve(), jvm_options=JAVA_TOOL_OPTIONS)
 
     def run(self, main_class: str, *args: str) -> str:
-        command = [self.java, *JAVA_TOOL_OPTIONS, "-cp", self.classpath, main_class, *args]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"{main_class} exited {done.returncode}: {(done.stdout + done.stderr)[-800:]}")
-        return done.stdout
+        """The tool's stdout; ToolError (with its output's tail) when it fails or runs over."""
+        return self._tools.run_ok(main_class, args, timeout_s=TOOL_TIMEOUT_S)
 
     def produce(self, bootstrap: str, topic: str, records: int, acks: str) -> dict[str, Any]:
         out = self.run(
@@ -463,7 +461,7 @@ def java_phases(target: Target, args: argparse.Namespace, record: Callable[[str,
     bootstrap = target.kafka_bootstrap
     if bootstrap is None:
         return
-    tools = JavaTools()
+    tools = JavaTools(target.root / "java-tools")
     if args.warmup_records:
         target.create_topic("java-warmup", args.partitions, 3)
         wait_leaders(bootstrap, "java-warmup", args.partitions)

@@ -145,8 +145,9 @@ class KafkaTools:
     Against any cluster that speaks Kafka's protocol: Kafka39Brokers' own, or zkraft's Kafka listeners.
     """
 
-    def __init__(self, root: Path, jars_dir: Path) -> None:
+    def __init__(self, root: Path, jars_dir: Path, jvm_options: Sequence[str] = TOOL_JVM_OPTIONS) -> None:
         self.java = find_java() or "java"
+        self.jvm_options = tuple(jvm_options)
         self.root = Path(root)
         self.classpath = os.pathsep.join(str(jar) for jar in sorted(Path(jars_dir).glob("*.jar")))
         if not self.classpath:
@@ -156,7 +157,7 @@ class KafkaTools:
         self.log4j.write_text(TOOLS_LOG4J, encoding="utf-8")
 
     def command(self, main_class: str, args: Sequence[str]) -> list[str]:
-        return [self.java, *TOOL_JVM_OPTIONS, f"-Dlog4j.configuration=file:{self.log4j}", "-cp", self.classpath,
+        return [self.java, *self.jvm_options, f"-Dlog4j.configuration=file:{self.log4j}", "-cp", self.classpath,
                 main_class, *args]  # fmt: skip
 
     def run(
