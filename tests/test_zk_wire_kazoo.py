@@ -122,6 +122,10 @@ def test_kazoo_ephemeral_and_sequential_nodes(cluster: QuorumProcesses, kazoos: 
     assert first == "/seq/n-0000000000" and second == "/seq/n-0000000001"
     stat = owner.exists(second)
     assert stat is not None and stat.ephemeralOwner == owner.client_id[0]
+    # The observer's server may lag the owner's (ZooKeeper promises each session its own order,
+    # not another session's), so it must first see the ephemeral: otherwise "gone" could mean
+    # "not yet created here", and the persistent node beside it would not be there yet either.
+    wait_until(lambda: observer.exists(second) is not None, WAIT_S, message="observer sees the ephemeral")
     owner.stop()  # closeSession: its ephemerals go at once
     wait_until(lambda: observer.exists(second) is None, WAIT_S, message="ephemeral deleted with its session")
     assert observer.exists(first) is not None
