@@ -45,7 +45,7 @@ from typing import Any
 import structlog
 
 from broker.kafka_api import cluster
-from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaRequestContext
+from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaConnectionState, KafkaRequestContext
 from broker.kafka_error_response import error_for_exception, unsupported_version_error
 from broker.kafka_wire import (
     API_VERSIONS_KEY,
@@ -153,6 +153,7 @@ class _Connection:
         self._peer = peer
         self._log = server._log.bind(peer=peer)
         self._answers: asyncio.Queue[Answer | None] = asyncio.Queue(server._pipelined_max)
+        self._state = KafkaConnectionState()
 
     async def serve(self) -> None:
         """Reads and answers until either side ends; answers already owed are written before closing."""
@@ -228,6 +229,7 @@ class _Connection:
             client_host=self._peer,
             listener_name=self._server.listener.name,
             response_type=codec.response_type,
+            connection=self._state,
         )
         handling = asyncio.create_task(self._handle(codec, request, context, size_bytes))
         handlers = self._server._handlers

@@ -26,11 +26,26 @@ To name a broker to a Kafka client (FindCoordinator, Metadata), use its endpoint
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # (request entity, context) -> response entity of context.response_type, an EncodedResponse, or None (no response)
 Handler = Callable[[Any, "KafkaRequestContext"], Awaitable[Any]]
+
+
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"  # Kafka's KafkaPrincipal.ANONYMOUS: a connection that did not authenticate
+
+
+@dataclass(slots=True)
+class KafkaConnectionState:
+    """What one client connection has established so far, shared by the requests it sends.
+
+    security_protocol: the listener's (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
+    principal: who the connection authenticated as, in Kafka's `User:<name>` form (what ACLs name).
+    """
+
+    security_protocol: str = "PLAINTEXT"
+    principal: str = ANONYMOUS_PRINCIPAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +58,7 @@ class KafkaRequestContext:
     client_host: str  # the peer's address, as Kafka's RequestContext.clientAddress
     listener_name: str  # the listener the request came in on (its endpoint is the one Metadata answers)
     response_type: type  # kio's response class for (api_key, api_version)
+    connection: KafkaConnectionState = field(default_factory=KafkaConnectionState)
 
 
 @dataclass(frozen=True, slots=True)
