@@ -20,7 +20,10 @@ Measurements, in the order they run:
   `inflight` workers each keep one proposal outstanding (distinct keys,
   100-byte values); after a warm-up, writes acknowledged within a fixed window
   are counted, and the latency (call to acknowledgement) of every proposal
-  started and finished inside the window gives p50/p99.
+  started and finished inside the window gives p50/p99. `node_cpu_us_per_write`
+  is the three nodes' CPU time (utime + stime) over the window per write: other
+  load on the machine moves it much less than writes/s, so it is the figure to
+  compare two versions of the code on a busy machine.
 * `failover` (per round): one writer keeps one proposal in flight; the
   leader is SIGKILLed; `failover_s` is the time from the kill to the first
   write acknowledged by the new leader. Terms only grow, so a write
@@ -66,7 +69,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import lmdb  # noqa: E402
 
-from bench.figures import emit, median_or_none, percentile_ms  # noqa: E402
+from bench.figures import emit, median_or_none, percentile_ms, process_cpu_seconds  # noqa: E402
 from quorum.register_client import QuorumClient, QuorumClientError  # noqa: E402
 from quorum.settings import NodeSettings  # noqa: E402
 from runtime import event_loop  # noqa: E402
@@ -133,10 +136,18 @@ class _Window:
     committed: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     latencies_ns: list[int] = field(default_factory=list)
+    cpu_at_start: float | None = None  # the nodes' CPU seconds at the window's first write
+    cpu_at_end: float | None = None  # ... and at the first write after it
 
 
 async def measure_throughput(
-    client: QuorumClient, inflight: int, warmup_s: float, seconds: float, key_prefix: str, payload: bytes
+    client: QuorumClient,
+    inflight: int,
+    warmup_s: float,
+    seconds: float,
+    key_prefix: str,
+    payload: bytes,
+    node_pids: Sequence[int] = (),
 ) -> dict[str, Any]:
     now = time.perf_counter_ns()
     window = _Window(start_ns=now + int(warmup_s * 1e9), end_ns=now + int((warmup_s + seconds) * 1e9))
@@ -154,8 +165,12 @@ async def measure_throughput(
                 await asyncio.sleep(0.01)  # do not spin on a failing cluster
                 continue
             t1 = time.perf_counter_ns()
+            if t1 > window.end_ns and window.cpu_at_end is None:
+                window.cpu_at_end = process_cpu_seconds(node_pids)
             if window.start_ns <= t1 <= window.end_ns:
                 window.committed += 1
+                if window.cpu_at_start is None:  # the first write in the window starts the CPU count
+                    window.cpu_at_start = process_cpu_seconds(node_pids)
                 if t0 >= window.start_ns:
                     window.latencies_ns.append(t1 - t0)
 
@@ -167,6 +182,10 @@ async def measure_throughput(
     for t in done:
         t.result()  # a bug in the benchmark itself should not hide
     lat = sorted(window.latencies_ns)
+    # Node CPU per write over the window (the nodes' utime + stime): much less moved than writes/s by other load
+    # on the machine, so it is the figure to compare two versions on a busy machine.
+    started, ended = window.cpu_at_start, window.cpu_at_end
+    node_cpu_s = ended - started if started is not None and ended is not None else None
     return {
         "inflight": inflight,
         "seconds": seconds,
@@ -178,6 +197,9 @@ async def measure_throughput(
         "latency_samples": len(lat),
         "errors": window.errors,
         "unfinished_workers": len(pending),
+        "node_cpu_us_per_write": (
+            round(node_cpu_s * 1e6 / window.committed, 1) if node_cpu_s is not None and window.committed else None
+        ),
     }
 
 
@@ -188,8 +210,9 @@ async def throughput_run(root: Path, run: int, args: argparse.Namespace, payload
         await wait_for_leader(procs.addresses, LEADER_TIMEOUT_S)
         for inflight in args.inflight:
             async with QuorumClient(list(procs.addresses.values()), request_timeout_s=CLIENT_REQUEST_TIMEOUT_S) as c:
+                pids = [pid for pid in map(procs.pid, procs.addresses) if pid is not None]
                 figures = await measure_throughput(
-                    c, inflight, args.warmup, args.seconds, f"run{run}/inflight{inflight}", payload
+                    c, inflight, args.warmup, args.seconds, f"run{run}/inflight{inflight}", payload, pids
                 )
             record = {"measure": "throughput", "run": run, **figures}
             emit(record)
@@ -392,6 +415,9 @@ def summarize(
             "writes_per_s_runs": [r["writes_per_s"] for r in mine],
             "p50_ms_median": median_or_none([r["p50_ms"] for r in mine]),
             "p99_ms_median": median_or_none([r["p99_ms"] for r in mine]),
+            "node_cpu_us_per_write_median": median_or_none(
+                [r["node_cpu_us_per_write"] for r in mine if r["node_cpu_us_per_write"] is not None]
+            ),
             "errors": sum(sum(r["errors"].values()) for r in mine),
         }
     ok = [f["failover_s"] for f in failovers if "failover_s" in f]
