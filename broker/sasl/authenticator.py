@@ -214,6 +214,7 @@ class SaslAuthenticator:
     def _fail(self, ctx: Any, message: str, detail: str) -> Any:
         self._log.info(
             "kafka_sasl_authentication_failed",
+            principal=self._connection.principal,  # User:ANONYMOUS at a first login, the user at a re-login
             mechanism=self.mechanism,
             reauthentication=self._reauthenticating,
             reason=detail,
