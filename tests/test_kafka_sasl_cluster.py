@@ -24,7 +24,15 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import KafkaException
 from confluent_kafka import Producer as RdProducer
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError as PyKafkaError
 
@@ -315,3 +323,27 @@ def test_configs_describes_and_deletes_users(cluster: KafkaCluster) -> None:
         cluster, "--entity-name", "eve", "--alter", "--add-config", "SCRAM-SHA-512=[iterations=10,password=x]"
     )
     assert weak.returncode != 0 and "Iterations 10 is less than the minimum 4096" in weak.stderr
+
+
+def test_librdkafka_admin_manages_scram_users_with_kip_554(cluster: KafkaCluster) -> None:
+    """AlterUserScramCredentials / DescribeUserScramCredentials: a user made by Kafka's admin client (which sends
+    only the salted password) logs in, is described with its iterations, and is gone once deleted."""
+    admin = AdminClient(rd_config(cluster, "SCRAM-SHA-512", "alice", "alice-secret"))
+    sha256 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+    upsert = UserScramCredentialUpsertion("erin", sha256, b"erin-secret", b"erin-salt")
+    admin.alter_user_scram_credentials([upsert])["erin"].result(timeout=TIMEOUT_S)
+    rd_produce_consume(cluster, "SCRAM-SHA-256", "erin", "erin-secret", count=5)
+    described = admin.describe_user_scram_credentials(["erin"])["erin"].result(timeout=TIMEOUT_S)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 8192)
+    ]
+    too_few = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 10), b"x")
+    with pytest.raises(KafkaException, match="Too few iterations"):
+        admin.alter_user_scram_credentials([too_few])["erin"].result(timeout=TIMEOUT_S)
+    deletion = UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_256)
+    admin.alter_user_scram_credentials([deletion])["erin"].result(timeout=TIMEOUT_S)
+    with pytest.raises(KafkaException, match="Attempt to describe a user credential that does not exist: erin"):
+        admin.describe_user_scram_credentials(["erin"])["erin"].result(timeout=TIMEOUT_S)
+    with pytest.raises(KafkaException, match="Attempt to delete a user credential that does not exist"):
+        admin.alter_user_scram_credentials([deletion])["erin"].result(timeout=TIMEOUT_S)
+    assert rd_login_error(cluster, "SCRAM-SHA-256", "erin", "erin-secret").code() == RdKafkaError._AUTHENTICATION

@@ -26,6 +26,7 @@ from broker.sasl.errors import SaslAuthenticationFailed, SaslCredentialsRejected
 from broker.sasl.plain import JaasConfigError, authenticate_plain, parse_jaas_config, plain_users
 from broker.sasl.scram import ScramServerExchange, decode_saslname
 from broker.sasl.settings import SaslConfigError, is_listener_sasl_property, listener_sasl_settings
+from broker.sasl.user_admin import alter_user_scram, describe_user_scram
 from client.kafka.scram import (
     ScramCredential,
     ScramCredentialError,
@@ -33,6 +34,7 @@ from client.kafka.scram import (
     encode_credential,
     make_credential,
 )
+from client.zk.exceptions import NoNodeError
 
 # RFC 7677 §3: user "user", password "pencil".
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -262,3 +264,61 @@ def test_unknown_mechanism_is_refused_with_the_enabled_list() -> None:
     response = handshake(auth, "SCRAM-SHA-512")
     assert (int(response.error_code), tuple(response.mechanisms)) == (33, ("PLAIN",))
     assert auth.failed
+
+
+# ---------------------------------------------------------------- KIP-554 on a fake quorum
+
+
+class FakeZk:
+    """The AsyncZkClient calls user_admin makes, on a dict."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, bytes] = {}
+        self.notifications = 0
+
+    async def get(self, path: str) -> tuple[bytes, Any]:
+        if path not in self.nodes:
+            raise NoNodeError(path)
+        return self.nodes[path], SimpleNamespace(version=0)
+
+    async def get_children(self, path: str) -> list[str]:
+        return [p.rsplit("/", 1)[1] for p in self.nodes if p.startswith(path + "/")]
+
+    async def create(self, path: str, value: bytes, makepath: bool = False, sequence: bool = False) -> str:
+        if sequence:
+            self.notifications += 1
+        else:
+            self.nodes[path] = value
+        return path
+
+    async def set(self, path: str, value: bytes, version: int) -> None:
+        self.nodes[path] = value
+
+
+def upsertion(name: str, mechanism: int, iterations: int = 4096) -> Any:
+    return SimpleNamespace(name=name, mechanism=mechanism, iterations=iterations, salt=b"s", salted_password=b"p" * 32)
+
+
+def test_alter_and_describe_user_scram_credentials_errors() -> None:
+    zk = FakeZk()
+    results = run(
+        alter_user_scram(
+            zk,
+            [upsertion("a b", 1), upsertion("", 1), upsertion("x", 9), upsertion("y", 2, 100), upsertion("z", 1)],
+            [SimpleNamespace(name="z", mechanism=1), SimpleNamespace(name="w", mechanism=2)],
+        )
+    )
+    by_user = {r.user: (r.error_code, r.error_message) for r in results}
+    assert by_user == {
+        "": (93, "Username must not be empty"),
+        "x": (33, "Unknown SCRAM mechanism"),
+        "y": (93, "Too few iterations"),
+        "z": (92, "A user credential cannot be altered twice in the same request"),
+        "a b": (0, None),
+        "w": (91, "Attempt to delete a user credential that does not exist"),
+    }
+    assert "/config/users/a%20b" in zk.nodes and zk.notifications == 1
+    [described] = run(describe_user_scram(zk, None))
+    assert (described.user, described.credential_infos) == ("a b", ((1, 4096),))
+    results = run(describe_user_scram(zk, ["nobody", "a b", "a b"]))
+    assert [(r.user, r.error_code) for r in results] == [("nobody", 91), ("a b", 92)]

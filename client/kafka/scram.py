@@ -90,7 +90,14 @@ def make_credential(
     """A new credential for `password` (ScramFormatter.generateCredential), refusing iterations Kafka refuses."""
     check_iterations(mechanism, iterations)
     salt = salt if salt is not None else secure_random_string().encode()
-    salted = salted_password(mechanism, password, salt, iterations)
+    return credential_from_salted_password(
+        mechanism, salt, salted_password(mechanism, password, salt, iterations), iterations
+    )
+
+
+def credential_from_salted_password(mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
+    """ScramFormatter.generateCredential(salt, saltedPassword, iterations): what AlterUserScramCredentials
+    (KIP-554) stores from the salted password a client computed."""
     client_key = hmac_digest(mechanism, salted, b"Client Key")
     return ScramCredential(
         salt=salt,

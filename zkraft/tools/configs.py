@@ -116,7 +116,10 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     deleted = [k.strip() for k in (ns.delete_config or "").split(",") if k.strip()]
     if ns.bootstrap_server is not None:
         if ns.entity_type == CONFIG_TYPE_USER:
-            raise ToolUsageError("--entity-type users needs --zookeeper (AlterUserScramCredentials is not served)")
+            raise ToolUsageError(
+                "--entity-type users needs --zookeeper here (Kafka's admin clients manage users through the "
+                "Kafka listener's AlterUserScramCredentials)"
+            )
         return _run_with_admin(ns, added, deleted, stream)
     try:
         with zk_session(ns.zookeeper, ns.timeout) as zk:
