@@ -189,6 +189,11 @@ class _Connection:
             if size_bytes == HTTP2_PREFACE_SIZE and server._grpc_address is not None:
                 await self._pump_to_grpc()
                 return
+            if self._sasl is not None and size_bytes > self._sasl.receive_bytes_max:
+                # Before login a frame is bounded by sasl.server.max.receive.size, not socket.request.max.bytes:
+                # an unauthenticated client makes the broker hold at most this much.
+                self._log.warning("kafka_sasl_frame_refused", size_bytes=size_bytes)
+                return
             if not REQUEST_BYTES_MIN <= size_bytes <= server._request_max_bytes:
                 self._log.warning(
                     "kafka_frame_refused", size_bytes=size_bytes, socket_request_max_bytes=server._request_max_bytes

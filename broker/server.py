@@ -274,7 +274,8 @@ class Broker:
                 request_max_bytes=config.socket_request_max_bytes,
                 pipelined_requests_max=config.max_concurrent_streams_per_connection,
                 request_timeout_s=config.request_timeout_ms / 1000,
-                grpc_address=f"{grpc_host}:{config.port}",
+                # A SASL listener hands no connection to gRPC: nothing passes it without logging in.
+                grpc_address=None if sasl is not None else f"{grpc_host}:{config.port}",
                 logger=self.log,
                 sasl=sasl,
             )

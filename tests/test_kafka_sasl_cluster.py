@@ -263,10 +263,19 @@ def test_kafka_python_reports_a_wrong_password(cluster: KafkaCluster, caplog: py
             sasl_plain_username="alice",
             sasl_plain_password="wrong",
             max_block_ms=5000,
+            api_version_auto_timeout_ms=5000,
         )
     assert "[Error 58] SaslAuthenticationFailedError" in caplog.text
     assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in caplog.text
     cluster.assert_alive(1)
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """True when the broker closed the connection without answering (a reset when it left bytes unread)."""
+    try:
+        return sock.recv(4) == b""
+    except ConnectionResetError:
+        return True
 
 
 def test_requests_before_authentication_close_the_connection(cluster: KafkaCluster) -> None:
@@ -277,9 +286,17 @@ def test_requests_before_authentication_close_the_connection(cluster: KafkaClust
     body = struct.pack(">i", -1)  # all topics
     with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
         sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-        assert sock.recv(4) == b""  # closed
+        assert closed_by_peer(sock)
     events = cluster.log_events(1, "kafka_request_refused")
     assert any("during SASL handshake" in e["reason"] for e in events)
+    # Before login a frame may not exceed sasl.server.max.receive.size (512 KiB), and HTTP/2's preface is not
+    # handed to the gRPC service as on a PLAINTEXT listener: both close the connection unread.
+    for opening in (struct.pack(">i", 600_000) + b"x" * 1024, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"):
+        with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+            sock.sendall(opening)
+            assert closed_by_peer(sock)
+    assert cluster.log_events(1, "kafka_sasl_frame_refused")
+    cluster.assert_alive(1)
 
 
 def test_a_deleted_user_is_refused_at_reauthentication(cluster: KafkaCluster) -> None:

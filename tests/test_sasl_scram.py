@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 
 from broker import kafka_api  # noqa: F401  (registers the handlers)
@@ -322,3 +325,17 @@ def test_alter_and_describe_user_scram_credentials_errors() -> None:
     assert (described.user, described.credential_infos) == ("a b", ((1, 4096),))
     results = run(describe_user_scram(zk, ["nobody", "a b", "a b"]))
     assert [(r.user, r.error_code) for r in results] == [("nobody", 91), ("a b", 92)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.binary(max_size=200), final=st.binary(max_size=200))
+def test_any_bytes_end_an_exchange_with_a_sasl_failure_never_a_crash(first: bytes, final: bytes) -> None:
+    exchange = rfc_exchange()
+    for token in (first, final):
+        try:
+            run(exchange.step(token))
+        except (SaslCredentialsRejected, SaslAuthenticationFailed):
+            return
+    assert exchange.complete is False or exchange.username == "user"
+    with contextlib.suppress(SaslCredentialsRejected, SaslAuthenticationFailed):
+        authenticate_plain(first, {"user": "pencil"})

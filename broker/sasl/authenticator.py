@@ -37,6 +37,8 @@ from broker.sasl.scram import ScramServerExchange
 from broker.sasl.settings import PLAIN, SaslListenerSettings
 from client.kafka import errors
 
+# Kafka's sasl.server.max.receive.size default: the largest frame a connection may send before it has logged in.
+SASL_RECEIVE_BYTES_MAX = 524288
 API_VERSIONS_KEY = 18
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
@@ -93,6 +95,13 @@ class SaslAuthenticator:
     @property
     def failed(self) -> bool:
         return self.state is SaslState.FAILED
+
+    @property
+    def receive_bytes_max(self) -> int:
+        """The largest frame the connection may send now: bounded until its first login completes."""
+        if self.state is SaslState.COMPLETE or self._reauthenticating:
+            return 2**31 - 1
+        return SASL_RECEIVE_BYTES_MAX
 
     def in_exchange(self, api_key: int) -> bool:
         """True while the listener must handle one request at a time: during an exchange, and for the requests

@@ -2,9 +2,10 @@
 
 Filled at start-up from every child of `/config/users` and kept current by the `/config/changes`
 notifications `zkraft configs` writes (broker/config_changes.py calls `update`). A user the cache does not
-hold is read from the quorum at its login (and kept), so that a user created a moment ago logs in before
-the notification has reached this broker; a deleted user leaves the cache with its notification, and is
-refused from then on (its connections at their next re-authentication).
+hold is read from the quorum at its login (not kept: only start-up and notifications fill the cache, so a
+read racing a deletion's notification cannot put the deleted user back), so that a user created a moment
+ago logs in before its notification has reached this broker; a deleted user leaves the cache with its
+notification, and is refused from then on (its connections at their next re-authentication).
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ class ScramCredentialCache:
         except NoNodeError:
             users = []
         for entity_name in users:
-            await self._load(desanitize_user(entity_name))
+            user = desanitize_user(entity_name)
+            credentials = await self._load(user)
+            if credentials:
+                self._users[user] = credentials
         self._log.info("scram_credentials_loaded", users=len(self._users))
 
     async def credential(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -65,10 +69,7 @@ class ScramCredentialCache:
         except ZnodeDataError as exc:
             self._log.warning("scram_credentials_unreadable", user=user, error=str(exc))
             return {}
-        credentials = self._decode(user, config)
-        if credentials:
-            self._users[user] = credentials
-        return credentials
+        return self._decode(user, config)
 
     def _decode(self, user: str, config: dict[str, str]) -> dict[str, ScramCredential]:
         try:
