@@ -263,7 +263,6 @@ def test_kafka_python_reports_a_wrong_password(cluster: KafkaCluster, caplog: py
             sasl_plain_username="alice",
             sasl_plain_password="wrong",
             max_block_ms=5000,
-            api_version_auto_timeout_ms=5000,
         )
     assert "[Error 58] SaslAuthenticationFailedError" in caplog.text
     assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in caplog.text
