@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 
 from broker import kafka_api  # noqa: F401  (registers the handlers)
+from broker.config import from_properties
+from broker.config_describe import BrokerConfigLayers, describe_broker_configs
 from broker.kafka_api.entities import build
 from broker.kafka_api.registry import KafkaConnectionState
 from broker.sasl.authenticator import Admission, SaslAuthenticator, SaslState
@@ -339,3 +341,15 @@ def test_any_bytes_end_an_exchange_with_a_sasl_failure_never_a_crash(first: byte
     assert exchange.complete is False or exchange.username == "user"
     with contextlib.suppress(SaslCredentialsRejected, SaslAuthenticationFailed):
         authenticate_plain(first, {"user": "pencil"})
+
+
+def test_describe_configs_shows_the_jaas_config_as_sensitive_without_its_value() -> None:
+    """Kafka's sasl.jaas.config is a PASSWORD config: DescribeConfigs names it, never its passwords."""
+    properties = {"sasl.jaas.config": JAAS, "sasl.enabled.mechanisms": "PLAIN"}
+    config = from_properties(properties)
+    layers = BrokerConfigLayers(dynamic_broker={}, dynamic_default={}, static=properties)
+    entries = describe_broker_configs(config, layers, None, per_broker=True, synonyms=True)
+    [jaas] = [e for e in entries if e.name == "sasl.jaas.config"]
+    assert (jaas.value, jaas.is_sensitive) == (None, True)
+    assert all(s.value is None for s in jaas.synonyms)
+    assert "admin-secret" not in repr(entries)
