@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 
@@ -37,16 +38,20 @@ class _Log:
         return lambda event, **fields: self.events.append((event, fields))
 
 
-def run(scenario: Callable[[BytesInFlight, str, _Log], Awaitable[None]]) -> None:
+def run(scenario: Callable[[BytesInFlight, str, _Log], Awaitable[None]], clock: list[float] | None = None) -> None:
+    """Runs `scenario` against a SASL_PLAINTEXT listener (PLAIN; sessions of 1 s on `clock` when given)."""
+
     async def main() -> None:
         log = _Log()
         budget = BytesInFlight(1 << 20, log)
         endpoint = EndPoint("127.0.0.1", 0, "SASL_PLAINTEXT", "SASL_PLAINTEXT")
         listener = KafkaListener("SASL_PLAINTEXT", "127.0.0.1", 0, endpoint)
-        settings = listener_sasl_settings(
-            "SASL_PLAINTEXT", {"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS}
-        )
-        sasl = SaslListener(settings, SimpleNamespace())  # type: ignore[arg-type]  (PLAIN reads no SCRAM credential)
+        properties = {"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS}
+        if clock is not None:
+            properties["connections.max.reauth.ms"] = "1000"
+        settings = listener_sasl_settings("SASL_PLAINTEXT", properties)
+        now_s = (lambda: clock[0]) if clock is not None else time.monotonic
+        sasl = SaslListener(settings, SimpleNamespace(), now_s)  # type: ignore[arg-type]  (PLAIN: no SCRAM lookup)
         service = SimpleNamespace(metadata_cache=MetadataCache(1, "c"), admin=None)
         server = KafkaListenerServer(listener, service, budget, 4096, 8, TIMEOUT_S, None, log, sasl=sasl)
         port = await server.start()
@@ -157,3 +162,30 @@ def test_a_wrong_password_is_answered_then_closed() -> None:
         assert budget.used_bytes == 0
 
     run(scenario)
+
+
+def test_a_request_after_the_session_expired_closes_the_connection() -> None:
+    """KIP-368: a connection that did not re-authenticate within connections.max.reauth.ms is closed at its next
+    request (only a SaslHandshake, which begins re-authentication, is still read)."""
+    clock = [100.0]
+
+    async def scenario(budget: BytesInFlight, address: str, log: _Log) -> None:
+        host, port = address.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(HANDSHAKE_PLAIN + authenticate(b"\x00alice\x00alice-secret"))
+            for _ in range(2):
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                answer = await reader.readexactly(size)
+            assert struct.unpack_from(">ih", answer) == (2, 0)  # logged in
+            clock[0] += 1.5  # past the 1 s session
+            writer.write(METADATA_X)
+            assert await reader.read() == b""  # closed, unanswered
+        finally:
+            writer.close()
+        refused = [f["reason"] for e, f in log.events if e == "kafka_request_refused"]
+        assert any("expired" in str(reason) for reason in refused)
+        assert [f["session_lifetime_ms"] for e, f in log.events if e == "kafka_sasl_authenticated"] == [1000]
+        assert budget.used_bytes == 0
+
+    run(scenario, clock)

@@ -244,9 +244,15 @@ def _authenticate_response(
 class SaslListener:
     """What a SASL_ listener shares between its connections: its settings and the broker's SCRAM credentials."""
 
-    def __init__(self, settings: SaslListenerSettings, credentials: ScramCredentialCache) -> None:
+    def __init__(
+        self,
+        settings: SaslListenerSettings,
+        credentials: ScramCredentialCache,
+        now_s: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.settings = settings
         self.credentials = credentials
+        self._now_s = now_s  # the clock sessions expire by (a test's own clock)
 
     def authenticator(self, connection: KafkaConnectionState, logger: Any) -> SaslAuthenticator:
-        return SaslAuthenticator(self.settings, self.credentials, connection, logger)
+        return SaslAuthenticator(self.settings, self.credentials, connection, logger, self._now_s)
