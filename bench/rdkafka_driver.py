@@ -5,6 +5,10 @@
     python3 bench/rdkafka_driver.py latency-consume --bootstrap H:P,... --topic t --records 100000   # prints "ready"
     python3 bench/rdkafka_driver.py latency-produce --bootstrap H:P,... --topic t --records 100000 --rate 10000
 
+`--client-property key=value` (repeatable) adds a librdkafka setting to every role's client, e.g. the
+`security.protocol`, `sasl.mechanism`, `sasl.username` and `sasl.password` of a SASL listener
+(bench/sasl_bench.py).
+
 bench/kafka_bench.py runs these against zkraft's Kafka listener and against real Apache Kafka brokers with
 the same settings (CLIENT_SETTINGS), so whatever the client costs is the same on both sides. A role is a
 process of its own: "one producer process", as the issue's benchmark and Kafka's published one have it, and
@@ -87,6 +91,9 @@ class DeliveryErrors:
             self.first = self.first or str(error)
 
 
+EXTRA_SETTINGS: dict[str, Any] = {}  # --client-property: added to every client
+
+
 def producer(bootstrap: str, acks: str, linger_ms: int | None, errors: DeliveryErrors) -> Producer:
     settings = {
         "bootstrap.servers": bootstrap,
@@ -94,6 +101,7 @@ def producer(bootstrap: str, acks: str, linger_ms: int | None, errors: DeliveryE
         "delivery.report.only.error": True,
         "on_delivery": errors,
         **CLIENT_SETTINGS,
+        **EXTRA_SETTINGS,
     }
     if linger_ms is not None:
         settings["linger.ms"] = linger_ms
@@ -146,7 +154,9 @@ def run_produce(args: argparse.Namespace) -> dict[str, Any]:
 
 def assigned_consumer(bootstrap: str, topic: str, at_end: bool) -> Consumer:
     """A consumer given every partition of `topic`, at offset 0 or at each partition's high watermark."""
-    client = Consumer({"bootstrap.servers": bootstrap, "group.id": "zkraft-bench-unused", **CONSUMER_SETTINGS})
+    client = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "zkraft-bench-unused", **CONSUMER_SETTINGS, **EXTRA_SETTINGS}
+    )
     metadata = client.list_topics(topic, timeout=METADATA_TIMEOUT_S)
     partitions = sorted(metadata.topics[topic].partitions)
     if not partitions:
@@ -248,7 +258,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--acks", default="1", choices=("0", "1", "all", "-1"))
     parser.add_argument("--rate", type=int, default=10_000, help="records/s (latency-produce)")
     parser.add_argument("--warmup-fraction", type=float, default=0.1, help="of the records (latency-consume)")
+    parser.add_argument("--client-property", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    for text in args.client_property:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--client-property {text!r}: expected key=value")
+        EXTRA_SETTINGS[key.strip()] = value
     if args.records < 1:
         parser.error(f"--records must be >= 1, got {args.records}")
     if args.rate < 1:

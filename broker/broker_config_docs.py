@@ -141,6 +141,12 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "socket.request.max.bytes": "The maximum number of bytes in a socket request",
     "queued.max.request.bytes": "The number of queued bytes allowed before no more requests are read",
     "fetch.max.bytes": "The maximum number of bytes we will return for a fetch request.",
+    "sasl.enabled.mechanisms": "The list of SASL mechanisms enabled in the Kafka server (PLAIN, SCRAM-SHA-256, "
+    "SCRAM-SHA-512).",
+    "sasl.jaas.config": "JAAS login context parameters for SASL connections in the format used by JAAS "
+    'configuration files: PLAIN\'s users as user_<name>="<password>".',
+    "connections.max.reauth.ms": "When explicitly set to a positive number, the maximum amount of time in ms a "
+    "session may live before it must re-authenticate; 0 means no limit (KIP-368).",
     # zkraft's own properties (Kafka 2.8's KafkaConfig has none of these names).
     "isr.change.propagation.interval.ms": (
         "How often a partition leader publishes its ISR changes to /isr_change_notification for the controller."

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
+from broker.sasl.settings import SaslConfigError, is_listener_sasl_property, listener_sasl_settings
 from runtime.properties import PropertiesError, read_properties_file
 
 
@@ -142,6 +143,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("jute.maxbuffer", "jute_maxbuffer", _int, 1),
     Property("fetch.max.bytes", "fetch_max_bytes", _int, 1024),
     Property("fetch.max.wait.ms.max", "fetch_max_wait_ms_max", _int, 0),
+    # SASL on SASL_ listeners (broker/sasl/settings.py reads these and their listener.name.<l>. forms).
+    Property("sasl.enabled.mechanisms", "sasl_enabled_mechanisms", _list),
+    Property("sasl.jaas.config", "sasl_jaas_config", _str),
+    Property("connections.max.reauth.ms", "connections_max_reauth_ms", _int, 0),
 )
 _BY_NAME = {p.name: p for p in PROPERTIES}
 
@@ -225,6 +230,10 @@ class BrokerConfig:
     fetch_max_bytes: int = 57671680
     # zkraft's: the longest a Fetch waits for min_bytes (its max_wait_ms is capped to this); Kafka's request.timeout.ms.
     fetch_max_wait_ms_max: int = 30000
+    # Kafka's (its default is GSSAPI, not served here): the mechanisms a SASL_ listener enables.
+    sasl_enabled_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    sasl_jaas_config: str = ""  # PLAIN's users (user_<name>="<password>"); Kafka reads only the listener's form
+    connections_max_reauth_ms: int = 0  # KIP-368: 0, sessions never expire
     # Properties as given (after overrides), for the record in the start-up log.
     given: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -252,7 +261,7 @@ class BrokerConfig:
 
 
 def check_key(key: str, where: str = "") -> None:
-    if key in _BY_NAME:
+    if key in _BY_NAME or is_listener_sasl_property(key):
         return
     close = difflib.get_close_matches(key, list(_BY_NAME), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -272,6 +281,8 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
     values: dict[str, Any] = {}
     for key, raw in properties.items():
         check_key(key)
+        if key not in _BY_NAME:  # a listener.name.<l>. SASL property: read per listener (sasl_settings)
+            continue
         prop = _BY_NAME[key]
         try:
             value = prop.parse(raw)
@@ -285,8 +296,13 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
         raise BrokerConfigError("min.insync.replicas must be at least 1")
     _check_request_bounds(config)
     try:
-        parse_listeners(config.listeners, config.advertised_listeners, config.listener_security_protocol_map)
-    except ListenerConfigError as exc:
+        listeners = parse_listeners(
+            config.listeners, config.advertised_listeners, config.listener_security_protocol_map
+        )
+        for listener in listeners:
+            if listener.advertised.security_protocol.startswith("SASL_"):
+                listener_sasl_settings(listener.name, config.given)
+    except (ListenerConfigError, SaslConfigError) as exc:
         raise BrokerConfigError(str(exc)) from None
     return config
 

@@ -6,7 +6,8 @@ entity. Every broker watches the children of `/config/changes` (a one-shot
 watch, re-armed after each event), processes each notification newer than
 the last one it handled, in sequence order, re-reads the entity's config and
 hands it to the owner (topics: the replica manager, which updates the logs'
-configs; brokers, when a handler is given: the replication throttle).
+configs; brokers, when a handler is given: the replication throttle; users, when a
+handler is given: the SCRAM credential cache of a broker with SASL listeners).
 Notifications that exist at start-up are skipped: the broker reads
 every config fresh when it first needs it.
 """
@@ -22,6 +23,7 @@ from client.kafka.znodes import (
     CONFIG_CHANGES_PATH,
     CONFIG_TYPE_BROKER,
     CONFIG_TYPE_TOPIC,
+    CONFIG_TYPE_USER,
     ZnodeDataError,
     config_entity_path,
     decode_config,
@@ -32,6 +34,7 @@ from client.zk.exceptions import NoNodeError
 
 TopicConfigHandler = Callable[[str, dict[str, str]], Awaitable[None] | None]
 BrokerConfigHandler = Callable[[str, dict[str, str]], Awaitable[None] | None]
+UserConfigHandler = Callable[[str, dict[str, str]], Awaitable[None] | None]
 
 
 def _sequence(child: str) -> int:
@@ -46,10 +49,12 @@ class ConfigChangeListener:
         logger: Any,
         *,
         on_broker_config: BrokerConfigHandler | None = None,
+        on_user_config: UserConfigHandler | None = None,
     ) -> None:
         self._zk = zk
         self._on_topic_config = on_topic_config
         self._on_broker_config = on_broker_config  # entity name ("1" or "<default>") and its overrides
+        self._on_user_config = on_user_config  # user name and its configs (SCRAM credentials)
         self._log = logger
         self._last_seen = -1
         self._wakeup = asyncio.Event()
@@ -102,6 +107,8 @@ class ConfigChangeListener:
             handler = self._on_topic_config
         elif change.entity_type == CONFIG_TYPE_BROKER and self._on_broker_config is not None:
             handler = self._on_broker_config
+        elif change.entity_type == CONFIG_TYPE_USER and self._on_user_config is not None:
+            handler = self._on_user_config
         else:
             self._log.info("config_change_ignored", entity=change.entity_path)
             return
@@ -112,6 +119,8 @@ class ConfigChangeListener:
             overrides = {}
         if change.entity_type == CONFIG_TYPE_TOPIC:
             self._log.info("topic_config_changed", topic=change.entity_name, config=overrides)
+        elif change.entity_type == CONFIG_TYPE_USER:  # credentials stay out of the log
+            self._log.info("user_config_changed", user=change.entity_name, keys=sorted(overrides))
         else:
             self._log.info("broker_config_changed", broker=change.entity_name, config=overrides)
         result = handler(change.entity_name, overrides)

@@ -438,19 +438,27 @@ def describe_broker_configs(
             s for s in layers.synonyms(name) if per_broker or s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         ]
         dynamic = name in DYNAMIC_BROKER_CONFIGS or name in _KAFKA_DYNAMIC_PROPERTIES
+        sensitive = is_sensitive_broker_config(name)
+        if sensitive:  # Kafka's PASSWORD configs: described without their value, in every synonym too
+            found = [ConfigSynonym(s.name, None, s.source) for s in found]
         entries.append(
             ConfigEntry(
                 name=name,
-                value=values[name],
+                value=None if sensitive else values[name],
                 source=found[0].source if found else ConfigSource.DEFAULT_CONFIG,
                 read_only=not dynamic,
-                is_sensitive=False,
+                is_sensitive=sensitive,
                 config_type=ConfigType.UNKNOWN if name in DYNAMIC_BROKER_CONFIGS else _broker_type(name),
                 synonyms=tuple(found) if synonyms else (),
                 documentation=broker_config_doc(name) if documentation else None,
             )
         )
     return entries
+
+
+def is_sensitive_broker_config(name: str) -> bool:
+    """Kafka's Type.PASSWORD broker configs this broker has: the JAAS config (it holds PLAIN's passwords)."""
+    return name == "sasl.jaas.config" or name.endswith(".sasl.jaas.config")
 
 
 def _broker_type(name: str) -> ConfigType:

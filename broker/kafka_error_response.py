@@ -98,6 +98,19 @@ class ErrorShape:
     answered: Callable[[Any], bool] = lambda request: True
     # version -> request array fields whose entities are kept but not descended into (OffsetFetch v8+'s groups)
     shallow: Callable[[int], frozenset[str]] = lambda version: frozenset()
+    # request -> what is mirrored in its place (AlterUserScramCredentials: the users its two arrays name)
+    view: Callable[[Any], Any] = lambda request: request
+
+
+@dataclass(frozen=True, slots=True)
+class _NamedUsers:
+    """AlterUserScramCredentialsRequest.getErrorResponse: one result per user its deletions and upsertions name."""
+
+    users: tuple[str, ...]
+
+
+def _named_users(request: Any) -> _NamedUsers:
+    return _NamedUsers(tuple(dict.fromkeys(i.name for i in (*request.deletions, *request.upsertions))))
 
 
 # Fields copied from a request entity into the response entity that mirrors it: the entity's identity only.
@@ -127,7 +140,7 @@ _ARRAY_SOURCES: dict[str, tuple[str, ...]] = {
     "groups": ("groups",),  # DescribeGroups, OffsetFetch v8+
     "responses": ("topic_data", "topics", "topic_names", "resources"),  # Produce, Fetch, DeleteTopics, *AlterConfigs
     "partition_responses": ("partition_data",),  # Produce
-    "results": ("resources", "topics", "groups_names"),  # DescribeConfigs, CreatePartitions, DeleteGroups
+    "results": ("resources", "topics", "groups_names", "users"),  # DescribeConfigs, CreatePartitions, DeleteGroups, ...
     "replica_election_results": ("topic_partitions",),  # ElectLeaders
     "partition_result": ("partitions",),  # ElectLeaders
     "coordinators": ("coordinator_keys",),  # FindCoordinator v4+
@@ -167,6 +180,7 @@ _EMPTY_BY_KAFKA_TYPE: dict[str, Any] = {
 
 PRODUCE, FETCH, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, LEAVE_GROUP = 0, 1, 9, 10, 11, 13
 DESCRIBE_GROUPS, DELETE_TOPICS, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, OFFSET_DELETE = 15, 20, 32, 35, 47
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 _SHAPES: dict[int, ErrorShape] = {
     # acks=0: "the producer doesn't actually want any response"
@@ -188,6 +202,8 @@ _SHAPES: dict[int, ErrorShape] = {
     DESCRIBE_CONFIGS: ErrorShape(message=Message.DEFAULT),
     DESCRIBE_LOG_DIRS: ErrorShape(mirrored=lambda request, version: False),
     OFFSET_DELETE: ErrorShape(mirrored=lambda request, version: False),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: ErrorShape(mirrored=lambda request, version: False),
+    ALTER_USER_SCRAM_CREDENTIALS: ErrorShape(view=_named_users),
 }
 _GENERIC = ErrorShape()
 
@@ -225,7 +241,7 @@ def error_response(api_key: int, api_version: int, request: Any, response_type: 
         shape.mirrored(request, api_version),
         shape.shallow(api_version),
     )
-    return _mirror(response_type, request, fill)
+    return _mirror(response_type, shape.view(request), fill)
 
 
 def _mirror(entity_type: type, source: Any, fill: _Fill) -> Any:

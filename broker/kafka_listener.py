@@ -46,7 +46,7 @@ import structlog
 
 from broker.kafka_api import cluster
 from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaConnectionState, KafkaRequestContext
-from broker.kafka_error_response import error_for_exception, unsupported_version_error
+from broker.kafka_error_response import RequestError, error_for_exception, unsupported_version_error
 from broker.kafka_wire import (
     API_VERSIONS_KEY,
     HEADER_START,
@@ -62,6 +62,7 @@ from broker.kafka_wire import (
 )
 from broker.listeners import KafkaListener
 from broker.request_bounds import BytesInFlight, RequestBytesExhausted, holding_request_bytes
+from broker.sasl.authenticator import Admission, SaslAuthenticator, SaslListener
 
 # HTTP/2's connection preface (RFC 9113 §3.4); its first four bytes, read as a Kafka size, are 1,347,569,952.
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -89,8 +90,10 @@ class KafkaListenerServer:
         request_timeout_s: float,
         grpc_address: str | None,
         logger: Any = None,
+        sasl: SaslListener | None = None,
     ) -> None:
         self.listener = listener
+        self._sasl = sasl  # a SASL_ listener's authentication (broker/sasl/); None: connections start served
         self._service = service
         self._budget = budget
         self._request_max_bytes = request_max_bytes
@@ -153,7 +156,10 @@ class _Connection:
         self._peer = peer
         self._log = server._log.bind(peer=peer)
         self._answers: asyncio.Queue[Answer | None] = asyncio.Queue(server._pipelined_max)
-        self._state = KafkaConnectionState()
+        self._state = KafkaConnectionState(security_protocol=server.listener.advertised.security_protocol)
+        self._sasl: SaslAuthenticator | None = None
+        if server._sasl is not None:
+            self._sasl = self._state.authenticator = server._sasl.authenticator(self._state, self._log)
 
     async def serve(self) -> None:
         """Reads and answers until either side ends; answers already owed are written before closing."""
@@ -183,6 +189,11 @@ class _Connection:
             if size_bytes == HTTP2_PREFACE_SIZE and server._grpc_address is not None:
                 await self._pump_to_grpc()
                 return
+            if self._sasl is not None and size_bytes > self._sasl.receive_bytes_max:
+                # Before login a frame is bounded by sasl.server.max.receive.size, not socket.request.max.bytes:
+                # an unauthenticated client makes the broker hold at most this much.
+                self._log.warning("kafka_sasl_frame_refused", size_bytes=size_bytes)
+                return
             if not REQUEST_BYTES_MIN <= size_bytes <= server._request_max_bytes:
                 self._log.warning(
                     "kafka_frame_refused", size_bytes=size_bytes, socket_request_max_bytes=server._request_max_bytes
@@ -205,11 +216,28 @@ class _Connection:
                 self._log.warning("kafka_request_refused", reason=str(exc))
                 return
             await self._answers.put(answer)
+            if self._sasl is not None and not await self._sasl_settled(body, answer):
+                return
+
+    async def _sasl_settled(self, body: bytes, answer: Answer) -> bool:
+        """During a SASL exchange, requests are handled one at a time (Kafka mutes the channel while it
+        authenticates): the answer decides what the next request may be. False: the exchange failed, the
+        connection ends once its answer is written."""
+        sasl = self._sasl
+        assert sasl is not None
+        if sasl.in_exchange(HEADER_START.unpack_from(body)[0]):
+            await asyncio.wait((answer,))
+        return not sasl.failed
 
     def _dispatch(self, body: bytes) -> Answer:
         """Decodes `body` and starts its handler; the returned future resolves to the response frame."""
         size_bytes = len(body)
         api_key, api_version, correlation_id = HEADER_START.unpack_from(body)
+        sasl = self._sasl
+        if sasl is not None:
+            admission, reason = sasl.admit(api_key)
+            if admission is not Admission.SERVE:
+                return self._refused_by_sasl(admission, reason, body, api_key, api_version, correlation_id)
         codec = codec_for(api_key, api_version)
         if codec is None:
             return self._unserved(body, api_key, api_version, correlation_id)
@@ -266,6 +294,30 @@ class _Connection:
             "kafka_unsupported_version", api=spec.name, api_version=api_version, correlation_id=correlation_id
         )
         self._server._budget.release(len(body))
+        future.set_result(answer)
+        return future
+
+    def _refused_by_sasl(
+        self, admission: Admission, reason: str, body: bytes, api_key: int, api_version: int, correlation_id: int
+    ) -> Answer:
+        """A request the connection's SASL state does not admit (broker/sasl/authenticator.py): closed, or answered
+        with ILLEGAL_SASL_STATE in its own response and then closed, as Kafka's SaslServerAuthenticator does."""
+        assert self._sasl is not None
+        self._sasl.refuse()
+        codec = codec_for(api_key, api_version) or unserved_codec(api_key, api_version)
+        if admission is Admission.CLOSE or codec is None:
+            raise _CloseConnection(reason)
+        _, request = _decode(codec, body, api_version, correlation_id)
+        try:
+            answer = error_frame(codec, correlation_id, request, RequestError(34, reason))  # ILLEGAL_SASL_STATE
+        except Exception:  # a bug in the error path: the connection ends, as it would anyway
+            self._log.exception("kafka_error_response_failed", api=codec.spec.name, api_version=api_version)
+            raise _CloseConnection(reason) from None
+        if answer is None:
+            raise _CloseConnection(reason)
+        self._log.warning("kafka_sasl_state_refused", reason=reason, correlation_id=correlation_id)
+        self._server._budget.release(len(body))
+        future: Answer = asyncio.get_running_loop().create_future()
         future.set_result(answer)
         return future
 

@@ -41,6 +41,9 @@ from broker.registration_guard import RegistrationGuard
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.request_bounds import BytesInFlight
+from broker.sasl.authenticator import SaslListener
+from broker.sasl.credential_cache import ScramCredentialCache
+from broker.sasl.settings import listener_sasl_settings
 from broker.service import BrokerService, add_broker_service
 from broker.topic_config import log_config_for
 from client.kafka.structs import TopicPartition
@@ -197,6 +200,7 @@ class Broker:
         self.requests_in_flight: BytesInFlight | None = None
         self.kafka_listeners: list[KafkaListenerServer] = []
         self.kafka_endpoints: tuple[EndPoint, ...] = ()
+        self.scram_credentials: ScramCredentialCache | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -241,7 +245,12 @@ class Broker:
         if self.controller is not None:
             await self.controller.startup()
         zk.add_listener(self._on_zk_state)
-        self.config_changes = ConfigChangeListener(zk, replicas.apply_topic_config, self.log)
+        self.config_changes = ConfigChangeListener(
+            zk,
+            replicas.apply_topic_config,
+            self.log,
+            on_user_config=self.scram_credentials.update if self.scram_credentials is not None else None,
+        )
         await self.config_changes.start()
         self.log.info(
             "broker_started",
@@ -257,6 +266,7 @@ class Broker:
         assert self.requests_in_flight is not None
         grpc_host = "127.0.0.1" if config.host in ("", "0.0.0.0") else config.host
         for listener in config.kafka_listeners:
+            sasl = await self._sasl_listener(listener.name, listener.advertised.security_protocol)
             server = KafkaListenerServer(
                 listener,
                 service,
@@ -264,8 +274,10 @@ class Broker:
                 request_max_bytes=config.socket_request_max_bytes,
                 pipelined_requests_max=config.max_concurrent_streams_per_connection,
                 request_timeout_s=config.request_timeout_ms / 1000,
-                grpc_address=f"{grpc_host}:{config.port}",
+                # A SASL listener hands no connection to gRPC: nothing passes it without logging in.
+                grpc_address=None if sasl is not None else f"{grpc_host}:{config.port}",
                 logger=self.log,
+                sasl=sasl,
             )
             try:
                 bound_port = await server.start()
@@ -274,6 +286,17 @@ class Broker:
                 raise BrokerStartupError(f"cannot listen on {where} for listener {listener.name}: {exc}") from None
             self.kafka_listeners.append(server)
             self.kafka_endpoints += (listener.registered(bound_port),)
+
+    async def _sasl_listener(self, listener_name: str, security_protocol: str) -> SaslListener | None:
+        """A SASL_ listener's authentication (broker/sasl/), with the SCRAM credentials every such listener
+        shares, loaded from /config/users on first need; None for a listener without SASL."""
+        if not security_protocol.startswith("SASL_"):
+            return None
+        if self.scram_credentials is None:
+            assert self.zk is not None
+            self.scram_credentials = ScramCredentialCache(self.zk, self.log)
+            await self.scram_credentials.start()
+        return SaslListener(listener_sasl_settings(listener_name, self.config.given), self.scram_credentials)
 
     def _start_housekeeping(self, replicas: ReplicaManager) -> None:
         """Retention and compaction tasks over every log (broker/log_housekeeping.py)."""

@@ -46,8 +46,16 @@ def test_named_listeners_map_to_their_protocol() -> None:
     [
         ({"listeners": "SSL://127.0.0.1:9093"}, "listeners: listener SSL uses security protocol SSL"),
         (
-            {"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT"},
-            "listener CLIENT uses security protocol SASL_PLAINTEXT, which this broker does not serve yet",
+            {
+                "listeners": "CLIENT://:9092",
+                "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT",
+                "listener.name.client.sasl.enabled.mechanisms": "GSSAPI",
+            },
+            "listener.name.client.sasl.enabled.mechanisms: listener CLIENT enables GSSAPI",
+        ),
+        (
+            {"listeners": "SASL_PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN"},
+            "listener SASL_PLAINTEXT enables PLAIN but has no JAAS config",
         ),
         ({"listeners": "CLIENT://:9092"}, "No security protocol defined for listener CLIENT"),
         ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "listener PLAINTEXT is named twice"),

@@ -71,7 +71,11 @@ def _encoded_api_versions(response_type: type) -> EncodedResponse:
 
 @kafka_api(SASL_HANDSHAKE_KEY, "SaslHandshake", 0, 1)
 async def sasl_handshake(request: Any, ctx: KafkaRequestContext) -> Any:
-    """A broker without SASL: no mechanism is enabled (Kafka answers UNSUPPORTED_SASL_MECHANISM)."""
+    """On a SASL_ listener, the connection's authenticator answers (broker/sasl/authenticator.py); elsewhere no
+    mechanism is enabled (UNSUPPORTED_SASL_MECHANISM)."""
+    authenticator = ctx.connection.authenticator
+    if authenticator is not None:
+        return authenticator.handshake(request, ctx)
     return build(ctx.response_type, error_code=errors.UnsupportedSaslMechanismError.code, mechanisms=())
 
 

@@ -42,10 +42,13 @@ class KafkaConnectionState:
 
     security_protocol: the listener's (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
     principal: who the connection authenticated as, in Kafka's `User:<name>` form (what ACLs name).
+    authenticator: on a SASL_ listener, the connection's broker.sasl.authenticator.SaslAuthenticator (which
+    sets `principal`); None elsewhere.
     """
 
     security_protocol: str = "PLAINTEXT"
     principal: str = ANONYMOUS_PRINCIPAL
+    authenticator: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""`zkraft configs`: Kafka's kafka-configs.sh for topic and broker configs, through ZooKeeper or a broker.
+"""`zkraft configs`: Kafka's kafka-configs.sh for topic, broker and user configs, through ZooKeeper or a broker.
 
     zkraft configs --zookeeper Q --entity-type topics --entity-name T --alter \\
         --add-config k=v[,k=v] [--delete-config k[,k]]
@@ -11,7 +11,8 @@
 notification (Kafka's AdminZkClient.changeConfigs), so running brokers apply it
 without a restart. Topic values are checked as Kafka's LogConfig checks them.
 Output lines are Kafka 2.x's: `Completed Updating config for entity: topic 'T'.`
-and `Configs for topic 'T' are k=v,k2=v2`.
+and `Configs for topic 'T' are k=v,k2=v2`. Users (SCRAM credentials, `--zookeeper` only):
+zkraft/tools/user_configs.py.
 
 With `--bootstrap-server` the tool goes through `client.Admin` as 2.8's ConfigCommand goes through the
 AdminClient: `--describe` prints `Dynamic configs for topic T are:` (`All configs` with `--all`) and one
@@ -31,6 +32,7 @@ from client.kafka.topic_admin import validate_topic_configs
 from client.kafka.znodes import (
     CONFIG_TYPE_BROKER,
     CONFIG_TYPE_TOPIC,
+    CONFIG_TYPE_USER,
     ZnodeDataError,
     config_change_create_path,
     config_entity_path,
@@ -41,8 +43,9 @@ from client.kafka.znodes import (
 )
 from client.zk.exceptions import NoNodeError, ZkException
 from zkraft.tools.topics import ToolError, ToolUsageError, zk_session
+from zkraft.tools.user_configs import alter_user, describe_users
 
-ENTITY_NAMES = {CONFIG_TYPE_TOPIC: "topic", CONFIG_TYPE_BROKER: "broker"}
+ENTITY_NAMES = {CONFIG_TYPE_TOPIC: "topic", CONFIG_TYPE_BROKER: "broker", CONFIG_TYPE_USER: "user-principal"}
 BROKER_DEFAULT_ENTITY = ""  # ConfigCommand.BrokerDefaultEntityName: the cluster-wide broker default
 
 
@@ -50,8 +53,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="brokers: go through the Admin API")
     parser.add_argument("--all", action="store_true", help="with --bootstrap-server --describe: every config")
-    parser.add_argument("--entity-type", choices=sorted(ENTITY_NAMES), help="topics or brokers")
-    parser.add_argument("--entity-name", help="the topic name or broker id")
+    parser.add_argument("--entity-type", choices=sorted(ENTITY_NAMES), help="topics, brokers or users")
+    parser.add_argument("--entity-name", help="the topic name, broker id or user name")
     parser.add_argument(
         "--entity-default", action="store_true", help="brokers: the cluster-wide default (with --bootstrap-server)"
     )
@@ -112,10 +115,20 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     added = parse_add_config(ns.add_config) if ns.add_config else {}
     deleted = [k.strip() for k in (ns.delete_config or "").split(",") if k.strip()]
     if ns.bootstrap_server is not None:
+        if ns.entity_type == CONFIG_TYPE_USER:
+            raise ToolUsageError(
+                "--entity-type users needs --zookeeper here (Kafka's admin clients manage users through the "
+                "Kafka listener's AlterUserScramCredentials)"
+            )
         return _run_with_admin(ns, added, deleted, stream)
     try:
         with zk_session(ns.zookeeper, ns.timeout) as zk:
-            if ns.alter:
+            if ns.entity_type == CONFIG_TYPE_USER:
+                if ns.alter:
+                    alter_user(zk, ns.entity_name, added, deleted, stream)
+                else:
+                    describe_users(zk, ns.entity_name, stream)
+            elif ns.alter:
                 alter(zk, ns.entity_type, ns.entity_name, added, deleted, stream)
             else:
                 describe(zk, ns.entity_type, ns.entity_name, stream)
