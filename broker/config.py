@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from broker.listener_tls import is_ssl_property, listener_tls_config
 from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
 from runtime.properties import PropertiesError, read_properties_file
+from runtime.tls import TlsConfigError
 
 
 class BrokerConfigError(ValueError):
@@ -252,7 +254,7 @@ class BrokerConfig:
 
 
 def check_key(key: str, where: str = "") -> None:
-    if key in _BY_NAME:
+    if key in _BY_NAME or is_ssl_property(key):  # ssl.*: read from `given` by the TLS listeners
         return
     close = difflib.get_close_matches(key, list(_BY_NAME), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -272,7 +274,9 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
     values: dict[str, Any] = {}
     for key, raw in properties.items():
         check_key(key)
-        prop = _BY_NAME[key]
+        prop = _BY_NAME.get(key)
+        if prop is None:  # an ssl.* property: kept in `given`, checked per TLS listener below
+            continue
         try:
             value = prop.parse(raw)
         except ValueError:
@@ -285,8 +289,9 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
         raise BrokerConfigError("min.insync.replicas must be at least 1")
     _check_request_bounds(config)
     try:
-        parse_listeners(config.listeners, config.advertised_listeners, config.listener_security_protocol_map)
-    except ListenerConfigError as exc:
+        for listener in config.kafka_listeners:
+            listener_tls_config(properties, listener.name, listener.advertised.security_protocol)
+    except (ListenerConfigError, TlsConfigError) as exc:
         raise BrokerConfigError(str(exc)) from None
     return config
 

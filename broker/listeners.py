@@ -8,8 +8,8 @@ controller, the replica fetchers and zkraft's tools find it in `/brokers/ids/<id
 
 `listeners` left unset means no Kafka listener: a broker that serves only gRPC (Kafka's own default,
 `PLAINTEXT://:9092`, would collide with the gRPC port's default). `zkraft up` and the test harness always
-set it. Only PLAINTEXT is served for now; any other security protocol is refused at start-up with a
-one-line error naming the listener.
+set it. PLAINTEXT and SSL are served (SSL's `ssl.*` settings: broker/listener_tls.py); any other security
+protocol is refused at start-up with a one-line error naming the listener.
 
 Kafka 2.8 KafkaConfig.listeners / advertisedListeners / listenerSecurityProtocolMap and
 EndPoint.createEndPoint are the reference.
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from client.kafka.znodes import GRPC_LISTENER_NAME, SECURITY_PROTOCOLS, EndPoint, parse_endpoint
 
-SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+# SASL_SSL joins when SASL is served: its TLS side is any *_SSL listener's (broker/listener_tls.py).
+SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
 # Kafka's default listener.security.protocol.map: each protocol's name is a listener name.
 DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 
@@ -81,7 +82,7 @@ def _parse_list(prop: str, text: str, protocol_map: Mapping[str, str]) -> dict[s
         if endpoint.security_protocol not in SERVED_SECURITY_PROTOCOLS:
             raise ListenerConfigError(
                 f"{prop}: listener {endpoint.listener_name} uses security protocol {endpoint.security_protocol}, "
-                "which this broker does not serve yet (only PLAINTEXT)"
+                f"which this broker does not serve yet (only {', '.join(sorted(SERVED_SECURITY_PROTOCOLS))})"
             )
         if not 0 <= endpoint.port <= 65535:
             raise ListenerConfigError(f"{prop}: listener {endpoint.listener_name} has port {endpoint.port}")
