@@ -7,6 +7,7 @@ and a second, unrelated CA for "a client that trusts the wrong CA" tests.
     material.server_key, material.server_cert   # the same, apart (kazoo's keyfile/certfile, librdkafka)
     material.client_keystore, material.client_key, material.client_cert          # a client certificate
     material.other_ca_file    # PEM: a CA that signed nothing here
+    material.wrong_host_keystore   # a server certificate from the CA naming only elsewhere.invalid
 
 Keys are EC P-256: quick to make, accepted by OpenSSL, Java and librdkafka alike.
 """
@@ -36,6 +37,7 @@ class TlsMaterial:
     client_cert: Path
     client_keystore: Path
     other_ca_file: Path
+    wrong_host_keystore: Path  # signed by the CA, but for elsewhere.invalid only: fails hostname verification
 
 
 def _name(common_name: str) -> x509.Name:
@@ -64,7 +66,14 @@ def _ca(common_name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]
 
 
 def _leaf(
-    common_name: str, ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, server: bool
+    common_name: str,
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    server: bool,
+    names: tuple[x509.GeneralName, ...] = (
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ),
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
@@ -82,8 +91,7 @@ def _leaf(
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
     )
     if server:
-        names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        builder = builder.add_extension(x509.SubjectAlternativeName(list(names)), critical=False)
     return key, builder.sign(ca_key, hashes.SHA256())
 
 
@@ -117,6 +125,8 @@ def make_tls_material(directory: Path) -> TlsMaterial:
         write(f"{role}.key", _key_pem(key))
         write(f"{role}.crt", _cert_pem(cert) + _cert_pem(ca_cert))
         write(f"{role}-keystore.pem", _key_pem(key) + _cert_pem(cert) + _cert_pem(ca_cert))
+    key, cert = _leaf("zkraft elsewhere", ca_key, ca_cert, server=True, names=(x509.DNSName("elsewhere.invalid"),))
+    write("wrong-host-keystore.pem", _key_pem(key) + _cert_pem(cert) + _cert_pem(ca_cert))
     return TlsMaterial(
         ca_file=files["ca.pem"],
         server_key=files["server.key"],
@@ -126,4 +136,5 @@ def make_tls_material(directory: Path) -> TlsMaterial:
         client_cert=files["client.crt"],
         client_keystore=files["client-keystore.pem"],
         other_ca_file=files["other-ca.pem"],
+        wrong_host_keystore=files["wrong-host-keystore.pem"],
     )
