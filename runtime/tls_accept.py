@@ -30,6 +30,12 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 LISTEN_BACKLOG = 100
 # OpenSSL's reasons when the first record is not TLS at all: most likely a plaintext client.
 _PLAINTEXT_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE"})
+_HINTS = {
+    "TLSV1_ALERT_UNKNOWN_CA": "the client does not trust this server's CA",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "the client refused this server's certificate",
+    "PEER_DID_NOT_RETURN_A_CERTIFICATE": "client authentication is required and the client sent no certificate",
+    "CERTIFICATE_VERIFY_FAILED": "the client's certificate does not chain to the truststore",
+}
 
 
 async def start_stream_server(
@@ -149,9 +155,8 @@ def handshake_failure(exc: BaseException) -> str:
     """One line on why a client's handshake failed."""
     if isinstance(exc, ssl.SSLError):
         reason = exc.reason or str(exc)
-        if reason in _PLAINTEXT_REASONS:
-            return f"{reason} (a plaintext client on a TLS port?)"
-        return reason
+        hint = _HINTS.get(reason) or ("a plaintext client on a TLS port?" if reason in _PLAINTEXT_REASONS else "")
+        return f"{reason} ({hint})" if hint else reason
     if isinstance(exc, TimeoutError):
         return "no TLS handshake within the handshake timeout"
     # A client that does not trust our certificate sends its alert and closes: the server sees the close.

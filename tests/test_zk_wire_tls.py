@@ -1,0 +1,166 @@
+"""kazoo over ZooKeeper's secure client port (secureClientPort, TLS) of a real quorum node.
+
+What a kazoo user with `use_ssl=True` checks: every basic operation and watches work over TLS, beside the
+plaintext clientPort, which sees the same tree; with ZooKeeper's default `ssl.clientAuth=need`, a client
+without a certificate is refused, as are a client that does not trust the node's CA and a plaintext client on
+the secure port; each refusal is one `zk_tls_handshake_failed` line on the node, which serves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType
+
+from tests.helpers import wait_until
+from tests.quorum_harness import FAST_ZK_PROPERTIES, LOOPBACK, QuorumProcesses, free_ports, wait_for_leader
+from tests.tls_material import TlsMaterial, make_tls_material
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+LEADER_TIMEOUT_S = 20.0
+WAIT_S = 30.0
+KAZOO_TIMEOUT_S = 4.0
+# A refused client's start() gives up after this long (kazoo retries until its timeout; the node refused it at once).
+REFUSED_START_S = 5.0
+
+
+@dataclass
+class SecureNode:
+    processes: QuorumProcesses
+    material: TlsMaterial
+    secure_address: str
+
+    def handshake_failures(self) -> list[dict[str, Any]]:
+        return self.processes.log_events(1, "zk_tls_handshake_failed")
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureNode]:
+    root = tmp_path_factory.mktemp("zk-tls")
+    material = make_tls_material(root / "tls")
+    [secure_port] = free_ports(1)
+    properties = {
+        **FAST_ZK_PROPERTIES,
+        "secureClientPort": str(secure_port),
+        "secureClientPortAddress": LOOPBACK,
+        "ssl.keyStore.location": str(material.server_keystore),
+        "ssl.keyStore.type": "PEM",
+        "ssl.trustStore.location": str(material.ca_file),
+        "ssl.trustStore.type": "PEM",
+    }
+    with QuorumProcesses(root / "quorum", n=1, properties=properties) as processes:
+        processes.start_all()
+        asyncio.run(wait_for_leader(processes.addresses, timeout_s=LEADER_TIMEOUT_S))
+        yield SecureNode(processes, material, f"{LOOPBACK}:{secure_port}")
+        processes.assert_alive(1)
+
+
+@pytest.fixture
+def kazoos() -> Iterator[list[KazooClient]]:
+    made: list[KazooClient] = []
+    yield made
+    for zk in made:
+        zk.stop()
+        zk.close()
+
+
+def tls_kazoo(made: list[KazooClient], node: SecureNode, **overrides: Any) -> KazooClient:
+    options: dict[str, Any] = {
+        "use_ssl": True,
+        "ca": str(node.material.ca_file),
+        "certfile": str(node.material.client_cert),
+        "keyfile": str(node.material.client_key),
+        "verify_certs": True,
+        "check_hostname": True,
+        **overrides,
+    }
+    zk = KazooClient(hosts=node.secure_address, timeout=KAZOO_TIMEOUT_S, **options)
+    made.append(zk)
+    return zk
+
+
+def test_kazoo_over_tls_does_every_basic_operation(node: SecureNode, kazoos: list[KazooClient]) -> None:
+    zk = tls_kazoo(kazoos, node)
+    zk.start(timeout=WAIT_S)
+    zk.create("/tls", b"v0")
+    assert zk.get("/tls")[0] == b"v0"
+    stat = zk.set("/tls", b"v1")
+    assert stat.version == 1
+    assert zk.exists("/tls") is not None
+    sequential = zk.create("/tls/seq-", b"", sequence=True)
+    assert sequential.startswith("/tls/seq-")
+    zk.create("/tls/ephemeral", b"", ephemeral=True)
+    transaction = zk.transaction()
+    transaction.create("/tls/in-txn", b"t")
+    transaction.set_data("/tls", b"v2", version=1)
+    created, updated = transaction.commit()
+    assert (created, updated.version) == ("/tls/in-txn", 2)
+    assert sorted(zk.get_children("/tls")) == sorted(["ephemeral", "in-txn", sequential.rsplit("/", 1)[1]])
+    # The plaintext clientPort serves the same tree.
+    plain = KazooClient(hosts=node.processes.zk_address(1), timeout=KAZOO_TIMEOUT_S)
+    kazoos.append(plain)
+    plain.start(timeout=WAIT_S)
+    assert plain.get("/tls")[0] == b"v2"
+    zk.delete("/tls", recursive=True)
+    assert plain.exists("/tls") is None
+
+
+def test_watches_fire_over_tls(node: SecureNode, kazoos: list[KazooClient]) -> None:
+    zk = tls_kazoo(kazoos, node)
+    zk.start(timeout=WAIT_S)
+    zk.create("/tls-watch", b"")
+    events: list[Any] = []
+    lock = threading.Lock()
+
+    def record(event: Any) -> None:
+        with lock:
+            events.append(event)
+
+    zk.get("/tls-watch", watch=record)
+    zk.get_children("/tls-watch", watch=record)
+    zk.set("/tls-watch", b"changed")
+    zk.create("/tls-watch/child", b"")
+    wait_until(lambda: len(events) >= 2, WAIT_S, message="the data and child watches did not both fire")
+    with lock:
+        assert {e.type for e in events} == {EventType.CHANGED, EventType.CHILD}
+    zk.delete("/tls-watch", recursive=True)
+
+
+def refused(zk: KazooClient) -> float:
+    """Seconds until kazoo's start() gave up."""
+    started = time.monotonic()
+    with pytest.raises(KazooTimeoutError):
+        zk.start(timeout=REFUSED_START_S)
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    ("case", "overrides", "reason"),
+    [
+        ("plaintext", {"use_ssl": False}, ("plaintext client",)),
+        ("no certificate", {"certfile": None, "keyfile": None}, ("sent no certificate",)),
+        # The client's alert, or its close when the alert did not arrive first.
+        ("another CA", {"ca": "other"}, ("does not trust this server's CA", "the client ended the connection")),
+    ],
+)
+def test_a_client_the_secure_port_cannot_trust_is_refused_and_logged(
+    node: SecureNode, kazoos: list[KazooClient], case: str, overrides: dict[str, Any], reason: tuple[str, ...]
+) -> None:
+    if overrides.get("ca") == "other":
+        overrides = {**overrides, "ca": str(node.material.other_ca_file)}
+    before = len(node.handshake_failures())
+    zk = tls_kazoo(kazoos, node, **overrides)
+    assert refused(zk) <= REFUSED_START_S + 2, case
+    wait_until(lambda: len(node.handshake_failures()) > before, WAIT_S, message=f"{case}: no zk_tls_handshake_failed")
+    logged = node.handshake_failures()[before]["reason"]
+    assert any(text in logged for text in reason), logged
+    node.processes.assert_alive(1)
