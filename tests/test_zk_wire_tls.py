@@ -9,10 +9,12 @@ the secure port; each refusal is one `zk_tls_handshake_failed` line on the node,
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from kazoo.protocol.states import EventType
 
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, LOOPBACK, QuorumProcesses, free_ports, wait_for_leader
+from tests.real_zookeeper import find_java, pyspark_jars_dir, unavailable_reason
 from tests.tls_material import TlsMaterial, make_tls_material
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -164,3 +167,46 @@ def test_a_client_the_secure_port_cannot_trust_is_refused_and_logged(
     logged = node.handshake_failures()[before]["reason"]
     assert any(text in logged for text in reason), logged
     node.processes.assert_alive(1)
+
+
+ZKCLI_TIMEOUT_S = 90.0  # one JVM start and one command
+
+
+def zkcli_over_tls(node: SecureNode, *command: str) -> subprocess.CompletedProcess[str]:
+    """ZooKeeper's zkCli (the Java client) on the secure port: Netty, `zookeeper.client.secure`, PEM stores."""
+    java, jars = find_java(), pyspark_jars_dir()
+    assert java is not None and jars is not None
+    material = node.material
+    properties = {
+        "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
+        "zookeeper.client.secure": "true",
+        "zookeeper.ssl.keyStore.location": material.client_keystore,
+        "zookeeper.ssl.keyStore.type": "PEM",
+        "zookeeper.ssl.trustStore.location": material.ca_file,
+        "zookeeper.ssl.trustStore.type": "PEM",
+        "zookeeper.ssl.hostnameVerification": "true",
+    }
+    return subprocess.run(
+        [
+            java,
+            *(f"-D{key}={value}" for key, value in properties.items()),
+            "-cp",
+            str(Path(jars) / "*"),
+            "org.apache.zookeeper.ZooKeeperMain",
+            "-server",
+            node.secure_address,
+            *command,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=ZKCLI_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"no ZooKeeper jars to run zkCli: {unavailable_reason()}")
+def test_zkcli_reads_and_writes_over_tls_with_pem_stores(node: SecureNode) -> None:
+    created = zkcli_over_tls(node, "create", "/zkcli-tls", "hello")
+    assert created.returncode == 0 and "Created /zkcli-tls" in created.stdout + created.stderr, created.stderr[-2000:]
+    got = zkcli_over_tls(node, "get", "/zkcli-tls")
+    assert got.returncode == 0 and "hello" in got.stdout, got.stderr[-2000:]
