@@ -1,9 +1,11 @@
-"""kazoo over ZooKeeper's secure client port (secureClientPort, TLS) of a real quorum node.
+"""kazoo, zkCli and Kafka 3.9's broker over ZooKeeper's secure client port (secureClientPort, TLS) of a real quorum node.
 
 What a kazoo user with `use_ssl=True` checks: every basic operation and watches work over TLS, beside the
 plaintext clientPort, which sees the same tree; with ZooKeeper's default `ssl.clientAuth=need`, a client
 without a certificate is refused, as are a client that does not trust the node's CA and a plaintext client on
-the secure port; each refusal is one `zk_tls_handshake_failed` line on the node, which serves on.
+the secure port; each refusal is one `zk_tls_handshake_failed` line on the node, which serves on. ZooKeeper's
+own Java client (zkCli, Netty, PEM stores) and Kafka 3.9's own broker (`zookeeper.ssl.client.enable`) work
+over it too.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 
+from tests import maven_jars
 from tests.helpers import wait_until
+from tests.kafka39_harness import Kafka39Brokers
 from tests.quorum_harness import FAST_ZK_PROPERTIES, LOOPBACK, QuorumProcesses, free_ports, wait_for_leader
 from tests.real_zookeeper import find_java, pyspark_jars_dir, unavailable_reason
 from tests.tls_material import TlsMaterial, make_tls_material
@@ -210,3 +214,33 @@ def test_zkcli_reads_and_writes_over_tls_with_pem_stores(node: SecureNode) -> No
     assert created.returncode == 0 and "Created /zkcli-tls" in created.stdout + created.stderr, created.stderr[-2000:]
     got = zkcli_over_tls(node, "get", "/zkcli-tls")
     assert got.returncode == 0 and "hello" in got.stdout, got.stderr[-2000:]
+
+
+KAFKA39_START_TIMEOUT_S = 240.0
+
+
+@pytest.mark.skipif(maven_jars.unavailable_reason() is not None, reason=f"{maven_jars.unavailable_reason()}")
+def test_kafka39s_broker_registers_over_the_secure_client_port(node: SecureNode, tmp_path: Path) -> None:
+    """Kafka 3.9's own broker with `zookeeper.ssl.client.enable` (KIP-515), PEM stores, Netty: it registers."""
+    material = node.material
+    properties = {
+        "zookeeper.ssl.client.enable": "true",
+        "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
+        "zookeeper.ssl.keystore.location": str(material.client_keystore),
+        "zookeeper.ssl.keystore.type": "PEM",
+        "zookeeper.ssl.truststore.location": str(material.ca_file),
+        "zookeeper.ssl.truststore.type": "PEM",
+        "zookeeper.ssl.endpoint.identification.algorithm": "HTTPS",
+    }
+    jars = maven_jars.resolve()
+    with Kafka39Brokers(tmp_path, jars, node.secure_address, n=1, properties=properties) as kafka:
+        kafka.start_all()
+        kafka.wait_started(timeout_s=KAFKA39_START_TIMEOUT_S)
+        plain = KazooClient(hosts=node.processes.zk_address(1), timeout=KAZOO_TIMEOUT_S)
+        plain.start(timeout=WAIT_S)
+        try:
+            assert "1" in plain.get_children("/brokers/ids")
+            assert plain.exists("/controller") is not None
+        finally:
+            plain.stop()
+            plain.close()
