@@ -1,4 +1,4 @@
-"""kazoo, zkCli and Kafka 3.9's broker over ZooKeeper's secure client port (secureClientPort, TLS) of a real quorum node.
+"""kazoo, zkCli and Kafka 3.9's broker over ZooKeeper's secure client port (secureClientPort, TLS) of a quorum node.
 
 What a kazoo user with `use_ssl=True` checks: every basic operation and watches work over TLS, beside the
 plaintext clientPort, which sees the same tree; with ZooKeeper's default `ssl.clientAuth=need`, a client
