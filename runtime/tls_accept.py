@@ -28,6 +28,8 @@ STREAM_LIMIT_BYTES_DEFAULT = 64 << 10
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 # Pending connections the kernel queues per listening socket (asyncio's default backlog).
 LISTEN_BACKLOG = 100
+# After a failed accept (out of file descriptors), the pause before the next one.
+ACCEPT_RETRY_S = 0.1
 # OpenSSL's reasons when the first record is not TLS at all: most likely a plaintext client.
 _PLAINTEXT_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE"})
 _HINTS = {
@@ -97,7 +99,7 @@ class TlsStreamServer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                sock.bind(address)
+                sock.bind((address[0], port, *address[2:]))
                 sock.listen(LISTEN_BACKLOG)
                 sock.setblocking(False)
                 if port == 0:  # every address family on the one port the first one got, as asyncio does
@@ -122,7 +124,9 @@ class TlsStreamServer:
             try:
                 sock, _ = await loop.sock_accept(listening)
             except OSError:  # EMFILE and friends: the next accept may succeed once descriptors are free
-                await asyncio.sleep(0.1)
+                if listening.fileno() == -1:
+                    return
+                await asyncio.sleep(ACCEPT_RETRY_S)
                 continue
             task = loop.create_task(self._handshake(sock))
             self._handshakes.add(task)
@@ -140,7 +144,7 @@ class TlsStreamServer:
         except asyncio.CancelledError:
             sock.close()
             raise
-        except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
+        except Exception as exc:  # the boundary of one connection; ssl.SSLError is an OSError
             sock.close()
             self._on_handshake_failed(peer, handshake_failure(exc))
             return
@@ -157,8 +161,10 @@ def handshake_failure(exc: BaseException) -> str:
         reason = exc.reason or str(exc)
         hint = _HINTS.get(reason) or ("a plaintext client on a TLS port?" if reason in _PLAINTEXT_REASONS else "")
         return f"{reason} ({hint})" if hint else reason
-    if isinstance(exc, TimeoutError):
-        return "no TLS handshake within the handshake timeout"
+    if isinstance(exc, TimeoutError) or "taking longer" in str(exc):  # asyncio's and uvloop's handshake timeout
+        return "no TLS handshake within the handshake timeout (a client that connected and said nothing)"
+    if not isinstance(exc, OSError):
+        return f"the handshake failed: {exc.__class__.__name__}: {exc}"
     # A client that does not trust our certificate sends its alert and closes: the server sees the close.
     detail = str(exc) or exc.__class__.__name__
     return f"the client ended the connection during the TLS handshake ({detail}; does it trust our CA?)"

@@ -17,6 +17,7 @@ from tests.tls_material import TlsMaterial, make_tls_material
 
 CLIENTS = 100
 TIMEOUT_S = 30.0
+HANDSHAKE_TIMEOUT_S = 0.5
 
 
 async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -80,3 +81,30 @@ def test_without_tls_the_server_is_asyncios_own() -> None:
         return server
 
     assert isinstance(asyncio.run(start()), asyncio.Server)
+
+
+async def silent_client(material: TlsMaterial) -> list[str]:
+    failures: list[str] = []
+    server = await start_stream_server(
+        echo,
+        "127.0.0.1",
+        0,
+        tls=TlsConfig(material.server_keystore, material.ca_file).server_ssl_context(),
+        on_handshake_failed=lambda peer, reason: failures.append(reason),
+        handshake_timeout_s=HANDSHAKE_TIMEOUT_S,
+    )
+    _, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+    async with asyncio.timeout(TIMEOUT_S):
+        while not failures:
+            await asyncio.sleep(0.01)
+    writer.close()
+    server.close()
+    await server.wait_closed()
+    return failures
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_a_client_that_never_starts_its_handshake_is_dropped_after_the_timeout(tmp_path: Path, loop: str) -> None:
+    runner = uvloop.run if loop == "uvloop" else asyncio.run
+    [reason] = runner(silent_client(make_tls_material(tmp_path)))
+    assert "no TLS handshake within the handshake timeout" in reason
