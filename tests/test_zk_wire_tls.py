@@ -11,6 +11,9 @@ over it too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -24,6 +27,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 
+from runtime.tls import TlsConfig
 from tests import maven_jars
 from tests.helpers import wait_until
 from tests.kafka39_harness import Kafka39Brokers
@@ -63,6 +67,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureNode]:
         "ssl.keyStore.type": "PEM",
         "ssl.trustStore.location": str(material.ca_file),
         "ssl.trustStore.type": "PEM",
+        "4lw.commands.whitelist": "conf",
     }
     with QuorumProcesses(root / "quorum", n=1, properties=properties) as processes:
         processes.start_all()
@@ -140,6 +145,25 @@ def test_watches_fire_over_tls(node: SecureNode, kazoos: list[KazooClient]) -> N
     with lock:
         assert {e.type for e in events} == {EventType.CHANGED, EventType.CHILD}
     zk.delete("/tls-watch", recursive=True)
+
+
+def four_letter_word(address: str, word: bytes, context: ssl.SSLContext | None = None) -> str:
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=WAIT_S) as raw:
+        with context.wrap_socket(raw, server_hostname=host) if context else contextlib.nullcontext(raw) as sock:
+            sock.sendall(word)
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+def test_four_letter_words_answer_on_both_ports_and_conf_names_the_secure_one(node: SecureNode) -> None:
+    port = node.secure_address.rsplit(":", 1)[1]
+    assert f"secureClientPort={port}" in four_letter_word(node.processes.zk_address(1), b"conf")
+    material = node.material
+    context = TlsConfig(material.client_keystore, material.ca_file).client_ssl_context()
+    assert f"secureClientPort={port}" in four_letter_word(node.secure_address, b"conf", context)
 
 
 def refused(zk: KazooClient) -> float:
