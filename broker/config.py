@@ -15,9 +15,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from broker.listener_tls import is_ssl_property, listener_tls_config
 from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
 from broker.sasl.settings import SaslConfigError, is_listener_sasl_property, listener_sasl_settings
 from runtime.properties import PropertiesError, read_properties_file
+from runtime.tls import TlsConfigError
 
 
 class BrokerConfigError(ValueError):
@@ -261,7 +263,8 @@ class BrokerConfig:
 
 
 def check_key(key: str, where: str = "") -> None:
-    if key in _BY_NAME or is_listener_sasl_property(key):
+    # ssl.* and listener.name.<l>. SASL properties: read per listener from `given` (listener_tls, sasl_settings).
+    if key in _BY_NAME or is_ssl_property(key) or is_listener_sasl_property(key):
         return
     close = difflib.get_close_matches(key, list(_BY_NAME), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -281,9 +284,9 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
     values: dict[str, Any] = {}
     for key, raw in properties.items():
         check_key(key)
-        if key not in _BY_NAME:  # a listener.name.<l>. SASL property: read per listener (sasl_settings)
+        prop = _BY_NAME.get(key)
+        if prop is None:  # an ssl.* or listener SASL property: kept in `given`, checked per listener below
             continue
-        prop = _BY_NAME[key]
         try:
             value = prop.parse(raw)
         except ValueError:
@@ -296,13 +299,12 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
         raise BrokerConfigError("min.insync.replicas must be at least 1")
     _check_request_bounds(config)
     try:
-        listeners = parse_listeners(
-            config.listeners, config.advertised_listeners, config.listener_security_protocol_map
-        )
-        for listener in listeners:
-            if listener.advertised.security_protocol.startswith("SASL_"):
+        for listener in config.kafka_listeners:
+            protocol = listener.advertised.security_protocol
+            listener_tls_config(properties, listener.name, protocol)
+            if protocol.startswith("SASL_"):
                 listener_sasl_settings(listener.name, config.given)
-    except (ListenerConfigError, SaslConfigError) as exc:
+    except (ListenerConfigError, SaslConfigError, TlsConfigError) as exc:
         raise BrokerConfigError(str(exc)) from None
     return config
 

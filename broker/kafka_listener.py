@@ -33,13 +33,24 @@ broken connection. A handler that returns None sends nothing (Produce with acks=
 A connection that opens with HTTP/2's client preface ("PRI * HTTP/2.0...": read as a Kafka size it is
 1,347,569,952, far above any `socket.request.max.bytes`, so no Kafka client ever sends it) is a gRPC
 client that was given the Kafka bootstrap list: it is handed, byte for byte, to the broker's own gRPC
-server, whose Metadata then names every broker's gRPC endpoint.
+server, whose Metadata then names every broker's gRPC endpoint. Not on a TLS listener (SSL, SASL_SSL): the
+broker's gRPC port has its own TLS, and handing decrypted bytes across would strip it. A gRPC client that
+completes a TLS handshake there (few do: gRPC wants ALPN `h2`, which the listener does not offer) is answered
+with HTTP/2 SETTINGS and a GOAWAY whose text names what to dial instead (the `GRPC` endpoint in
+/brokers/ids/<id>), and the broker logs `grpc_handoff_refused`.
+
+TLS (broker/listener_tls.py): a listener with an SSL context accepts through runtime/tls_accept.py, which
+completes each client's handshake before `_on_connection` runs and logs `kafka_tls_handshake_failed` for one
+that does not (a plaintext client, a client that does not trust the broker's CA); the request path is the same
+code on both, so a PLAINTEXT listener pays nothing for TLS existing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
+import struct
 from typing import Any
 
 import structlog
@@ -63,12 +74,20 @@ from broker.kafka_wire import (
 from broker.listeners import KafkaListener
 from broker.request_bounds import BytesInFlight, RequestBytesExhausted, holding_request_bytes
 from broker.sasl.authenticator import Admission, SaslAuthenticator, SaslListener
+from runtime.tls_accept import TlsStreamServer, start_stream_server
 
 # HTTP/2's connection preface (RFC 9113 §3.4); its first four bytes, read as a Kafka size, are 1,347,569,952.
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 HTTP2_PREFACE_SIZE = SIZE.unpack(HTTP2_PREFACE[:4])[0]
 # Bytes per read of the gRPC byte pump.
 PUMP_CHUNK_BYTES = 256 * 1024
+# RFC 9113 §6.5 and §6.8: an empty SETTINGS frame (a server's preface) and a GOAWAY (PROTOCOL_ERROR, no stream
+# processed) whose debug text tells a gRPC client on a TLS Kafka listener where to go instead.
+_HTTP2_SETTINGS, _HTTP2_GOAWAY, _HTTP2_PROTOCOL_ERROR = 0x4, 0x7, 0x1
+GRPC_ON_TLS_LISTENER = (
+    "this is a Kafka TLS listener, which does not hand gRPC clients over: "
+    "dial the broker's GRPC endpoint (/brokers/ids/<id>)"
+)
 
 Answer = asyncio.Future[Frame | None]
 
@@ -91,6 +110,7 @@ class KafkaListenerServer:
         grpc_address: str | None,
         logger: Any = None,
         sasl: SaslListener | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.listener = listener
         self._sasl = sasl  # a SASL_ listener's authentication (broker/sasl/); None: connections start served
@@ -99,21 +119,36 @@ class KafkaListenerServer:
         self._request_max_bytes = request_max_bytes
         self._pipelined_max = pipelined_requests_max
         self._request_timeout_s = request_timeout_s
-        self._grpc_address = grpc_address
+        # A TLS listener hands no connection to the gRPC port (see the module's docstring).
+        self._grpc_address = grpc_address if tls is None else None
+        self._tls = tls
         self._log = (logger or structlog.get_logger("zkraft.broker")).bind(listener=listener.name)
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | TlsStreamServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._handlers: set[asyncio.Task[Frame | None]] = set()  # requests being worked on, for stop()
         self.bound_port = -1
 
     async def start(self) -> int:
         """Binds the listener; returns the bound port (the one registered when the configured port is 0)."""
-        self._server = await asyncio.start_server(
-            self._on_connection, self.listener.bind_host, self.listener.bind_port, reuse_address=True
+        self._server = await start_stream_server(
+            self._on_connection,
+            self.listener.bind_host,
+            self.listener.bind_port,
+            tls=self._tls,
+            on_handshake_failed=self._on_handshake_failed,
         )
         self.bound_port = self._server.sockets[0].getsockname()[1]
-        self._log.info("kafka_listener_started", host=self.listener.bind_host, port=self.bound_port)
+        self._log.info(
+            "kafka_listener_started",
+            host=self.listener.bind_host,
+            port=self.bound_port,
+            security_protocol=self.listener.advertised.security_protocol,
+        )
         return self.bound_port
+
+    def _on_handshake_failed(self, peer: str, reason: str) -> None:
+        # Kafka's SslTransportLayer logs a failed handshake; its client sees the connection closed (SSL alert).
+        self._log.warning("kafka_tls_handshake_failed", peer=peer, reason=reason)
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -186,8 +221,8 @@ class _Connection:
                 size_bytes = SIZE.unpack(await self._reader.readexactly(4))[0]
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
-            if size_bytes == HTTP2_PREFACE_SIZE and server._grpc_address is not None:
-                await self._pump_to_grpc()
+            if size_bytes == HTTP2_PREFACE_SIZE and (server._grpc_address is not None or server._tls is not None):
+                await (self._pump_to_grpc() if server._tls is None else self._refuse_grpc())
                 return
             if self._sasl is not None and size_bytes > self._sasl.receive_bytes_max:
                 # Before login a frame is bounded by sasl.server.max.receive.size, not socket.request.max.bytes:
@@ -414,6 +449,20 @@ class _Connection:
             )
         finally:
             upstream_writer.close()
+
+    async def _refuse_grpc(self) -> None:
+        """A gRPC client on a TLS listener: SETTINGS and GOAWAY with the way to go, then the connection ends."""
+        self._log.warning("grpc_handoff_refused", reason="a TLS listener hands no connection to the gRPC port")
+        debug = GRPC_ON_TLS_LISTENER.encode()
+        goaway = struct.pack(">II", 0, _HTTP2_PROTOCOL_ERROR) + debug
+        self._writer.write(_http2_frame(_HTTP2_SETTINGS, b"") + _http2_frame(_HTTP2_GOAWAY, goaway))
+        with contextlib.suppress(ConnectionError):
+            await self._writer.drain()
+
+
+def _http2_frame(frame_type: int, payload: bytes) -> bytes:
+    """An HTTP/2 frame on stream 0 without flags (RFC 9113 §4.1)."""
+    return len(payload).to_bytes(3, "big") + bytes((frame_type, 0)) + (0).to_bytes(4, "big") + payload
 
 
 def _decode(codec: Codec, body: bytes, api_version: int, correlation_id: int) -> tuple[Any, Any]:

@@ -8,8 +8,8 @@ controller, the replica fetchers and zkraft's tools find it in `/brokers/ids/<id
 
 `listeners` left unset means no Kafka listener: a broker that serves only gRPC (Kafka's own default,
 `PLAINTEXT://:9092`, would collide with the gRPC port's default). `zkraft up` and the test harness always
-set it. PLAINTEXT and SASL_PLAINTEXT are served (SASL: broker/sasl/); any other security protocol is refused
-at start-up with a one-line error naming the listener.
+set it. Kafka's four security protocols are served: PLAINTEXT, SSL (its `ssl.*` settings: broker/listener_tls.py),
+SASL_PLAINTEXT (broker/sasl/) and SASL_SSL (both: TLS first, then the SASL login inside it).
 
 Kafka 2.8 KafkaConfig.listeners / advertisedListeners / listenerSecurityProtocolMap and
 EndPoint.createEndPoint are the reference.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from client.kafka.znodes import GRPC_LISTENER_NAME, SECURITY_PROTOCOLS, EndPoint, parse_endpoint
 
-SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
+SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 # Kafka's default listener.security.protocol.map: each protocol's name is a listener name.
 DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 
@@ -81,7 +81,7 @@ def _parse_list(prop: str, text: str, protocol_map: Mapping[str, str]) -> dict[s
         if endpoint.security_protocol not in SERVED_SECURITY_PROTOCOLS:
             raise ListenerConfigError(
                 f"{prop}: listener {endpoint.listener_name} uses security protocol {endpoint.security_protocol}, "
-                "which this broker does not serve yet (only PLAINTEXT and SASL_PLAINTEXT)"
+                f"which this broker does not serve yet (only {', '.join(sorted(SERVED_SECURITY_PROTOCOLS))})"
             )
         if not 0 <= endpoint.port <= 65535:
             raise ListenerConfigError(f"{prop}: listener {endpoint.listener_name} has port {endpoint.port}")

@@ -31,6 +31,7 @@ from broker.config_changes import ConfigChangeListener
 from broker.damaged_logs import publish_damage_claim
 from broker.group.api import build_group_api
 from broker.kafka_listener import KafkaListenerServer
+from broker.listener_tls import listener_tls_config, server_context
 from broker.log import LogConfig
 from broker.log_housekeeping import LogHousekeeper
 from broker.log_manager import LogManager
@@ -67,6 +68,7 @@ from client.zk.states import ZkState
 from runtime import event_loop
 from runtime.heap_tuning import retain_freed_buffers
 from runtime.json_logging import configure_logging
+from runtime.tls import TlsConfigError
 from zkraft_proto import broker_pb2, broker_pb2_grpc
 
 # gRPC messages carry whole fetch responses (fetch.max.bytes at most) and produce requests.
@@ -267,6 +269,11 @@ class Broker:
         grpc_host = "127.0.0.1" if config.host in ("", "0.0.0.0") else config.host
         for listener in config.kafka_listeners:
             sasl = await self._sasl_listener(listener.name, listener.advertised.security_protocol)
+            try:
+                tls = listener_tls_config(config.given, listener.name, listener.advertised.security_protocol)
+                context = None if tls is None else server_context(tls, listener.name)
+            except TlsConfigError as exc:
+                raise BrokerStartupError(str(exc)) from None
             server = KafkaListenerServer(
                 listener,
                 service,
@@ -278,6 +285,7 @@ class Broker:
                 grpc_address=None if sasl is not None else f"{grpc_host}:{config.port}",
                 logger=self.log,
                 sasl=sasl,
+                tls=context,
             )
             try:
                 bound_port = await server.start()

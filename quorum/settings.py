@@ -22,7 +22,7 @@ import binascii
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from quorum.loop_options import LoopOptions
 from runtime import properties
 from runtime.cpu_placement import PLACEMENTS
 from runtime.message_limits import JUTE_MAX_BUFFER_BYTES_DEFAULT
+from runtime.tls import TlsConfigError, from_zookeeper_properties
 
 # Raft needs a majority of a fixed voter set; membership is static (no joint
 # consensus), so the sizes worth running are the odd ones.
@@ -52,6 +53,18 @@ FOUR_LETTER_WORDS_NOT_SERVED = ("gtmk", "stmk", "hash")
 FOUR_LETTER_WHITELIST_DEFAULT = frozenset({"srvr"})
 CLIENT_PORT_DEFAULT = 2181
 CLIENT_PORT_ADDRESS_DEFAULT = "0.0.0.0"
+# ZooKeeper's server properties for its secure client port (X509Util, prefix `ssl.`), PEM stores only. The
+# Java system property spelling (`zookeeper.ssl.keyStore.location`) is read as the same property.
+CLIENT_SSL_PROPERTIES = frozenset(
+    {
+        "ssl.keyStore.location",
+        "ssl.keyStore.type",
+        "ssl.trustStore.location",
+        "ssl.trustStore.type",
+        "ssl.clientAuth",
+    }
+)
+_SYSTEM_PROPERTY_PREFIX = "zookeeper."
 
 
 class SettingsError(ValueError):
@@ -144,6 +157,15 @@ class NodeSettings:
     sessionless_connection_timeout_ms: int = 10000
     # ZooKeeper's maxClientCnxns: client connections one IP address may hold on this node; 0: no limit.
     max_client_connections: int = 60
+    # ZooKeeper's secureClientPort and secureClientPortAddress: the same wire protocol over TLS, beside (or
+    # instead of, with clientPort=0) the plaintext port; 0: not served. An unset address binds every interface,
+    # as ZooKeeper's does (QuorumPeerConfig), whatever clientPortAddress says.
+    secure_client_port: int = 0
+    secure_client_port_address: str = CLIENT_PORT_ADDRESS_DEFAULT
+    # ZooKeeper's server-side `ssl.*` properties for the secure client port, as given (names in
+    # CLIENT_SSL_PROPERTIES; read by runtime.tls.from_zookeeper_properties). `ssl.clientAuth` defaults to
+    # ZooKeeper's `need`: a client without a certificate from the trusted CA is refused.
+    client_ssl: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -284,6 +306,7 @@ _INT_MINIMUMS = {
     "client_port": 0,
     "sessionless_connection_timeout_ms": 1,
     "max_client_connections": 0,
+    "secure_client_port": 0,
 }
 STATE_MACHINES = ("zookeeper", "register")
 JUTE_MAX_BUFFER_BYTES_MAX = 1 << 30
@@ -317,6 +340,7 @@ def _validate(settings: NodeSettings) -> None:
             f"clientPort: must be <= {PORT_MAX} (0: no ZooKeeper client port), got {settings.client_port}"
         )
     _validate_client_port_address(settings.client_port_address)
+    _validate_secure_client_port(settings)
     if settings.jute_max_buffer_bytes > JUTE_MAX_BUFFER_BYTES_MAX:
         raise SettingsError(
             f"jute.maxbuffer: must be <= {JUTE_MAX_BUFFER_BYTES_MAX} (1 GiB; gRPC messages stay under 2 GiB), "
@@ -408,14 +432,32 @@ def _validate_four_letter_whitelist(words: object) -> None:
         _check_four_letter_word(word, "4lw.commands.whitelist")
 
 
-def _validate_client_port_address(address: str) -> None:
+def _validate_secure_client_port(settings: NodeSettings) -> None:
+    """secureClientPort, its address, and the `ssl.*` it needs when it is served."""
+    if settings.secure_client_port > PORT_MAX:
+        raise SettingsError(
+            f"secureClientPort: must be <= {PORT_MAX} (0: no secure client port), got {settings.secure_client_port}"
+        )
+    _validate_client_port_address(settings.secure_client_port_address, "secureClientPortAddress")
+    if settings.client_port and settings.client_port == settings.secure_client_port:
+        raise SettingsError(f"secureClientPort: {settings.secure_client_port} is also the clientPort")
+    if not settings.secure_client_port:
+        return
+    try:
+        tls = from_zookeeper_properties(settings.client_ssl, "ssl.")
+    except TlsConfigError as exc:
+        raise SettingsError(f"secureClientPort: {exc}") from None
+    if tls.keystore_file is None:
+        raise SettingsError("secureClientPort: ssl.keyStore.location is not set (the node's key and certificate)")
+
+
+def _validate_client_port_address(address: str, what: str = "clientPortAddress") -> None:
     """clientPortAddress: a host name or IP address to bind, without a port (ZooKeeper's spelling)."""
     if not isinstance(address, str) or not address.strip():
-        raise SettingsError(f"clientPortAddress: must be a host name or IP address, got {address!r}")
+        raise SettingsError(f"{what}: must be a host name or IP address, got {address!r}")
     if any(c.isspace() for c in address) or address.startswith("[") or (":" in address and address.count(":") < 2):
-        raise SettingsError(
-            f"clientPortAddress: {address!r} is not a host name or IP address (give the port as clientPort)"
-        )
+        port_name = what.removesuffix("Address")
+        raise SettingsError(f"{what}: {address!r} is not a host name or IP address (give the port as {port_name})")
 
 
 def _validate_peers(peers: Mapping[int, str]) -> None:
@@ -489,6 +531,8 @@ _FIELD_OF_PROPERTY = {
     "clientPortAddress": "client_port_address",
     "zookeeper.nio.sessionlessCnxnTimeout": "sessionless_connection_timeout_ms",
     "maxClientCnxns": "max_client_connections",
+    "secureClientPort": "secure_client_port",
+    "secureClientPortAddress": "secure_client_port_address",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}
@@ -512,12 +556,21 @@ _BOOL_FIELDS = frozenset(
 
 # Properties a whole-cluster launcher sets per node; `zkraft up` refuses them as overrides.
 NODE_IDENTITY_PROPERTIES = frozenset(
-    {"id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id", "clientPort", "clientPortAddress"}
-)
+    {
+        "id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id", "clientPort", "clientPortAddress",
+        "secureClientPort", "secureClientPortAddress",
+    }
+)  # fmt: skip
+
+
+def client_ssl_property(key: str) -> str | None:
+    """The `ssl.*` name of a secure-client-port property (either spelling), or None."""
+    name = key.removeprefix(_SYSTEM_PROPERTY_PREFIX)
+    return name if name in CLIENT_SSL_PROPERTIES else None
 
 
 def known_property(key: str) -> bool:
-    return key in _FIELD_OF_PROPERTY or _SERVER_KEY.match(key) is not None
+    return key in _FIELD_OF_PROPERTY or _SERVER_KEY.match(key) is not None or client_ssl_property(key) is not None
 
 
 def check_property_key(key: str, where: str = "") -> None:
@@ -576,6 +629,12 @@ def properties_to_values(properties: Mapping[str, str], where: str = "") -> dict
                 raise SettingsError(f"{where}{key}: node id {node_id} is listed twice")
             server_peers[node_id] = _canonical_address(raw, f"{where}{key}")
             continue
+        ssl_name = client_ssl_property(key)
+        if ssl_name is not None:
+            if ssl_name in values.setdefault("client_ssl", {}):
+                raise SettingsError(f"{where}{key}: the same setting as {ssl_name} given twice")
+            values["client_ssl"][ssl_name] = str(raw).strip()
+            continue
         name = _FIELD_OF_PROPERTY[key]
         if name in origin:
             raise SettingsError(f"{where}{key}: conflicts with {origin[name]} (the same setting given twice)")
@@ -615,6 +674,10 @@ def _convert(name: str, raw: Any, what: str) -> Any:
         return Path(text).expanduser()
     if name == "listen":
         return _canonical_address(str(raw), what)
+    if name == "client_ssl":
+        if not isinstance(raw, Mapping) or any(client_ssl_property(str(key)) is None for key in raw):
+            raise SettingsError(f"{what}: expected a map of {', '.join(sorted(CLIENT_SSL_PROPERTIES))}")
+        return {str(client_ssl_property(str(key))): str(value).strip() for key, value in raw.items()}
     return str(raw).strip()
 
 

@@ -44,7 +44,7 @@ def test_named_listeners_map_to_their_protocol() -> None:
 @pytest.mark.parametrize(
     ("properties", "message"),
     [
-        ({"listeners": "SSL://127.0.0.1:9093"}, "listeners: listener SSL uses security protocol SSL"),
+        ({"listeners": "SASL_SSL://127.0.0.1:9093"}, "listeners: listener SASL_SSL uses security protocol SASL_SSL"),
         (
             {
                 "listeners": "CLIENT://:9092",
@@ -66,8 +66,8 @@ def test_named_listeners_map_to_their_protocol() -> None:
             "the listener name GRPC is the broker's gRPC endpoint",
         ),
         (
-            {"listeners": "PLAINTEXT://:9092", "advertised.listeners": "SSL://h:9093"},
-            "advertised.listeners: listener SSL uses security protocol SSL",
+            {"listeners": "PLAINTEXT://:9092", "advertised.listeners": "SASL_SSL://h:9093"},
+            "advertised.listeners: listener SASL_SSL uses security protocol SASL_SSL",
         ),
         (
             {

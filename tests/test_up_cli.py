@@ -413,7 +413,7 @@ def test_up_starts_registered_brokers_stops_them_first_and_restarts_them_from_cl
         ("zookeeper.connect=127.0.0.1:1", "'zookeeper.connect' is set by zkraft up for each broker"),
         ("port=1", "'port' is set by zkraft up for each broker"),
         ("listeners=PLAINTEXT://:1", "'listeners' is set by zkraft up for each broker"),
-        ("listener.security.protocol.map=PLAINTEXT:SSL", "listener PLAINTEXT uses security protocol SSL"),
+        ("listener.security.protocol.map=PLAINTEXT:SSL", "listener PLAINTEXT (SSL): ssl.truststore.location"),
         ("num.partitions=many", "num.partitions='many': not a valid integer"),
         ("quorum.state.machine=register", "cannot serve brokers"),
     ],

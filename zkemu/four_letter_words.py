@@ -292,7 +292,7 @@ def _conf(service: ZooKeeperService) -> str:
     peer_port = settings.advertised_address.rsplit(":", 1)[1]
     lines = [
         f"clientPort={settings.client_port}",
-        "secureClientPort=-1",
+        f"secureClientPort={settings.secure_client_port or -1}",  # ZooKeeper's -1: none
         f"dataDir={data_dir}",
         f"dataDirSize={_dir_bytes(data_paths)}",
         f"dataLogDir={log_dir}",

@@ -1,5 +1,5 @@
 """The ZooKeeper wire protocol (jute over TCP) on clientPortAddress:clientPort: what kazoo, zkCli
-and Curator speak.
+and Curator speak; and the same over TLS on secureClientPortAddress:secureClientPort.
 
 One TCP connection is one session stream of the session core (zkemu.service.SessionConnection):
 this module only splits frames, decodes them into the core's requests (zkemu.jute_codec) and
@@ -18,6 +18,12 @@ encodes what the core's outbox sends; ordering, watches, admission and the outbo
   stream reader's buffer fills and asyncio stops reading the socket; a client that does not read
   its replies fills the socket's write buffer, the outbox waits on it, and its unanswered requests
   keep it paused. Neither holds other connections back.
+- The secure client port (ZooKeeper's secureClientPort, `ssl.keyStore.location`, `ssl.trustStore.location`,
+  `ssl.clientAuth`; PEM files) completes each client's TLS handshake before its first frame is read
+  (runtime/tls_accept.py) and logs `zk_tls_handshake_failed` for one that fails it: a plaintext client, a
+  client that does not trust the node's CA, or, with ZooKeeper's default `ssl.clientAuth=need`, a client
+  without a certificate from the trusted CA. After the handshake the connection is the plaintext port's, code
+  and all: the plaintext port pays nothing for TLS existing.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import ssl
 import struct
 import time
 from collections.abc import AsyncIterator
@@ -33,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from quorum.facade import StartupError
+from runtime.tls import TlsConfigError, from_zookeeper_properties
+from runtime.tls_accept import TlsStreamServer, start_stream_server
 from zkemu import four_letter_words
 from zkemu.jute_codec import (
     OP_MARSHALLING_ERROR,
@@ -70,25 +79,48 @@ _LENGTH = struct.Struct(">i")
 _MULTI_OPCODES = frozenset({OP_MULTI, OP_MULTI_READ})
 
 
-async def start_jute_server(service: ZooKeeperService) -> asyncio.Server:
+async def start_jute_server(service: ZooKeeperService, secure: bool = False) -> asyncio.Server | TlsStreamServer:
+    """The plaintext client port, or with `secure` the TLS one; StartupError (one line) when it cannot serve."""
     settings = service.settings
-    host, port = settings.client_port_address, settings.client_port
+    if secure:
+        host, port, names = settings.secure_client_port_address, settings.secure_client_port, "secureClientPort"
+        tls: ssl.SSLContext | None = secure_client_context(settings.client_ssl)
+    else:
+        host, port, names = settings.client_port_address, settings.client_port, "clientPort"
+        tls = None
     per_ip: dict[str, int] = {}  # open connections by client IP (maxClientCnxns)
+
+    def handshake_failed(peer: str, reason: str) -> None:
+        service.log.warning("zk_tls_handshake_failed", peer=peer, reason=reason)
+
     try:
-        server = await asyncio.start_server(
+        server = await start_stream_server(
             lambda reader, writer: _serve(service, reader, writer, per_ip),
             host,
             port,
+            tls=tls,
+            on_handshake_failed=handshake_failed,
             limit=READER_LIMIT_BYTES,
-            reuse_address=True,
         )
     except OSError as exc:
         reason = "address in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
         raise StartupError(
-            f"cannot serve ZooKeeper clients on {host}:{port} (clientPortAddress:clientPort): {reason}"
+            f"cannot serve ZooKeeper clients on {host}:{port} ({names}Address:{names}): {reason}"
         ) from None
-    service.log.info("zk_client_port_serving", address=f"{host}:{port}")
+    service.log.info("zk_secure_client_port_serving" if secure else "zk_client_port_serving", address=f"{host}:{port}")
     return server
+
+
+def secure_client_context(client_ssl: dict[str, str]) -> ssl.SSLContext:
+    """The secure client port's SSL context from ZooKeeper's `ssl.*` server properties; StartupError naming the
+    property or file that cannot be used."""
+    try:
+        return from_zookeeper_properties(client_ssl, "ssl.").server_ssl_context()
+    except TlsConfigError as exc:
+        raise StartupError(f"secureClientPort: {exc}") from None
+    except (ssl.SSLError, OSError) as exc:
+        files = f"{client_ssl.get('ssl.keyStore.location')} / {client_ssl.get('ssl.trustStore.location')}"
+        raise StartupError(f"secureClientPort: the keystore or truststore cannot be used ({files}): {exc}") from None
 
 
 async def _serve(

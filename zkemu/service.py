@@ -79,6 +79,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.admission = Admission(settings)
         self.server_stats = ServerStats()  # the ZooKeeper wire front end's figures (four-letter words)
         self._jute_server: asyncio.Server | None = None
+        self._secure_jute_server: Any = None  # zkemu.jute_server's TLS server (secureClientPort)
         self.log = structlog.get_logger("zk").bind(node=settings.node_id)
 
     # ---- HostedService (quorum.facade)
@@ -103,10 +104,16 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
             from zkemu.jute_server import start_jute_server  # the wire front end needs this module
 
             self._jute_server = await start_jute_server(self)
+        if self.settings.secure_client_port:
+            from zkemu.jute_server import start_jute_server
+
+            self._secure_jute_server = await start_jute_server(self, secure=True)
 
     async def stop(self) -> None:
         if self._jute_server is not None:
             self._jute_server.close()  # no new ZooKeeper-wire connections; the live ones end below
+        if self._secure_jute_server is not None:
+            self._secure_jute_server.close()
         for conn in list(self._connections.values()):
             conn.end()
         await self.admission.stop()
