@@ -44,7 +44,10 @@ def test_named_listeners_map_to_their_protocol() -> None:
 @pytest.mark.parametrize(
     ("properties", "message"),
     [
-        ({"listeners": "SASL_SSL://127.0.0.1:9093"}, "listeners: listener SASL_SSL uses security protocol SASL_SSL"),
+        (
+            {"listeners": "SASL_SSL://127.0.0.1:9093"},
+            "listener SASL_SSL (SASL_SSL): ssl.truststore.location is not set",
+        ),
         (
             {
                 "listeners": "CLIENT://:9092",
@@ -67,7 +70,7 @@ def test_named_listeners_map_to_their_protocol() -> None:
         ),
         (
             {"listeners": "PLAINTEXT://:9092", "advertised.listeners": "SASL_SSL://h:9093"},
-            "advertised.listeners: listener SASL_SSL uses security protocol SASL_SSL",
+            "advertised.listeners: listener SASL_SSL is not among the listeners (PLAINTEXT)",
         ),
         (
             {
