@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from broker.authorizer import ACL_AUTHORIZER_CLASS, AUTHORIZER_CLASSES
 from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
 from runtime.properties import PropertiesError, read_properties_file
 
@@ -142,6 +143,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("jute.maxbuffer", "jute_maxbuffer", _int, 1),
     Property("fetch.max.bytes", "fetch_max_bytes", _int, 1024),
     Property("fetch.max.wait.ms.max", "fetch_max_wait_ms_max", _int, 0),
+    # Authorization (broker/authorizer): Kafka's AclAuthorizer and its two settings.
+    Property("authorizer.class.name", "authorizer_class_name", _str),
+    Property("super.users", "super_users", _str),
+    Property("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool),
 )
 _BY_NAME = {p.name: p for p in PROPERTIES}
 
@@ -225,6 +230,12 @@ class BrokerConfig:
     fetch_max_bytes: int = 57671680
     # zkraft's: the longest a Fetch waits for min_bytes (its max_wait_ms is capped to this); Kafka's request.timeout.ms.
     fetch_max_wait_ms_max: int = 30000
+    # Kafka's: empty (no authorizer, every request allowed) or kafka.security.authorizer.AclAuthorizer.
+    authorizer_class_name: str = ""
+    # Kafka's: principals allowed everything, separated by semicolons (User:admin;User:ops).
+    super_users: str = ""
+    # Kafka's: whether a resource without any ACL is open to everyone (false, as in Kafka).
+    allow_everyone_if_no_acl_found: bool = False
     # Properties as given (after overrides), for the record in the start-up log.
     given: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -284,6 +295,7 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
     if config.min_insync_replicas < 1:
         raise BrokerConfigError("min.insync.replicas must be at least 1")
     _check_request_bounds(config)
+    _check_authorizer(config)
     try:
         parse_listeners(config.listeners, config.advertised_listeners, config.listener_security_protocol_map)
     except ListenerConfigError as exc:
@@ -300,6 +312,14 @@ def _check_request_bounds(config: BrokerConfig) -> None:
         raise BrokerConfigError(
             f"queued.max.request.bytes={queued} must be -1 or at least socket.request.max.bytes "
             f"({config.socket_request_max_bytes})"
+        )
+
+
+def _check_authorizer(config: BrokerConfig) -> None:
+    name = config.authorizer_class_name
+    if name and name not in AUTHORIZER_CLASSES:
+        raise BrokerConfigError(
+            f"authorizer.class.name={name!r}: the only authorizer is {ACL_AUTHORIZER_CLASS} (or leave it empty)"
         )
 
 

@@ -71,6 +71,8 @@ class BrokerService(BrokerServicer):
         self.state_change: Callable[[str], None] = _no_state_change_log
         self.producer_ids: Any = None  # the ProducerIdManager, for InitProducerId (set by the server)
         self.groups: Any = None  # the GroupApi (broker/group/api.py), for the group RPCs (set by the server)
+        # The AclAuthorizer (broker/authorizer) when `authorizer.class.name` names it; None: every request allowed.
+        self.authorizer: Any = None
 
     # The broker's parts, for the Kafka listener's handlers (broker/kafka_api): they translate Kafka's requests
     # into calls on the same parts the gRPC methods below use.

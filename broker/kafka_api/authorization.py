@@ -1,0 +1,30 @@
+"""The authorizer's checks as the Kafka handlers make them (Kafka 2.8 AuthHelper.authorize / filterByAuthorized).
+
+The principal is the connection's (`ctx.connection.principal`), the host the client's address. Without an
+authorizer (`ctx.service.authorizer` is None, `authorizer.class.name` unset) every check is that one test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from broker.kafka_api.registry import KafkaRequestContext
+from client.kafka.acls import CLUSTER_NAME, AclOperation, ResourceType
+
+
+def allowed(ctx: KafkaRequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    authorizer = ctx.service.authorizer
+    if authorizer is None:
+        return True
+    return bool(authorizer.authorize(ctx.connection.principal, ctx.client_host, operation, resource_type, name))
+
+
+def cluster_allowed(ctx: KafkaRequestContext, operation: AclOperation) -> bool:
+    return allowed(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def topics_refused(ctx: KafkaRequestContext, operation: AclOperation, names: Iterable[str]) -> set[str]:
+    """The topics among `names` the principal may not do `operation` to (empty without an authorizer)."""
+    if ctx.service.authorizer is None:
+        return set()
+    return {name for name in set(names) if not allowed(ctx, operation, ResourceType.TOPIC, name)}
