@@ -141,6 +141,13 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "socket.request.max.bytes": "The maximum number of bytes in a socket request",
     "queued.max.request.bytes": "The number of queued bytes allowed before no more requests are read",
     "fetch.max.bytes": "The maximum number of bytes we will return for a fetch request.",
+    "authorizer.class.name": (
+        "The fully qualified name of a class that implements org.apache.kafka.server.authorizer.Authorizer "
+        "interface, which is used by the broker for authorization."
+    ),
+    # AclAuthorizer's own settings (its config, not KafkaConfig's definitions in 2.8): a sentence of ours.
+    "super.users": "Principals, separated by semicolons, that the authorizer allows every operation on every resource.",
+    "allow.everyone.if.no.acl.found": "Whether the authorizer allows everyone a resource that has no ACL at all.",
     # zkraft's own properties (Kafka 2.8's KafkaConfig has none of these names).
     "isr.change.propagation.interval.ms": (
         "How often a partition leader publishes its ISR changes to /isr_change_notification for the controller."

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from broker.kafka_api.authorization import cluster_allowed
+from broker.kafka_api.authorization import authorizer_of, cluster_allowed
 from broker.kafka_api.entities import build
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
 from client.kafka import errors
@@ -33,7 +33,7 @@ CLUSTER_AUTHORIZATION_FAILED = errors.ClusterAuthorizationFailedError.code
 
 def _refusal(ctx: KafkaRequestContext, operation: AclOperation) -> tuple[int, str] | None:
     """Why this request is refused as a whole, or None."""
-    if ctx.service.authorizer is None:
+    if authorizer_of(ctx) is None:
         return SECURITY_DISABLED, NO_AUTHORIZER
     if not cluster_allowed(ctx, operation):
         return CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
@@ -63,7 +63,7 @@ async def create_acls(request: Any, ctx: KafkaRequestContext) -> Any:
         )
         for c in request.creations
     ]
-    outcomes = await ctx.service.authorizer.create_acls(bindings)
+    outcomes = await authorizer_of(ctx).create_acls(bindings)
     results = [{"error_code": code, "error_message": message} for code, message in outcomes]
     return build(ctx.response_type, throttle_time=0, results=results)
 
@@ -114,7 +114,7 @@ async def describe_acls(request: Any, ctx: KafkaRequestContext) -> Any:
     if refusal is not None:
         code, message = refusal
         return build(ctx.response_type, throttle_time=0, error_code=code, error_message=message, resources=[])
-    bindings = ctx.service.authorizer.describe_acls(acl_filter)
+    bindings = authorizer_of(ctx).describe_acls(acl_filter)
     return build(
         ctx.response_type, throttle_time=0, error_code=errors.NONE, error_message=None, resources=_resources(bindings)
     )
@@ -130,7 +130,7 @@ async def delete_acls(request: Any, ctx: KafkaRequestContext) -> Any:
     filters = [
         _filter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f) for f in request.filters
     ]
-    outcomes = await ctx.service.authorizer.delete_acls(filters)
+    outcomes = await authorizer_of(ctx).delete_acls(filters)
     results = [
         {
             "error_code": code,

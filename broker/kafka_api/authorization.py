@@ -7,13 +7,19 @@ authorizer (`ctx.service.authorizer` is None, `authorizer.class.name` unset) eve
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from broker.kafka_api.registry import KafkaRequestContext
 from client.kafka.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 
+def authorizer_of(ctx: KafkaRequestContext) -> Any:
+    """The broker's AclAuthorizer, or None (a service built without one, as tests' stand-ins are, has none)."""
+    return getattr(ctx.service, "authorizer", None)
+
+
 def allowed(ctx: KafkaRequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-    authorizer = ctx.service.authorizer
+    authorizer = authorizer_of(ctx)
     if authorizer is None:
         return True
     return bool(authorizer.authorize(ctx.connection.principal, ctx.client_host, operation, resource_type, name))
@@ -25,6 +31,6 @@ def cluster_allowed(ctx: KafkaRequestContext, operation: AclOperation) -> bool:
 
 def topics_refused(ctx: KafkaRequestContext, operation: AclOperation, names: Iterable[str]) -> set[str]:
     """The topics among `names` the principal may not do `operation` to (empty without an authorizer)."""
-    if ctx.service.authorizer is None:
+    if authorizer_of(ctx) is None:
         return set()
     return {name for name in set(names) if not allowed(ctx, operation, ResourceType.TOPIC, name)}
