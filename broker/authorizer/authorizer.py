@@ -96,10 +96,18 @@ class AclAuthorizer:
     # ---------------------------------------------------------------- checks
 
     def authorize(
-        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str
+        self,
+        principal: str,
+        host: str,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        log_denied: bool = True,
     ) -> bool:
+        """One decision; a refusal is logged (as Kafka's authorizer logger does) unless the caller only filters a
+        listing (Metadata of all topics: Kafka's logIfDenied=false), which would log every hidden topic."""
         allowed = authorize(self._snapshot, self.settings, principal, host, operation, resource_type, name)
-        if not allowed:
+        if not allowed and log_denied:
             self._log.info(
                 "authorization_denied",
                 principal=principal,

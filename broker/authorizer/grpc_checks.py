@@ -47,8 +47,8 @@ class Check:
     principal: str
     host: str
 
-    def allows(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-        return bool(self.authorizer.authorize(self.principal, self.host, operation, resource_type, name))
+    def allows(self, operation: AclOperation, resource_type: ResourceType, name: str, log_denied: bool = True) -> bool:
+        return bool(self.authorizer.authorize(self.principal, self.host, operation, resource_type, name, log_denied))
 
     def cluster(self, operation: AclOperation) -> bool:
         return self.allows(operation, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -137,7 +137,11 @@ async def _metadata(check: Check, request: pb.MetadataRequest, handler: Handler,
     kept = _without(request, "topics", lambda t: t not in refused) if refused else request
     response = await handler(kept, context) if kept.topics or request.all_topics else pb.MetadataResponse()
     if request.all_topics:
-        hidden = check.refused(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in response.topics))
+        hidden = {
+            t.name
+            for t in response.topics
+            if not check.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, False)
+        }
         visible = [t for t in response.topics if t.name not in hidden]
         del response.topics[:]
         response.topics.extend(visible)

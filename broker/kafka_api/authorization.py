@@ -18,19 +18,24 @@ def authorizer_of(ctx: KafkaRequestContext) -> Any:
     return getattr(ctx.service, "authorizer", None)
 
 
-def allowed(ctx: KafkaRequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+def allowed(
+    ctx: KafkaRequestContext, operation: AclOperation, resource_type: ResourceType, name: str, log_denied: bool = True
+) -> bool:
     authorizer = authorizer_of(ctx)
     if authorizer is None:
         return True
-    return bool(authorizer.authorize(ctx.connection.principal, ctx.client_host, operation, resource_type, name))
+    principal = ctx.connection.principal
+    return bool(authorizer.authorize(principal, ctx.client_host, operation, resource_type, name, log_denied))
 
 
 def cluster_allowed(ctx: KafkaRequestContext, operation: AclOperation) -> bool:
     return allowed(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def topics_refused(ctx: KafkaRequestContext, operation: AclOperation, names: Iterable[str]) -> set[str]:
+def topics_refused(
+    ctx: KafkaRequestContext, operation: AclOperation, names: Iterable[str], log_denied: bool = True
+) -> set[str]:
     """The topics among `names` the principal may not do `operation` to (empty without an authorizer)."""
     if authorizer_of(ctx) is None:
         return set()
-    return {name for name in set(names) if not allowed(ctx, operation, ResourceType.TOPIC, name)}
+    return {name for name in set(names) if not allowed(ctx, operation, ResourceType.TOPIC, name, log_denied)}

@@ -109,7 +109,7 @@ async def metadata(request: Any, ctx: KafkaRequestContext) -> Any:
     # Kafka 2.8: topics the principal may not Describe are left out of an all-topics answer, and answer
     # TOPIC_AUTHORIZATION_FAILED when named (whether they exist or not: their existence is not disclosed).
     listed = cache.topics() if names is None else names
-    hidden = topics_refused(ctx, AclOperation.DESCRIBE, listed)
+    hidden = topics_refused(ctx, AclOperation.DESCRIBE, listed, log_denied=names is not None)
     auto_created: set[str] = set()
     allow_auto_create = ctx.api_version < 4 or request.allow_auto_topic_creation
     if names and allow_auto_create and service.admin is not None:
