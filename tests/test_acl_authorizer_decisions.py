@@ -189,3 +189,19 @@ def test_filters_match_as_kafkas() -> None:
     assert all(anything.matches_pattern(p) for p in (literal, wildcard, prefix, other))
     by_principal = AclBindingFilter(principal=BOB, pattern_type=PatternType.ANY)
     assert not by_principal.matches(AclBinding(literal, AccessControlEntry(ALICE, "*", Op.READ, ALLOW)))
+
+
+def test_the_authorizer_forgets_its_cached_decisions_when_the_acls_change() -> None:
+    """A decision is cached per snapshot; a change notification (or a write through this broker) replaces it."""
+    import structlog
+
+    from broker.authorizer.authorizer import AclAuthorizer
+
+    authorizer = AclAuthorizer(zk=None, settings=AuthorizerSettings(), logger=structlog.get_logger("test"))  # type: ignore[arg-type]
+    assert not authorizer.authorize(ALICE, HOST, Op.WRITE, TOPIC, "t")
+    pattern, entry = acl("t", ALICE, Op.WRITE)
+    authorizer._on_change(pattern, frozenset({entry}))  # what AclChangeListener hands over
+    assert authorizer.authorize(ALICE, HOST, Op.WRITE, TOPIC, "t")
+    _, deny = acl("t", ALICE, Op.WRITE, DENY)
+    authorizer._on_change(pattern, frozenset({entry, deny}))
+    assert not authorizer.authorize(ALICE, HOST, Op.WRITE, TOPIC, "t")

@@ -36,6 +36,7 @@ from client.kafka.acls import (
 )
 from client.zk.aio import AsyncZkClient
 
+DECISIONS_CACHED_MAX = 100_000  # distinct (principal, host, operation, resource) decisions kept at once
 NONE = errors.NONE
 INVALID_REQUEST = errors.InvalidRequestError.code
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
@@ -68,6 +69,9 @@ class AclAuthorizer:
         self.settings = settings
         self._log = logger
         self._snapshot = AclSnapshot()
+        # Decisions already made on this snapshot: a client repeats the same checks on every request (Produce:
+        # Write on its topics), so after the first each is one look-up. Emptied with every change of the ACLs.
+        self._decisions: dict[tuple[str, str, AclOperation, ResourceType, str], bool] = {}
         self._listener = AclChangeListener(zk, self._on_change, logger)
 
     async def start(self) -> None:
@@ -76,6 +80,7 @@ class AclAuthorizer:
         await self._listener.arm()
         acls = await load_all_acls(self._zk, self._on_unreadable)
         self._snapshot = AclSnapshot.of(acls)
+        self._decisions = {}
         self._listener.start()
         self._log.info(
             "authorizer_started",
@@ -92,6 +97,7 @@ class AclAuthorizer:
 
     def _on_change(self, pattern: ResourcePattern, entries: Entries) -> None:
         self._snapshot = self._snapshot.with_resource(pattern, entries)
+        self._decisions = {}
 
     # ---------------------------------------------------------------- checks
 
@@ -106,7 +112,13 @@ class AclAuthorizer:
     ) -> bool:
         """One decision; a refusal is logged (as Kafka's authorizer logger does) unless the caller only filters a
         listing (Metadata of all topics: Kafka's logIfDenied=false), which would log every hidden topic."""
-        allowed = authorize(self._snapshot, self.settings, principal, host, operation, resource_type, name)
+        key = (principal, host, operation, resource_type, name)
+        allowed = self._decisions.get(key)
+        if allowed is None:
+            allowed = authorize(self._snapshot, self.settings, principal, host, operation, resource_type, name)
+            if len(self._decisions) >= DECISIONS_CACHED_MAX:
+                self._decisions = {}
+            self._decisions[key] = allowed
         if not allowed and log_denied:
             self._log.info(
                 "authorization_denied",
