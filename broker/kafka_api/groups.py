@@ -250,7 +250,7 @@ async def offset_commit(request: Any, context: KafkaRequestContext) -> Any:
             getattr(request, "group_instance_id", None),
             {tp: value for tp, value in offsets.items() if tp not in refusals},
         )
-    results = {tp: refusals.get(tp) or results[tp] for tp in offsets}
+    results = {**results, **refusals}
     return build(
         context.response_type,
         throttle_time=0,
