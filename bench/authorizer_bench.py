@@ -65,8 +65,9 @@ def main() -> int:
         # Both clusters run side by side and the rounds alternate, so the machine's load weighs on both alike.
         bootstrap = {on: start_cluster(stack, Path(tmp) / ("on" if on else "off"), on, args.partitions)
                      for on in (False, True)}  # fmt: skip
-        for _ in range(args.rounds):
-            for on in (False, True):
+        for round_index in range(args.rounds):
+            # Each round swaps the order: the cluster measured second shares the machine with the first's wake.
+            for on in (False, True) if round_index % 2 == 0 else (True, False):
                 figures = run_driver("produce", bootstrap[on], TOPIC, args.records, "--acks", "1")
                 print(json.dumps({"authorizer": on, **figures}), flush=True)
                 rates[on].append(float(figures["records_per_s"]))
