@@ -128,14 +128,15 @@ async def _fetch(service: Any, check: Check, request: pb.FetchRequest, handler: 
     return reply.encode() if reply is not None else response.SerializeToString()
 
 
-async def _metadata(check: Check, request: pb.MetadataRequest, handler: Handler, context: Any) -> Any:
-    """Topics one may not Describe: left out of an all-topics answer, TOPIC_AUTHORIZATION_FAILED when named (and
-    not auto-created: that needs Create on the Cluster or the topic)."""
+async def _metadata(service: Any, check: Check, request: pb.MetadataRequest, handler: Handler, context: Any) -> Any:
+    """Topics one may not Describe: left out of an all-topics answer, TOPIC_AUTHORIZATION_FAILED when named; a
+    missing one is auto-created only with Create on the Cluster or on it (else TOPIC_AUTHORIZATION_FAILED)."""
     refused = check.refused(AclOperation.DESCRIBE, ResourceType.TOPIC, request.topics)
     if request.allow_auto_topic_creation and not check.cluster(AclOperation.CREATE):
-        refused |= check.refused(AclOperation.CREATE, ResourceType.TOPIC, request.topics)
+        missing = [t for t in request.topics if not service.metadata_cache.contains(t)]
+        refused |= check.refused(AclOperation.CREATE, ResourceType.TOPIC, missing)
     kept = _without(request, "topics", lambda t: t not in refused) if refused else request
-    response = await handler(kept, context) if kept.topics or request.all_topics else pb.MetadataResponse()
+    response = await handler(kept, context)  # with no topic left it still answers the brokers and controller
     if request.all_topics:
         hidden = {
             t.name
@@ -321,7 +322,7 @@ async def _checked(service: Any, name: str, check: Check, request: Any, handler:
         return await _configs(name, check, request, handler, context)
     special = {
         "Fetch": lambda: _fetch(service, check, request, handler, context),
-        "Metadata": lambda: _metadata(check, request, handler, context),
+        "Metadata": lambda: _metadata(service, check, request, handler, context),
         "FindCoordinator": lambda: _find_coordinator(check, request, handler, context),
         "OffsetCommit": lambda: _offset_commit(check, request, handler, context),
         "OffsetFetch": lambda: _offset_fetch(check, request, handler, context),
