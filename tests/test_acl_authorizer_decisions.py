@@ -205,3 +205,60 @@ def test_the_authorizer_forgets_its_cached_decisions_when_the_acls_change() -> N
     _, deny = acl("t", ALICE, Op.WRITE, DENY)
     authorizer._on_change(pattern, frozenset({entry, deny}))
     assert not authorizer.authorize(ALICE, HOST, Op.WRITE, TOPIC, "t")
+
+
+def test_change_notifications_are_followed_and_expired_ones_purged() -> None:
+    """AclChangeListener: a new notification re-reads its resource; one already seen and older than 15 minutes is
+    deleted (Kafka's changeExpirationMs), a younger one kept."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import structlog
+
+    from broker.authorizer.zk_store import CHANGE_EXPIRATION_MS, AclChangeListener
+
+    now_ms = 10 * CHANGE_EXPIRATION_MS
+    pattern, entry = acl("t", ALICE, Op.READ)
+    nodes = {
+        "/kafka-acl-changes/acl_changes_0000000001": (b"TOPIC:old", now_ms - CHANGE_EXPIRATION_MS - 1),
+        "/kafka-acl-changes/acl_changes_0000000002": (b"TOPIC:young", now_ms - 1),
+        "/kafka-acl/Topic/t": (encode_acls({entry}), now_ms),
+    }
+
+    class Zk:
+        async def ensure_path(self, path: str) -> None:
+            pass
+
+        async def get_children(self, path: str, watch: object = None) -> list[str]:
+            return [p.rsplit("/", 1)[1] for p in nodes if p.rsplit("/", 1)[0] == path]
+
+        async def exists(self, path: str) -> object:
+            return SimpleNamespace(ctime=nodes[path][1], version=0) if path in nodes else None
+
+        async def get(self, path: str) -> tuple[bytes, object]:
+            return nodes[path][0], SimpleNamespace(ctime=nodes[path][1], version=0)
+
+        async def delete(self, path: str, version: int = -1) -> None:
+            del nodes[path]
+
+    changes: list[tuple[ResourcePattern, frozenset[AccessControlEntry]]] = []
+
+    async def scenario() -> None:
+        listener = AclChangeListener(Zk(), lambda p, e: changes.append((p, e)), structlog.get_logger("test"),
+                                     wall_clock_ms=lambda: now_ms)  # type: ignore[arg-type]  # fmt: skip
+        await listener.arm()
+        nodes["/kafka-acl-changes/acl_changes_0000000003"] = (b"TOPIC:t", now_ms)
+        listener.start()
+        listener._on_event(None)
+        for _ in range(100):  # bounded: the listener task runs on this loop
+            if changes:
+                break
+            await asyncio.sleep(0.01)
+        await listener.stop()
+
+    asyncio.run(scenario())
+    assert changes == [(pattern, frozenset({entry}))]
+    assert sorted(p for p in nodes if "changes" in p) == [
+        "/kafka-acl-changes/acl_changes_0000000002",
+        "/kafka-acl-changes/acl_changes_0000000003",
+    ]

@@ -9,6 +9,8 @@ notifications and re-reads the named resource, so an ACL added through one broke
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,6 +39,9 @@ from client.zk.exceptions import BadVersionError, NodeExistsError, NoNodeError, 
 
 # Conditional writes lost to concurrent writers before giving up (Kafka retries without a bound; we name one).
 UPDATE_ATTEMPTS_MAX = 50
+# Notifications older than this are deleted by the brokers that see them (Kafka's ZkNodeChangeNotificationListener
+# changeExpirationMs, 15 minutes): every broker has long read them, and the stores stay small.
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _NOTIFICATION_STORES = ((PatternType.LITERAL, LITERAL_CHANGES_PATH), (PatternType.PREFIXED, EXTENDED_CHANGES_PATH))
 
 Entries = frozenset[AccessControlEntry]
@@ -139,8 +144,15 @@ class AclChangeListener:
     """Kafka's ZkNodeChangeNotificationListener on both change stores: each new notification re-reads the ACLs
     of the resource it names and hands them to `on_change`. Watch callbacks only signal the one task."""
 
-    def __init__(self, zk: AsyncZkClient, on_change: Callable[[ResourcePattern, Entries], None], logger: Any) -> None:
+    def __init__(
+        self,
+        zk: AsyncZkClient,
+        on_change: Callable[[ResourcePattern, Entries], None],
+        logger: Any,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
         self._zk = zk
+        self._wall_clock_ms = wall_clock_ms  # znode ctimes are the leader's wall clock
         self._on_change = on_change
         self._log = logger
         self._last_seen = {pattern_type: -1 for pattern_type, _ in _NOTIFICATION_STORES}
@@ -182,10 +194,19 @@ class AclChangeListener:
                         if _sequence(child) > self._last_seen[pattern_type]:
                             await self._process(pattern_type, f"{path}/{child}")
                             self._last_seen[pattern_type] = _sequence(child)
+                        else:
+                            await self._purge_if_expired(f"{path}/{child}")
             except Exception as exc:  # the quorum may be briefly unreachable: try again shortly
                 self._log.warning("acl_change_processing_failed", error=str(exc))
                 self._wakeup.set()
                 await asyncio.sleep(1.0)
+
+    async def _purge_if_expired(self, path: str) -> None:
+        """ZkNodeChangeNotificationListener.purgeObsoleteNotifications, for a notification already processed."""
+        stat = await self._zk.exists(path)
+        if stat is not None and stat.ctime < self._wall_clock_ms() - CHANGE_EXPIRATION_MS:
+            with contextlib.suppress(NoNodeError):  # another broker purged it first
+                await self._zk.delete(path, version=stat.version)
 
     async def _process(self, pattern_type: PatternType, path: str) -> None:
         try:
