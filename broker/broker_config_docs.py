@@ -147,6 +147,13 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     'configuration files: PLAIN\'s users as user_<name>="<password>".',
     "connections.max.reauth.ms": "When explicitly set to a positive number, the maximum amount of time in ms a "
     "session may live before it must re-authenticate; 0 means no limit (KIP-368).",
+    "authorizer.class.name": (
+        "The fully qualified name of a class that implements org.apache.kafka.server.authorizer.Authorizer "
+        "interface, which is used by the broker for authorization."
+    ),
+    # AclAuthorizer's own settings (its config, not KafkaConfig's definitions in 2.8): a sentence of ours.
+    "super.users": "Principals, separated by semicolons, that the authorizer allows every operation on every resource.",
+    "allow.everyone.if.no.acl.found": "Whether the authorizer allows everyone a resource that has no ACL at all.",
     # zkraft's own properties (Kafka 2.8's KafkaConfig has none of these names).
     "isr.change.propagation.interval.ms": (
         "How often a partition leader publishes its ISR changes to /isr_change_notification for the controller."

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from broker.authorizer import ACL_AUTHORIZER_CLASS, AUTHORIZER_CLASSES
 from broker.listener_tls import is_ssl_property, listener_tls_config
 from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
 from broker.sasl.settings import SaslConfigError, is_listener_sasl_property, listener_sasl_settings
@@ -149,6 +150,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("sasl.enabled.mechanisms", "sasl_enabled_mechanisms", _list),
     Property("sasl.jaas.config", "sasl_jaas_config", _str),
     Property("connections.max.reauth.ms", "connections_max_reauth_ms", _int, 0),
+    # Authorization (broker/authorizer): Kafka's AclAuthorizer and its two settings.
+    Property("authorizer.class.name", "authorizer_class_name", _str),
+    Property("super.users", "super_users", _str),
+    Property("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool),
 )
 _BY_NAME = {p.name: p for p in PROPERTIES}
 
@@ -236,6 +241,12 @@ class BrokerConfig:
     sasl_enabled_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
     sasl_jaas_config: str = ""  # PLAIN's users (user_<name>="<password>"); Kafka reads only the listener's form
     connections_max_reauth_ms: int = 0  # KIP-368: 0, sessions never expire
+    # Kafka's: empty (no authorizer, every request allowed) or kafka.security.authorizer.AclAuthorizer.
+    authorizer_class_name: str = ""
+    # Kafka's: principals allowed everything, separated by semicolons (User:admin;User:ops).
+    super_users: str = ""
+    # Kafka's: whether a resource without any ACL is open to everyone (false, as in Kafka).
+    allow_everyone_if_no_acl_found: bool = False
     # Properties as given (after overrides), for the record in the start-up log.
     given: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -298,6 +309,7 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
     if config.min_insync_replicas < 1:
         raise BrokerConfigError("min.insync.replicas must be at least 1")
     _check_request_bounds(config)
+    _check_authorizer(config)
     try:
         for listener in config.kafka_listeners:
             protocol = listener.advertised.security_protocol
@@ -318,6 +330,14 @@ def _check_request_bounds(config: BrokerConfig) -> None:
         raise BrokerConfigError(
             f"queued.max.request.bytes={queued} must be -1 or at least socket.request.max.bytes "
             f"({config.socket_request_max_bytes})"
+        )
+
+
+def _check_authorizer(config: BrokerConfig) -> None:
+    name = config.authorizer_class_name
+    if name and name not in AUTHORIZER_CLASSES:
+        raise BrokerConfigError(
+            f"authorizer.class.name={name!r}: the only authorizer is {ACL_AUTHORIZER_CLASS} (or leave it empty)"
         )
 
 

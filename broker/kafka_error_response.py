@@ -140,7 +140,8 @@ _ARRAY_SOURCES: dict[str, tuple[str, ...]] = {
     "groups": ("groups",),  # DescribeGroups, OffsetFetch v8+
     "responses": ("topic_data", "topics", "topic_names", "resources"),  # Produce, Fetch, DeleteTopics, *AlterConfigs
     "partition_responses": ("partition_data",),  # Produce
-    "results": ("resources", "topics", "groups_names", "users"),  # DescribeConfigs, CreatePartitions, DeleteGroups, ...
+    "results": ("resources", "topics", "groups_names", "users", "creations"),  # DescribeConfigs, CreatePartitions, ...
+    "filter_results": ("filters",),  # DeleteAcls
     "replica_election_results": ("topic_partitions",),  # ElectLeaders
     "partition_result": ("partitions",),  # ElectLeaders
     "coordinators": ("coordinator_keys",),  # FindCoordinator v4+

@@ -26,6 +26,7 @@ import grpc
 import structlog
 
 from broker.admin_manager import AdminManager
+from broker.authorizer.authorizer import AclAuthorizer, start_authorizer
 from broker.config import BrokerConfig
 from broker.config_changes import ConfigChangeListener
 from broker.damaged_logs import publish_damage_claim
@@ -197,6 +198,7 @@ class Broker:
         self._stopping = False
         self._housekeeping: list[asyncio.Task[None]] = []
         self.config_changes: ConfigChangeListener | None = None
+        self.authorizer: AclAuthorizer | None = None
         self._reregister_task: asyncio.Future[None] | None = None
         self.registration_guard: RegistrationGuard | None = None
         self.requests_in_flight: BytesInFlight | None = None
@@ -225,6 +227,8 @@ class Broker:
             service.state_change = state_change.broker
         service.producer_ids = ProducerIdManager(config.broker_id, zk, self.log)
         service.groups = build_group_api(config, replicas, metadata, admin, self.log)
+        # Before any listener serves a request: every check then sees the ACLs loaded (None: no authorizer).
+        service.authorizer = self.authorizer = await start_authorizer(config, zk, self.log)
         self.server = grpc.aio.server(options=grpc_server_options(config))
         self.requests_in_flight = BytesInFlight(config.queued_max_request_bytes, self.log)
         add_broker_service(service, self.server, self.requests_in_flight, config.request_timeout_ms / 1000, self.log)
@@ -418,6 +422,8 @@ class Broker:
             self._reregister_task.cancel()
         if self.config_changes is not None:
             await self.config_changes.stop()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         for task in self._housekeeping:
             task.cancel()
         await asyncio.gather(*self._housekeeping, return_exceptions=True)

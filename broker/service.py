@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from broker.authorizer.grpc_checks import guard
 from broker.config_admin import AlterOp, ConfigOp, DescribeConfigsResult
 from broker.metadata_cache import MetadataCache
 from broker.producer_ids import init_producer_id
@@ -36,11 +37,13 @@ def add_broker_service(
     """`broker_pb2_grpc.add_BrokerServicer_to_server`, except that each request waits for room in `budget`
     (queued.max.request.bytes) before it is parsed, and Fetch answers bytes it encoded itself."""
     handlers = {}
+    authorizing = getattr(service, "authorizer", None) is not None  # no authorizer: no guard, nothing runs
     for method in _SERVICE.methods:
         request_type = getattr(pb, method.input_type.name)
         response_type = getattr(pb, method.output_type.name)
+        method_handler = getattr(service, method.name)
         handler = bounded_handler(
-            getattr(service, method.name),
+            guard(service, method.name, method_handler) if authorizing else method_handler,
             request_type.FromString,
             method.input_type.name,
             budget,
@@ -71,6 +74,8 @@ class BrokerService(BrokerServicer):
         self.state_change: Callable[[str], None] = _no_state_change_log
         self.producer_ids: Any = None  # the ProducerIdManager, for InitProducerId (set by the server)
         self.groups: Any = None  # the GroupApi (broker/group/api.py), for the group RPCs (set by the server)
+        # The AclAuthorizer (broker/authorizer) when `authorizer.class.name` names it; None: every request allowed.
+        self.authorizer: Any = None
 
     # The broker's parts, for the Kafka listener's handlers (broker/kafka_api): they translate Kafka's requests
     # into calls on the same parts the gRPC methods below use.

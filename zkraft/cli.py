@@ -20,6 +20,7 @@
     zkraft replica-verification --broker-list H:P[,...] [--topic-white-list REGEX] [--time-limit-ms N]
     zkraft configs --zookeeper H:P|--bootstrap-server H:P --entity-type topics|brokers [--entity-name N] ....
     zkraft state-change-log-merger --logs F1,F2 | --logs-regex R [--topic T] [--partitions 0,1]
+    zkraft acls --bootstrap-server H:P|--authorizer-properties zookeeper.connect=H:P --add|--remove|--list ...
 
 A user's mistake prints one line `zkraft: error: ...` on stderr and exits
 non-zero (2 for a usage error); it never prints a traceback. An unexpected
@@ -219,6 +220,8 @@ def _add_replication_tools(commands: argparse._SubParsersAction) -> None:  # typ
          "merge brokers' state-change.log files in time order"),
         ("configs", "configs", "Kafka's kafka-configs.sh",
          "describe or change topic and broker configs at run time"),
+        ("acls", "acls", "Kafka's kafka-acls.sh",
+         "add, remove or list the ACLs the brokers' authorizer enforces"),
     )  # fmt: skip
     for name, module_name, origin, summary in tools:
         tool_parser = commands.add_parser(name, help=summary, description=f"{origin}: {summary}.")
@@ -278,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
             "zkraft",
             "quorum, up, zk, dump-log-segments, topics, console-producer, console-consumer, "
             "producer-perf-test, consumer-perf-test, consumer-groups, reassign-partitions, preferred-replica-election, "
-            "leader-election, delete-records, replica-verification, state-change-log-merger or configs",
+            "leader-election, delete-records, replica-verification, state-change-log-merger, configs or acls",
         )
     )
 

@@ -13,14 +13,21 @@ from typing import Any
 
 from broker.config_admin import AlterOp, ConfigOp
 from broker.config_describe import ConfigEntry, describe_topic_configs
+from broker.kafka_api.authorization import allowed, authorizer_of, cluster_allowed, topics_refused
 from broker.kafka_api.entities import build, millis
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
 from broker.log_dirs_description import describe_log_dirs
 from client.kafka import errors
+from client.kafka.acls import AclOperation, ResourceType
 from client.kafka.znodes import topic_id_string, topic_id_uuid
 from zkraft_proto import broker_pb2 as pb
 
 UNKNOWN_TOPIC_ID = 100  # Kafka 2.8's Errors.UNKNOWN_TOPIC_ID (KIP-516)
+TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
+CLUSTER_AUTHORIZATION_FAILED = errors.ClusterAuthorizationFailedError.code
+# DescribeConfigs / AlterConfigs resource types (ConfigResource.Type): topics are checked on the topic, brokers
+# and broker loggers on the Cluster (Kafka 2.8 KafkaApis.authorizeConfigResource).
+_CONFIG_TOPIC = 2
 
 # ---------------------------------------------------------------- topics
 
@@ -67,6 +74,10 @@ async def create_topics(request: Any, ctx: KafkaRequestContext) -> Any:
         error = _request_error(topic, duplicates)
         if error is not None:
             refused[topic.name] = error
+    # Kafka 2.8 handleCreateTopicsRequest: Create on the Cluster, else on each topic.
+    if authorizer_of(ctx) is not None and not cluster_allowed(ctx, AclOperation.CREATE):
+        for name in topics_refused(ctx, AclOperation.CREATE, (t.name for t in request.topics)) - set(refused):
+            refused[name] = (TOPIC_AUTHORIZATION_FAILED, None)
     accepted = [_creatable(t) for t in request.topics if t.name not in refused]
     response, shapes = await admin.create_topics_detailed(
         pb.CreateTopicsRequest(topics=accepted, timeout_ms=millis(request.timeout), validate_only=request.validate_only)
@@ -134,8 +145,9 @@ async def delete_topics(request: Any, ctx: KafkaRequestContext) -> Any:
     else:
         names = list(request.topic_names)
     unique = list(dict.fromkeys(names))
+    refused = topics_refused(ctx, AclOperation.DELETE, unique)  # Kafka 2.8: Delete on each topic
     response = await ctx.service.admin.delete_topics(
-        pb.DeleteTopicsRequest(topic_names=unique, timeout_ms=millis(request.timeout))
+        pb.DeleteTopicsRequest(topic_names=[n for n in unique if n not in refused], timeout_ms=millis(request.timeout))
     )
     results = [
         {
@@ -145,6 +157,11 @@ async def delete_topics(request: Any, ctx: KafkaRequestContext) -> Any:
             "error_message": r.error_message or None,
         }
         for r in response.responses
+    ]
+    results += [
+        {"name": n, "topic_id": by_id.get(n), "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+        for n in unique
+        if n in refused
     ]
     for state in unresolved:  # 2.8: an id the cluster does not know (controllerContext.topicName is empty)
         results.append(
@@ -168,6 +185,7 @@ def _topic_named_by_id(ctx: KafkaRequestContext, topic_id: Any) -> str | None:
 @kafka_api(37, "CreatePartitions", 0, 3)
 async def create_partitions(request: Any, ctx: KafkaRequestContext) -> Any:
     duplicates = _duplicates([t.name for t in request.topics])
+    refused = topics_refused(ctx, AclOperation.ALTER, (t.name for t in request.topics)) - duplicates  # 2.8: Alter
     topics = [
         pb.CreatePartitionsTopic(
             name=t.name,
@@ -175,7 +193,7 @@ async def create_partitions(request: Any, ctx: KafkaRequestContext) -> Any:
             assignments=[pb.CreatePartitionsAssignment(broker_ids=list(a.broker_ids)) for a in t.assignments or ()],
         )
         for t in request.topics
-        if t.name not in duplicates
+        if t.name not in duplicates and t.name not in refused
     ]
     response = await ctx.service.admin.create_partitions(
         pb.CreatePartitionsRequest(
@@ -185,6 +203,8 @@ async def create_partitions(request: Any, ctx: KafkaRequestContext) -> Any:
     results = [
         {"name": r.name, "error_code": r.error_code, "error_message": r.error_message or None} for r in response.results
     ]
+    for name in sorted(refused):
+        results.append({"name": name, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": None})
     for name in sorted(duplicates):  # KafkaApis: "Duplicate topic in request." for each repeated name
         results.append(
             {
@@ -214,7 +234,12 @@ def _config_result(entry: ConfigEntry) -> dict[str, Any]:
 
 @kafka_api(32, "DescribeConfigs", 1, 4)
 async def describe_configs(request: Any, ctx: KafkaRequestContext) -> Any:
-    resources = [(r.resource_type, r.resource_name, r.configuration_keys) for r in request.resources]
+    refused = _config_refusals(ctx, AclOperation.DESCRIBE_CONFIGS, request.resources)
+    resources = [
+        (r.resource_type, r.resource_name, r.configuration_keys)
+        for i, r in enumerate(request.resources)
+        if i not in refused
+    ]
     described = await ctx.service.admin.configs.describe(
         resources,
         include_synonyms=request.include_synonyms,
@@ -230,7 +255,44 @@ async def describe_configs(request: Any, ctx: KafkaRequestContext) -> Any:
         }
         for d in described
     ]
+    results += [
+        {
+            "error_code": code,
+            "error_message": None,
+            "resource_type": request.resources[i].resource_type,
+            "resource_name": request.resources[i].resource_name,
+            "configs": [],
+        }
+        for i, code in refused.items()
+    ]
     return build(ctx.response_type, throttle_time=0, results=results)
+
+
+def _config_refusals(ctx: KafkaRequestContext, operation: AclOperation, resources: Any) -> dict[int, int]:
+    """{index of a refused resource: its error}: a topic's configs need `operation` on the topic, a broker's (or
+    its loggers') on the Cluster (Kafka 2.8 KafkaApis.authorizeConfigResource)."""
+    if authorizer_of(ctx) is None:
+        return {}
+    refused = {}
+    for index, resource in enumerate(resources):
+        if resource.resource_type == _CONFIG_TOPIC:
+            if not allowed(ctx, operation, ResourceType.TOPIC, resource.resource_name):
+                refused[index] = TOPIC_AUTHORIZATION_FAILED
+        elif not cluster_allowed(ctx, operation):
+            refused[index] = CLUSTER_AUTHORIZATION_FAILED
+    return refused
+
+
+def _refused_config_responses(resources: Any, refused: dict[int, int]) -> list[dict[str, Any]]:
+    return [
+        {
+            "error_code": code,
+            "error_message": None,
+            "resource_type": resources[i].resource_type,
+            "resource_name": resources[i].resource_name,
+        }
+        for i, code in refused.items()
+    ]
 
 
 def _alter_responses(results: list[Any]) -> list[dict[str, Any]]:
@@ -247,18 +309,25 @@ def _alter_responses(results: list[Any]) -> list[dict[str, Any]]:
 
 @kafka_api(33, "AlterConfigs", 0, 2)
 async def alter_configs(request: Any, ctx: KafkaRequestContext) -> Any:
+    refused = _config_refusals(ctx, AclOperation.ALTER_CONFIGS, request.resources)
     resources = [
-        (r.resource_type, r.resource_name, [ConfigOp(c.name, c.value) for c in r.configs]) for r in request.resources
+        (r.resource_type, r.resource_name, [ConfigOp(c.name, c.value) for c in r.configs])
+        for i, r in enumerate(request.resources)
+        if i not in refused
     ]
     results = await ctx.service.admin.configs.alter(resources, validate_only=request.validate_only)
-    return build(ctx.response_type, throttle_time=0, responses=_alter_responses(results))
+    responses = _alter_responses(results) + _refused_config_responses(request.resources, refused)
+    return build(ctx.response_type, throttle_time=0, responses=responses)
 
 
 @kafka_api(44, "IncrementalAlterConfigs", 0, 1)
 async def incremental_alter_configs(request: Any, ctx: KafkaRequestContext) -> Any:
     resources = []
     refused = []
-    for r in request.resources:
+    unauthorized = _config_refusals(ctx, AclOperation.ALTER_CONFIGS, request.resources)
+    for i, r in enumerate(request.resources):
+        if i in unauthorized:
+            continue
         try:
             ops = [ConfigOp(c.name, c.value, AlterOp(c.config_operation)) for c in r.configs]
         except ValueError:  # AlterConfigOp.OpType.forId: an id it does not know
@@ -267,7 +336,7 @@ async def incremental_alter_configs(request: Any, ctx: KafkaRequestContext) -> A
         resources.append((r.resource_type, r.resource_name, ops))
     results = _alter_responses(
         await ctx.service.admin.configs.alter(resources, validate_only=request.validate_only, incremental=True)
-    )
+    ) + _refused_config_responses(request.resources, unauthorized)
     for r, message in refused:
         results.append(
             {
@@ -285,6 +354,8 @@ async def incremental_alter_configs(request: Any, ctx: KafkaRequestContext) -> A
 
 @kafka_api(35, "DescribeLogDirs", 1, 2)
 async def describe_log_dirs_api(request: Any, ctx: KafkaRequestContext) -> Any:
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):  # Kafka 2.8 answers no log dir at all
+        return build(ctx.response_type, throttle_time=0, results=[])
     replicas = ctx.service.replicas
     wanted = None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}
     described = describe_log_dirs(replicas.logs, replicas.partitions, wanted)

@@ -14,9 +14,11 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.serial import entity_writer
 
+from broker.kafka_api.authorization import cluster_allowed, topics_refused
 from broker.kafka_api.entities import build
 from broker.kafka_api.registry import API_SPECS, EncodedResponse, KafkaRequestContext, kafka_api
 from client.kafka import errors
+from client.kafka.acls import AclOperation
 from client.kafka.znodes import INTERNAL_TOPICS, is_valid_topic_name, topic_id_uuid
 
 API_VERSIONS_KEY = 18
@@ -108,16 +110,28 @@ async def metadata(request: Any, ctx: KafkaRequestContext) -> Any:
         # metadata refresh; a short wait here answers with the cluster instead.
         await cache.wait_for_update(FIRST_METADATA_WAIT_S)
     names = _requested_topics(request, ctx.api_version)
+    # Kafka 2.8: topics the principal may not Describe are left out of an all-topics answer, and answer
+    # TOPIC_AUTHORIZATION_FAILED when named (whether they exist or not: their existence is not disclosed).
+    listed = cache.topics() if names is None else names
+    hidden = topics_refused(ctx, AclOperation.DESCRIBE, listed, log_denied=names is not None)
     auto_created: set[str] = set()
     allow_auto_create = ctx.api_version < 4 or request.allow_auto_topic_creation
     if names and allow_auto_create and service.admin is not None:
-        missing = [t for t in names if not cache.contains(t) and is_valid_topic_name(t)]
+        missing = [t for t in names if t not in hidden and not cache.contains(t) and is_valid_topic_name(t)]
+        if missing and service.admin.config.auto_create_topics_enable:
+            # Auto-creation needs Create on the Cluster, else on each topic (2.8 handleTopicMetadataRequest).
+            if not cluster_allowed(ctx, AclOperation.CREATE):
+                hidden |= topics_refused(ctx, AclOperation.CREATE, missing)
+                missing = [t for t in missing if t not in hidden]
         if missing and service.admin.config.auto_create_topics_enable:
             await service.admin.auto_create(missing)
             auto_created = set(missing)
     topics = [
-        _topic(cache, name, ctx.listener_name, ctx.api_version, auto_created)
-        for name in (cache.topics() if names is None else names)
+        _unauthorized_topic(name)
+        if name in hidden
+        else _topic(cache, name, ctx.listener_name, ctx.api_version, auto_created)
+        for name in listed
+        if names is not None or name not in hidden
     ]
     return build(
         ctx.response_type,
@@ -170,6 +184,16 @@ def _topic(cache: Any, name: str, listener: str, api_version: int, auto_created:
             _partition(cache, index, partitions[index], listener, api_version) for index in sorted(partitions)
         ],
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _unauthorized_topic(name: str) -> dict[str, Any]:
+    return {
+        "error_code": errors.TopicAuthorizationFailedError.code,
+        "name": name,
+        "topic_id": None,
+        "is_internal": False,
+        "partitions": (),
     }
 
 

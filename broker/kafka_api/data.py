@@ -17,18 +17,23 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from broker.kafka_api.authorization import allowed, authorizer_of, cluster_allowed, topics_refused
 from broker.kafka_api.entities import build, millis
 from broker.kafka_api.fetch_encoding import encode_fetch_response
 from broker.kafka_api.registry import CloseConnection, KafkaRequestContext, kafka_api
 from broker.log import LogError
 from broker.producer_ids import init_producer_id
 from client.kafka import errors
+from client.kafka.acls import AclOperation, ResourceType
 from client.kafka.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
 
 NONE = errors.NONE
 NOT_LEADER = errors.NotLeaderForPartitionError.code
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.code
+TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
+CLUSTER_AUTHORIZATION_FAILED = errors.ClusterAuthorizationFailedError.code
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = errors.TransactionalIdAuthorizationFailedError.code
 
 # Record batch v2 header positions (docs/research/kafka.md §3.8): batchLength int32 at 8 counts the bytes
 # after it, magic int8 at 16, attributes int16 at 21 (bits 0-2 the codec).
@@ -41,6 +46,8 @@ _CODEC_MASK = 0x07
 _TRANSACTIONAL_FLAG = 0x10
 _ZSTD = 4
 _ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: older produce versions may not carry zstd
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_POSITION = 43  # after lastOffsetDelta, firstTimestamp and maxTimestamp; -1 without a producer id
 
 # Fetch sessions (KIP-227; Kafka 2.8 FetchSession.scala / FetchMetadata.java).
 INVALID_SESSION_ID = 0
@@ -66,6 +73,8 @@ async def produce(request: Any, ctx: KafkaRequestContext) -> Any:
     """Kafka 2.8 KafkaApis.handleProduceRequest over ReplicaManager.produce. acks=0 answers nothing, or closes
     the connection when a partition failed (the producer then refreshes its metadata)."""
     refused, topics = _partitions_to_append(request, ctx.api_version)
+    if authorizer_of(ctx) is not None:
+        _refuse_unauthorized_produce(ctx, request, refused, topics)
     results: dict[tuple[str, int], pb.PartitionProduceResponse] = {}
     if topics:
         answer = await ctx.service.replicas.produce(
@@ -116,6 +125,45 @@ def _partitions_to_append(
     return refused, topics
 
 
+def _refuse_unauthorized_produce(
+    ctx: KafkaRequestContext,
+    request: Any,
+    refused: dict[tuple[str, int], tuple[int, str]],
+    topics: dict[str, list[pb.PartitionProduceData]],
+) -> None:
+    """Kafka 2.8 KafkaApis.handleProduceRequest's checks, moving refused partitions from `topics` to `refused`:
+    a transactional id needs Write on it, an idempotent producer IdempotentWrite on the Cluster (each refuses
+    the whole request), then every topic needs Write (TOPIC_AUTHORIZATION_FAILED on its partitions)."""
+    whole: tuple[int, str] | None = None
+    if request.transactional_id is not None and not allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        whole = TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed."
+    elif _has_idempotent_batch(topics) and not cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE):
+        whole = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    denied = (
+        {t.name for t in request.topic_data}
+        if whole
+        else topics_refused(ctx, AclOperation.WRITE, (t.name for t in request.topic_data))
+    )
+    for topic in request.topic_data:
+        if topic.name in denied:
+            topics.pop(topic.name, None)
+            for data in topic.partition_data:
+                refused[(topic.name, data.index)] = whole or (TOPIC_AUTHORIZATION_FAILED, "")
+
+
+def _has_idempotent_batch(topics: dict[str, list[pb.PartitionProduceData]]) -> bool:
+    """ProduceRequest.hasIdempotentRecords: a batch carrying a producer id (the first batch's header)."""
+    for parts in topics.values():
+        for part in parts:
+            records = part.records
+            if len(records) >= _PRODUCER_ID_POSITION + _PRODUCER_ID.size:
+                if _PRODUCER_ID.unpack_from(records, _PRODUCER_ID_POSITION)[0] >= 0:
+                    return True
+    return False
+
+
 def _produce_records_problem(version: int, records: bytes, transactional_id: str | None) -> tuple[int, str] | None:
     """Kafka 2.8 ProduceRequest.validateRecords, from the first batch's header: v3+ carries exactly one batch of
     magic 2, and zstd only from v7. An empty or short buffer is left to the log, which refuses it by name.
@@ -155,7 +203,13 @@ def _partition_produce_response(
     problem = refused.get((topic, index))
     if problem is not None:
         code, message = problem
-        return {"index": index, "error_code": code, "base_offset": -1, "record_errors": (), "error_message": message}
+        return {
+            "index": index,
+            "error_code": code,
+            "base_offset": -1,
+            "record_errors": (),
+            "error_message": message or None,
+        }
     result = results[(topic, index)]
     code = _not_hosted_code(ctx, topic, index, result.error_code)
     return {
@@ -205,23 +259,48 @@ async def fetch(request: Any, ctx: KafkaRequestContext) -> Any:
             session_id=INVALID_SESSION_ID,
             responses=(),
         )
-    reply = await ctx.service.replicas.fetch(_replica_fetch_request(request))
+    # Kafka 2.8: a consumer's fetch needs Read on each topic; the others are fetched, these answer the error.
+    refused = topics_refused(ctx, AclOperation.READ, (t.topic for t in request.topics))
+    wanted = [t for t in request.topics if t.topic not in refused] if refused else list(request.topics)
+    answered: list[Any] = []
+    records: dict[tuple[int, int], bytes] = {}
+    if wanted:
+        reply = await ctx.service.replicas.fetch(_replica_fetch_request(request, wanted))
+        answered, records = list(reply.response.responses), reply.records
     aborted = () if request.isolation_level == READ_COMMITTED else None
     topics = [
         (
             topic.topic,
             [
-                _partition_answer(ctx, topic.topic, item, part, reply.records.get((t, p), b""), aborted)
+                _partition_answer(ctx, topic.topic, item, part, records.get((t, p), b""), aborted)
                 for p, (item, part) in enumerate(zip(asked.partitions, topic.partitions, strict=True))
             ],
         )
-        for t, (asked, topic) in enumerate(zip(request.topics, reply.response.responses, strict=True))
+        for t, (asked, topic) in enumerate(zip(wanted, answered, strict=True))
     ]
+    for asked in request.topics:
+        if asked.topic in refused:
+            topics.append((asked.topic, [_unauthorized_fetch(item.partition) for item in asked.partitions]))
     top = {"throttle_time": 0, "error_code": NONE, "session_id": INVALID_SESSION_ID}
     return encode_fetch_response(ctx.response_type, top, topics)
 
 
-def _replica_fetch_request(request: Any) -> pb.FetchRequest:
+def _unauthorized_fetch(partition: int) -> tuple[dict[str, Any], bytes]:
+    return (
+        {
+            "partition_index": partition,
+            "error_code": TOPIC_AUTHORIZATION_FAILED,
+            "high_watermark": UNKNOWN_OFFSET,
+            "last_stable_offset": UNKNOWN_OFFSET,
+            "log_start_offset": UNKNOWN_OFFSET,
+            "aborted_transactions": None,
+            "preferred_read_replica": NO_PREFERRED_READ_REPLICA,
+        },
+        b"",
+    )
+
+
+def _replica_fetch_request(request: Any, topics: list[Any]) -> pb.FetchRequest:
     replica_id = DEBUG_REPLICA_ID if request.replica_id == DEBUG_REPLICA_ID else CONSUMER_REPLICA_ID
     return pb.FetchRequest(
         replica_id=replica_id,
@@ -243,7 +322,7 @@ def _replica_fetch_request(request: Any) -> pb.FetchRequest:
                     for item in topic.partitions
                 ],
             )
-            for topic in request.topics
+            for topic in topics
         ],
     )
 
@@ -303,7 +382,8 @@ def _fetch_error_data(ctx: KafkaRequestContext, topic: str, partition: int, code
 async def list_offsets(request: Any, ctx: KafkaRequestContext) -> Any:
     """Earliest (-2), latest (-1: the high watermark for a consumer, which is also the last stable offset as
     there are no transactions) and by timestamp (the first offset whose timestamp is >= it, with that
-    timestamp); Kafka 2.8 Partition.fetchOffsetForTimestamp."""
+    timestamp); Kafka 2.8 Partition.fetchOffsetForTimestamp. Each topic needs Describe."""
+    refused = topics_refused(ctx, AclOperation.DESCRIBE, (t.name for t in request.topics))
     answer = ctx.service.replicas.list_offsets(
         pb.ListOffsetsRequest(
             replica_id=request.replica_id,
@@ -321,6 +401,7 @@ async def list_offsets(request: Any, ctx: KafkaRequestContext) -> Any:
                     ],
                 )
                 for topic in request.topics
+                if topic.name not in refused
             ],
         )
     )
@@ -340,6 +421,23 @@ async def list_offsets(request: Any, ctx: KafkaRequestContext) -> Any:
         }
         for topic in answer.topics
     ]
+    topics += [
+        {
+            "name": topic.name,
+            "partitions": [
+                {
+                    "partition_index": item.partition_index,
+                    "error_code": TOPIC_AUTHORIZATION_FAILED,
+                    "timestamp": -1,
+                    "offset": UNKNOWN_OFFSET,
+                    "leader_epoch": -1,
+                }
+                for item in topic.partitions
+            ],
+        }
+        for topic in request.topics
+        if topic.name in refused
+    ]
     return build(ctx.response_type, throttle_time=0, topics=topics)
 
 
@@ -349,7 +447,8 @@ async def list_offsets(request: Any, ctx: KafkaRequestContext) -> Any:
 @kafka_api(23, "OffsetForLeaderEpoch", 2, 4)
 async def offset_for_leader_epoch(request: Any, ctx: KafkaRequestContext) -> Any:
     """KIP-101/KIP-279/KIP-320: the end offset of the requested epoch on the leader, fenced by the client's
-    current leader epoch (FENCED_LEADER_EPOCH older, UNKNOWN_LEADER_EPOCH newer)."""
+    current leader epoch (FENCED_LEADER_EPOCH older, UNKNOWN_LEADER_EPOCH newer). Each topic needs Describe."""
+    refused = topics_refused(ctx, AclOperation.DESCRIBE, (t.topic for t in request.topics))
     answer = ctx.service.replicas.offset_for_leader_epoch(
         pb.OffsetForLeaderEpochRequest(
             replica_id=getattr(request, "replica_id", CONSUMER_REPLICA_ID),
@@ -366,6 +465,7 @@ async def offset_for_leader_epoch(request: Any, ctx: KafkaRequestContext) -> Any
                     ],
                 )
                 for topic in request.topics
+                if topic.topic not in refused
             ],
         )
     )
@@ -384,6 +484,22 @@ async def offset_for_leader_epoch(request: Any, ctx: KafkaRequestContext) -> Any
         }
         for topic in answer.topics
     ]
+    topics += [
+        {
+            "topic": topic.topic,
+            "partitions": [
+                {
+                    "error_code": TOPIC_AUTHORIZATION_FAILED,
+                    "partition": item.partition,
+                    "leader_epoch": -1,
+                    "end_offset": UNKNOWN_OFFSET,
+                }
+                for item in topic.partitions
+            ],
+        }
+        for topic in request.topics
+        if topic.topic in refused
+    ]
     return build(ctx.response_type, throttle_time=0, topics=topics)
 
 
@@ -399,6 +515,9 @@ async def init_producer_id_api(request: Any, ctx: KafkaRequestContext) -> Any:
     producer_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH) or request.transactional_id == "":
         return build(ctx.response_type, throttle_time=0, error_code=errors.InvalidRequestError.code, producer_epoch=-1)
+    refusal = _init_producer_id_refusal(ctx, request.transactional_id)
+    if refusal is not None:
+        return build(ctx.response_type, throttle_time=0, error_code=refusal, producer_id=-1, producer_epoch=-1)
     result = await init_producer_id(ctx.service.producer_ids, request.transactional_id, ctx.service.logger)
     return build(
         ctx.response_type,
@@ -407,3 +526,14 @@ async def init_producer_id_api(request: Any, ctx: KafkaRequestContext) -> Any:
         producer_id=result.producer_id,
         producer_epoch=result.producer_epoch,
     )
+
+
+def _init_producer_id_refusal(ctx: KafkaRequestContext, transactional_id: str | None) -> int | None:
+    """Kafka 2.8 handleInitProducerIdRequest: Write on the transactional id, else IdempotentWrite on the Cluster."""
+    if authorizer_of(ctx) is None:
+        return None
+    if transactional_id is not None:
+        if allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None if cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE) else CLUSTER_AUTHORIZATION_FAILED

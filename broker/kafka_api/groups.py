@@ -15,9 +15,11 @@ from typing import Any
 from broker.group.coordinator import wall_clock_ms
 from broker.group.metadata import GroupState
 from broker.group.records import NO_LEADER_EPOCH, OffsetAndMetadata
+from broker.kafka_api.authorization import allowed, authorizer_of, cluster_allowed, topics_refused
 from broker.kafka_api.entities import build, millis
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
 from client.kafka import errors
+from client.kafka.acls import AclOperation, ResourceType
 from client.kafka.structs import TopicPartition
 
 GROUP_KEY_TYPE = 0
@@ -29,6 +31,12 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 # OffsetCommit v2-v4's "use the broker's retention" marker (OffsetCommitRequest.DEFAULT_RETENTION_TIME).
 DEFAULT_RETENTION_TIME_MS = -1
+GROUP_AUTHORIZATION_FAILED = errors.GroupAuthorizationFailedError.code
+TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
+
+
+def _group_allowed(context: KafkaRequestContext, operation: AclOperation, group_id: str) -> bool:
+    return allowed(context, operation, ResourceType.GROUP, group_id)
 
 
 def _client_host(context: KafkaRequestContext) -> str:
@@ -55,7 +63,13 @@ async def find_coordinator(request: Any, context: KafkaRequestContext) -> Any:
     producer retries until its own timeout and reports it), any other key type INVALID_REQUEST, as Kafka does.
     """
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
-    if key_type == GROUP_KEY_TYPE:
+    if key_type == GROUP_KEY_TYPE and not _group_allowed(context, AclOperation.DESCRIBE, request.key):
+        error, message, broker_id = GROUP_AUTHORIZATION_FAILED, "", -1
+    elif key_type == TRANSACTION_KEY_TYPE and not allowed(
+        context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.key
+    ):
+        error, message, broker_id = errors.TransactionalIdAuthorizationFailedError.code, "", -1
+    elif key_type == GROUP_KEY_TYPE:
         error, message, broker_id = await context.service.groups.group_coordinator_id(request.key)
     elif key_type == TRANSACTION_KEY_TYPE:
         error, message, broker_id = (
@@ -100,6 +114,19 @@ async def join_group(request: Any, context: KafkaRequestContext) -> Any:
     """JoinGroup; v4+ asks a new dynamic member to come back with its id first (KIP-394), v5+ carries
     group.instance.id (KIP-345), v7 answers the protocol type and a nullable protocol name."""
     version = context.api_version
+    nullable = version >= 7  # v7 made protocol type and name nullable: Kafka sends null, not "", on an error
+    if not _group_allowed(context, AclOperation.READ, request.group_id):
+        return build(
+            context.response_type,
+            throttle_time=0,
+            error_code=GROUP_AUTHORIZATION_FAILED,
+            generation_id=-1,
+            protocol_type=None if nullable else "",
+            protocol_name=None if nullable else "",
+            leader="",
+            member_id=request.member_id,
+            members=[],
+        )
     rebalance_timeout = getattr(request, "rebalance_timeout", None)
     result = await context.service.groups.coordinator.join_group(
         request.group_id,
@@ -114,7 +141,6 @@ async def join_group(request: Any, context: KafkaRequestContext) -> Any:
         require_known_member_id=version >= 4,
     )
     instance_ids = result.member_instance_ids or (None,) * len(result.members)
-    nullable = version >= 7  # v7 made protocol type and name nullable: Kafka sends null, not "", on an error
     return build(
         context.response_type,
         throttle_time=0,
@@ -133,6 +159,8 @@ async def join_group(request: Any, context: KafkaRequestContext) -> Any:
 
 @kafka_api(14, "SyncGroup", 0, 5)
 async def sync_group(request: Any, context: KafkaRequestContext) -> Any:
+    if not _group_allowed(context, AclOperation.READ, request.group_id):
+        return build(context.response_type, throttle_time=0, error_code=GROUP_AUTHORIZATION_FAILED, assignment=b"")
     result = await context.service.groups.coordinator.sync_group(
         request.group_id,
         request.generation_id,
@@ -155,6 +183,8 @@ async def sync_group(request: Any, context: KafkaRequestContext) -> Any:
 
 @kafka_api(12, "Heartbeat", 0, 4)
 async def heartbeat(request: Any, context: KafkaRequestContext) -> Any:
+    if not _group_allowed(context, AclOperation.READ, request.group_id):
+        return build(context.response_type, throttle_time=0, error_code=GROUP_AUTHORIZATION_FAILED)
     error = context.service.groups.coordinator.heartbeat(
         request.group_id,
         request.generation_id,
@@ -167,6 +197,8 @@ async def heartbeat(request: Any, context: KafkaRequestContext) -> Any:
 @kafka_api(13, "LeaveGroup", 0, 4)
 async def leave_group(request: Any, context: KafkaRequestContext) -> Any:
     """v0-v2 name one member and answer one error; v3+ a batch of (member id, group.instance.id) (KIP-345)."""
+    if not _group_allowed(context, AclOperation.READ, request.group_id):
+        return build(context.response_type, throttle_time=0, error_code=GROUP_AUTHORIZATION_FAILED, members=[])
     if context.api_version < 3:
         identities: list[tuple[str, str | None]] = [(request.member_id, None)]
     else:
@@ -208,13 +240,17 @@ async def offset_commit(request: Any, context: KafkaRequestContext) -> Any:
         for topic in request.topics
         for p in topic.partitions
     }
-    results = await context.service.groups.commit_offsets(
-        request.group_id,
-        request.generation_id_or_member_epoch,
-        request.member_id,
-        getattr(request, "group_instance_id", None),
-        offsets,
-    )
+    refusals = _commit_refusals(context, request.group_id, offsets)
+    results: dict[TopicPartition, int] = {}
+    if len(refusals) < len(offsets):
+        results = await context.service.groups.commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            {tp: value for tp, value in offsets.items() if tp not in refusals},
+        )
+    results = {**results, **refusals}
     return build(
         context.response_type,
         throttle_time=0,
@@ -223,6 +259,19 @@ async def offset_commit(request: Any, context: KafkaRequestContext) -> Any:
             for name, partitions in _by_topic(results).items()
         ],
     )
+
+
+def _commit_refusals(
+    context: KafkaRequestContext, group_id: str, offsets: Mapping[TopicPartition, Any]
+) -> dict[TopicPartition, int]:
+    """Kafka 2.8 handleOffsetCommitRequest: Read on the group (else every partition GROUP_AUTHORIZATION_FAILED),
+    then Read on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED)."""
+    if authorizer_of(context) is None:
+        return {}
+    if not _group_allowed(context, AclOperation.READ, group_id):
+        return dict.fromkeys(offsets, GROUP_AUTHORIZATION_FAILED)
+    refused = topics_refused(context, AclOperation.READ, (tp.topic for tp in offsets))
+    return {tp: TOPIC_AUTHORIZATION_FAILED for tp in offsets if tp.topic in refused}
 
 
 @kafka_api(9, "OffsetFetch", 1, 7)
@@ -238,7 +287,15 @@ async def offset_fetch(request: Any, context: KafkaRequestContext) -> Any:
         if request.topics is None
         else [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
     )
-    error, offsets = context.service.groups.coordinator.fetch_offsets(request.group_id, wanted)
+    # Kafka 2.8 handleOffsetFetchRequest: Describe on the group, then on each topic (refused topics answer
+    # TOPIC_AUTHORIZATION_FAILED when named, and are left out of an all-topics answer).
+    if not _group_allowed(context, AclOperation.DESCRIBE, request.group_id):
+        error, offsets = GROUP_AUTHORIZATION_FAILED, {}
+    else:
+        error, offsets = context.service.groups.coordinator.fetch_offsets(request.group_id, wanted)
+    refused = topics_refused(context, AclOperation.DESCRIBE, (tp.topic for tp in offsets)) if offsets else set()
+    if refused and wanted is None:
+        offsets = {tp: value for tp, value in offsets.items() if tp.topic not in refused}
     if error != errors.NONE:
         partition_error = error if context.api_version < 2 else errors.NONE
         offsets = dict.fromkeys(wanted or []) if context.api_version < 2 else {}
@@ -249,7 +306,15 @@ async def offset_fetch(request: Any, context: KafkaRequestContext) -> Any:
         throttle_time=0,
         error_code=error,
         topics=[
-            {"name": name, "partitions": [_fetched_partition(p, value, partition_error) for p, value in partitions]}
+            {
+                "name": name,
+                "partitions": [
+                    _fetched_partition(p, None, TOPIC_AUTHORIZATION_FAILED)
+                    if name in refused
+                    else _fetched_partition(p, value, partition_error)
+                    for p, value in partitions
+                ],
+            }
             for name, partitions in _by_topic(offsets).items()
         ],
     )
@@ -268,7 +333,15 @@ def _fetched_partition(partition: int, value: OffsetAndMetadata | None, error: i
 @kafka_api(47, "OffsetDelete", 0, 0)
 async def offset_delete(request: Any, context: KafkaRequestContext) -> Any:
     partitions = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    error, results = await context.service.groups.coordinator.delete_offsets(request.group_id, partitions)
+    # Kafka 2.8 handleDeleteOffsetsRequest: Delete on the group, then Read on each topic.
+    if not _group_allowed(context, AclOperation.DELETE, request.group_id):
+        return build(context.response_type, throttle_time=0, error_code=GROUP_AUTHORIZATION_FAILED, topics=[])
+    refused = topics_refused(context, AclOperation.READ, (tp.topic for tp in partitions))
+    error, results = await context.service.groups.coordinator.delete_offsets(
+        request.group_id, [tp for tp in partitions if tp.topic not in refused]
+    )
+    if refused:
+        results = {**results, **{tp: TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp.topic in refused}}
     return build(
         context.response_type,
         throttle_time=0,
@@ -293,7 +366,10 @@ async def describe_groups(request: Any, context: KafkaRequestContext) -> Any:
 def _described_group(context: KafkaRequestContext, group_id: str, include_operations: bool) -> dict[str, Any]:
     """K28 GroupCoordinator.handleDescribeGroup: an unknown group is Dead without members; members carry their
     metadata and assignment only while the group is Stable."""
-    error, group = context.service.groups.coordinator.describe_group(group_id)
+    if not _group_allowed(context, AclOperation.DESCRIBE, group_id):  # Kafka 2.8 handleDescribeGroupRequest
+        error, group = GROUP_AUTHORIZATION_FAILED, None
+    else:
+        error, group = context.service.groups.coordinator.describe_group(group_id)
     operations = GROUP_AUTHORIZED_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED
     described: dict[str, Any] = {
         "error_code": error,
@@ -332,6 +408,9 @@ async def list_groups(request: Any, context: KafkaRequestContext) -> Any:
     """The groups this broker coordinates; v4 filters by state names as Kafka spells them (KIP-518)."""
     states = set(getattr(request, "states_filter", ()) or ())
     error, groups = context.service.groups.coordinator.list_groups()
+    # Kafka 2.8 handleListGroupsRequest: Describe on the Cluster lists every group, else those one may Describe.
+    if authorizer_of(context) is not None and not cluster_allowed(context, AclOperation.DESCRIBE):
+        groups = [g for g in groups if _group_allowed(context, AclOperation.DESCRIBE, g.group_id)]
     return build(
         context.response_type,
         throttle_time=0,
@@ -347,9 +426,11 @@ async def list_groups(request: Any, context: KafkaRequestContext) -> Any:
 @kafka_api(42, "DeleteGroups", 0, 2)
 async def delete_groups(request: Any, context: KafkaRequestContext) -> Any:
     names: Iterable[str] = dict.fromkeys(request.groups_names)  # each group once, however often it is named
-    results = await context.service.groups.coordinator.delete_groups(list(names))
+    refused = [g for g in names if not _group_allowed(context, AclOperation.DELETE, g)]  # 2.8: Delete on each
+    results = await context.service.groups.coordinator.delete_groups([g for g in names if g not in refused])
     return build(
         context.response_type,
         throttle_time=0,
-        results=[{"group_id": g, "error_code": code} for g, code in results.items()],
+        results=[{"group_id": g, "error_code": code} for g, code in results.items()]
+        + [{"group_id": g, "error_code": GROUP_AUTHORIZATION_FAILED} for g in refused],
     )

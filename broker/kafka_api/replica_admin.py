@@ -11,14 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.kafka_api.authorization import cluster_allowed, topics_refused
 from broker.kafka_api.entities import build, millis
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
+from client.kafka import errors
+from client.kafka.acls import AclOperation
 from client.kafka.structs import TopicPartition
 from zkraft_proto import broker_pb2 as pb
+
+TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.code
+CLUSTER_AUTHORIZATION_FAILED = errors.ClusterAuthorizationFailedError.code
 
 
 @kafka_api(21, "DeleteRecords", 0, 2)
 async def delete_records(request: Any, ctx: KafkaRequestContext) -> Any:
+    refused = topics_refused(ctx, AclOperation.DELETE, (t.name for t in request.topics))  # 2.8: Delete on each
     internal = pb.DeleteRecordsRequest(
         topics=[
             pb.DeleteRecordsTopic(
@@ -28,6 +35,7 @@ async def delete_records(request: Any, ctx: KafkaRequestContext) -> Any:
                 ],
             )
             for t in request.topics
+            if t.name not in refused
         ],
         timeout_ms=millis(request.timeout),
     )
@@ -42,6 +50,17 @@ async def delete_records(request: Any, ctx: KafkaRequestContext) -> Any:
         }
         for t in answer.topics
     ]
+    topics += [
+        {
+            "name": t.name,
+            "partitions": [
+                {"partition_index": p.partition_index, "low_watermark": -1, "error_code": TOPIC_AUTHORIZATION_FAILED}
+                for p in t.partitions
+            ],
+        }
+        for t in request.topics
+        if t.name in refused
+    ]
     return build(ctx.response_type, throttle_time=0, topics=topics)
 
 
@@ -51,7 +70,10 @@ async def elect_leaders(request: Any, ctx: KafkaRequestContext) -> Any:
     requested = None
     if request.topic_partitions is not None:
         requested = tuple(TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions)
-    error_code, results = await ctx.service.controller_admin_call("elect_leaders", requested, election_type)
+    if cluster_allowed(ctx, AclOperation.ALTER):  # Kafka 2.8 handleElectReplicaLeader: Alter on the Cluster
+        error_code, results = await ctx.service.controller_admin_call("elect_leaders", requested, election_type)
+    else:
+        error_code, results = CLUSTER_AUTHORIZATION_FAILED, {}
     if error_code != 0:
         # Kafka's ElectLeadersRequest.getErrorResponse: the error for every partition asked about as well.
         results = {tp: (error_code, None) for tp in requested or ()}
@@ -80,7 +102,10 @@ async def alter_partition_reassignments(request: Any, ctx: KafkaRequestContext) 
         for t in request.topics
         for p in t.partitions
     )
-    error_code, results = await ctx.service.controller_admin_call("alter_partition_reassignments", reassignments)
+    if cluster_allowed(ctx, AclOperation.ALTER):  # Kafka 2.8 handleAlterPartitionReassignmentsRequest
+        error_code, results = await ctx.service.controller_admin_call("alter_partition_reassignments", reassignments)
+    else:
+        error_code, results = CLUSTER_AUTHORIZATION_FAILED, {}
     return build(
         ctx.response_type,
         throttle_time=0,
@@ -104,7 +129,10 @@ async def list_partition_reassignments(request: Any, ctx: KafkaRequestContext) -
     requested = None
     if request.topics is not None:
         requested = tuple(TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes)
-    error_code, ongoing = await ctx.service.controller_admin_call("list_partition_reassignments", requested)
+    if cluster_allowed(ctx, AclOperation.DESCRIBE):  # Kafka 2.8 handleListPartitionReassignmentsRequest
+        error_code, ongoing = await ctx.service.controller_admin_call("list_partition_reassignments", requested)
+    else:
+        error_code, ongoing = CLUSTER_AUTHORIZATION_FAILED, {}
     return build(
         ctx.response_type,
         throttle_time=0,

@@ -2,18 +2,20 @@
 DescribeUserScramCredentials / AlterUserScramCredentials (KIP-554): SCRAM users for Kafka's admin clients.
 
 SaslHandshake is in cluster.py (every listener answers it). Versions: Kafka 2.8's (SaslAuthenticate 0-2, the
-KIP-554 APIs 0), all in kio. The KIP-554 APIs' authorization (Describe / Alter on the cluster) is the
-authorizer's, where it is enabled.
+KIP-554 APIs 0), all in kio. The KIP-554 APIs need Describe / Alter on the Cluster where an authorizer is
+enabled (Kafka 2.8 KafkaApis.handleDescribeUserScramCredentialsRequest / handleAlterUserScramCredentialsRequest).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.kafka_api.authorization import cluster_allowed
 from broker.kafka_api.entities import build
 from broker.kafka_api.registry import KafkaRequestContext, kafka_api
 from broker.sasl.user_admin import alter_user_scram, describe_user_scram
 from client.kafka import errors
+from client.kafka.acls import AclOperation
 
 SASL_AUTHENTICATE_KEY = 36
 DESCRIBE_USER_SCRAM_CREDENTIALS_KEY = 50
@@ -37,6 +39,14 @@ async def sasl_authenticate(request: Any, ctx: KafkaRequestContext) -> Any:
 
 @kafka_api(DESCRIBE_USER_SCRAM_CREDENTIALS_KEY, "DescribeUserScramCredentials", 0, 0)
 async def describe_user_scram_credentials(request: Any, ctx: KafkaRequestContext) -> Any:
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        return build(
+            ctx.response_type,
+            throttle_time=0,
+            error_code=errors.ClusterAuthorizationFailedError.code,
+            error_message="Cluster authorization failed.",  # Errors.CLUSTER_AUTHORIZATION_FAILED's message
+            results=[],
+        )
     users = None if request.users is None else [u.name for u in request.users]
     results = await describe_user_scram(ctx.service.admin.zk, users)
     return build(
@@ -58,6 +68,14 @@ async def describe_user_scram_credentials(request: Any, ctx: KafkaRequestContext
 
 @kafka_api(ALTER_USER_SCRAM_CREDENTIALS_KEY, "AlterUserScramCredentials", 0, 0)
 async def alter_user_scram_credentials(request: Any, ctx: KafkaRequestContext) -> Any:
+    if not cluster_allowed(ctx, AclOperation.ALTER):  # every user named gets the error, as Kafka answers
+        code = errors.ClusterAuthorizationFailedError.code
+        users = dict.fromkeys([u.name for u in request.deletions] + [u.name for u in request.upsertions])
+        return build(
+            ctx.response_type,
+            throttle_time=0,
+            results=[{"user": user, "error_code": code, "error_message": None} for user in users],
+        )
     results = await alter_user_scram(ctx.service.admin.zk, request.upsertions, request.deletions)
     return build(
         ctx.response_type,
