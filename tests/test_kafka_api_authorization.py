@@ -153,3 +153,24 @@ async def test_list_offsets_and_metadata_answer_per_topic(broker: Broker) -> Non
                                       "include_cluster_authorized_operations": False,
                                       "include_topic_authorized_operations": False})  # fmt: skip
     assert [(t.name, int(t.error_code), t.partitions) for t in named.topics] == [(TOPIC, DENIED, ())]
+
+
+@_synchronous
+async def test_scram_user_apis_need_describe_and_alter_on_the_cluster(broker: Broker) -> None:
+    # Kafka 2.8: a client without Alter on the Cluster cannot change anyone's password (KIP-554).
+    broker.service.authorizer = StubAuthorizer()
+    refused = errors.ClusterAuthorizationFailedError.code
+    described = await call(broker, 50, 0, {"users": [{"name": "alice"}]})
+    assert (described.error_code, described.results) == (refused, ())
+    altered = await call(
+        broker,
+        51,
+        0,
+        {
+            "deletions": [{"name": "bob", "mechanism": 2}],
+            "upsertions": [
+                {"name": "alice", "mechanism": 2, "iterations": 4096, "salt": b"s", "salted_password": b"p"}
+            ],
+        },
+    )
+    assert [(r.user, r.error_code) for r in altered.results] == [("bob", refused), ("alice", refused)]
