@@ -140,7 +140,13 @@ def _zk(options: argparse.Namespace) -> int:
     from zkraft.tools import zk_shell
 
     try:
-        return zk_shell.run(options.server, options.zk_command, json_output=options.json, timeout_s=options.timeout)
+        return zk_shell.run(
+            options.server,
+            options.zk_command,
+            json_output=options.json,
+            timeout_s=options.timeout,
+            client_configuration=options.client_configuration,
+        )
     except zk_shell.ShellUsageError as error:
         raise UsageError(str(error)) from None
     except zk_shell.ShellError as error:
@@ -381,6 +387,14 @@ def build_parser() -> argparse.ArgumentParser:
     zk.add_argument("--json", action="store_true", help="print each command's result as one JSON document")
     zk.add_argument(
         "--timeout", type=_positive_float, default=10.0, help="seconds to wait for a connection (default 10)"
+    )
+    zk.add_argument(
+        "-client-configuration",
+        "--client-configuration",
+        dest="client_configuration",
+        type=Path,
+        metavar="FILE",
+        help="ZooKeeper client properties, as zkCli takes them (zookeeper.client.secure=true, zookeeper.ssl.*)",
     )
     zk.add_argument("zk_command", nargs=argparse.REMAINDER, metavar="CMD ARGS", help="zkCli command; none: a shell")
     zk.set_defaults(handler=_zk)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -34,6 +35,8 @@ from typing import Any, TextIO
 from client.zk.acl import ACL, Id
 from client.zk.exceptions import NoNodeError, ZkException, ZookeeperError
 from client.zk.states import NO_ZXID, TTL_MS_MAX, AddWatchMode, WatcherType, ZkState, ZnodeStat
+from runtime.client_config import zookeeper_client_tls_file
+from runtime.tls import TlsConfig, TlsConfigError
 
 SERVER_DEFAULT = "127.0.0.1:7001"  # what `zkraft up` serves first
 SESSION_TIMEOUT_MS_DEFAULT = 30_000  # zkCli's -timeout default
@@ -509,10 +512,10 @@ class _ReadlineCompleter:
 _PROMPT_STATES: dict[str, str] = {ZkState.CONNECTED: "CONNECTED", ZkState.SUSPENDED: "CONNECTING"}
 
 
-def _default_client_factory(hosts: str, timeout_s: float, session_timeout_ms: int) -> Any:
+def _default_client_factory(hosts: str, timeout_s: float, session_timeout_ms: int, tls: TlsConfig | None = None) -> Any:
     from client import ZkClient  # imported late: the whole SDK, only when a session is opened
 
-    return ZkClient(hosts, timeout=timeout_s, session_timeout_ms=session_timeout_ms)
+    return ZkClient(hosts, timeout=timeout_s, session_timeout_ms=session_timeout_ms, tls=tls)
 
 
 def _dispose(client: Any) -> None:
@@ -1107,8 +1110,18 @@ def run(
     out: TextIO | None = None,
     err: TextIO | None = None,
     client_factory: Callable[[str, float, int], Any] = _default_client_factory,
+    client_configuration: Path | None = None,
 ) -> int:
-    """`zkraft zk`: one command (ShellError on failure), or the REPL when `command` is empty."""
+    """`zkraft zk`: one command (ShellError on failure), or the REPL when `command` is empty.
+
+    `client_configuration`: zkCli's `-client-configuration FILE`, ZooKeeper's client properties
+    (`zookeeper.client.secure=true`, `zookeeper.ssl.trustStore.location`, ...)."""
+    try:
+        tls = zookeeper_client_tls_file(client_configuration)
+    except TlsConfigError as error:
+        raise ShellUsageError(str(error)) from None
+    if tls is not None:
+        client_factory = functools.partial(_default_client_factory, tls=tls)
     # The SDK's log lines (a session closed, a server lost) would reach stderr through logging's
     # last-resort handler; the shell reports what matters in zkCli's words (WATCHER:: events).
     logging.getLogger("zkraft.client").addHandler(logging.NullHandler())
