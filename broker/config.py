@@ -17,6 +17,7 @@ from typing import Any
 
 from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
 from runtime.properties import PropertiesError, read_properties_file
+from runtime.tls import TlsConfigError
 
 
 class BrokerConfigError(ValueError):
@@ -40,6 +41,16 @@ def _str(text: str) -> str:
 
 def _list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol
+
+
+def _security_protocol(text: str) -> str:
+    value = text.strip().upper()
+    if value not in _SECURITY_PROTOCOLS:
+        raise ValueError(text)
+    return value
 
 
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")  # Kafka's order
@@ -142,6 +153,24 @@ PROPERTIES: tuple[Property, ...] = (
     Property("jute.maxbuffer", "jute_maxbuffer", _int, 1),
     Property("fetch.max.bytes", "fetch_max_bytes", _int, 1024),
     Property("fetch.max.wait.ms.max", "fetch_max_wait_ms_max", _int, 0),
+    # TLS (broker/tls_settings.py): Kafka's ssl.* for the gRPC port and the inter-broker channels
+    # (security.inter.broker.protocol), and Kafka 2.5's zookeeper.ssl.* for the session to the quorum.
+    Property("security.inter.broker.protocol", "security_inter_broker_protocol", _security_protocol),
+    Property("ssl.keystore.location", "ssl_keystore_location", _str),
+    Property("ssl.keystore.type", "ssl_keystore_type", _str),
+    Property("ssl.truststore.location", "ssl_truststore_location", _str),
+    Property("ssl.truststore.type", "ssl_truststore_type", _str),
+    Property("ssl.client.auth", "ssl_client_auth", _str),
+    Property("ssl.endpoint.identification.algorithm", "ssl_endpoint_identification_algorithm", _str),
+    Property("zookeeper.ssl.client.enable", "zookeeper_ssl_client_enable", _bool),
+    Property("zookeeper.clientCnxnSocket", "zookeeper_client_cnxn_socket", _str),
+    Property("zookeeper.ssl.keystore.location", "zookeeper_ssl_keystore_location", _str),
+    Property("zookeeper.ssl.keystore.type", "zookeeper_ssl_keystore_type", _str),
+    Property("zookeeper.ssl.truststore.location", "zookeeper_ssl_truststore_location", _str),
+    Property("zookeeper.ssl.truststore.type", "zookeeper_ssl_truststore_type", _str),
+    Property(
+        "zookeeper.ssl.endpoint.identification.algorithm", "zookeeper_ssl_endpoint_identification_algorithm", _str
+    ),
 )
 _BY_NAME = {p.name: p for p in PROPERTIES}
 
@@ -225,6 +254,21 @@ class BrokerConfig:
     fetch_max_bytes: int = 57671680
     # zkraft's: the longest a Fetch waits for min_bytes (its max_wait_ms is capped to this); Kafka's request.timeout.ms.
     fetch_max_wait_ms_max: int = 30000
+    # ---- TLS, Kafka's names and defaults (KafkaConfig, SslConfigs; ZkClientConfig since Kafka 2.5).
+    security_inter_broker_protocol: str = "PLAINTEXT"
+    ssl_keystore_location: str = ""
+    ssl_keystore_type: str = "PEM"  # Kafka's default is JKS; only PEM is read (runtime.tls)
+    ssl_truststore_location: str = ""
+    ssl_truststore_type: str = "PEM"
+    ssl_client_auth: str = "none"
+    ssl_endpoint_identification_algorithm: str = "https"
+    zookeeper_ssl_client_enable: bool = False
+    zookeeper_client_cnxn_socket: str = ""  # Kafka needs ClientCnxnSocketNetty for TLS; accepted, not needed here
+    zookeeper_ssl_keystore_location: str = ""
+    zookeeper_ssl_keystore_type: str = "PEM"
+    zookeeper_ssl_truststore_location: str = ""
+    zookeeper_ssl_truststore_type: str = "PEM"
+    zookeeper_ssl_endpoint_identification_algorithm: str = "https"
     # Properties as given (after overrides), for the record in the start-up log.
     given: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -284,11 +328,26 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
     if config.min_insync_replicas < 1:
         raise BrokerConfigError("min.insync.replicas must be at least 1")
     _check_request_bounds(config)
+    _check_tls(config)
     try:
         parse_listeners(config.listeners, config.advertised_listeners, config.listener_security_protocol_map)
     except ListenerConfigError as exc:
         raise BrokerConfigError(str(exc)) from None
     return config
+
+
+def _check_tls(config: BrokerConfig) -> None:
+    """Build the TLS settings once here, so that a bad one is refused at start with one line."""
+    from broker.tls_settings import grpc_tls, zookeeper_tls
+
+    try:
+        tls_configs = (grpc_tls(config), zookeeper_tls(config))
+    except TlsConfigError as exc:
+        raise BrokerConfigError(str(exc)) from None
+    for tls in tls_configs:
+        for path in (tls.keystore_file, tls.truststore_file) if tls is not None else ():
+            if path is not None and not path.is_file():
+                raise BrokerConfigError(f"{path}: no such file (a TLS keystore or truststore)")
 
 
 def _check_request_bounds(config: BrokerConfig) -> None:
@@ -309,6 +368,7 @@ def _kind(prop: Property) -> str:
         _bool: "boolean (true or false)",
         _compression_type: f"value (one of {', '.join(_COMPRESSION_TYPES)})",
         _timestamp_type: "value (CreateTime or LogAppendTime)",
+        _security_protocol: f"value (one of {', '.join(_SECURITY_PROTOCOLS)})",
     }.get(prop.parse, "value")
 
 
