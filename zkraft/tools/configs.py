@@ -40,6 +40,7 @@ from client.kafka.znodes import (
     topic_path,
 )
 from client.zk.exceptions import NoNodeError, ZkException
+from zkraft.tools import command_config
 from zkraft.tools.topics import ToolError, ToolUsageError, zk_session
 
 ENTITY_NAMES = {CONFIG_TYPE_TOPIC: "topic", CONFIG_TYPE_BROKER: "broker"}
@@ -49,6 +50,7 @@ BROKER_DEFAULT_ENTITY = ""  # ConfigCommand.BrokerDefaultEntityName: the cluster
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="brokers: go through the Admin API")
+    command_config.add_argument(parser)
     parser.add_argument("--all", action="store_true", help="with --bootstrap-server --describe: every config")
     parser.add_argument("--entity-type", choices=sorted(ENTITY_NAMES), help="topics or brokers")
     parser.add_argument("--entity-name", help="the topic name or broker id")
@@ -179,7 +181,7 @@ def _run_with_admin(ns: argparse.Namespace, added: dict[str, str], deleted: list
     from zkraft.tools.topics import _admin, check_hosts
 
     try:
-        with _admin(check_hosts(ns.bootstrap_server, "--bootstrap-server")) as admin:
+        with _admin(check_hosts(ns.bootstrap_server, "--bootstrap-server"), command_config.tls_of(ns)) as admin:
             if ns.alter:
                 alter_with_admin(admin, ns.entity_type, ns.entity_name, added, deleted, out)
             else:
