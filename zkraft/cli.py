@@ -92,10 +92,16 @@ def _quorum_start(options: argparse.Namespace) -> int:
 
 
 def _quorum_status(options: argparse.Namespace) -> int:
+    from runtime.client_config import zookeeper_client_tls_file
+    from runtime.tls import TlsConfigError
     from zkraft.tools import quorum_status
 
     try:
-        return quorum_status.run(options.server, json_output=options.json, timeout_s=options.timeout)
+        tls = zookeeper_client_tls_file(options.client_configuration)
+    except TlsConfigError as error:
+        raise UsageError(f"-client-configuration: {error}") from None
+    try:
+        return quorum_status.run(options.server, json_output=options.json, timeout_s=options.timeout, tls=tls)
     except quorum_status.ServerListError as error:
         raise UsageError(str(error)) from None
     except quorum_status.QuorumStatusError as error:
@@ -129,6 +135,7 @@ def _up(options: argparse.Namespace) -> int:
             broker_base_port=options.broker_base_port,
             zk_base_port=options.zk_base_port,
             kafka_base_port=options.kafka_base_port,
+            secure=options.secure,
         )
     except up.UpUsageError as error:
         raise UsageError(str(error)) from None
@@ -325,6 +332,14 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument(
         "--timeout", type=_positive_float, default=2.0, help="seconds to wait for each server (default 2)"
     )
+    status.add_argument(
+        "-client-configuration",
+        "--client-configuration",
+        dest="client_configuration",
+        type=Path,
+        metavar="FILE",
+        help="ZooKeeper client properties for a TLS quorum port (zookeeper.client.secure=true, zookeeper.ssl.*)",
+    )
     status.set_defaults(handler=_quorum_status)
 
     broker = commands.add_parser("broker", help="run a Kafka broker")
@@ -348,6 +363,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--data-dir", type=Path, required=True, help="directory holding the whole cluster")
     up.add_argument("--brokers", type=_non_negative_int, default=3, help="brokers to run, 0: none (default 3)")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="a local CA and a certificate per process, TLS on every port; writes client.properties and "
+        "zookeeper-client.properties in the data dir",
+    )
     up.add_argument(
         "--override",
         action="append",

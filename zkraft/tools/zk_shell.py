@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from client.zk.acl import ACL, Id
-from client.zk.exceptions import NoNodeError, ZkException, ZookeeperError
+from client.zk.exceptions import NoNodeError, ZkException, ZkTlsError, ZookeeperError
 from client.zk.states import NO_ZXID, TTL_MS_MAX, AddWatchMode, WatcherType, ZkState, ZnodeStat
 from runtime.client_config import zookeeper_client_tls_file
 from runtime.tls import TlsConfig, TlsConfigError
@@ -629,6 +629,8 @@ class Shell:
         except (ZkException, OSError, ValueError) as error:
             _dispose(client)
             reason = " ".join(str(error).split()) or type(error).__name__
+            if isinstance(error, ZkTlsError):  # refused at once, not a timeout
+                raise ShellError(f"cannot connect to {self.hosts}: {reason}") from None
             raise ShellError(f"cannot connect to {self.hosts} within {self.timeout_s:g}s: {reason}") from None
         self.client = client
         self._session_event("SyncConnected")  # now, not whenever the listener's thread gets to it
