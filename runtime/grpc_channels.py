@@ -69,6 +69,18 @@ def explain_failure(address: str, tls: TlsConfig | None, details: str) -> str | 
     return None
 
 
+def is_permanent(tls: TlsConfig | None, details: str, certificate_required: bool = False) -> bool:
+    """Whether a failure explain_failure explained can never go away by retrying, so a client may give up at once.
+
+    A failed handshake (a certificate not trusted, a plaintext port) and a plaintext client on a port that
+    speaks TLS are permanent. A TLS connection closed after the handshake is ambiguous (the server may be
+    stopping, or it refused our certificate) unless the client has no certificate for a server that
+    always requires one (`certificate_required`: the quorum's TLS port)."""
+    if "handshake failed" in details.lower() or tls is None:
+        return True
+    return certificate_required and tls.keystore_file is None
+
+
 def _handshake_reason(details: str) -> str:
     marker = "SSL routines:OPENSSL_internal:"
     start = details.find(marker)

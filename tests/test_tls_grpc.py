@@ -28,10 +28,12 @@ from broker.config import BrokerConfigError, from_properties
 from client import Admin, Consumer, NewTopic, Producer, ZkClient
 from client.kafka.client_errors import SslAuthenticationError
 from client.zk.exceptions import ZkTlsError
+from quorum.register_client import QuorumClient
 from quorum.settings import SettingsError, load_node_settings
 from runtime import certificates, grpc_channels
 from runtime.client_config import kafka_client_tls, read_config_file, zookeeper_client_tls
 from runtime.tls import TlsConfig, TlsConfigError
+from tests.quorum_harness import QuorumProcesses, poll_until, subprocess_env
 from tests.test_up_cli import REPO_ROOT, _env, broker_ports, running_up
 from zkraft_proto import quorum_pb2, quorum_pb2_grpc
 
@@ -39,6 +41,8 @@ TOOL_TIMEOUT_S = 60.0
 # A refusal is "at once": well under any connect or request timeout of the clients (10 s and more).
 REFUSAL_WITHIN_S = 8.0
 RECORDS = 50
+CLUSTER_WAIT_S = 30.0
+WRITES = 20
 PLAINTEXT_REFUSED = "is a TLS port and this client connects in plaintext"
 
 
@@ -365,3 +369,109 @@ def _assert_cluster_unharmed(secure_cluster: dict) -> None:
         zk.close()
     for address in secure_cluster["quorum"].split(","):
         assert asyncio.run(_hello(address, zk_tls)).startswith("node "), address
+
+
+# ---------------------------------------------------------------- a node with another CA's certificate
+
+
+async def _node_status(address: str, tls: TlsConfig) -> quorum_pb2.StatusResponse | None:
+    async with grpc_channels.aio_channel(address, tls) as channel:
+        try:
+            return await quorum_pb2_grpc.QuorumStub(channel).Status(quorum_pb2.StatusRequest(), timeout=2)
+        except grpc.aio.AioRpcError:
+            return None
+
+
+async def _leader_status(
+    cluster: QuorumProcesses, node_ids: tuple[int, ...], tls: TlsConfig
+) -> quorum_pb2.StatusResponse:
+    async def probe() -> quorum_pb2.StatusResponse | None:
+        for node_id in node_ids:
+            status = await _node_status(cluster.addresses[node_id], tls)
+            if status is not None and status.role == "leader":
+                return status
+        return None
+
+    return await poll_until(probe, CLUSTER_WAIT_S, "no leader among the nodes with the cluster's certificates")
+
+
+def _match_index(leader: quorum_pb2.StatusResponse, node_id: int) -> int:
+    return next((f.match_index for f in leader.followers if f.id == node_id), 0)
+
+
+def test_a_node_with_another_cas_certificate_cannot_join_and_the_real_one_then_does(
+    tmp_path: Path, pki: dict[str, Path]
+) -> None:
+    node_tls = {
+        "sslQuorum": "true",
+        "ssl.quorum.keyStore.location": str(pki["server"]),
+        "ssl.quorum.trustStore.location": str(pki["ca"]),
+    }
+    tls = TlsConfig(pki["server"], pki["ca"])
+    with QuorumProcesses(tmp_path, n=3, properties=node_tls) as cluster:
+        cluster.start(1)
+        cluster.start(2)
+        # The intruder trusts the cluster's CA but holds a certificate of another CA.
+        intruder_config = tmp_path / "intruder.properties"
+        intruder_config.write_text(
+            cluster.config_path.read_text().replace(str(pki["server"]), str(pki["other"])), encoding="utf-8"
+        )
+        intruder = subprocess.Popen(
+            [*cluster.command(3)[:-1], str(intruder_config)],
+            stdin=subprocess.DEVNULL,
+            stdout=(tmp_path / "intruder.log").open("wb"),
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            env=subprocess_env(),
+        )
+        try:
+            asyncio.run(_refused_then_joined(cluster, tls, intruder, tmp_path / "intruder.log"))
+        finally:
+            intruder.kill()
+            intruder.wait(timeout=10)
+
+
+async def _refused_then_joined(
+    cluster: QuorumProcesses, tls: TlsConfig, intruder: subprocess.Popen[bytes], intruder_log: Path
+) -> None:
+    leader = await _leader_status(cluster, (1, 2), tls)
+    async with QuorumClient(
+        [cluster.addresses[1], cluster.addresses[2]], request_timeout_s=CLUSTER_WAIT_S, tls=tls
+    ) as client:
+        for i in range(WRITES):
+            await client.set(b"k%d" % i, b"v")
+
+        # Proof that the intruder ran and tried: it reports the peers unreachable (its handshakes are refused).
+        async def intruder_tried() -> bool:
+            return "peer_unreachable" in intruder_log.read_text(errors="replace")
+
+        await poll_until(intruder_tried, CLUSTER_WAIT_S, "the intruder never tried its peers")
+        assert intruder.poll() is None, intruder_log.read_text(errors="replace")
+        for i in range(WRITES):
+            await client.set(b"after-%d" % i, b"v")  # the two real nodes commit on, undisturbed
+        now = await _leader_status(cluster, (1, 2), tls)
+        assert now.term == leader.term and now.id == leader.id  # the intruder forced no election
+        assert _match_index(now, 3) == 0 and now.commit_index >= 2 * WRITES
+        # The real node 3, with the cluster's certificate, joins and catches up.
+        intruder.kill()
+        intruder.wait(timeout=10)
+        cluster.start(3)
+        await client.set(b"last", b"v")
+
+        async def caught_up() -> bool:
+            status = await _leader_status(cluster, (1, 2, 3), tls)
+            return _match_index(status, 3) >= status.commit_index > 0
+
+        await poll_until(caught_up, CLUSTER_WAIT_S, "the real node 3 did not catch up")
+
+
+def test_only_certain_tls_failures_end_a_clients_retries(pki: dict[str, Path]) -> None:
+    """A client gives up at once only when retrying cannot help; a TLS connection closed after the handshake may be
+    a server stopping (a broker restarting), so a Kafka client keeps trying then."""
+    ca_only, with_key = TlsConfig(None, pki["ca"]), TlsConfig(pki["client"], pki["ca"])
+    closed, handshake = "ipv4:127.0.0.1:1: Socket closed", "Tls handshake failed (TSI_PROTOCOL_FAILURE): ..."
+    assert grpc_channels.is_permanent(None, closed)  # a plaintext client on a port that speaks TLS
+    assert grpc_channels.is_permanent(with_key, handshake)
+    assert not grpc_channels.is_permanent(ca_only, closed)
+    assert grpc_channels.is_permanent(ca_only, closed, certificate_required=True)
+    assert not grpc_channels.is_permanent(with_key, closed, certificate_required=True)

@@ -169,10 +169,11 @@ class KafkaClusterClient:
                 error = error_from_rpc(exc, f"{method} to {address}")
                 if not isinstance(error, KafkaConnectionError | RequestTimedOutError):
                     raise error from None
-                explained = grpc_channels.explain_failure(address, self.tls, exc.details() or "")
-                if explained is not None:
+                details = exc.details() or ""
+                explained = grpc_channels.explain_failure(address, self.tls, details)
+                if explained is not None and grpc_channels.is_permanent(self.tls, details):
                     raise SslAuthenticationError(explained) from None
-                failures.append(f"{address}: {exc.code().name}")
+                failures.append(explained or f"{address}: {exc.code().name}")
         raise NoBrokersAvailable(f"no broker answered {method} ({'; '.join(failures)})")
 
     # ------------------------------------------------------------------ metadata

@@ -126,6 +126,7 @@ class ZkSession:
         self._rng = rng or random.Random()
         self._tls = tls  # zookeeper.client.secure: every channel is TLS (runtime.grpc_channels)
         self._fatal: ZkTlsError | None = None
+        self._tls_doubt: str | None = None
         self.hosts = list(hosts)
         if randomize_hosts:
             self._rng.shuffle(self.hosts)
@@ -180,6 +181,7 @@ class ZkSession:
             return
         self._reset_session()
         self._fatal = None
+        self._tls_doubt = None
         self._closing = False
         self._wake = asyncio.Event()
         self._connected = asyncio.Event()
@@ -194,7 +196,10 @@ class ZkSession:
             await self.stop()
             if self._fatal is not None:
                 raise self._fatal
-            raise ZkTimeoutError(f"no server of {','.join(self.hosts)} accepted a session within {timeout_s:g} s")
+            doubt = f" (last: {self._tls_doubt})" if self._tls_doubt else ""
+            raise ZkTimeoutError(
+                f"no server of {','.join(self.hosts)} accepted a session within {timeout_s:g} s{doubt}"
+            )
 
     async def stop(self) -> None:
         """Close the session (its ephemeral nodes go at once) and end the connection; state LOST."""
@@ -321,8 +326,12 @@ class ZkSession:
         """Raise ZkTlsError when a new session's connection failed for a TLS reason: no retry can fix that.
         Only before a session exists: a session's reconnects keep trying (a server may be restarting)."""
         explained = await asyncio.to_thread(grpc_channels.explain_failure, host, self._tls, reason)
-        if explained is not None:
+        if explained is None:
+            return
+        # The quorum's TLS port always asks for a client certificate (docs/DESIGN.md §9).
+        if grpc_channels.is_permanent(self._tls, reason, certificate_required=True):
             raise ZkTlsError(explained)
+        self._tls_doubt = explained  # perhaps a server stopping: tried again, and named if start() times out
 
     def _attempt_timeout_s(self) -> float:
         if self.session_id:
