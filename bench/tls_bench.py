@@ -1,23 +1,28 @@
 """TLS against plaintext on the gRPC ports: ZooKeeper create latency and SDK produce throughput, in the same run.
 
-    python3 bench/tls_bench.py [--rounds 2] [--creates 500] [--records 20000] [--record-bytes 100]
+    python3 bench/tls_bench.py [--blocks 8] [--creates 100] [--records 20000] [--record-bytes 100]
 
-Each round starts a fresh `zkraft up` cluster (3 quorum nodes, 2 brokers) without TLS, measures, stops it,
-then the same with `zkraft up --secure` (mutual TLS between the nodes, TLS from clients with the files it
-wrote), so that the two are measured on the same machine under the same load, alternating. Measured
-through the public SDK:
+Two `zkraft up` clusters run at once (3 quorum nodes and 2 brokers each): one without TLS, one with
+`--secure` (mutual TLS between the nodes, TLS from clients with the files it wrote). The two systems
+take turns in blocks, plaintext then TLS, so that both see the same machine: on a shared 2-core machine
+whose speed drifts by 2x within minutes, only paired, alternating samples compare fairly. Measured
+through the public SDK, with one client per system opened once (connections are set up outside the
+measured window, as a long-running client has them):
 
-* `sequential_create`: one ZooKeeper create at a time (100-byte values), p50/p99 of call-to-reply;
-* `produce`: the SDK Producer (acks=all, a topic of 2 partitions x 2 replicas), records/s from the first
-  send to the flush that acknowledges the last.
+* `sequential_create`: per block, `--creates` ZooKeeper creates one at a time (100-byte values):
+  p50/p99 of call-to-reply;
+* `produce`: per block, `--records` records through the SDK Producer (acks=all, a topic of 2
+  partitions x 2 replicas): records/s from the first send to the flush that acknowledges the last.
 
-Output is JSON lines on stdout, one per measurement and a final `summary` with the medians over rounds and
-TLS/plaintext ratios next to issue 30's targets (throughput >= 0.8x, latency <= 1.2x). Nothing is asserted.
+Output is JSON lines on stdout, one per block and system, and a final `summary`: the median of the
+per-block figures for each system and the TLS/plaintext ratios next to issue 30's targets (throughput
+>= 0.8x, latency <= 1.2x). Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -42,57 +47,80 @@ def _percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def sequential_create(quorum: str, tls: Any, creates: int, payload: bytes) -> dict[str, float]:
-    zk = ZkClient(quorum, timeout=ZK_TIMEOUT_S, tls=tls)
-    zk.start()
-    try:
-        zk.ensure_path("/bench")
+class System:
+    """One running cluster and the clients that measure it, opened once."""
+
+    def __init__(self, name: str, up: Any, secure: bool) -> None:
+        cluster = up.cluster()
+        self.name = name
+        quorum = ",".join(node["address"] for node in cluster["quorum"])
+        brokers = ",".join(broker["address"] for broker in cluster["brokers"])
+        zk_tls = kafka_tls = None
+        if secure:
+            security = cluster["security"]
+            zk_tls = zookeeper_client_tls(read_config_file(Path(security["zookeeper_client_properties"])))
+            kafka_tls = kafka_client_tls(read_config_file(Path(security["client_properties"])))
+        self.zk = ZkClient(quorum, timeout=ZK_TIMEOUT_S, tls=zk_tls)
+        self.zk.start()
+        self.zk.ensure_path("/bench")
+        with Admin(brokers, tls=kafka_tls) as admin:
+            admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=2)])
+        self.producer = Producer(brokers, tls=kafka_tls, acks="all", linger_ms=5)
+        self.producer.send(TOPIC, b"warm-up").get(timeout=FLUSH_TIMEOUT_S)  # metadata and leaders ready
+        self.created = 0
+
+    def sequential_create(self, creates: int, payload: bytes) -> dict[str, float]:
         samples_ms = []
-        for i in range(creates):
+        for _ in range(creates):
             start = time.perf_counter()
-            zk.create(f"/bench/n-{i}", payload)
+            self.zk.create(f"/bench/n-{self.created}", payload)
             samples_ms.append((time.perf_counter() - start) * 1000)
-    finally:
-        zk.stop()
-        zk.close()
-    return {"p50_ms": _percentile(samples_ms, 0.5), "p99_ms": _percentile(samples_ms, 0.99)}
+            self.created += 1
+        return {"p50_ms": _percentile(samples_ms, 0.5), "p99_ms": _percentile(samples_ms, 0.99)}
 
-
-def produce(bootstrap: str, tls: Any, records: int, payload: bytes) -> dict[str, float]:
-    with Admin(bootstrap, tls=tls) as admin:
-        admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=2)])
-    with Producer(bootstrap, tls=tls, acks="all", linger_ms=5) as producer:
-        producer.send(TOPIC, payload).get(timeout=FLUSH_TIMEOUT_S)  # metadata and leaders ready
+    def produce(self, records: int, payload: bytes) -> dict[str, float]:
         start = time.perf_counter()
         for _ in range(records):
-            producer.send(TOPIC, payload)
-        producer.flush(timeout=FLUSH_TIMEOUT_S)
-        elapsed_s = time.perf_counter() - start
-    return {"records_per_s": records / elapsed_s}
+            self.producer.send(TOPIC, payload)
+        self.producer.flush(timeout=FLUSH_TIMEOUT_S)
+        return {"records_per_s": records / (time.perf_counter() - start)}
+
+    def close(self) -> None:
+        self.producer.close()
+        self.zk.stop()
+        self.zk.close()
 
 
-def measure(secure: bool, args: argparse.Namespace, round_index: int) -> list[dict[str, Any]]:
+def _cluster(stack: contextlib.ExitStack, scratch: Path, secure: bool) -> Any:
     quorum_base, broker_base = broker_ports(brokers=2)
     flags = ("--brokers", "2", "--base-port", str(quorum_base), "--broker-base-port", str(broker_base))
-    with tempfile.TemporaryDirectory(prefix="tls-bench-") as scratch:
-        data_dir = Path(scratch) / "cluster"
-        with running_up(data_dir, *(("--secure",) if secure else ()), *flags, ready_line="zkraft up: running") as up:
-            cluster = up.cluster()
-            quorum = ",".join(node["address"] for node in cluster["quorum"])
-            brokers = ",".join(broker["address"] for broker in cluster["brokers"])
-            zk_tls = kafka_tls = None
-            if secure:
-                security = cluster["security"]
-                zk_tls = zookeeper_client_tls(read_config_file(Path(security["zookeeper_client_properties"])))
-                kafka_tls = kafka_client_tls(read_config_file(Path(security["client_properties"])))
-            payload = b"x" * args.record_bytes
-            system = "tls" if secure else "plaintext"
-            create = sequential_create(quorum, zk_tls, args.creates, payload)
-            sent = produce(brokers, kafka_tls, args.records, payload)
-    return [
-        {"measurement": "sequential_create", "system": system, "round": round_index, **create},
-        {"measurement": "produce", "system": system, "round": round_index, **sent},
-    ]
+    data_dir = scratch / ("secure" if secure else "plaintext")
+    return stack.enter_context(
+        running_up(data_dir, *(("--secure",) if secure else ()), *flags, ready_line="zkraft up: running")
+    )
+
+
+def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    payload = b"x" * args.record_bytes
+    records: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tls-bench-") as scratch, contextlib.ExitStack() as stack:
+        systems = [
+            System("plaintext", _cluster(stack, Path(scratch), False), False),
+            System("tls", _cluster(stack, Path(scratch), True), True),
+        ]
+        try:
+            for block in range(args.blocks):
+                for system in systems:
+                    create = system.sequential_create(args.creates, payload)
+                    sent = system.produce(args.records, payload)
+                    for measurement, figures in (("sequential_create", create), ("produce", sent)):
+                        record = {"measurement": measurement, "system": system.name, "block": block, **figures}
+                        print(json.dumps(record), flush=True)
+                        records.append(record)
+        finally:
+            for system in systems:
+                system.close()
+    return records
 
 
 def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -112,17 +140,12 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2, help="plaintext then TLS clusters per round (default 2)")
-    parser.add_argument("--creates", type=int, default=500, help="sequential creates per cluster (default 500)")
-    parser.add_argument("--records", type=int, default=20000, help="records produced per cluster (default 20000)")
+    parser.add_argument("--blocks", type=int, default=8, help="alternating blocks per system (default 8)")
+    parser.add_argument("--creates", type=int, default=100, help="sequential creates per block (default 100)")
+    parser.add_argument("--records", type=int, default=20000, help="records produced per block (default 20000)")
     parser.add_argument("--record-bytes", type=int, default=100, help="value size (default 100)")
     args = parser.parse_args()
-    records: list[dict[str, Any]] = []
-    for round_index in range(args.rounds):
-        for secure in (False, True):
-            for record in measure(secure, args, round_index):
-                print(json.dumps(record), flush=True)
-                records.append(record)
+    records = measure(args)
     print(json.dumps(summary(records)), flush=True)
     return 0
 

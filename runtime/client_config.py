@@ -50,6 +50,18 @@ def zookeeper_client_tls(props: Mapping[str, str]) -> TlsConfig | None:
     return from_zookeeper_properties({**props, "zookeeper.ssl.clientAuth": "none"}, prefix="zookeeper.ssl.")
 
 
+def kafka_zookeeper_tls(props: Mapping[str, str]) -> TlsConfig | None:
+    """A Kafka tool's `--zk-tls-config-file` (Kafka 2.5+): Kafka's `zookeeper.ssl.*` names with
+    `zookeeper.ssl.client.enable=true`; other keys are ignored, as Kafka ignores them. ZooKeeper's own client
+    names (`zookeeper.client.secure`, a zookeeper-client.properties) are read too."""
+    if "zookeeper.ssl.client.enable" not in props:
+        return zookeeper_client_tls(props)
+    enabled = props["zookeeper.ssl.client.enable"].strip().lower()
+    if enabled not in ("true", "false"):
+        raise TlsConfigError(f"zookeeper.ssl.client.enable: {enabled!r} is not true or false")
+    return from_kafka_properties(props, prefix="zookeeper.") if enabled == "true" else None
+
+
 def kafka_client_tls_file(path: Path | None) -> TlsConfig | None:
     """`--command-config FILE` of a Kafka-style tool: its TLS, None without a file."""
     return None if path is None else kafka_client_tls(read_config_file(path))

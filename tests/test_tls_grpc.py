@@ -283,6 +283,9 @@ def test_tools_work_with_the_files_up_wrote(secure_cluster: dict) -> None:
     zk_config = ("-client-configuration", security["zookeeper_client_properties"])
     ids = _zkraft("zk", "--server", secure_cluster["quorum"], *zk_config, "ls", "/brokers/ids")
     assert ids.returncode == 0 and ids.stdout.strip() == "[1, 2]", ids.stderr
+    zk_tls = ("--zk-tls-config-file", security["zookeeper_client_properties"])
+    listed = _zkraft("topics", "--zookeeper", secure_cluster["quorum"], *zk_tls, "--list")
+    assert listed.returncode == 0 and "tool-t" in listed.stdout.split(), listed.stderr
     status = _zkraft("quorum", "status", "--server", secure_cluster["quorum"], *zk_config)
     assert status.returncode == 0 and status.stdout.count("follower") == 2, status.stderr
 

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
-from runtime.client_config import kafka_client_tls, kafka_client_tls_file
+from runtime.client_config import kafka_client_tls, kafka_client_tls_file, kafka_zookeeper_tls, read_config_file
 from runtime.tls import TlsConfig, TlsConfigError
 
 # The client properties that say how to connect, not what to do: the console tools take them from their
@@ -40,6 +40,25 @@ def tls_of(ns: argparse.Namespace, attribute: str = "command_config") -> TlsConf
     except TlsConfigError as error:
         flag = "--" + attribute.replace("_", "-") if attribute == "command_config" else "--admin.config"
         raise ToolUsageError(f"{flag}: {error}") from None
+
+
+def add_zk_tls_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--zk-tls-config-file",
+        type=Path,
+        metavar="FILE",
+        help="TLS to the quorum for --zookeeper: zookeeper.ssl.client.enable=true and zookeeper.ssl.* (Kafka's names)",
+    )
+
+
+def zk_tls_of(path: Path | None) -> TlsConfig | None:
+    """The TLS of `--zk-tls-config-file` (ToolUsageError, one line, when the file or a property is wrong)."""
+    from zkraft.tools.topics import ToolUsageError
+
+    try:
+        return None if path is None else kafka_zookeeper_tls(read_config_file(Path(path)))
+    except TlsConfigError as error:
+        raise ToolUsageError(f"--zk-tls-config-file: {error}") from None
 
 
 def split_security(properties: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:

@@ -51,6 +51,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="brokers: go through the Admin API")
     command_config.add_argument(parser)
+    command_config.add_zk_tls_argument(parser)
     parser.add_argument("--all", action="store_true", help="with --bootstrap-server --describe: every config")
     parser.add_argument("--entity-type", choices=sorted(ENTITY_NAMES), help="topics or brokers")
     parser.add_argument("--entity-name", help="the topic name or broker id")
@@ -116,7 +117,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     if ns.bootstrap_server is not None:
         return _run_with_admin(ns, added, deleted, stream)
     try:
-        with zk_session(ns.zookeeper, ns.timeout) as zk:
+        with zk_session(ns.zookeeper, ns.timeout, command_config.zk_tls_of(ns.zk_tls_config_file)) as zk:
             if ns.alter:
                 alter(zk, ns.entity_type, ns.entity_name, added, deleted, stream)
             else:

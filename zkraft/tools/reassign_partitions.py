@@ -106,6 +106,7 @@ class ReassignOptions:
     additional: bool = False  # --execute while another reassignment runs (--bootstrap-server)
     preserve_throttles: bool = False  # --verify / --cancel with --bootstrap-server leave the throttles set
     command_config: Path | None = None  # client properties (TLS) for --bootstrap-server
+    zk_tls_config_file: Path | None = None  # TLS to the quorum for --zookeeper
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -116,6 +117,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--bootstrap-server", metavar="HOST:PORT[,...]", help="the brokers (the admin API; --cancel and --list need it)"
     )
     command_config.add_argument(parser)
+    command_config.add_zk_tls_argument(parser)
     parser.add_argument(
         "--additional", action="store_true", help="--execute with --bootstrap-server while another reassignment runs"
     )
@@ -211,6 +213,7 @@ def options_from_namespace(ns: argparse.Namespace) -> ReassignOptions:
         additional=given["additional"],
         preserve_throttles=given["preserve-throttles"],
         command_config=getattr(ns, "command_config", None),
+        zk_tls_config_file=getattr(ns, "zk_tls_config_file", None),
     )
 
 
@@ -672,7 +675,9 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
         return _run_api(options, topics, plan_list, stream)
     assert options.zookeeper is not None
     try:
-        with zk_session(options.zookeeper, options.timeout_s) as zk:
+        with zk_session(
+            options.zookeeper, options.timeout_s, command_config.zk_tls_of(options.zk_tls_config_file)
+        ) as zk:
             tool = ZkReassigner(zk, stream)
             match options.action:
                 case "generate":
