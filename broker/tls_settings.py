@@ -11,6 +11,7 @@ by it when `ssl.client.auth=required`). The ZooKeeper session uses Kafka 2.5's `
 from __future__ import annotations
 
 from broker.config import BrokerConfig
+from runtime.grpc_channels import require_hostname_verification
 from runtime.tls import TlsConfig, TlsConfigError, from_kafka_properties
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
@@ -33,6 +34,7 @@ def grpc_tls(config: BrokerConfig) -> TlsConfig | None:
     tls = from_kafka_properties(props)
     if tls.keystore_file is None:
         raise TlsConfigError("ssl.keystore.location: a TLS broker port needs the broker's key and certificate")
+    require_hostname_verification(tls, "ssl.endpoint.identification.algorithm")
     if tls.client_auth == "requested":
         # gRPC's Python API either requires a client certificate or never asks for one.
         raise TlsConfigError("ssl.client.auth: requested is not served on the gRPC port; give none or required")
@@ -43,4 +45,5 @@ def zookeeper_tls(config: BrokerConfig) -> TlsConfig | None:
     """The quorum session's TLS (zookeeper.ssl.client.enable=true), None otherwise."""
     if not config.zookeeper_ssl_client_enable:
         return None
-    return from_kafka_properties(_kafka_names(config, "zookeeper."), prefix="zookeeper.")
+    tls = from_kafka_properties(_kafka_names(config, "zookeeper."), prefix="zookeeper.")
+    return require_hostname_verification(tls, "zookeeper.ssl.endpoint.identification.algorithm")

@@ -397,6 +397,11 @@ def _validate_ssl_quorum(settings: NodeSettings) -> None:
         raise SettingsError(str(exc)) from None
     if tls is None or tls.keystore_file is None:
         raise SettingsError("ssl.quorum.keyStore.location: sslQuorum=true needs this node's key and certificate")
+    if not tls.verify_hostname:
+        raise SettingsError(
+            "ssl.quorum.hostnameVerification: cannot be turned off on gRPC connections; "
+            "give certificates that name the addresses peers dial"
+        )
     if tls.client_auth != "required":
         raise SettingsError(
             f"ssl.quorum.clientAuth: {settings.ssl_quorum_client_auth!r} is not served; only need: "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from runtime.grpc_channels import require_hostname_verification
 from runtime.properties import PropertiesError, read_properties_file
 from runtime.tls import TlsConfig, TlsConfigError, from_kafka_properties, from_zookeeper_properties
 
@@ -36,7 +37,7 @@ def kafka_client_tls(props: Mapping[str, str]) -> TlsConfig | None:
         raise TlsConfigError(f"security.protocol: {protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
     if protocol not in TLS_PROTOCOLS:
         return None
-    return from_kafka_properties(props)
+    return require_hostname_verification(from_kafka_properties(props), "ssl.endpoint.identification.algorithm")
 
 
 def zookeeper_client_tls(props: Mapping[str, str]) -> TlsConfig | None:
@@ -47,7 +48,8 @@ def zookeeper_client_tls(props: Mapping[str, str]) -> TlsConfig | None:
     if secure == "false":
         return None
     # A client has no clientAuth of its own; ZooKeeper's server-side default ("need") is meaningless here.
-    return from_zookeeper_properties({**props, "zookeeper.ssl.clientAuth": "none"}, prefix="zookeeper.ssl.")
+    tls = from_zookeeper_properties({**props, "zookeeper.ssl.clientAuth": "none"}, prefix="zookeeper.ssl.")
+    return require_hostname_verification(tls, "zookeeper.ssl.hostnameVerification")
 
 
 def kafka_zookeeper_tls(props: Mapping[str, str]) -> TlsConfig | None:
@@ -59,7 +61,10 @@ def kafka_zookeeper_tls(props: Mapping[str, str]) -> TlsConfig | None:
     enabled = props["zookeeper.ssl.client.enable"].strip().lower()
     if enabled not in ("true", "false"):
         raise TlsConfigError(f"zookeeper.ssl.client.enable: {enabled!r} is not true or false")
-    return from_kafka_properties(props, prefix="zookeeper.") if enabled == "true" else None
+    if enabled == "false":
+        return None
+    tls = from_kafka_properties(props, prefix="zookeeper.")
+    return require_hostname_verification(tls, "zookeeper.ssl.endpoint.identification.algorithm")
 
 
 def kafka_client_tls_file(path: Path | None) -> TlsConfig | None:

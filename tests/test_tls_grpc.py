@@ -478,3 +478,15 @@ def test_only_certain_tls_failures_end_a_clients_retries(pki: dict[str, Path]) -
     assert not grpc_channels.is_permanent(ca_only, closed)
     assert grpc_channels.is_permanent(ca_only, closed, certificate_required=True)
     assert not grpc_channels.is_permanent(with_key, closed, certificate_required=True)
+
+
+def test_turning_host_name_verification_off_is_refused_by_name(pki: dict[str, Path]) -> None:
+    ssl = {"security.protocol": "SSL", "ssl.truststore.location": str(pki["ca"])}
+    with pytest.raises(TlsConfigError, match=r"^ssl.endpoint.identification.algorithm: host name verification cannot"):
+        kafka_client_tls({**ssl, "ssl.endpoint.identification.algorithm": ""})
+    with pytest.raises(SettingsError, match=r"^ssl.quorum.hostnameVerification: cannot be turned off"):
+        _node_settings(
+            ssl_quorum_keystore_location=str(pki["server"]),
+            ssl_quorum_truststore_location=str(pki["ca"]),
+            ssl_quorum_hostname_verification=False,
+        )

@@ -67,8 +67,7 @@ class SecurityFiles:
     password: str
 
     def keystore(self, child: Child) -> Path:
-        kind = "quorum" if child.role.startswith("quorum") else "broker"
-        return self.directory / f"{kind}-{child.child_id}.pem"
+        return self.directory / f"{common_name(child)}.pem"
 
     @property
     def admin_tls(self) -> TlsConfig:
@@ -84,6 +83,12 @@ class SecurityFiles:
             "username": self.username,
             "password": self.password,
         }
+
+
+def common_name(child: Child) -> str:
+    """`quorum-N` or `broker-N`: the certificate's subject, and its keystore's file name."""
+    kind = "quorum" if child.role.startswith("quorum") else "broker"
+    return f"{kind}-{child.child_id}"
 
 
 def prepare(root: Path, children: list[Child], cluster_file: Path) -> SecurityFiles:
@@ -109,7 +114,7 @@ def prepare(root: Path, children: list[Child], cluster_file: Path) -> SecurityFi
         if not files.keystore(child).is_file():
             host = child.address.rpartition(":")[0].strip("[]")
             names = dict.fromkeys([*LOCAL_NAMES, host])
-            certificates.issue_keystore(authority, files.keystore(child), f"{child.role}-{child.child_id}", names)
+            certificates.issue_keystore(authority, files.keystore(child), common_name(child), names)
     if not files.admin_keystore.is_file():
         certificates.issue_keystore(authority, files.admin_keystore, ADMIN_USER, ())
     certificates.write_secret(files.client_properties, _text(client_properties(files)).encode())
