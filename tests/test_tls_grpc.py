@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import os
 import stat
 import subprocess
@@ -490,3 +491,24 @@ def test_turning_host_name_verification_off_is_refused_by_name(pki: dict[str, Pa
             ssl_quorum_truststore_location=str(pki["ca"]),
             ssl_quorum_hostname_verification=False,
         )
+
+
+def test_a_second_secure_setup_keeps_the_ca_the_keystores_and_the_password(tmp_path: Path) -> None:
+    from zkraft import secure_setup
+    from zkraft.up import BROKER, QUORUM_NODE, ChildSpec
+
+    def child(role: str, address: str, name: str) -> ChildSpec:
+        return ChildSpec(role, 1, address, tmp_path / name, tmp_path / f"{name}.properties", tmp_path / "x.log", ())
+
+    children = [child(QUORUM_NODE, "127.0.0.1:7001", "q1"), child(BROKER, "127.0.0.1:9192", "b1")]
+    cluster_file = tmp_path / "cluster.json"
+    first = secure_setup.prepare(tmp_path, children, cluster_file)
+    cluster_file.write_text(json.dumps({"security": first.cluster_record()}))
+    keystore = first.keystore(children[0]).read_bytes()
+    second = secure_setup.prepare(tmp_path, children, cluster_file)
+    assert second.password == first.password and second.ca_file.read_bytes() == first.ca_file.read_bytes()
+    assert second.keystore(children[0]).read_bytes() == keystore
+    assert first.keystore(children[0]).name == "quorum-1.pem" and first.keystore(children[1]).name == "broker-1.pem"
+    node = x509.load_pem_x509_certificates(keystore)[0]
+    assert node.subject.rfc4514_string() == "CN=quorum-1"
+    assert stat.S_IMODE(os.stat(first.client_properties).st_mode) == 0o600
