@@ -963,6 +963,9 @@ def _run_cluster(cluster: LocalCluster) -> int:
     previous = {signum: signal.signal(signum, cluster.on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         if _start_quorum(cluster) and _start_brokers(cluster):
+            if cluster.plan.security is not None:
+                for line in _secure_usage(cluster.plan, cluster.plan.security):
+                    _say(line)
             _say(_running_line(cluster.plan))
             cluster.supervise()
         return 0
@@ -1011,19 +1014,33 @@ def _start_brokers(cluster: LocalCluster) -> bool:
         )
     _say(f"brokers ready: {len(specs)} registered, controller is broker {controller}")
     _say(f"Kafka bootstrap servers: {kafka_bootstrap(cluster.plan)}")
-    if cluster.plan.security is not None:
-        for line in _secure_usage(cluster.plan, cluster.plan.security):
-            _say(line)
     return True
+
+
+def _tls_overrides(plan: Plan) -> dict[str, str]:
+    return plan.broker_overrides(plan.brokers[0], {})
 
 
 def _secure_usage(plan: Plan, files: secure_setup.SecurityFiles) -> list[str]:
     """How to reach a --secure cluster with the files it wrote."""
     grpc_bootstrap = ",".join(spec.address for spec in plan.brokers)
-    return [
-        f"TLS on: CA {files.ca_file}; admin user {files.username}, password in {plan.root / CLUSTER_FILE}",
+    plaintext = [
+        what
+        for what, served in (
+            ("the Kafka listeners", not plan.brokers or kafka_listener_protocol(_tls_overrides(plan)) == "SSL"),
+            ("the ZooKeeper client ports (clientPort)", secure_client_port_served()),
+        )
+        if not served
+    ]
+    warnings = [f"warning: {what} stay plaintext: this build does not serve TLS on them" for what in plaintext]
+    kafka = [
         f"Kafka client properties: {files.client_properties}",
         f"  zkraft topics --bootstrap-server {grpc_bootstrap} --command-config {files.client_properties} --list",
+    ]
+    return [
+        *warnings,
+        f"TLS on: CA {files.ca_file}; admin user {files.username}, password in {plan.root / CLUSTER_FILE}",
+        *(kafka if plan.brokers else []),
         f"ZooKeeper client configuration: {files.zookeeper_client_properties}",
         f"  zkraft zk --server {plan.zookeeper_connect} -client-configuration {files.zookeeper_client_properties} ls /",
     ]
