@@ -111,7 +111,8 @@ def speaks_tls(address: str) -> bool:
             with context.wrap_socket(raw, server_hostname=host or None):
                 return True
     except ssl.SSLError as exc:
-        # A server that asked for a client certificate and refused ours still spoke TLS.
-        return "WRONG_VERSION_NUMBER" not in str(exc) and "record layer" not in str(exc).lower()
+        # Only a TLS alert proves a TLS server (one that refused our certificate); a closed connection
+        # (an EOF) or bytes that are not TLS records come from a plaintext server too.
+        return "ALERT" in str(exc).upper()
     except (OSError, ValueError):
         return False
