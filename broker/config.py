@@ -46,6 +46,16 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # Kafka's SecurityProtocol
+
+
+def _security_protocol(text: str) -> str:
+    value = text.strip().upper()
+    if value not in _SECURITY_PROTOCOLS:
+        raise ValueError(text)
+    return value
+
+
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")  # Kafka's order
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
@@ -154,6 +164,24 @@ PROPERTIES: tuple[Property, ...] = (
     Property("authorizer.class.name", "authorizer_class_name", _str),
     Property("super.users", "super_users", _str),
     Property("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool),
+    # TLS (broker/tls_settings.py): Kafka's ssl.* for the gRPC port and the inter-broker channels
+    # (security.inter.broker.protocol), and Kafka 2.5's zookeeper.ssl.* for the session to the quorum.
+    Property("security.inter.broker.protocol", "security_inter_broker_protocol", _security_protocol),
+    Property("ssl.keystore.location", "ssl_keystore_location", _str),
+    Property("ssl.keystore.type", "ssl_keystore_type", _str),
+    Property("ssl.truststore.location", "ssl_truststore_location", _str),
+    Property("ssl.truststore.type", "ssl_truststore_type", _str),
+    Property("ssl.client.auth", "ssl_client_auth", _str),
+    Property("ssl.endpoint.identification.algorithm", "ssl_endpoint_identification_algorithm", _str),
+    Property("zookeeper.ssl.client.enable", "zookeeper_ssl_client_enable", _bool),
+    Property("zookeeper.clientCnxnSocket", "zookeeper_client_cnxn_socket", _str),
+    Property("zookeeper.ssl.keystore.location", "zookeeper_ssl_keystore_location", _str),
+    Property("zookeeper.ssl.keystore.type", "zookeeper_ssl_keystore_type", _str),
+    Property("zookeeper.ssl.truststore.location", "zookeeper_ssl_truststore_location", _str),
+    Property("zookeeper.ssl.truststore.type", "zookeeper_ssl_truststore_type", _str),
+    Property(
+        "zookeeper.ssl.endpoint.identification.algorithm", "zookeeper_ssl_endpoint_identification_algorithm", _str
+    ),
 )
 _BY_NAME = {p.name: p for p in PROPERTIES}
 
@@ -247,6 +275,21 @@ class BrokerConfig:
     super_users: str = ""
     # Kafka's: whether a resource without any ACL is open to everyone (false, as in Kafka).
     allow_everyone_if_no_acl_found: bool = False
+    # ---- TLS, Kafka's names and defaults (KafkaConfig, SslConfigs; ZkClientConfig since Kafka 2.5).
+    security_inter_broker_protocol: str = "PLAINTEXT"
+    ssl_keystore_location: str = ""
+    ssl_keystore_type: str = "PEM"  # Kafka's default is JKS; only PEM is read (runtime.tls)
+    ssl_truststore_location: str = ""
+    ssl_truststore_type: str = "PEM"
+    ssl_client_auth: str = "none"
+    ssl_endpoint_identification_algorithm: str = "https"
+    zookeeper_ssl_client_enable: bool = False
+    zookeeper_client_cnxn_socket: str = ""  # Kafka needs ClientCnxnSocketNetty for TLS; accepted, not needed here
+    zookeeper_ssl_keystore_location: str = ""
+    zookeeper_ssl_keystore_type: str = "PEM"
+    zookeeper_ssl_truststore_location: str = ""
+    zookeeper_ssl_truststore_type: str = "PEM"
+    zookeeper_ssl_endpoint_identification_algorithm: str = "https"
     # Properties as given (after overrides), for the record in the start-up log.
     given: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -310,6 +353,7 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
         raise BrokerConfigError("min.insync.replicas must be at least 1")
     _check_request_bounds(config)
     _check_authorizer(config)
+    _check_tls(config)
     try:
         for listener in config.kafka_listeners:
             protocol = listener.advertised.security_protocol
@@ -319,6 +363,20 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
     except (ListenerConfigError, SaslConfigError, TlsConfigError) as exc:
         raise BrokerConfigError(str(exc)) from None
     return config
+
+
+def _check_tls(config: BrokerConfig) -> None:
+    """Build the TLS settings once here, so that a bad one is refused at start with one line."""
+    from broker.tls_settings import grpc_tls, zookeeper_tls
+
+    try:
+        tls_configs = (grpc_tls(config), zookeeper_tls(config))
+    except TlsConfigError as exc:
+        raise BrokerConfigError(str(exc)) from None
+    for tls in tls_configs:
+        for path in (tls.keystore_file, tls.truststore_file) if tls is not None else ():
+            if path is not None and not path.is_file():
+                raise BrokerConfigError(f"{path}: no such file (a TLS keystore or truststore)")
 
 
 def _check_request_bounds(config: BrokerConfig) -> None:
@@ -347,6 +405,7 @@ def _kind(prop: Property) -> str:
         _bool: "boolean (true or false)",
         _compression_type: f"value (one of {', '.join(_COMPRESSION_TYPES)})",
         _timestamp_type: "value (CreateTime or LogAppendTime)",
+        _security_protocol: f"value (one of {', '.join(_SECURITY_PROTOCOLS)})",
     }.get(prop.parse, "value")
 
 

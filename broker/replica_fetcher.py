@@ -22,8 +22,10 @@ import grpc
 
 from broker.config import BrokerConfig
 from broker.replication_throttle import ReplicationThrottle
+from broker.tls_settings import grpc_tls
 from client.kafka import errors
 from client.kafka.structs import TopicPartition
+from runtime import grpc_channels
 from zkraft_proto import broker_pb2 as pb
 from zkraft_proto import broker_pb2_grpc
 
@@ -76,7 +78,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff = self._config.replica_fetch_backoff_ms / 1000
-        async with grpc.aio.insecure_channel(self.address) as channel:
+        async with grpc_channels.aio_channel(self.address, self._manager.tls) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
             while True:
                 if not self.partitions:
@@ -249,6 +251,7 @@ class ReplicaFetcherManager:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._leader_of: dict[TopicPartition, int] = {}
         self.throttle = ReplicationThrottle(config.broker_id, getattr(replica_manager, "zk", None), logger)
+        self.tls = grpc_tls(config)  # security.inter.broker.protocol=SSL: fetches over TLS
 
     def add_partitions(self, leaders: dict[TopicPartition, int], addresses: dict[int, str]) -> None:
         for tp, leader in leaders.items():

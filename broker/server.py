@@ -47,6 +47,7 @@ from broker.sasl.authenticator import SaslListener
 from broker.sasl.credential_cache import ScramCredentialCache
 from broker.sasl.settings import listener_sasl_settings
 from broker.service import BrokerService, add_broker_service
+from broker.tls_settings import grpc_tls, zookeeper_tls
 from broker.topic_config import log_config_for
 from client.kafka.structs import TopicPartition
 from client.kafka.znodes import (
@@ -66,7 +67,7 @@ from client.kafka.znodes import (
 from client.zk.aio import AsyncZkClient
 from client.zk.exceptions import NodeExistsError, NoNodeError
 from client.zk.states import ZkState
-from runtime import event_loop
+from runtime import event_loop, grpc_channels
 from runtime.heap_tuning import retain_freed_buffers
 from runtime.json_logging import configure_logging
 from runtime.tls import TlsConfigError
@@ -209,7 +210,9 @@ class Broker:
     async def start(self) -> None:
         config = self.config
         self.logs = LogManager(config.directories, default_log_config(config), self.log)
-        self.zk = zk = AsyncZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms)
+        self.zk = zk = AsyncZkClient(
+            config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms, tls=zookeeper_tls(config)
+        )
         try:
             await zk.start(timeout=config.zookeeper_connection_timeout_ms / 1000)
         except Exception as exc:
@@ -233,7 +236,7 @@ class Broker:
         self.requests_in_flight = BytesInFlight(config.queued_max_request_bytes, self.log)
         add_broker_service(service, self.server, self.requests_in_flight, config.request_timeout_ms / 1000, self.log)
         try:
-            port = self.server.add_insecure_port(config.address)
+            port = grpc_channels.add_port(self.server, config.address, grpc_tls(config))
         except RuntimeError:
             port = 0
         if port == 0:
@@ -389,7 +392,7 @@ class Broker:
             if address is None:
                 continue
             try:
-                async with grpc.aio.insecure_channel(address) as channel:
+                async with grpc_channels.aio_channel(address, grpc_tls(config)) as channel:
                     response = await broker_pb2_grpc.BrokerStub(channel).ControlledShutdown(
                         request, timeout=config.controller_socket_timeout_ms / 1000
                     )
@@ -473,7 +476,12 @@ def _make_controller(config: BrokerConfig, zk: AsyncZkClient, broker_epoch: int,
     except ImportError:
         log.warning("controller_not_available")
         return None
-    return KafkaController(config, zk, broker_epoch, state_change, log)
+    tls = grpc_tls(config)  # security.inter.broker.protocol: the controller's requests too
+
+    def channel_factory(address: str) -> grpc.aio.Channel:
+        return grpc_channels.aio_channel(address, tls)
+
+    return KafkaController(config, zk, broker_epoch, state_change, log, channel_factory=channel_factory)
 
 
 async def run(config: BrokerConfig, stop: asyncio.Event | None = None) -> int:

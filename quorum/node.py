@@ -314,6 +314,7 @@ class QuorumNode:
             on_unreachable=self._on_unreachable,
             on_snapshot_done=self._on_snapshot_done,
             log=self.log,
+            tls=self.settings.peer_tls,
         )
         self._transport.start()
         loop = asyncio.get_running_loop()

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import grpc
 
 from quorum.register_command import encode_set
+from runtime import grpc_channels
+from runtime.tls import TlsConfig
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
@@ -51,10 +53,17 @@ def _error_of(exc: grpc.aio.AioRpcError) -> tuple[str, int, str]:
 
 
 class QuorumClient:
-    def __init__(self, servers: Sequence[str], batch_max: int = 1024, request_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        servers: Sequence[str],
+        batch_max: int = 1024,
+        request_timeout_s: float = 10.0,
+        tls: TlsConfig | None = None,
+    ) -> None:
         if not servers:
             raise ValueError("at least one server address is needed")
         self._servers = list(servers)
+        self._tls = tls
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._leader: str = self._servers[0]
         self._batch_max = batch_max
@@ -66,7 +75,7 @@ class QuorumClient:
     def _stub(self, address: str) -> pb_grpc.QuorumStub:
         ch = self._channels.get(address)
         if ch is None:
-            ch = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+            ch = grpc_channels.aio_channel(address, self._tls, GRPC_OPTIONS)
             self._channels[address] = ch
         return pb_grpc.QuorumStub(ch)
 

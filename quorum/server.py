@@ -14,7 +14,7 @@ from quorum.service import QuorumService, RaftPeerService
 from quorum.settings import NodeSettings
 from quorum.state_machine import StateMachine
 from quorum.transport import GRPC_MESSAGE_BYTES_MAX, GRPC_OPTIONS
-from runtime import event_loop
+from runtime import event_loop, grpc_channels
 from runtime.heap_tuning import freeze_startup_objects
 from runtime.json_logging import configure_logging
 from runtime.message_limits import ENVELOPE_BYTES_MAX
@@ -28,7 +28,7 @@ async def check_peers_agree(settings: NodeSettings, digest: str) -> None:
     """Refuse to start when a reachable peer runs another cluster or another peer list."""
 
     async def hello(peer: int, address: str) -> str | None:
-        async with grpc.aio.insecure_channel(address, options=GRPC_OPTIONS) as channel:
+        async with grpc_channels.aio_channel(address, settings.peer_tls, GRPC_OPTIONS) as channel:
             try:
                 reply = await pb_grpc.RaftPeerStub(channel).Hello(
                     pb.HelloRequest(cluster_id=settings.cluster_id, peers_digest=digest, **{"from": settings.node_id}),
@@ -97,7 +97,7 @@ async def run_node(
     if extension is not None:
         extension.register(node, server)
     try:
-        server.add_insecure_port(settings.listen)
+        grpc_channels.add_port(server, settings.listen, settings.peer_tls)
     except RuntimeError:
         node.state_machine.close()
         raise errors.StartupError(f"cannot listen on {settings.listen}: address in use or not local") from None

@@ -30,7 +30,7 @@ from quorum.loop_options import LoopOptions
 from runtime import properties
 from runtime.cpu_placement import PLACEMENTS
 from runtime.message_limits import JUTE_MAX_BUFFER_BYTES_DEFAULT
-from runtime.tls import TlsConfigError, from_zookeeper_properties
+from runtime.tls import TlsConfig, TlsConfigError, from_zookeeper_properties
 
 # Raft needs a majority of a fixed voter set; membership is static (no joint
 # consensus), so the sizes worth running are the odd ones.
@@ -166,6 +166,17 @@ class NodeSettings:
     # CLIENT_SSL_PROPERTIES; read by runtime.tls.from_zookeeper_properties). `ssl.clientAuth` defaults to
     # ZooKeeper's `need`: a client without a certificate from the trusted CA is refused.
     client_ssl: dict[str, str] = field(default_factory=dict)
+    # ---- TLS on the gRPC port (ZooKeeper's sslQuorum and ssl.quorum.*, X509Util with the quorum prefix). The
+    # port serves the Raft peers and the gRPC session service together, so with sslQuorum both need a
+    # certificate from the trusted CA: gRPC's Python API can only require a client certificate or not ask
+    # for one (no "want"), and a peer must never be let in without one (docs/DESIGN.md §9).
+    ssl_quorum: bool = False
+    ssl_quorum_keystore_location: str = ""
+    ssl_quorum_keystore_type: str = "PEM"
+    ssl_quorum_truststore_location: str = ""
+    ssl_quorum_truststore_type: str = "PEM"
+    ssl_quorum_hostname_verification: bool = True
+    ssl_quorum_client_auth: str = "need"
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -181,6 +192,23 @@ class NodeSettings:
     def state_fetch_timeout_s(self) -> float:
         """How long a start may wait for a peer's state: initLimit x tickTime, ZooKeeper's limit on a sync."""
         return self.init_limit_ticks * self.tick_time_ms / 1000
+
+    @property
+    def peer_tls(self) -> TlsConfig | None:
+        """The gRPC port's TLS (server and every channel to a peer), None without sslQuorum."""
+        if not self.ssl_quorum:
+            return None
+        return from_zookeeper_properties(
+            {
+                "ssl.quorum.keyStore.location": self.ssl_quorum_keystore_location,
+                "ssl.quorum.keyStore.type": self.ssl_quorum_keystore_type,
+                "ssl.quorum.trustStore.location": self.ssl_quorum_truststore_location,
+                "ssl.quorum.trustStore.type": self.ssl_quorum_truststore_type,
+                "ssl.quorum.hostnameVerification": str(self.ssl_quorum_hostname_verification).lower(),
+                "ssl.quorum.clientAuth": self.ssl_quorum_client_auth,
+            },
+            prefix="ssl.quorum.",
+        )
 
     @property
     def voters(self) -> tuple[int, ...]:
@@ -370,6 +398,7 @@ def _validate(settings: NodeSettings) -> None:
             f"on, got {max(settings.peers)}"
         )
     _validate_super_digest(settings.super_digest)
+    _validate_ssl_quorum(settings)
     _validate_four_letter_whitelist(settings.four_letter_whitelist)
     if settings.election_timeout_ticks <= settings.heartbeat_interval_ticks:
         raise SettingsError(
@@ -380,6 +409,30 @@ def _validate(settings: NodeSettings) -> None:
 
 
 _SHA1_BYTES = 20
+
+
+def _validate_ssl_quorum(settings: NodeSettings) -> None:
+    if not settings.ssl_quorum:
+        return
+    try:
+        tls = settings.peer_tls
+    except TlsConfigError as exc:
+        raise SettingsError(str(exc)) from None
+    if tls is None or tls.keystore_file is None:
+        raise SettingsError("ssl.quorum.keyStore.location: sslQuorum=true needs this node's key and certificate")
+    if not tls.verify_hostname:
+        raise SettingsError(
+            "ssl.quorum.hostnameVerification: cannot be turned off on gRPC connections; "
+            "give certificates that name the addresses peers dial"
+        )
+    if tls.client_auth != "required":
+        raise SettingsError(
+            f"ssl.quorum.clientAuth: {settings.ssl_quorum_client_auth!r} is not served; only need: "
+            "a peer must present a certificate from the trusted CA"
+        )
+    for path in (tls.keystore_file, tls.truststore_file):
+        if not path.is_file():
+            raise SettingsError(f"{path}: no such file (sslQuorum=true)")
 
 
 def _validate_super_digest(digest: str) -> None:
@@ -533,6 +586,13 @@ _FIELD_OF_PROPERTY = {
     "maxClientCnxns": "max_client_connections",
     "secureClientPort": "secure_client_port",
     "secureClientPortAddress": "secure_client_port_address",
+    "sslQuorum": "ssl_quorum",
+    "ssl.quorum.keyStore.location": "ssl_quorum_keystore_location",
+    "ssl.quorum.keyStore.type": "ssl_quorum_keystore_type",
+    "ssl.quorum.trustStore.location": "ssl_quorum_truststore_location",
+    "ssl.quorum.trustStore.type": "ssl_quorum_truststore_type",
+    "ssl.quorum.hostnameVerification": "ssl_quorum_hostname_verification",
+    "ssl.quorum.clientAuth": "ssl_quorum_client_auth",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}
@@ -551,6 +611,8 @@ _BOOL_FIELDS = frozenset(
         "loop_leader_sends_before_apply",
         "loop_ready_in_handler",
         "loop_idle_leader_inline_path",
+        "ssl_quorum",
+        "ssl_quorum_hostname_verification",
     }
 )
 

@@ -34,6 +34,7 @@ from quorum.raft.types import MessageType, SnapshotMeta
 from quorum.settings import NodeSettings
 from quorum.snapshot_store import SnapshotStore, SnapshotWriter
 from quorum.transport import GRPC_OPTIONS
+from runtime import grpc_channels
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
@@ -93,7 +94,7 @@ def _fetch_from(
     request = pb.FetchStateRequest(cluster_id=settings.cluster_id, peers_digest=digest, min_index=min_index)
     setattr(request, "from", settings.node_id)  # `from` is a Python keyword
     writer: SnapshotWriter | None = None
-    with grpc.insecure_channel(settings.peers[peer], options=GRPC_OPTIONS) as channel:
+    with grpc_channels.sync_channel(settings.peers[peer], settings.peer_tls, GRPC_OPTIONS) as channel:
         _connect(channel, min(PEER_CONNECT_TIMEOUT_S, timeout_s))
         try:
             for chunk in pb_grpc.RaftPeerStub(channel).FetchState(request, timeout=timeout_s):

@@ -29,7 +29,9 @@ import grpc
 from quorum.codec import message_to_pb
 from quorum.raft.types import Message, MessageType
 from quorum.snapshot_store import SnapshotStore
+from runtime import grpc_channels
 from runtime.eager_start import WriteInFlight
+from runtime.tls import TlsConfig
 from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
@@ -190,7 +192,7 @@ class _PeerSender:
 
     def channel(self) -> grpc.aio.Channel:
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS)
+            self._channel = grpc_channels.aio_channel(self.address, self.transport.tls, GRPC_OPTIONS)
         return self._channel
 
     def unreachable(self, code: str, details: str) -> None:
@@ -261,8 +263,10 @@ class PeerTransport:
         on_unreachable: Callable[[int], None],
         on_snapshot_done: Callable[[int, bool], None],
         log: Any,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.node_id = node_id
+        self.tls = tls  # sslQuorum: every peer stream is mutual TLS (runtime.grpc_channels)
         self.cluster_id = cluster_id
         self.digest = digest
         self.snapshots = snapshots

@@ -20,6 +20,7 @@ import grpc
 import structlog
 
 from quorum.facade import QuorumError, QuorumFacade
+from runtime import grpc_channels
 from zkemu.write_router import WriteRouter
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
@@ -167,7 +168,7 @@ class SessionTracker:
         touched, self._touched = list(self._touched), set()
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = grpc.aio.insecure_channel(address)
+            ch = self._channels[address] = grpc_channels.aio_channel(address, self._quorum.settings.peer_tls)
         try:
             await zk_pb2_grpc.ZooKeeperStub(ch).TouchSessions(
                 zk_pb2.TouchSessionsRequest(session_ids=touched), timeout=self._check_interval_s * 4

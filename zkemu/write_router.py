@@ -44,6 +44,7 @@ from quorum.facade import (
     QuorumTimeoutError,
     await_owned,
 )
+from runtime import grpc_channels
 from runtime.eager_start import WriteInFlight
 from zkemu.forward_stream import ConnectionLossError, LeaderStream, Pending, RetryElsewhere, fail_batch
 from zkemu.forwarded_writes import ForwardedWrites
@@ -412,7 +413,7 @@ class WriteRouter:
         if stream is None:
             ch = self._channels.get(address)
             if ch is None:
-                ch = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+                ch = grpc_channels.aio_channel(address, self._quorum.settings.peer_tls, GRPC_OPTIONS)
                 self._channels[address] = ch
             stream = self._stream = LeaderStream(ch, address)
         return stream

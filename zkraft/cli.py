@@ -93,10 +93,16 @@ def _quorum_start(options: argparse.Namespace) -> int:
 
 
 def _quorum_status(options: argparse.Namespace) -> int:
+    from runtime.client_config import zookeeper_client_tls_file
+    from runtime.tls import TlsConfigError
     from zkraft.tools import quorum_status
 
     try:
-        return quorum_status.run(options.server, json_output=options.json, timeout_s=options.timeout)
+        tls = zookeeper_client_tls_file(options.client_configuration)
+    except TlsConfigError as error:
+        raise UsageError(f"-client-configuration: {error}") from None
+    try:
+        return quorum_status.run(options.server, json_output=options.json, timeout_s=options.timeout, tls=tls)
     except quorum_status.ServerListError as error:
         raise UsageError(str(error)) from None
     except quorum_status.QuorumStatusError as error:
@@ -130,6 +136,7 @@ def _up(options: argparse.Namespace) -> int:
             broker_base_port=options.broker_base_port,
             zk_base_port=options.zk_base_port,
             kafka_base_port=options.kafka_base_port,
+            secure=options.secure,
         )
     except up.UpUsageError as error:
         raise UsageError(str(error)) from None
@@ -141,7 +148,13 @@ def _zk(options: argparse.Namespace) -> int:
     from zkraft.tools import zk_shell
 
     try:
-        return zk_shell.run(options.server, options.zk_command, json_output=options.json, timeout_s=options.timeout)
+        return zk_shell.run(
+            options.server,
+            options.zk_command,
+            json_output=options.json,
+            timeout_s=options.timeout,
+            client_configuration=options.client_configuration,
+        )
     except zk_shell.ShellUsageError as error:
         raise UsageError(str(error)) from None
     except zk_shell.ShellError as error:
@@ -322,6 +335,14 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument(
         "--timeout", type=_positive_float, default=2.0, help="seconds to wait for each server (default 2)"
     )
+    status.add_argument(
+        "-client-configuration",
+        "--client-configuration",
+        dest="client_configuration",
+        type=Path,
+        metavar="FILE",
+        help="ZooKeeper client properties for a TLS quorum port (zookeeper.client.secure=true, zookeeper.ssl.*)",
+    )
     status.set_defaults(handler=_quorum_status)
 
     broker = commands.add_parser("broker", help="run a Kafka broker")
@@ -345,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--data-dir", type=Path, required=True, help="directory holding the whole cluster")
     up.add_argument("--brokers", type=_non_negative_int, default=3, help="brokers to run, 0: none (default 3)")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="a local CA and a certificate per process, TLS on every port; writes client.properties and "
+        "zookeeper-client.properties in the data dir",
+    )
     up.add_argument(
         "--override",
         action="append",
@@ -384,6 +411,14 @@ def build_parser() -> argparse.ArgumentParser:
     zk.add_argument("--json", action="store_true", help="print each command's result as one JSON document")
     zk.add_argument(
         "--timeout", type=_positive_float, default=10.0, help="seconds to wait for a connection (default 10)"
+    )
+    zk.add_argument(
+        "-client-configuration",
+        "--client-configuration",
+        dest="client_configuration",
+        type=Path,
+        metavar="FILE",
+        help="ZooKeeper client properties, as zkCli takes them (zookeeper.client.secure=true, zookeeper.ssl.*)",
     )
     zk.add_argument("zk_command", nargs=argparse.REMAINDER, metavar="CMD ARGS", help="zkCli command; none: a shell")
     zk.set_defaults(handler=_zk)

@@ -41,12 +41,13 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from broker import config as broker_config
+from broker.listeners import SERVED_SECURITY_PROTOCOLS
 from client import ZkClient
 from client.kafka.znodes import BROKER_IDS_PATH, CONTROLLER_PATH, ZnodeDataError, decode_controller
 from client.zk.exceptions import NoNodeError, ZkException
@@ -60,6 +61,9 @@ from quorum.settings import (
     peers_string,
     properties_to_values,
 )
+from runtime.certificates import CertificateError
+from runtime.tls import TlsConfig
+from zkraft import secure_setup
 from zkraft.cli import EXIT_USAGE
 from zkraft.supervision import RestartBackoff, log_tail
 from zkraft.tools.quorum_status import collect_status
@@ -162,6 +166,26 @@ class Plan:
     quorum: list[ChildSpec]
     brokers: list[ChildSpec]  # started by this run
     resting_brokers: list[ChildSpec]  # recorded in cluster.json but not asked for (--brokers below the record)
+    security: secure_setup.SecurityFiles | None = None  # --secure: TLS everywhere (zkraft/secure_setup.py)
+
+    @property
+    def admin_tls(self) -> TlsConfig | None:
+        """What `zkraft up` connects to its own quorum with: the admin certificate when --secure."""
+        return self.security.admin_tls if self.security is not None else None
+
+    def quorum_properties(self, spec: ChildSpec, overrides: dict[str, str]) -> dict[str, str]:
+        """One node's properties file: its TLS when --secure, then the --override options."""
+        if self.security is None:
+            return overrides
+        zk_port = parse_host_port(spec.zk_address, "zk_address")[1]
+        tls = secure_setup.quorum_properties(self.security, spec, zk_port, secure_client_port_served())
+        return {**tls, **overrides}
+
+    def broker_overrides(self, spec: ChildSpec, overrides: dict[str, str]) -> dict[str, str]:
+        """One broker's properties besides its identity: its TLS when --secure, then the --override options."""
+        if self.security is None:
+            return overrides
+        return {**secure_setup.broker_properties(self.security, spec), **overrides}
 
     @property
     def zookeeper_connect(self) -> str:
@@ -417,26 +441,41 @@ def plan(
     return Plan(root, quorum, started, resting)
 
 
+def secure_client_port_served() -> bool:
+    """Whether this build's quorum nodes take ZooKeeper's secureClientPort (TLS on the wire port)."""
+    return known_property("secureClientPort")
+
+
+def kafka_listener_protocol(overrides: dict[str, str]) -> str:
+    """SSL for a --secure broker whose Kafka listeners serve it, else PLAINTEXT (the listener then stays as it was)."""
+    if overrides.get("security.inter.broker.protocol") == "SSL" and "SSL" in SERVED_SECURITY_PROTOCOLS:
+        return "SSL"
+    return "PLAINTEXT"
+
+
 def broker_properties(spec: ChildSpec, zookeeper_connect: str, overrides: dict[str, str]) -> dict[str, str]:
     host, port = parse_host_port(spec.address, "address")
     return {
         "broker.id": str(spec.child_id),
         "host.name": host,
         "port": str(port),
-        "listeners": f"PLAINTEXT://{spec.kafka_address}",
+        "listeners": f"{kafka_listener_protocol(overrides)}://{spec.kafka_address}",
         "log.dirs": str(spec.data_dir),
         "zookeeper.connect": zookeeper_connect,
         **overrides,
     }
 
 
-def validate_node_settings(specs: Sequence[ChildSpec], properties: dict[str, str], brokers: int) -> None:
+def validate_node_settings(
+    specs: Sequence[ChildSpec], properties: dict[str, str], brokers: int, cluster_plan: Plan | None = None
+) -> None:
     """Build each node's settings here, so a bad override fails before any process starts."""
     peers = {spec.child_id: spec.address for spec in specs}
     state_machines: set[str] = set()
     try:
-        values = properties_to_values(properties, "--override ")
         for spec in specs:
+            node_properties = properties if cluster_plan is None else cluster_plan.quorum_properties(spec, properties)
+            values = properties_to_values(node_properties, "--override ")
             settings = load_node_settings(
                 {
                     **values,
@@ -462,7 +501,9 @@ def validate_node_settings(specs: Sequence[ChildSpec], properties: dict[str, str
 def validate_broker_settings(plan: Plan, properties: dict[str, str]) -> None:
     for spec in plan.brokers:
         try:
-            broker_config.from_properties(broker_properties(spec, plan.zookeeper_connect, properties))
+            broker_config.from_properties(
+                broker_properties(spec, plan.zookeeper_connect, plan.broker_overrides(spec, properties))
+            )
         except broker_config.BrokerConfigError as error:
             raise UpUsageError(f"--override: {error}") from None
 
@@ -530,10 +571,13 @@ def write_broker_config(spec: ChildSpec, zookeeper_connect: str, overrides: dict
     write_atomically(spec.config_path, _properties_text(header, properties))
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader sees the old or the new file, never half of one."""
+def write_atomically(path: Path, text: str, mode: int = 0o666) -> None:
+    """Write via a temporary file and rename, so a reader sees the old or the new file, never half of one.
+    `mode` (less the umask) from the start: a file with a password is never readable by others."""
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with contextlib.suppress(FileNotFoundError):
+        temporary.unlink()  # a leftover of a crash would keep its old mode
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
@@ -571,7 +615,11 @@ def write_cluster_file(plan: Plan, pids: dict[str, int]) -> None:
         "quorum": [_child_record(spec, pids) for spec in plan.quorum],
         "brokers": [_child_record(spec, pids) for spec in brokers],
     }
-    write_atomically(plan.root / CLUSTER_FILE, json.dumps(document, indent=2) + "\n")
+    mode = 0o666
+    if plan.security is not None:
+        document["security"] = plan.security.cluster_record()
+        mode = 0o600  # it holds the admin's password
+    write_atomically(plan.root / CLUSTER_FILE, json.dumps(document, indent=2) + "\n", mode)
 
 
 def prepare_files(plan: Plan, overrides: Overrides) -> None:
@@ -579,10 +627,10 @@ def prepare_files(plan: Plan, overrides: Overrides) -> None:
         (plan.root / "logs").mkdir(parents=True, exist_ok=True)
         for spec in plan.quorum:
             spec.data_dir.mkdir(exist_ok=True)
-            write_node_config(spec, overrides.quorum)
+            write_node_config(spec, plan.quorum_properties(spec, overrides.quorum))
         for spec in plan.brokers:
             spec.data_dir.mkdir(exist_ok=True)
-            write_broker_config(spec, plan.zookeeper_connect, overrides.broker)
+            write_broker_config(spec, plan.zookeeper_connect, plan.broker_overrides(spec, overrides.broker))
         write_cluster_file(plan, {})
     except OSError as error:
         raise UpError(
@@ -748,7 +796,7 @@ class LocalCluster:
         deadline = time.monotonic() + timeout_s
         while not self.stop_requested.is_set():
             self.tend(self.plan.quorum, "before the quorum elected a leader")
-            rows = collect_status(addresses, STATUS_TIMEOUT_S)
+            rows = collect_status(addresses, STATUS_TIMEOUT_S, self.plan.admin_tls)
             leaders = [row for row in rows if row.role == "leader" and row.id in ids]
             if leaders:
                 leader = max(leaders, key=lambda row: row.term or 0)
@@ -765,7 +813,7 @@ class LocalCluster:
 
         Returns the controller's broker id; None if stopped first. Raises UpError on failure.
         """
-        zk = ZkClient(self.plan.zookeeper_connect, timeout=ZK_REQUEST_TIMEOUT_S)
+        zk = ZkClient(self.plan.zookeeper_connect, timeout=ZK_REQUEST_TIMEOUT_S, tls=self.plan.admin_tls)
         try:
             return self._poll_brokers(zk, time.monotonic() + timeout_s, timeout_s)
         finally:
@@ -873,13 +921,16 @@ def run(
     broker_base_port: int | None = None,
     zk_base_port: int | None = None,
     kafka_base_port: int | None = None,
+    secure: bool = False,
 ) -> int:
     parsed = parse_overrides(overrides)
     root = Path(data_dir).expanduser().resolve()
     if root.exists() and not root.is_dir():
         raise UpUsageError(f"--data-dir: {root} exists and is not a directory")
     cluster_plan = plan(root, brokers, base_port, broker_base_port, zk_base_port, kafka_base_port)
-    validate_node_settings(cluster_plan.quorum, parsed.quorum, len(cluster_plan.brokers))
+    if secure:
+        cluster_plan = _with_security(cluster_plan)
+    validate_node_settings(cluster_plan.quorum, parsed.quorum, len(cluster_plan.brokers), cluster_plan)
     validate_broker_settings(cluster_plan, parsed.broker)
     check_ports_distinct([*cluster_plan.quorum, *cluster_plan.brokers])
     check_ports_free([*cluster_plan.quorum, *cluster_plan.brokers], root / CLUSTER_FILE)
@@ -887,10 +938,34 @@ def run(
     return _run_cluster(LocalCluster(cluster_plan))
 
 
+def _with_security(cluster_plan: Plan) -> Plan:
+    """The plan with its CA, certificates and client files made (kept from an earlier --secure run)."""
+    children = [*cluster_plan.quorum, *cluster_plan.brokers, *cluster_plan.resting_brokers]
+    try:
+        files = secure_setup.prepare(cluster_plan.root, children, cluster_plan.root / CLUSTER_FILE)
+    except CertificateError as error:
+        raise UpError(f"--secure: {error}") from None
+    except OSError as error:
+        raise UpError(f"--secure: cannot write {error.filename or cluster_plan.root}: {error.strerror}") from None
+    quorum = cluster_plan.quorum
+    if secure_client_port_served():
+        # ZooKeeper's secureClientPort takes the wire port: no plaintext clientPort beside it.
+        quorum = [replace(spec, cmd=_without_plain_client_port(spec.cmd)) for spec in quorum]
+    return replace(cluster_plan, quorum=quorum, security=files)
+
+
+def _without_plain_client_port(cmd: tuple[str, ...]) -> tuple[str, ...]:
+    at = cmd.index("--client-port") + 1
+    return (*cmd[:at], "0", *cmd[at + 1 :])
+
+
 def _run_cluster(cluster: LocalCluster) -> int:
     previous = {signum: signal.signal(signum, cluster.on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         if _start_quorum(cluster) and _start_brokers(cluster):
+            if cluster.plan.security is not None:
+                for line in _secure_usage(cluster.plan, cluster.plan.security):
+                    _say(line)
             _say(_running_line(cluster.plan))
             cluster.supervise()
         return 0
@@ -915,6 +990,8 @@ def _start_quorum(cluster: LocalCluster) -> bool:
         return False
     _say(f"quorum ready: leader is {leader}")
     _say(f"ZooKeeper connect string: {cluster.plan.zk_connect_string}")
+    if cluster.plan.security is not None:
+        secure_setup.store_admin_credential(cluster.plan.zookeeper_connect, cluster.plan.security)
     return True
 
 
@@ -938,6 +1015,35 @@ def _start_brokers(cluster: LocalCluster) -> bool:
     _say(f"brokers ready: {len(specs)} registered, controller is broker {controller}")
     _say(f"Kafka bootstrap servers: {kafka_bootstrap(cluster.plan)}")
     return True
+
+
+def _tls_overrides(plan: Plan) -> dict[str, str]:
+    return plan.broker_overrides(plan.brokers[0], {})
+
+
+def _secure_usage(plan: Plan, files: secure_setup.SecurityFiles) -> list[str]:
+    """How to reach a --secure cluster with the files it wrote."""
+    grpc_bootstrap = ",".join(spec.address for spec in plan.brokers)
+    plaintext = [
+        what
+        for what, served in (
+            ("the Kafka listeners", not plan.brokers or kafka_listener_protocol(_tls_overrides(plan)) == "SSL"),
+            ("the ZooKeeper client ports (clientPort)", secure_client_port_served()),
+        )
+        if not served
+    ]
+    warnings = [f"warning: {what} stay plaintext: this build does not serve TLS on them" for what in plaintext]
+    kafka = [
+        f"Kafka client properties: {files.client_properties}",
+        f"  zkraft topics --bootstrap-server {grpc_bootstrap} --command-config {files.client_properties} --list",
+    ]
+    return [
+        *warnings,
+        f"TLS on: CA {files.ca_file}; admin user {files.username}, password in {plan.root / CLUSTER_FILE}",
+        *(kafka if plan.brokers else []),
+        f"ZooKeeper client configuration: {files.zookeeper_client_properties}",
+        f"  zkraft zk --server {plan.zookeeper_connect} -client-configuration {files.zookeeper_client_properties} ls /",
+    ]
 
 
 def kafka_bootstrap(plan: Plan) -> str:

@@ -43,6 +43,14 @@ class KafkaConnectionError(KafkaClientError):
     default_message = "The connection to the broker failed."
 
 
+class SslAuthenticationError(KafkaClientError):
+    """Kafka's SslAuthenticationException: the connection failed for a TLS reason (a plaintext client on a
+    TLS port, a certificate not signed by a trusted CA). Not retriable: raised at once with the reason."""
+
+    name = "SSL_AUTHENTICATION_FAILED"
+    default_message = "SSL handshake failed."
+
+
 class IllegalStateError(KafkaClientError):
     name = "CLIENT_ILLEGAL_STATE"
     default_message = "The client is not in a state that allows this call."

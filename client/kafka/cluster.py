@@ -19,7 +19,12 @@ from typing import Any
 import grpc
 
 from client.kafka import codec
-from client.kafka.client_errors import KafkaConfigurationError, KafkaConnectionError, NoBrokersAvailable
+from client.kafka.client_errors import (
+    KafkaConfigurationError,
+    KafkaConnectionError,
+    NoBrokersAvailable,
+    SslAuthenticationError,
+)
 from client.kafka.codec import BrokerStub
 from client.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, RequestTimedOutError, UnknownServerError, error_for
 
@@ -27,6 +32,8 @@ from client.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, RequestTimedOu
 from client.kafka.types import ClusterSnapshot
 from client.kafka.types import PartitionMetadata as PartitionMetadata
 from client.kafka.types import TopicMetadata as TopicMetadata
+from runtime import grpc_channels
+from runtime.tls import TlsConfig
 
 # Fetch responses reach fetch_max_bytes (50 MiB by default) and produce requests max_request_size: no gRPC cap.
 # A restarted broker is found again within a second, not after gRPC's default backoff of up to two minutes.
@@ -81,9 +88,15 @@ class KafkaClusterClient:
     """Metadata cache and broker stubs. Thread-safe: the snapshot is replaced whole under a lock."""
 
     def __init__(
-        self, bootstrap_servers: str | Sequence[str], *, client_id: str, request_timeout_ms: int = 30000
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        client_id: str,
+        request_timeout_ms: int = 30000,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        self.tls = tls  # security.protocol=SSL: every channel is TLS (runtime.grpc_channels)
         self.client_id = client_id
         self.request_timeout_s = request_timeout_ms / 1000.0
         self._lock = threading.Lock()
@@ -111,7 +124,7 @@ class KafkaClusterClient:
                     raise KafkaConnectionError(f"client {self.client_id} is closed")
                 stub = self._stubs.get(address)
                 if stub is None:
-                    channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+                    channel = grpc_channels.sync_channel(address, self.tls, GRPC_OPTIONS)
                     self._channels[address] = channel
                     stub = codec.broker_stub(channel)
                     self._stubs[address] = stub
@@ -156,7 +169,11 @@ class KafkaClusterClient:
                 error = error_from_rpc(exc, f"{method} to {address}")
                 if not isinstance(error, KafkaConnectionError | RequestTimedOutError):
                     raise error from None
-                failures.append(f"{address}: {exc.code().name}")
+                details = exc.details() or ""
+                explained = grpc_channels.explain_failure(address, self.tls, details)
+                if explained is not None and grpc_channels.is_permanent(self.tls, details):
+                    raise SslAuthenticationError(explained) from None
+                failures.append(explained or f"{address}: {exc.code().name}")
         raise NoBrokersAvailable(f"no broker answered {method} ({'; '.join(failures)})")
 
     # ------------------------------------------------------------------ metadata

@@ -61,6 +61,7 @@ from client.kafka.errors import (
 )
 from client.kafka.structs import TopicPartition
 from client.kafka.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ConsumerRecord, OffsetAndTimestamp
+from runtime.tls import TlsConfig
 
 log = logging.getLogger("zkraft.client.consumer")
 
@@ -129,6 +130,7 @@ class Consumer:
         heartbeat_interval_ms: int = 3000,
         max_poll_interval_ms: int = 300000,
         metadata_max_age_ms: int = 30000,
+        tls: TlsConfig | None = None,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise KafkaConfigurationError(
@@ -173,7 +175,7 @@ class Consumer:
         self.client_id = client_id
         self.group_id = group_id
         self._cluster = KafkaClusterClient(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=REQUEST_TIMEOUT_MS
+            bootstrap_servers, client_id=client_id, request_timeout_ms=REQUEST_TIMEOUT_MS, tls=tls
         )
         self._subscription: set[str] | None = None
         self._assignment: dict[TopicPartition, _PartitionState] = {}

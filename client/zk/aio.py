@@ -56,6 +56,7 @@ from client.zk.transaction import (
     check_version,
 )
 from client.zk.watches import Watcher, WatchTable
+from runtime.tls import TlsConfig
 
 log = logging.getLogger("zkraft.client.zk")
 
@@ -87,6 +88,7 @@ class AsyncZkClient:
         randomize_hosts: bool = True,
         callback_dispatcher: CallbackDispatcher | None = None,
         rng: random.Random | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
         addresses, chroot = parse_hosts(hosts)
         self.timeout = timeout
@@ -94,7 +96,7 @@ class AsyncZkClient:
         self._paths = Chroot(chroot)
         self._dispatcher = callback_dispatcher
         self._session = ZkSession(
-            addresses, self._paths, session_timeout_ms, linearizable_reads, self._emit, randomize_hosts, rng
+            addresses, self._paths, session_timeout_ms, linearizable_reads, self._emit, randomize_hosts, rng, tls
         )
         if isinstance(command_retry, AsyncZkRetry):
             self._retry = command_retry

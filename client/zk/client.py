@@ -42,6 +42,7 @@ from client.zk.states import AddWatchMode, KeeperState, WatcherType, ZkState, Zn
 from client.zk.transaction import Transaction, TxnOp
 from client.zk.watches import Watcher
 from runtime import event_loop
+from runtime.tls import TlsConfig
 
 log = logging.getLogger("zkraft.client.zk")
 
@@ -84,6 +85,7 @@ class ZkClient:
         command_retry: ZkRetry | dict[str, Any] | None = None,
         randomize_hosts: bool = True,
         rng: random.Random | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
         self._loop, self._loop_thread = _SharedLoop.get()
         self._callbacks: queue.SimpleQueue[_Callback | None] = queue.SimpleQueue()
@@ -96,6 +98,7 @@ class ZkClient:
             randomize_hosts=randomize_hosts,
             callback_dispatcher=self._dispatch,
             rng=rng,
+            tls=tls,
         )
         self._retry = command_retry if isinstance(command_retry, ZkRetry) else ZkRetry(**(command_retry or {}))
         self.timeout = timeout

@@ -48,6 +48,7 @@ from client.zk.exceptions import (
     ThrottledError,
     ZkException,
     ZkTimeoutError,
+    ZkTlsError,
     ZookeeperError,
 )
 from client.zk.paths import Chroot
@@ -60,7 +61,9 @@ from client.zk.states import (
     ZkState,
 )
 from client.zk.watches import WatchRegistry
+from runtime import grpc_channels
 from runtime.message_limits import JUTE_MAX_BUFFER_BYTES_DEFAULT
+from runtime.tls import TlsConfig
 from zkraft_proto import zk_pb2_grpc
 
 log = logging.getLogger("zkraft.client.zk")
@@ -116,10 +119,14 @@ class ZkSession:
         emit: Emit,
         randomize_hosts: bool = True,
         rng: random.Random | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
         if session_timeout_ms <= 0:
             raise ValueError(f"session_timeout_ms must be > 0, got {session_timeout_ms}")
         self._rng = rng or random.Random()
+        self._tls = tls  # zookeeper.client.secure: every channel is TLS (runtime.grpc_channels)
+        self._fatal: ZkTlsError | None = None
+        self._tls_doubt: str | None = None
         self.hosts = list(hosts)
         if randomize_hosts:
             self._rng.shuffle(self.hosts)
@@ -173,6 +180,8 @@ class ZkSession:
         if self.running:
             return
         self._reset_session()
+        self._fatal = None
+        self._tls_doubt = None
         self._closing = False
         self._wake = asyncio.Event()
         self._connected = asyncio.Event()
@@ -185,7 +194,12 @@ class ZkSession:
             waiter.cancel()
         if self.state is not ZkState.CONNECTED:
             await self.stop()
-            raise ZkTimeoutError(f"no server of {','.join(self.hosts)} accepted a session within {timeout_s:g} s")
+            if self._fatal is not None:
+                raise self._fatal
+            doubt = f" (last: {self._tls_doubt})" if self._tls_doubt else ""
+            raise ZkTimeoutError(
+                f"no server of {','.join(self.hosts)} accepted a session within {timeout_s:g} s{doubt}"
+            )
 
     async def stop(self) -> None:
         """Close the session (its ephemeral nodes go at once) and end the connection; state LOST."""
@@ -268,6 +282,9 @@ class ZkSession:
                 self._suspend(host, reason)
         except SessionExpiredError as exc:
             self._lose(KeeperState.EXPIRED_SESSION, str(exc))
+        except ZkTlsError as exc:
+            self._fatal = exc
+            self._lose(KeeperState.CLOSED, str(exc))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # loop boundary: a bug here must fail the callers, not hang them
@@ -294,6 +311,8 @@ class ZkSession:
                 except _ConnectFailed as exc:
                     log.info("zk_connect_failed server=%s session_id=%#x reason=%s", host, self.session_id, exc)
                     await self._drop_channel(host)
+                    if not self.session_id:
+                        await self._check_tls(host, str(exc))
                     continue
                 return host, call, reply
             rounds += 1
@@ -302,6 +321,17 @@ class ZkSession:
             if deadline_s is not None:
                 pause_s = min(pause_s, max(0.0, deadline_s - loop.time()))
             await asyncio.sleep(pause_s)
+
+    async def _check_tls(self, host: str, reason: str) -> None:
+        """Raise ZkTlsError when a new session's connection failed for a TLS reason: no retry can fix that.
+        Only before a session exists: a session's reconnects keep trying (a server may be restarting)."""
+        explained = await asyncio.to_thread(grpc_channels.explain_failure, host, self._tls, reason)
+        if explained is None:
+            return
+        # The quorum's TLS port always asks for a client certificate (docs/DESIGN.md §9).
+        if grpc_channels.is_permanent(self._tls, reason, certificate_required=True):
+            raise ZkTlsError(explained)
+        self._tls_doubt = explained  # perhaps a server stopping: tried again, and named if start() times out
 
     def _attempt_timeout_s(self) -> float:
         if self.session_id:
@@ -600,7 +630,7 @@ class ZkSession:
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+            channel = grpc_channels.aio_channel(address, self._tls, GRPC_OPTIONS)
             self._channels[address] = channel
         return channel
 

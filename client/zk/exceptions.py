@@ -27,6 +27,11 @@ class ZkTimeoutError(ZkException, TimeoutError):
     """A client-side wait ran out, e.g. `start()` found no server in time (kazoo's `KazooTimeoutError`)."""
 
 
+class ZkTlsError(ZkException):
+    """The connection failed for a TLS reason (a plaintext client on a TLS port, a certificate not trusted):
+    retrying cannot help, so `start()` raises it at once with the one-line reason."""
+
+
 class RetryFailedError(ZkException):
     """`ZkRetry` gave up: too many attempts or past its deadline; the last error is the `__cause__`."""
 

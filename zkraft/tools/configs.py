@@ -42,6 +42,7 @@ from client.kafka.znodes import (
     topic_path,
 )
 from client.zk.exceptions import NoNodeError, ZkException
+from zkraft.tools import command_config
 from zkraft.tools.topics import ToolError, ToolUsageError, zk_session
 from zkraft.tools.user_configs import alter_user, describe_users
 
@@ -52,6 +53,8 @@ BROKER_DEFAULT_ENTITY = ""  # ConfigCommand.BrokerDefaultEntityName: the cluster
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="brokers: go through the Admin API")
+    command_config.add_argument(parser)
+    command_config.add_zk_tls_argument(parser)
     parser.add_argument("--all", action="store_true", help="with --bootstrap-server --describe: every config")
     parser.add_argument("--entity-type", choices=sorted(ENTITY_NAMES), help="topics, brokers or users")
     parser.add_argument("--entity-name", help="the topic name, broker id or user name")
@@ -122,7 +125,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
             )
         return _run_with_admin(ns, added, deleted, stream)
     try:
-        with zk_session(ns.zookeeper, ns.timeout) as zk:
+        with zk_session(ns.zookeeper, ns.timeout, command_config.zk_tls_of(ns.zk_tls_config_file)) as zk:
             if ns.entity_type == CONFIG_TYPE_USER:
                 if ns.alter:
                     alter_user(zk, ns.entity_name, added, deleted, stream)
@@ -192,7 +195,7 @@ def _run_with_admin(ns: argparse.Namespace, added: dict[str, str], deleted: list
     from zkraft.tools.topics import _admin, check_hosts
 
     try:
-        with _admin(check_hosts(ns.bootstrap_server, "--bootstrap-server")) as admin:
+        with _admin(check_hosts(ns.bootstrap_server, "--bootstrap-server"), command_config.tls_of(ns)) as admin:
             if ns.alter:
                 alter_with_admin(admin, ns.entity_type, ns.entity_name, added, deleted, out)
             else:

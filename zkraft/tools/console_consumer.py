@@ -229,7 +229,11 @@ BOOLEAN_PROPERTIES = {"enable.auto.commit": "enable_auto_commit"}
 
 
 def consumer_kwargs(properties: Mapping[str, str], warn: TextIO | None = None) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
+    from zkraft.tools import command_config
+
+    security, properties = command_config.split_security(properties)
+    tls = command_config.tls_of_properties(security, "consumer properties")
+    kwargs: dict[str, Any] = {} if tls is None else {"tls": tls}
     for name, text in properties.items():
         if name in BOOLEAN_PROPERTIES:
             flag = text.strip().lower()

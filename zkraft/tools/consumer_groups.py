@@ -29,6 +29,8 @@ from typing import Any, TextIO
 
 from client.kafka.errors import KafkaError
 from client.kafka.structs import TopicPartition
+from runtime.tls import TlsConfig
+from zkraft.tools import command_config
 from zkraft.tools.topics import ToolError, ToolUsageError, check_hosts
 
 MISSING = "-"
@@ -44,6 +46,7 @@ DRY_RUN_WARNING = (
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", help="HOST:PORT[,...] of the brokers")
+    command_config.add_argument(parser)
     parser.add_argument("--list", action="store_true", help="list all consumer groups")
     parser.add_argument("--describe", action="store_true", help="describe the group: offsets, --members or --state")
     parser.add_argument("--delete", action="store_true", help="delete the group (it must have no members)")
@@ -326,12 +329,12 @@ def state_message(group_id: str, state: str) -> tuple[str | None, bool]:
 
 
 @contextmanager
-def _clients(bootstrap: str) -> Iterator[tuple[Any, Any]]:
+def _clients(bootstrap: str, tls: TlsConfig | None) -> Iterator[tuple[Any, Any]]:
     from client import Admin, Consumer
 
-    admin = Admin(bootstrap, client_id="consumer-groups")
+    admin = Admin(bootstrap, client_id="consumer-groups", tls=tls)
     try:
-        consumer = Consumer(bootstrap_servers=bootstrap, client_id="consumer-groups")
+        consumer = Consumer(bootstrap_servers=bootstrap, client_id="consumer-groups", tls=tls)
         try:
             yield admin, consumer
         finally:
@@ -346,7 +349,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     try:
-        with _clients(options.bootstrap_server) as (admin, consumer):
+        with _clients(options.bootstrap_server, command_config.tls_of(ns)) as (admin, consumer):
             command = _Command(admin, consumer, options, out, err)
             match options.action:
                 case "list":

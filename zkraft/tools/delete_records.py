@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from client.kafka.errors import KafkaError
 from client.kafka.structs import TopicPartition
+from zkraft.tools import command_config
 from zkraft.tools.java_errors import java_exception_text
 from zkraft.tools.topics import EXIT_OK, ToolError, ToolUsageError, check_hosts
 
@@ -39,7 +40,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help='REQUIRED: The JSON file with offset per partition: {"partitions":[{"topic":"foo", "partition":1, '
         '"offset":1}], "version":1}',
     )
-    parser.add_argument("--command-config", metavar="F", help="accepted for Kafka compatibility; not used")
+    command_config.add_argument(parser)
 
 
 def parse_offset_json(text: str) -> list[tuple[TopicPartition, int]]:
@@ -109,7 +110,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
 
     stream.write("Executing records delete operation\n")
     try:
-        with Admin(bootstrap, client_id="delete-records") as admin:
+        with Admin(bootstrap, client_id="delete-records", tls=command_config.tls_of(ns)) as admin:
             results = admin.delete_records(dict(offsets), raise_errors=False)
     except KafkaError as error:
         raise ToolError(" ".join(str(error).split()) or type(error).__name__) from None

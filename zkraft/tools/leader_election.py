@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from client.kafka.errors import ElectionNotNeededError, KafkaError
 from client.kafka.structs import TopicPartition
+from zkraft.tools import command_config
 from zkraft.tools.java_errors import java_exception_text
 from zkraft.tools.topics import EXIT_OK, ToolError, ToolUsageError, check_hosts
 
@@ -38,7 +39,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,...]",
         help="A hostname and port for the broker to connect to, in the form host:port. REQUIRED.",
     )
-    parser.add_argument("--admin.config", dest="admin_config", metavar="F", help="accepted; not used")
+    parser.add_argument(
+        "--admin.config", dest="admin_config", metavar="F", help="client properties (TLS: security.protocol, ssl.*)"
+    )
     parser.add_argument(
         "--path-to-json-file",
         metavar="F",
@@ -136,7 +139,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     from client import Admin
 
     try:
-        with Admin(bootstrap, client_id="leader-election") as admin:
+        with Admin(bootstrap, client_id="leader-election", tls=command_config.tls_of(ns, "admin_config")) as admin:
             results = admin.perform_leader_election(ELECTION_TYPES[election_type], partitions)
     except KafkaError as error:
         raise ToolError(" ".join(str(error).split()) or type(error).__name__) from None

@@ -35,6 +35,7 @@ from client.kafka.znodes import (
     encode_preferred_replica_election,
 )
 from client.zk.exceptions import ZkException
+from zkraft.tools import command_config
 from zkraft.tools.topics import CONNECT_TIMEOUT_S_DEFAULT, EXIT_OK, ToolError, ToolUsageError, check_hosts
 
 FAILED_PREFIX = "Failed to start preferred replica election"
@@ -50,6 +51,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=float, default=CONNECT_TIMEOUT_S_DEFAULT, help="seconds to wait for a connection"
     )
+    command_config.add_zk_tls_argument(parser)
 
 
 # ---------------------------------------------------------------- pure parts
@@ -179,7 +181,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     logging.getLogger("zkraft.client").addHandler(logging.NullHandler())
     stream = out if out is not None else sys.stdout
     try:
-        with zk_session(hosts, ns.timeout) as zk:
+        with zk_session(hosts, ns.timeout, command_config.zk_tls_of(getattr(ns, "zk_tls_config_file", None))) as zk:
             start_election(zk, requested, stream)
     except (KafkaError, ZnodeDataError) as error:
         raise ToolError(f"{FAILED_PREFIX}: {error}") from None

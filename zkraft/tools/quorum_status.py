@@ -20,6 +20,8 @@ from typing import TextIO
 
 import grpc
 
+from runtime import grpc_channels
+from runtime.tls import TlsConfig
 from zkraft_proto import quorum_pb2, quorum_pb2_grpc
 
 STATUS_TIMEOUT_S_DEFAULT = 2.0
@@ -102,24 +104,27 @@ def _rpc_error_text(error: grpc.RpcError) -> str:
     return f"{name}: {details}" if details else name
 
 
-def query_status(address: str, timeout_s: float) -> quorum_pb2.StatusResponse | str:
+def query_status(address: str, timeout_s: float, tls: TlsConfig | None = None) -> quorum_pb2.StatusResponse | str:
     """Ask one server; return its answer, or one line saying why there is none."""
-    channel = grpc.insecure_channel(address)
+    channel = grpc_channels.sync_channel(address, tls)
     try:
         stub = quorum_pb2_grpc.QuorumStub(channel)
         response: quorum_pb2.StatusResponse = stub.Status(quorum_pb2.StatusRequest(), timeout=timeout_s)
         return response
     except grpc.RpcError as error:
-        return _rpc_error_text(error)
+        details = error.details() if isinstance(error, grpc.Call) else ""
+        return grpc_channels.explain_failure(address, tls, details or "") or _rpc_error_text(error)
     finally:
         channel.close()
 
 
-def collect_status(addresses: Sequence[str], timeout_s: float = STATUS_TIMEOUT_S_DEFAULT) -> list[NodeStatus]:
+def collect_status(
+    addresses: Sequence[str], timeout_s: float = STATUS_TIMEOUT_S_DEFAULT, tls: TlsConfig | None = None
+) -> list[NodeStatus]:
     """Ask every address in parallel and build one row per address, in the order given."""
     workers = max(1, min(len(addresses), QUERY_THREADS_MAX))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="quorum-status") as pool:
-        answers = list(pool.map(lambda address: query_status(address, timeout_s), addresses))
+        answers = list(pool.map(lambda address: query_status(address, timeout_s, tls), addresses))
     return build_rows(addresses, answers)
 
 
@@ -215,7 +220,12 @@ def format_json(rows: Sequence[NodeStatus]) -> str:
 
 
 def run(
-    servers: str, *, json_output: bool = False, timeout_s: float = STATUS_TIMEOUT_S_DEFAULT, out: TextIO | None = None
+    servers: str,
+    *,
+    json_output: bool = False,
+    timeout_s: float = STATUS_TIMEOUT_S_DEFAULT,
+    out: TextIO | None = None,
+    tls: TlsConfig | None = None,
 ) -> int:
     """The tool: print the table (or JSON) and return 0 if at least one server answered.
 
@@ -224,7 +234,7 @@ def run(
     if not timeout_s > 0:
         raise ServerListError(f"--timeout: must be > 0 seconds, got {timeout_s}")
     addresses = parse_server_list(servers)
-    rows = collect_status(addresses, timeout_s)
+    rows = collect_status(addresses, timeout_s, tls)
     if not any(row.reachable for row in rows):
         reasons = "; ".join(f"{row.address}: {row.error}" for row in rows)
         raise QuorumStatusError(f"no quorum server answered ({reasons})")

@@ -58,6 +58,7 @@ from client.kafka.znodes import (
     topic_config_path,
 )
 from client.zk.exceptions import ZkException
+from zkraft.tools import command_config
 from zkraft.tools.topics import CONNECT_TIMEOUT_S_DEFAULT, EXIT_OK, ToolError, ToolUsageError, check_hosts
 
 ANY_LOG_DIR = "any"
@@ -104,6 +105,8 @@ class ReassignOptions:
     bootstrap_server: str | None = None  # the admin API instead of the znodes (KIP-455)
     additional: bool = False  # --execute while another reassignment runs (--bootstrap-server)
     preserve_throttles: bool = False  # --verify / --cancel with --bootstrap-server leave the throttles set
+    command_config: Path | None = None  # client properties (TLS) for --bootstrap-server
+    zk_tls_config_file: Path | None = None  # TLS to the quorum for --zookeeper
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +116,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-server", metavar="HOST:PORT[,...]", help="the brokers (the admin API; --cancel and --list need it)"
     )
+    command_config.add_argument(parser)
+    command_config.add_zk_tls_argument(parser)
     parser.add_argument(
         "--additional", action="store_true", help="--execute with --bootstrap-server while another reassignment runs"
     )
@@ -207,6 +212,8 @@ def options_from_namespace(ns: argparse.Namespace) -> ReassignOptions:
         bootstrap_server=None if bootstrap is None else check_hosts(bootstrap, "--bootstrap-server"),
         additional=given["additional"],
         preserve_throttles=given["preserve-throttles"],
+        command_config=getattr(ns, "command_config", None),
+        zk_tls_config_file=getattr(ns, "zk_tls_config_file", None),
     )
 
 
@@ -668,7 +675,9 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
         return _run_api(options, topics, plan_list, stream)
     assert options.zookeeper is not None
     try:
-        with zk_session(options.zookeeper, options.timeout_s) as zk:
+        with zk_session(
+            options.zookeeper, options.timeout_s, command_config.zk_tls_of(options.zk_tls_config_file)
+        ) as zk:
             tool = ZkReassigner(zk, stream)
             match options.action:
                 case "generate":
@@ -698,7 +707,8 @@ def _run_api(
 
     assert options.bootstrap_server is not None
     try:
-        with Admin(options.bootstrap_server, client_id="reassign-partitions") as admin:
+        tls = command_config.tls_of(argparse.Namespace(command_config=options.command_config))
+        with Admin(options.bootstrap_server, client_id="reassign-partitions", tls=tls) as admin:
             tool = ApiReassigner(admin, stream)
             match options.action:
                 case "generate":

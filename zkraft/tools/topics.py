@@ -31,6 +31,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from client.kafka.assignment import AdminOperationError, BrokerMetadata, RackAwareMode, parse_replica_assignment
@@ -47,6 +48,8 @@ from client.kafka.znodes import (
     topic_config_path,
 )
 from client.zk.exceptions import ZkException
+from runtime.tls import TlsConfig
+from zkraft.tools import command_config
 
 CONNECT_TIMEOUT_S_DEFAULT = 10.0
 EXIT_OK = 0
@@ -106,6 +109,8 @@ class TopicCommandOptions:
     disable_rack_aware: bool = False
     timeout_s: float = CONNECT_TIMEOUT_S_DEFAULT
     given: frozenset[str] = field(default_factory=frozenset)  # option names the user gave, for the checks
+    command_config: Path | None = None  # --command-config: client properties (TLS) for --bootstrap-server
+    zk_tls_config_file: Path | None = None  # --zk-tls-config-file: TLS to the quorum for --zookeeper
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +119,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{action}", action="store_true", help=f"{action} topics")
     parser.add_argument("--zookeeper", metavar="HOST:PORT[,...]", help="the quorum: read and write znodes directly")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a broker: go through the Admin API")
+    command_config.add_argument(parser)
+    command_config.add_zk_tls_argument(parser)
     parser.add_argument("--topic", help="the topic (a regular expression except with --create)")
     parser.add_argument("--partitions", type=int, help="number of partitions (--create, or the new total for --alter)")
     parser.add_argument("--replication-factor", type=int, help="replicas of each partition (--create)")
@@ -156,6 +163,8 @@ def options_from_namespace(ns: argparse.Namespace) -> TopicCommandOptions:
         action=chosen[0],
         zookeeper=ns.zookeeper,
         bootstrap_server=ns.bootstrap_server,
+        command_config=getattr(ns, "command_config", None),
+        zk_tls_config_file=getattr(ns, "zk_tls_config_file", None),
         topic=ns.topic,
         partitions=ns.partitions,
         replication_factor=ns.replication_factor,
@@ -619,11 +628,11 @@ def _first_result(result: Any) -> Any:
 
 
 @contextlib.contextmanager
-def zk_session(hosts: str, timeout_s: float) -> Iterator[Any]:
+def zk_session(hosts: str, timeout_s: float, tls: TlsConfig | None = None) -> Iterator[Any]:
     from client import ZkClient
     from client.zk.exceptions import ZkException
 
-    client = ZkClient(hosts, timeout=timeout_s)
+    client = ZkClient(hosts, timeout=timeout_s, tls=tls)
     try:
         client.start()
     except (ZkException, OSError, ValueError) as error:
@@ -641,10 +650,10 @@ def zk_session(hosts: str, timeout_s: float) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _admin(bootstrap: str) -> Iterator[Any]:
+def _admin(bootstrap: str, tls: TlsConfig | None = None) -> Iterator[Any]:
     from client import Admin
 
-    admin = Admin(bootstrap)
+    admin = Admin(bootstrap, tls=tls)
     try:
         yield admin
     finally:
@@ -669,10 +678,12 @@ def run(options: TopicCommandOptions, out: TextIO | None = None) -> int:
     stream = out if out is not None else sys.stdout
     try:
         if options.zookeeper is not None:
-            with zk_session(check_hosts(options.zookeeper, "--zookeeper"), options.timeout_s) as zk:
+            zk_tls = command_config.zk_tls_of(options.zk_tls_config_file)
+            with zk_session(check_hosts(options.zookeeper, "--zookeeper"), options.timeout_s, zk_tls) as zk:
                 _dispatch(ZkTopicService(zk, stream), options)
         else:
-            with _admin(check_hosts(options.bootstrap_server or "", "--bootstrap-server")) as admin:
+            tls = command_config.tls_of(argparse.Namespace(command_config=options.command_config))
+            with _admin(check_hosts(options.bootstrap_server or "", "--bootstrap-server"), tls) as admin:
                 _dispatch(AdminTopicService(admin, stream), options)
     except (KafkaError, AdminOperationError, ZnodeDataError) as error:
         raise TopicsError(str(error)) from None

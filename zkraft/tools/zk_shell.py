@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -32,8 +33,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from client.zk.acl import ACL, Id
-from client.zk.exceptions import NoNodeError, ZkException, ZookeeperError
+from client.zk.exceptions import NoNodeError, ZkException, ZkTlsError, ZookeeperError
 from client.zk.states import NO_ZXID, TTL_MS_MAX, AddWatchMode, WatcherType, ZkState, ZnodeStat
+from runtime.client_config import zookeeper_client_tls_file
+from runtime.tls import TlsConfig, TlsConfigError
 
 SERVER_DEFAULT = "127.0.0.1:7001"  # what `zkraft up` serves first
 SESSION_TIMEOUT_MS_DEFAULT = 30_000  # zkCli's -timeout default
@@ -509,10 +512,10 @@ class _ReadlineCompleter:
 _PROMPT_STATES: dict[str, str] = {ZkState.CONNECTED: "CONNECTED", ZkState.SUSPENDED: "CONNECTING"}
 
 
-def _default_client_factory(hosts: str, timeout_s: float, session_timeout_ms: int) -> Any:
+def _default_client_factory(hosts: str, timeout_s: float, session_timeout_ms: int, tls: TlsConfig | None = None) -> Any:
     from client import ZkClient  # imported late: the whole SDK, only when a session is opened
 
-    return ZkClient(hosts, timeout=timeout_s, session_timeout_ms=session_timeout_ms)
+    return ZkClient(hosts, timeout=timeout_s, session_timeout_ms=session_timeout_ms, tls=tls)
 
 
 def _dispose(client: Any) -> None:
@@ -626,6 +629,8 @@ class Shell:
         except (ZkException, OSError, ValueError) as error:
             _dispose(client)
             reason = " ".join(str(error).split()) or type(error).__name__
+            if isinstance(error, ZkTlsError):  # refused at once, not a timeout
+                raise ShellError(f"cannot connect to {self.hosts}: {reason}") from None
             raise ShellError(f"cannot connect to {self.hosts} within {self.timeout_s:g}s: {reason}") from None
         self.client = client
         self._session_event("SyncConnected")  # now, not whenever the listener's thread gets to it
@@ -1107,8 +1112,18 @@ def run(
     out: TextIO | None = None,
     err: TextIO | None = None,
     client_factory: Callable[[str, float, int], Any] = _default_client_factory,
+    client_configuration: Path | None = None,
 ) -> int:
-    """`zkraft zk`: one command (ShellError on failure), or the REPL when `command` is empty."""
+    """`zkraft zk`: one command (ShellError on failure), or the REPL when `command` is empty.
+
+    `client_configuration`: zkCli's `-client-configuration FILE`, ZooKeeper's client properties
+    (`zookeeper.client.secure=true`, `zookeeper.ssl.trustStore.location`, ...)."""
+    try:
+        tls = zookeeper_client_tls_file(client_configuration)
+    except TlsConfigError as error:
+        raise ShellUsageError(str(error)) from None
+    if tls is not None:
+        client_factory = functools.partial(_default_client_factory, tls=tls)
     # The SDK's log lines (a session closed, a server lost) would reach stderr through logging's
     # last-resort handler; the shell reports what matters in zkCli's words (WATCHER:: events).
     logging.getLogger("zkraft.client").addHandler(logging.NullHandler())

@@ -1,0 +1,77 @@
+"""TLS of a client from the files users already write: Kafka's client.properties and ZooKeeper's client configuration.
+
+Kafka's tools take `--command-config client.properties` (AdminClientConfig / CommonClientConfigs:
+`security.protocol`, `ssl.truststore.location`, `ssl.keystore.location`, `ssl.*.type=PEM`,
+`ssl.endpoint.identification.algorithm`); zkCli takes `-client-configuration FILE` with ZooKeeper's
+ZKClientConfig names (`zookeeper.client.secure=true`, `zookeeper.ssl.trustStore.location`,
+`zookeeper.ssl.keyStore.location`, `zookeeper.ssl.hostnameVerification`). Both come out as one
+runtime.tls.TlsConfig (None: plaintext), which runtime.grpc_channels turns into gRPC credentials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from runtime.grpc_channels import require_hostname_verification
+from runtime.properties import PropertiesError, read_properties_file
+from runtime.tls import TlsConfig, TlsConfigError, from_kafka_properties, from_zookeeper_properties
+
+# Kafka's SecurityProtocol names; the SASL half of SASL_* is authentication, not transport.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
+def read_config_file(path: Path) -> dict[str, str]:
+    """A client properties file; TlsConfigError (one line) when it cannot be read."""
+    try:
+        return read_properties_file(Path(path))
+    except PropertiesError as exc:
+        raise TlsConfigError(str(exc)) from None
+
+
+def kafka_client_tls(props: Mapping[str, str]) -> TlsConfig | None:
+    """TLS from Kafka client properties: None for PLAINTEXT / SASL_PLAINTEXT (Kafka's default PLAINTEXT)."""
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise TlsConfigError(f"security.protocol: {protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+    if protocol not in TLS_PROTOCOLS:
+        return None
+    return require_hostname_verification(from_kafka_properties(props), "ssl.endpoint.identification.algorithm")
+
+
+def zookeeper_client_tls(props: Mapping[str, str]) -> TlsConfig | None:
+    """TLS from ZooKeeper client properties: None unless zookeeper.client.secure=true."""
+    secure = props.get("zookeeper.client.secure", "false").strip().lower()
+    if secure not in ("true", "false"):
+        raise TlsConfigError(f"zookeeper.client.secure: {secure!r} is not true or false")
+    if secure == "false":
+        return None
+    # A client has no clientAuth of its own; ZooKeeper's server-side default ("need") is meaningless here.
+    tls = from_zookeeper_properties({**props, "zookeeper.ssl.clientAuth": "none"}, prefix="zookeeper.ssl.")
+    return require_hostname_verification(tls, "zookeeper.ssl.hostnameVerification")
+
+
+def kafka_zookeeper_tls(props: Mapping[str, str]) -> TlsConfig | None:
+    """A Kafka tool's `--zk-tls-config-file` (Kafka 2.5+): Kafka's `zookeeper.ssl.*` names with
+    `zookeeper.ssl.client.enable=true`; other keys are ignored, as Kafka ignores them. ZooKeeper's own client
+    names (`zookeeper.client.secure`, a zookeeper-client.properties) are read too."""
+    if "zookeeper.ssl.client.enable" not in props:
+        return zookeeper_client_tls(props)
+    enabled = props["zookeeper.ssl.client.enable"].strip().lower()
+    if enabled not in ("true", "false"):
+        raise TlsConfigError(f"zookeeper.ssl.client.enable: {enabled!r} is not true or false")
+    if enabled == "false":
+        return None
+    tls = from_kafka_properties(props, prefix="zookeeper.")
+    return require_hostname_verification(tls, "zookeeper.ssl.endpoint.identification.algorithm")
+
+
+def kafka_client_tls_file(path: Path | None) -> TlsConfig | None:
+    """`--command-config FILE` of a Kafka-style tool: its TLS, None without a file."""
+    return None if path is None else kafka_client_tls(read_config_file(path))
+
+
+def zookeeper_client_tls_file(path: Path | None) -> TlsConfig | None:
+    """`-client-configuration FILE` of the ZooKeeper shell: its TLS, None without a file."""
+    return None if path is None else zookeeper_client_tls(read_config_file(path))

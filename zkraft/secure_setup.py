@@ -1,0 +1,207 @@
+"""`zkraft up --secure`: the cluster's CA and certificates, each process's TLS properties, the client files.
+
+Everything lives under DIR/security (mode 0700): the CA (`ca.pem`, the truststore every process and
+client gets; `ca-key.pem`, kept to issue more certificates), a PEM keystore per quorum node and broker
+(`quorum-N.pem`, `broker-N.pem`: key, certificate with 127.0.0.1 and localhost as subjectAltNames, CA)
+and one for the admin client (`admin.pem`). A second `zkraft up --secure` on the same directory keeps
+the CA, the keystores and the admin password, so that clients' files stay valid.
+
+Properties are written as Kafka and ZooKeeper spell them:
+* quorum nodes: `sslQuorum=true` + `ssl.quorum.*` (mutual TLS on the gRPC port: peers and ZooKeeper
+  gRPC clients); ZooKeeper's `secureClientPort` + `ssl.*` for the wire port when this build's nodes
+  know `secureClientPort` (its TLS is served by the socket front end).
+* brokers: `security.inter.broker.protocol=SSL` + `ssl.*` (the gRPC port, replica fetches, controller
+  requests), `zookeeper.ssl.client.enable=true` + `zookeeper.ssl.*` (the session to the quorum, with
+  the broker's certificate), and `SSL://` Kafka listeners when this build's listeners serve SSL.
+* clients: DIR/client.properties in Kafka's client format (`security.protocol=SSL`,
+  `ssl.truststore.*`) for `--command-config`, and DIR/zookeeper-client.properties in ZooKeeper's
+  (`zookeeper.client.secure=true`, `zookeeper.ssl.*` with the admin keystore) for
+  `zkraft zk -client-configuration`.
+
+The admin user ("admin", a random password) is recorded in cluster.json; `store_admin_credential` is
+where the SASL/SCRAM part stores that user's credential in the quorum once Kafka listeners
+authenticate (until then client.properties says `security.protocol=SSL`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from runtime import certificates
+from runtime.tls import TlsConfig
+
+SECURITY_DIR = "security"
+CLIENT_PROPERTIES = "client.properties"
+ZOOKEEPER_CLIENT_PROPERTIES = "zookeeper-client.properties"
+ADMIN_USER = "admin"
+CA_COMMON_NAME = "zkraft local CA"
+# Every address `zkraft up` binds is a loopback one (127.0.0.1); localhost too, for clients that dial it so.
+LOCAL_NAMES = ("127.0.0.1", "localhost")
+PASSWORD_BYTES = 18  # 24 URL-safe characters
+DIRECTORY_MODE = 0o700
+
+
+class Child(Protocol):
+    """What this module needs of a zkraft up child (zkraft.up.ChildSpec)."""
+
+    role: str
+    child_id: int
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityFiles:
+    """The files of one secure local cluster and the admin user."""
+
+    directory: Path
+    ca_file: Path
+    admin_keystore: Path
+    client_properties: Path
+    zookeeper_client_properties: Path
+    username: str
+    password: str
+
+    def keystore(self, child: Child) -> Path:
+        return self.directory / f"{common_name(child)}.pem"
+
+    @property
+    def admin_tls(self) -> TlsConfig:
+        """What `zkraft up` itself connects with (a ZooKeeper client of the quorum port needs a certificate)."""
+        return TlsConfig(self.admin_keystore, self.ca_file)
+
+    def cluster_record(self) -> dict[str, str]:
+        """cluster.json's "security" object (issue 30's names)."""
+        return {
+            "ca_file": str(self.ca_file),
+            "client_properties": str(self.client_properties),
+            "zookeeper_client_properties": str(self.zookeeper_client_properties),
+            "username": self.username,
+            "password": self.password,
+        }
+
+
+def common_name(child: Child) -> str:
+    """`quorum-N` or `broker-N`: the certificate's subject, and its keystore's file name."""
+    kind = "quorum" if child.role.startswith("quorum") else "broker"
+    return f"{kind}-{child.child_id}"
+
+
+def prepare(root: Path, children: list[Child], cluster_file: Path) -> SecurityFiles:
+    """The CA (made once), a keystore per child and for the admin, and the two client files."""
+    directory = root / SECURITY_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, DIRECTORY_MODE)
+    if (directory / "ca.pem").is_file() and (directory / "ca-key.pem").is_file():
+        authority = certificates.load_authority(directory)
+    else:
+        authority = certificates.create_authority(CA_COMMON_NAME)
+        certificates.write_authority(directory, authority)
+    files = SecurityFiles(
+        directory=directory,
+        ca_file=directory / "ca.pem",
+        admin_keystore=directory / f"{ADMIN_USER}.pem",
+        client_properties=root / CLIENT_PROPERTIES,
+        zookeeper_client_properties=root / ZOOKEEPER_CLIENT_PROPERTIES,
+        username=ADMIN_USER,
+        password=_recorded_password(cluster_file) or secrets.token_urlsafe(PASSWORD_BYTES),
+    )
+    for child in children:
+        if not files.keystore(child).is_file():
+            host = child.address.rpartition(":")[0].strip("[]")
+            names = dict.fromkeys([*LOCAL_NAMES, host])
+            certificates.issue_keystore(authority, files.keystore(child), common_name(child), names)
+    if not files.admin_keystore.is_file():
+        certificates.issue_keystore(authority, files.admin_keystore, ADMIN_USER, ())
+    certificates.write_secret(files.client_properties, _text(client_properties(files)).encode())
+    certificates.write_secret(files.zookeeper_client_properties, _text(zookeeper_client_properties(files)).encode())
+    return files
+
+
+def _recorded_password(cluster_file: Path) -> str | None:
+    try:
+        document: Any = json.loads(cluster_file.read_text(encoding="utf-8"))
+        password = document["security"]["password"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return password if isinstance(password, str) and password else None
+
+
+def _text(properties: dict[str, str]) -> str:
+    header = "# Written by `zkraft up --secure`.\n"
+    return header + "".join(f"{key}={value}\n" for key, value in properties.items())
+
+
+def client_properties(files: SecurityFiles) -> dict[str, str]:
+    """Kafka's client properties (CommonClientConfigs, SslConfigs): TLS with the cluster's CA."""
+    return {
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(files.ca_file),
+        "ssl.endpoint.identification.algorithm": "https",
+    }
+
+
+def zookeeper_client_properties(files: SecurityFiles) -> dict[str, str]:
+    """ZooKeeper's client properties (ZKClientConfig): TLS with the admin's certificate (the port needs one)."""
+    return {
+        "zookeeper.client.secure": "true",
+        "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
+        "zookeeper.ssl.keyStore.location": str(files.admin_keystore),
+        "zookeeper.ssl.keyStore.type": "PEM",
+        "zookeeper.ssl.trustStore.location": str(files.ca_file),
+        "zookeeper.ssl.trustStore.type": "PEM",
+    }
+
+
+def quorum_properties(files: SecurityFiles, node: Child, zk_port: int, secure_client_port: bool) -> dict[str, str]:
+    """A quorum node's TLS properties, ZooKeeper's names. `secure_client_port`: whether this build's nodes serve
+    ZooKeeper's secureClientPort (the wire port's TLS); without it the wire port stays as it was."""
+    keystore = str(files.keystore(node))
+    properties = {
+        "sslQuorum": "true",
+        "ssl.quorum.keyStore.location": keystore,
+        "ssl.quorum.keyStore.type": "PEM",
+        "ssl.quorum.trustStore.location": str(files.ca_file),
+        "ssl.quorum.trustStore.type": "PEM",
+    }
+    if secure_client_port:
+        properties |= {
+            "secureClientPort": str(zk_port),
+            "ssl.keyStore.location": keystore,
+            "ssl.keyStore.type": "PEM",
+            "ssl.trustStore.location": str(files.ca_file),
+            "ssl.trustStore.type": "PEM",
+        }
+    return properties
+
+
+def broker_properties(files: SecurityFiles, broker: Child) -> dict[str, str]:
+    """A broker's TLS properties, Kafka's names: the gRPC port and inter-broker channels, its quorum session."""
+    keystore = str(files.keystore(broker))
+    return {
+        "security.inter.broker.protocol": "SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": keystore,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(files.ca_file),
+        "ssl.client.auth": "none",
+        "zookeeper.ssl.client.enable": "true",
+        "zookeeper.ssl.keystore.type": "PEM",
+        "zookeeper.ssl.keystore.location": keystore,
+        "zookeeper.ssl.truststore.type": "PEM",
+        "zookeeper.ssl.truststore.location": str(files.ca_file),
+    }
+
+
+def store_admin_credential(zookeeper_connect: str, files: SecurityFiles) -> None:
+    """Where the admin user's SCRAM credential goes into /config/users/admin (issue 30's SASL part).
+
+    Called once the quorum has a leader and before the brokers start. It does nothing yet: Kafka
+    listeners do not authenticate in this build, so client.properties says security.protocol=SSL.
+    """
+    del zookeeper_connect, files

@@ -1,0 +1,76 @@
+"""`--command-config client.properties`, as Kafka's tools take it: the client's TLS from Kafka's client names.
+
+Kafka's admin tools (kafka-topics, kafka-configs, kafka-consumer-groups, ...) read security settings from
+this file (`security.protocol=SSL`, `ssl.truststore.location`, `ssl.truststore.type=PEM`, ...); the
+console and perf tools read the same names from their producer/consumer properties. Both come here and
+leave as a runtime.tls.TlsConfig for the SDK's `tls=` argument (None: plaintext).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+
+from runtime.client_config import kafka_client_tls, kafka_client_tls_file, kafka_zookeeper_tls, read_config_file
+from runtime.tls import TlsConfig, TlsConfigError
+
+# The client properties that say how to connect, not what to do: the console tools take them from their
+# producer/consumer properties and hand them here instead of to the Producer's keywords.
+SECURITY_PREFIXES = ("security.protocol", "ssl.", "sasl.")
+
+
+def add_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="client properties: security.protocol=SSL, ssl.truststore.location, ssl.keystore.location (PEM)",
+    )
+
+
+def tls_of(ns: argparse.Namespace, attribute: str = "command_config") -> TlsConfig | None:
+    """The TLS of `--command-config` (or the tool's own flag for it, e.g. kafka-leader-election's
+    `--admin.config`); ToolUsageError, one line, when the file or a property is wrong."""
+    from zkraft.tools.topics import ToolUsageError  # here: topics itself takes --command-config
+
+    path = getattr(ns, attribute, None)
+    try:
+        return kafka_client_tls_file(None if path is None else Path(path))
+    except TlsConfigError as error:
+        flag = "--" + attribute.replace("_", "-") if attribute == "command_config" else "--admin.config"
+        raise ToolUsageError(f"{flag}: {error}") from None
+
+
+def add_zk_tls_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--zk-tls-config-file",
+        type=Path,
+        metavar="FILE",
+        help="TLS to the quorum for --zookeeper: zookeeper.ssl.client.enable=true and zookeeper.ssl.* (Kafka's names)",
+    )
+
+
+def zk_tls_of(path: Path | None) -> TlsConfig | None:
+    """The TLS of `--zk-tls-config-file` (ToolUsageError, one line, when the file or a property is wrong)."""
+    from zkraft.tools.topics import ToolUsageError
+
+    try:
+        return None if path is None else kafka_zookeeper_tls(read_config_file(Path(path)))
+    except TlsConfigError as error:
+        raise ToolUsageError(f"--zk-tls-config-file: {error}") from None
+
+
+def split_security(properties: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(security properties, the rest) of a producer's or consumer's properties."""
+    security = {k: v for k, v in properties.items() if k.startswith(SECURITY_PREFIXES)}
+    return security, {k: v for k, v in properties.items() if k not in security}
+
+
+def tls_of_properties(properties: Mapping[str, str], where: str) -> TlsConfig | None:
+    from zkraft.tools.topics import ToolUsageError
+
+    try:
+        return kafka_client_tls(properties)
+    except TlsConfigError as error:
+        raise ToolUsageError(f"{where}: {error}") from None
