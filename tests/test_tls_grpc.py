@@ -13,6 +13,7 @@ import asyncio
 import datetime
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -23,6 +24,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import KafkaException
+from confluent_kafka import Producer as KafkaProducer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import NewTopic as KafkaNewTopic
 from cryptography import x509
 
 from broker.config import BrokerConfigError, from_properties
@@ -216,6 +222,7 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
             "security": cluster["security"],
             "quorum": ",".join(node["address"] for node in cluster["quorum"]),
             "brokers": ",".join(broker["address"] for broker in cluster["brokers"]),
+            "kafka": ",".join(broker["kafka_address"] for broker in cluster["brokers"]),
         }
 
 
@@ -236,7 +243,9 @@ def test_up_secure_writes_the_ca_the_client_files_and_a_private_cluster_json(sec
     assert security["username"] == "admin" and len(security["password"]) >= 20
     assert Path(security["ca_file"]).is_file()
     client = read_config_file(Path(security["client_properties"]))
-    assert client["security.protocol"] == "SSL" and client["ssl.truststore.location"] == security["ca_file"]
+    assert client["security.protocol"] == "SASL_SSL" and client["ssl.truststore.location"] == security["ca_file"]
+    assert client["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert f'password="{security["password"]}"' in client["sasl.jaas.config"]
     zk_client = read_config_file(Path(security["zookeeper_client_properties"]))
     assert zk_client["zookeeper.client.secure"] == "true"
     assert stat.S_IMODE(os.stat(data_dir / "cluster.json").st_mode) == 0o600
@@ -245,6 +254,7 @@ def test_up_secure_writes_the_ca_the_client_files_and_a_private_cluster_json(sec
     assert node["sslQuorum"] == "true" and node["ssl.quorum.trustStore.location"] == security["ca_file"]
     broker = read_config_file(data_dir / "broker-1.properties")
     assert broker["security.inter.broker.protocol"] == "SSL" and broker["zookeeper.ssl.client.enable"] == "true"
+    assert broker["listeners"].startswith("SASL_SSL://")
     output = secure_cluster["up"].output()
     assert f"--command-config {security['client_properties']}" in output
     assert f"-client-configuration {security['zookeeper_client_properties']}" in output
@@ -271,6 +281,53 @@ def test_sdk_produces_and_consumes_over_tls_with_client_properties(secure_cluste
     finally:
         consumer.close()
     assert seen == {f"record-{i}".encode() for i in range(RECORDS)}
+
+
+def _librdkafka_config(client_properties: dict[str, str], **changes: str) -> dict[str, str]:
+    """confluent-kafka's settings from Kafka's client.properties (librdkafka takes the SCRAM user and password as
+    sasl.username / sasl.password rather than a JAAS line, and the CA file as ssl.ca.location)."""
+    jaas = dict(re.findall(r'(\w+)="([^"]*)"', client_properties["sasl.jaas.config"]))
+    config = {
+        "security.protocol": client_properties["security.protocol"],
+        "sasl.mechanism": client_properties["sasl.mechanism"],
+        "sasl.username": jaas["username"],
+        "sasl.password": jaas["password"],
+        "ssl.ca.location": client_properties["ssl.truststore.location"],
+    }
+    return {**config, **changes}
+
+
+def test_kafka_clients_log_in_over_sasl_ssl_with_client_properties(secure_cluster: dict) -> None:
+    """What a Kafka user does with `zkraft up --secure`: librdkafka through the Kafka bootstrap list with the
+    admin's SCRAM login and the CA from client.properties; a wrong password and a plaintext client refused."""
+    client = _librdkafka_config(read_config_file(Path(secure_cluster["security"]["client_properties"])))
+    bootstrap = {"bootstrap.servers": secure_cluster["kafka"]}
+    admin = AdminClient({**bootstrap, **client})
+    admin.create_topics([KafkaNewTopic("secure-librdkafka", num_partitions=2, replication_factor=2)])[
+        "secure-librdkafka"
+    ].result(timeout=TOOL_TIMEOUT_S)
+    producer = KafkaProducer({**bootstrap, **client, "acks": "all"})
+    for i in range(RECORDS):
+        producer.produce("secure-librdkafka", f"record-{i}".encode())
+    assert producer.flush(TOOL_TIMEOUT_S) == 0
+    consumer = KafkaConsumer({**bootstrap, **client, "group.id": "secure", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["secure-librdkafka"])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + TOOL_TIMEOUT_S
+    try:
+        while len(seen) < RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+    finally:
+        consumer.close()
+    assert seen == {f"record-{i}".encode() for i in range(RECORDS)}
+    for refused in (
+        {**client, "sasl.password": "not-the-password"},  # authentication fails
+        {"security.protocol": "PLAINTEXT"},  # the listener speaks TLS
+    ):
+        with pytest.raises(KafkaException):
+            AdminClient({**bootstrap, **refused}).list_topics(timeout=REFUSAL_WITHIN_S)
 
 
 def test_tools_work_with_the_files_up_wrote(secure_cluster: dict) -> None:

@@ -12,15 +12,16 @@ Properties are written as Kafka and ZooKeeper spell them:
   know `secureClientPort` (its TLS is served by the socket front end).
 * brokers: `security.inter.broker.protocol=SSL` + `ssl.*` (the gRPC port, replica fetches, controller
   requests), `zookeeper.ssl.client.enable=true` + `zookeeper.ssl.*` (the session to the quorum, with
-  the broker's certificate), and `SSL://` Kafka listeners when this build's listeners serve SSL.
-* clients: DIR/client.properties in Kafka's client format (`security.protocol=SSL`,
-  `ssl.truststore.*`) for `--command-config`, and DIR/zookeeper-client.properties in ZooKeeper's
+  the broker's certificate), and `SASL_SSL://` Kafka listeners (TLS, then a SCRAM login:
+  `sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256`).
+* clients: DIR/client.properties in Kafka's client format (`security.protocol=SASL_SSL`,
+  `sasl.mechanism=SCRAM-SHA-512`, `sasl.jaas.config` with the admin user, `ssl.truststore.*`) for
+  `--command-config` and any Kafka client, and DIR/zookeeper-client.properties in ZooKeeper's
   (`zookeeper.client.secure=true`, `zookeeper.ssl.*` with the admin keystore) for
   `zkraft zk -client-configuration`.
 
-The admin user ("admin", a random password) is recorded in cluster.json; `store_admin_credential` is
-where the SASL/SCRAM part stores that user's credential in the quorum once Kafka listeners
-authenticate (until then client.properties says `security.protocol=SSL`).
+The admin user ("admin", a random password) is recorded in cluster.json; `store_admin_credential` stores
+its SCRAM credentials in /config/users/admin once the quorum has a leader, before the brokers start.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from client import ZkClient
+from client.kafka.scram import store_scram_credential
 from runtime import certificates
 from runtime.tls import TlsConfig
 
@@ -43,6 +46,10 @@ CA_COMMON_NAME = "zkraft local CA"
 # Every address `zkraft up` binds is a loopback one (127.0.0.1); localhost too, for clients that dial it so.
 LOCAL_NAMES = ("127.0.0.1", "localhost")
 PASSWORD_BYTES = 18  # 24 URL-safe characters
+# The Kafka listeners' SASL mechanisms, and the one client.properties logs in with (Kafka's strongest served).
+SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+CLIENT_MECHANISM = "SCRAM-SHA-512"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 DIRECTORY_MODE = 0o700
 
 
@@ -137,9 +144,13 @@ def _text(properties: dict[str, str]) -> str:
 
 
 def client_properties(files: SecurityFiles) -> dict[str, str]:
-    """Kafka's client properties (CommonClientConfigs, SslConfigs): TLS with the cluster's CA."""
+    """Kafka's client properties (CommonClientConfigs, SslConfigs, SaslConfigs): TLS with the cluster's CA and
+    the admin's SCRAM login (zkraft's gRPC clients take the TLS half)."""
+    jaas = f'{SCRAM_LOGIN_MODULE} required username="{files.username}" password="{files.password}";'
     return {
-        "security.protocol": "SSL",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": CLIENT_MECHANISM,
+        "sasl.jaas.config": jaas,
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(files.ca_file),
         "ssl.endpoint.identification.algorithm": "https",
@@ -195,13 +206,15 @@ def broker_properties(files: SecurityFiles, broker: Child) -> dict[str, str]:
         "zookeeper.ssl.keystore.location": keystore,
         "zookeeper.ssl.truststore.type": "PEM",
         "zookeeper.ssl.truststore.location": str(files.ca_file),
+        "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
     }
 
 
-def store_admin_credential(zookeeper_connect: str, files: SecurityFiles) -> None:
-    """Where the admin user's SCRAM credential goes into /config/users/admin (issue 30's SASL part).
+def store_admin_credential(zookeeper_connect: str, files: SecurityFiles, timeout_s: float) -> None:
+    """The admin user's SCRAM credentials in /config/users/admin, as kafka-configs.sh stores them.
 
-    Called once the quorum has a leader and before the brokers start. It does nothing yet: Kafka
-    listeners do not authenticate in this build, so client.properties says security.protocol=SSL.
-    """
-    del zookeeper_connect, files
+    Called once the quorum has a leader and before the brokers start, so the admin logs in from the first
+    connection; a second `zkraft up --secure` stores the recorded password again (new salts, same login)."""
+    with ZkClient(zookeeper_connect, timeout=timeout_s, tls=files.admin_tls) as zk:
+        for mechanism in SASL_MECHANISMS:
+            store_scram_credential(zk, files.username, mechanism, files.password)

@@ -47,7 +47,6 @@ from types import FrameType
 from typing import Any
 
 from broker import config as broker_config
-from broker.listeners import SERVED_SECURITY_PROTOCOLS
 from client import ZkClient
 from client.kafka.znodes import BROKER_IDS_PATH, CONTROLLER_PATH, ZnodeDataError, decode_controller
 from client.zk.exceptions import NoNodeError, ZkException
@@ -447,9 +446,9 @@ def secure_client_port_served() -> bool:
 
 
 def kafka_listener_protocol(overrides: dict[str, str]) -> str:
-    """SSL for a --secure broker whose Kafka listeners serve it, else PLAINTEXT (the listener then stays as it was)."""
-    if overrides.get("security.inter.broker.protocol") == "SSL" and "SSL" in SERVED_SECURITY_PROTOCOLS:
-        return "SSL"
+    """SASL_SSL for a --secure broker (its properties enable SASL mechanisms), else PLAINTEXT."""
+    if overrides.get("security.inter.broker.protocol") == "SSL" and overrides.get("sasl.enabled.mechanisms"):
+        return "SASL_SSL"
     return "PLAINTEXT"
 
 
@@ -475,6 +474,7 @@ def validate_node_settings(
     try:
         for spec in specs:
             node_properties = properties if cluster_plan is None else cluster_plan.quorum_properties(spec, properties)
+            secure = cluster_plan is not None and cluster_plan.security is not None and secure_client_port_served()
             values = properties_to_values(node_properties, "--override ")
             settings = load_node_settings(
                 {
@@ -482,7 +482,8 @@ def validate_node_settings(
                     "node_id": spec.child_id,
                     "data_dir": spec.data_dir,
                     "listen": spec.address,
-                    "client_port": spec.ports[-1][1] if spec.zk_address else 0,
+                    # --secure: the wire port is the secureClientPort, with no plaintext clientPort beside it.
+                    "client_port": spec.ports[-1][1] if spec.zk_address and not secure else 0,
                     "peers": peers,
                     "cluster_id": LOCAL_CLUSTER_ID,
                 },
@@ -991,7 +992,7 @@ def _start_quorum(cluster: LocalCluster) -> bool:
     _say(f"quorum ready: leader is {leader}")
     _say(f"ZooKeeper connect string: {cluster.plan.zk_connect_string}")
     if cluster.plan.security is not None:
-        secure_setup.store_admin_credential(cluster.plan.zookeeper_connect, cluster.plan.security)
+        secure_setup.store_admin_credential(cluster.plan.zookeeper_connect, cluster.plan.security, ZK_REQUEST_TIMEOUT_S)
     return True
 
 
@@ -1027,7 +1028,7 @@ def _secure_usage(plan: Plan, files: secure_setup.SecurityFiles) -> list[str]:
     plaintext = [
         what
         for what, served in (
-            ("the Kafka listeners", not plan.brokers or kafka_listener_protocol(_tls_overrides(plan)) == "SSL"),
+            ("the Kafka listeners", not plan.brokers or kafka_listener_protocol(_tls_overrides(plan)) == "SASL_SSL"),
             ("the ZooKeeper client ports (clientPort)", secure_client_port_served()),
         )
         if not served
