@@ -776,7 +776,10 @@ class QuorumNode:
         await self._in_writer(self.state_machine.sync)
         compact_to = self._trailing_compaction_point(index)
         compacted = self.core.snapshot_taken(meta, compact_to)
-        await self._in_writer(self._store.compact, compacted, meta)
+        # Not beyond compact_to: a leader's snapshot stepped in while this one was written (a peer
+        # handler ran during the awaits above) compacted the core past it, but the store holds that
+        # snapshot only once its Ready is saved; until then the store's log may end before it.
+        await self._in_writer(self._store.compact, min(compacted, compact_to), meta)
         await self._in_writer(self._snapshots.prune, SNAPSHOTS_KEPT)
         self._last_snapshot_index = index
         self._applied_bytes_since_snapshot = 0
