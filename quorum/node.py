@@ -594,7 +594,7 @@ class QuorumNode:
         if not (rd.entries or rd.must_sync):
             return self._apply_durable(rd) if apply_durable else 0
         durable = self._durable_committed(rd) if apply_durable else ()
-        prepare = self._prepares_during_save(rd)
+        prepare = self._prepares_during_save(rd, durable)
         if durable or prepare:
             invariant(rd.must_sync, "a save overlapped with work must be synced")
             saving = self._store.begin_save(rd.hard_state, rd.entries, rd.snapshot)
@@ -609,20 +609,23 @@ class QuorumNode:
         self._send_persisted_notices(rd)
         return len(durable)
 
-    def _prepares_during_save(self, rd: Ready) -> bool:
+    def _prepares_during_save(self, rd: Ready, durable: Sequence[Entry]) -> bool:
         """Whether to prepare the entries being saved (StateMachine.prepare) while the disk writes them
         (LoopOptions.apply_ahead_during_save): as a follower that serves clients (it wants each commit
         at once), so that the commit, which the leader's DURABLE notice brings about, only has to make
         that work visible. Few and small entries only: the work must fit in what the disk takes anyway,
         or the acknowledgement the leader waits for is late. Not on the leader: its fsync ends in the
         DURABLE notice, which the work would delay, and it prepares while it waits for
-        acknowledgements (_prepare_ahead)."""
+        acknowledgements (_prepare_ahead). Only entries that follow what is applied once `durable` is:
+        prepare sees entries in log order (a follower whose applies lag, or that takes a leader's
+        older entries again, has others to apply first)."""
         return (
             self._prepares_ahead
             and self._loop_options.apply_ahead_during_save
             and 0 < len(rd.entries) <= PREPARE_AHEAD_ENTRIES_MAX
             and self.core.role is Role.FOLLOWER
             and not self.core.lazy_commits
+            and rd.entries[0].index == (durable[-1].index if durable else self.state_machine.applied_index()) + 1
             and sum(len(e.data) for e in rd.entries) <= PREPARE_DURING_SAVE_BYTES_MAX
         )
 
