@@ -151,13 +151,11 @@ class LoopDisk:
         self.tail_cuts: list[TailCut] = []
         self._identity: tuple[str, str] | None = None
         self.life = Life(node_id, 0, alive=False)
-        self.lost_writes = 0
         self.saves_begun = 0
 
     # -- crash and restart
     def open(self, life: Life) -> None:
         """A new incarnation opens the disk: what was not durable is gone."""
-        self.lost_writes += len(self.pending)
         self.pending.clear()
         self.written = copy.copy(self.durable)
         self.written._entries = list(self.durable._entries)  # noqa: SLF001 (the twin's own list)
