@@ -77,6 +77,7 @@ def test_seeds(nodes: int, first: int) -> None:
         "partitions",
         "dropped",
         "acked",
+        "reads_answered",
         "writer_saves",
         "saves_overlapped",
         "prepares",

@@ -16,7 +16,8 @@ log matching, commit, leader completeness, state-machine safety), and the
 loop's own: an entry is applied only once committed and on the applying
 node's disk; prepare and apply see entries in log order, each applied once
 per incarnation (tests.sim.loop_world.LoopMachine); a proposal is answered
-only once applied, with its own entry; no node's loop fails. At the end the
+only once applied, with its own entry; a ReadIndex answer covers what was
+committed when the read was issued; no node's loop fails. At the end the
 faults stop and every node must converge, acknowledged entries included
 (a crash loses nothing acknowledged). A failing seed replays with
 
@@ -26,6 +27,7 @@ faults stop and every node must converge, acknowledged entries included
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import random
 import shutil
@@ -42,6 +44,7 @@ from quorum.loop_options import LoopOptions
 from quorum.node import QuorumNode
 from quorum.raft.types import Entry, Message, MessageType, Role, SnapshotMeta
 from quorum.settings import NodeSettings
+from quorum.transport import NOTICE_TYPES
 from tests.sim.cluster import EXTENSIONS, SimulationError
 from tests.sim.invariants import InvariantFailure, Invariants, fail
 from tests.sim.loop_world import (
@@ -69,6 +72,9 @@ PROPOSAL_COMMANDS_MAX = 24
 FSYNC_CRASH_FACTOR = 5
 LIVENESS_TICKS_MAX = 400
 PROBE = b"liveness-probe"
+# A read's deadline: never reached (the simulated loop never waits on the clock; a read of a node that
+# crashed is cancelled with it).
+READ_TIMEOUT_S = 1e9
 SEED_SALT = 104_729  # the option draws have generators of their own: adding one leaves the schedule alone
 
 _EV_TICK, _EV_DELIVER, _EV_RESTART, _EV_HEAL, _EV_WRITER, _EV_SNAPSHOT = range(6)
@@ -109,6 +115,8 @@ class LoopResult:
     proposals: int = 0
     acked: int = 0
     refused: int = 0
+    reads: int = 0
+    reads_answered: int = 0
     writer_saves: int = 0
     saves_overlapped: int = 0
     prepares: int = 0
@@ -129,6 +137,7 @@ class Profile:
     restart_ticks_max: int
     propose_rate: float
     lazy_toggle_rate: float
+    read_rate: float
 
 
 def draw_profile(rng: random.Random, election_ticks: int) -> Profile:
@@ -143,6 +152,7 @@ def draw_profile(rng: random.Random, election_ticks: int) -> Profile:
         restart_ticks_max=election_ticks * rng.choice((1, 4)),
         propose_rate=rng.choice((0.3, 0.8, 2.0)),
         lazy_toggle_rate=rng.choice((0.0, 0.05)),
+        read_rate=rng.choice((0.0, 0.2, 0.6)),
     )
 
 
@@ -203,6 +213,7 @@ class LoopCluster:
         self._loop_error: InvariantFailure | None = None
         self._client_seq = 0
         self.clients = True
+        self._reads: list[asyncio.Task[int]] = []
         self._probe_acked = False
         self._root = Path(tempfile.mkdtemp(prefix="zkraft-loop-sim-", dir=_tmp_dir()))
         self.loop = make_loop(self._on_loop_error)
@@ -222,6 +233,10 @@ class LoopCluster:
         except Exception as e:
             raise self._error(f"{type(e).__name__} raised: {e}") from e
         finally:
+            for task in self._reads:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                run_until_idle(self.loop)
             self.loop.close()
             shutil.rmtree(self._root, ignore_errors=True)
         return self.result
@@ -421,28 +436,35 @@ class LoopCluster:
         return self.lane_busy_until.get((frm, to), 0) <= self.now
 
     def send(self, life: Life, messages: Sequence[Message]) -> None:
+        """One send of the node: a batch per peer and stream, as PeerTransport sends a RaftBatch (DURABLE
+        notices on a stream of their own, quorum.transport.NOTICE_TYPES); snapshots stream apart."""
+        batches: dict[tuple[int, bool], list[Message]] = {}
         for msg in messages:
             self.lane_busy_until[(msg.frm, msg.to)] = self.now + self.rng.randint(0, LANE_BUSY_UNITS_MAX)
             if msg.type is MessageType.SNAPSHOT:
                 self._send_snapshot(life, msg)
             else:
-                self._send_one(msg)
+                batches.setdefault((msg.to, msg.type in NOTICE_TYPES), []).append(msg)
+        for batch in batches.values():
+            self._send_batch(tuple(batch))
 
-    def _send_one(self, msg: Message) -> None:
+    def _send_batch(self, batch: tuple[Message, ...]) -> None:
         prof = self.profile
-        if self.chaos and ((msg.frm, msg.to) in self.blocked or self.rng.random() < prof.drop_rate):
-            self.result.dropped += 1
+        first = batch[0]
+        if self.chaos and ((first.frm, first.to) in self.blocked or self.rng.random() < prof.drop_rate):
+            self.result.dropped += len(batch)
             return
         copies = 2 if self.chaos and self.rng.random() < prof.dup_rate else 1
         for _ in range(copies):
-            self._schedule(self.rng.randint(1, prof.delay_units_max), _EV_DELIVER, (msg,))
+            self._schedule(self.rng.randint(1, prof.delay_units_max), _EV_DELIVER, (batch,))
 
-    def _deliver(self, msg: Message) -> None:
-        m = self.members[msg.to]
+    def _deliver(self, batch: tuple[Message, ...]) -> None:
+        m = self.members[batch[0].to]
         if self.verbose:
-            self._trace(f"n{msg.frm} -> n{msg.to} {_show(msg)}")
+            for msg in batch:
+                self._trace(f"n{msg.frm} -> n{msg.to} {_show(msg)}")
         if m.node is not None and m.life.alive:
-            self._in_loop(m.node.deliver, [msg])
+            self._in_loop(m.node.deliver, list(batch))
 
     def _send_snapshot(self, life: Life, msg: Message) -> None:
         """The sender streams its snapshot file; the receiver stores it, then steps the message."""
@@ -523,6 +545,28 @@ class LoopCluster:
                 self._client_seq += 1
                 commands.append(f"c{self._client_seq}".encode())
             self._in_loop(self._propose, target, target.life, commands)
+        if live and self.rng.random() < self.profile.read_rate:
+            reader = self.rng.choice(live)
+            self._in_loop(self._read, reader, reader.life)
+
+    def _read(self, m: Member, life: Life) -> None:
+        """A linearizable read's ReadIndex round (QuorumNode.read_index): the index it returns must cover
+        every entry known committed when it was issued (Raft §6.4)."""
+        if m.node is None or m.life is not life or not life.alive:
+            return
+        bound = max(len(self.inv.applied), len(self.inv.committed))
+        self.result.reads += 1
+        task = self.loop.create_task(m.node.read_index(READ_TIMEOUT_S))
+        task.add_done_callback(lambda t: self._read_answered(m, life, bound, t))
+        self._reads.append(task)
+
+    def _read_answered(self, m: Member, life: Life, bound: int, task: asyncio.Task[int]) -> None:
+        if task.cancelled() or task.exception() is not None or not life.alive:
+            return
+        index = task.result()
+        if index < bound:
+            raise fail("linearizable read", f"node {m.id} answered a read at {index}, {bound} was committed before")
+        self.result.reads_answered += 1
 
     def _propose(self, m: Member, life: Life, commands: list[bytes]) -> None:
         if m.node is None or m.life is not life or not life.alive:
