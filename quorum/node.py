@@ -214,7 +214,8 @@ class QuorumNode:
             lazy_follower_commits=settings.raft_lazy_follower_commits,
             deferred_replication=settings.raft_deferred_replication,
         )
-        self.core = Raft(config, state, rng or random.Random(), applied=self.state_machine.applied_index())
+        rng = rng or random.Random()
+        self.core = Raft(config, state, rng, applied=self.state_machine.applied_index())
         self._last_snapshot_index = state.snapshot.index if state.snapshot else 0
         self._log_incomplete = self.core.log_incomplete  # logged once when it ends (_note_log_repaired)
         self._applied_bytes_since_snapshot = 0  # entry data applied since: the log holds it in memory
@@ -230,6 +231,10 @@ class QuorumNode:
         self._transport: NodeTransport | None = None
         self._wakeup: asyncio.Event | None = None
         self._waiters: dict[int, _Waiter] = {}
+        # ReadIndex contexts unique across this node's incarnations, as etcd's request ids are (idutil.Generator
+        # prefixes them with the member id and the start time): the answer to a read of an earlier incarnation,
+        # still queued at the leader when this one starts, must not answer a read of this one with its older index.
+        self._read_ctx_prefix = f"{self.node_id}:{rng.getrandbits(64):016x}:"
         self._read_ctx_seq = itertools.count(1)
         self._open_read: tuple[bytes, asyncio.Future[int]] | None = None
         self._reads_in_flight: dict[bytes, asyncio.Future[int]] = {}
@@ -945,7 +950,7 @@ class QuorumNode:
         if self._stopping:
             raise errors.ShuttingDownError("node is shutting down")
         if self._open_read is None:
-            ctx = f"{self.node_id}:{next(self._read_ctx_seq)}".encode()
+            ctx = f"{self._read_ctx_prefix}{next(self._read_ctx_seq)}".encode()
             self._open_read = (ctx, asyncio.get_running_loop().create_future())
             self._wake()
         fut = self._open_read[1]
