@@ -259,7 +259,7 @@ class LoopMachine:
 
     apply: entries in log order, each exactly once in this incarnation, each committed and durable
     on this node's disk; prepare: entries in log order, from the next one to apply. Its state is the
-    list of entries applied (entry i at position i-1). `durable_on_kill`: a killed process keeps what it
+    list of entries applied (entry i at position i-1). `kept_on_kill`: a killed process keeps what it
     applied (the OS still has the pages), else only what `sync` or `restore` made durable."""
 
     rebuilt = False
