@@ -3,9 +3,13 @@
 The loop is etcd's (persist, send, apply, advance: etcd-io/raft rawnode.go).
 Each option below names one departure from its plain form and the one step of
 the loop where it acts; every option is on by default and the loop is correct
-with any of them off (the simulator, tests/sim, runs the core both ways; the
-loop's own tests run the node both ways). The protocol extensions the core
-offers are RaftConfig options (quorum.raft.config), not these.
+with any of them off. The node-loop simulator (tests/sim/node_loop.py, run by
+tests/test_node_loop_sim.py) runs QuorumNode's own loop with each option drawn
+on or off per seed and forced either way, under message loss, partitions and
+crashes at any disk call, and checks that its step runs exactly when it is on;
+the SIGKILL-under-writes cluster test runs real processes all on and all off.
+The protocol extensions the core offers are RaftConfig options
+(quorum.raft.config), not these.
 """
 
 from __future__ import annotations

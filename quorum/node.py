@@ -27,16 +27,17 @@ import itertools
 import random
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from quorum import errors
 from quorum.deadline import await_owned
-from quorum.lmdb_log_store import LmdbLogStore
+from quorum.lmdb_log_store import LmdbLogStore, TailCut
+from quorum.log_store import LogStore
 from quorum.raft import (
     SENDABLE_BEFORE_PERSIST,
     Entry,
@@ -133,6 +134,28 @@ class _Waiter:
     batch: _Batch
 
 
+class NodeLogStore(LogStore, Protocol):
+    """The log store as the node uses it (quorum.log_store's contract, plus what start-up reads)."""
+
+    tail_cuts: list[TailCut]  # damaged tails cut at open (quorum.raft.recovery reconciles them)
+
+    def identity(self) -> tuple[str, str] | None: ...
+
+    def set_identity(self, cluster_id: str, peers: str) -> None: ...
+
+
+class NodeTransport(Protocol):
+    """What the loop asks of the peer transport (quorum.transport.PeerTransport; the simulator's twin)."""
+
+    def send(self, messages: Sequence[Message]) -> bool: ...
+
+    def streams_idle(self) -> bool: ...
+
+    def heard_from(self, peer: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class NodeStatus:
     node_id: int
@@ -151,14 +174,25 @@ class NodeStatus:
 
 
 class QuorumNode:
-    def __init__(self, settings: NodeSettings, state_machine: StateMachine | None = None) -> None:
+    def __init__(
+        self,
+        settings: NodeSettings,
+        state_machine: StateMachine | None = None,
+        *,
+        store: NodeLogStore | None = None,
+        writer: Executor | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        """`store` and `writer` (the thread that saves large Readies) default to the LMDB log store in
+        the data dir and a thread of our own, `rng` (the core's election timeouts) to a fresh one; the
+        simulator (tests/sim/node_loop.py) passes in-memory twins and a seeded generator."""
         self.settings = settings
         self.node_id = settings.node_id
         self.log = structlog.get_logger("quorum").bind(node=settings.node_id)
         data_dir = Path(settings.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         self._digest = peers_digest(settings.cluster_id, settings.peers_string)
-        self._store = LmdbLogStore(data_dir / "raft", logger=self.log)
+        self._store: NodeLogStore = store if store is not None else LmdbLogStore(data_dir / "raft", logger=self.log)
         self._check_identity()
         self._snapshots = SnapshotStore(data_dir / "snapshots", logger=self.log)
         self.state_machine: StateMachine = state_machine or RegisterMap(data_dir / "state", log=self.log)
@@ -180,22 +214,27 @@ class QuorumNode:
             lazy_follower_commits=settings.raft_lazy_follower_commits,
             deferred_replication=settings.raft_deferred_replication,
         )
-        self.core = Raft(config, state, random.Random(), applied=self.state_machine.applied_index())
+        rng = rng or random.Random()
+        self.core = Raft(config, state, rng, applied=self.state_machine.applied_index())
         self._last_snapshot_index = state.snapshot.index if state.snapshot else 0
         self._log_incomplete = self.core.log_incomplete  # logged once when it ends (_note_log_repaired)
         self._applied_bytes_since_snapshot = 0  # entry data applied since: the log holds it in memory
         self._last_snapshot_bytes = 0
         self._soft = SoftState(self.core.role, self.core.leader_id)
         self.role_since_s = time.monotonic()  # when this node took its current role (mntr's zk_leader_uptime)
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
+        self._writer = writer or ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
         self._placement = LoopPlacement.for_node(
             settings.cpu_placement,
             settings.cluster_id,
             (parse_host_port(address, "peers")[0] for address in settings.peers.values()),
         )
-        self._transport: PeerTransport | None = None
+        self._transport: NodeTransport | None = None
         self._wakeup: asyncio.Event | None = None
         self._waiters: dict[int, _Waiter] = {}
+        # ReadIndex contexts unique across this node's incarnations, as etcd's request ids are (idutil.Generator
+        # prefixes them with the member id and the start time): the answer to a read of an earlier incarnation,
+        # still queued at the leader when this one starts, must not answer a read of this one with its older index.
+        self._read_ctx_prefix = f"{self.node_id}:{rng.getrandbits(64):016x}:"
         self._read_ctx_seq = itertools.count(1)
         self._open_read: tuple[bytes, asyncio.Future[int]] | None = None
         self._reads_in_flight: dict[bytes, asyncio.Future[int]] = {}
@@ -303,9 +342,12 @@ class QuorumNode:
     async def start(self) -> None:
         if self._store.identity() is None:
             self._store.set_identity(self.settings.cluster_id, self.settings.peers_string)
-        self._wakeup = asyncio.Event()
-        self._stopped = asyncio.Event()
-        self._transport = PeerTransport(
+        loop = asyncio.get_running_loop()
+        if self._placement is not None:
+            # The writer's thread is started first, so that it does not inherit the loop thread's CPUs.
+            await loop.run_in_executor(self._writer, lambda: None)
+            self._place()
+        transport = PeerTransport(
             self.node_id,
             self.settings.peers,
             self.settings.cluster_id,
@@ -316,13 +358,8 @@ class QuorumNode:
             log=self.log,
             tls=self.settings.peer_tls,
         )
-        self._transport.start()
-        loop = asyncio.get_running_loop()
-        if self._placement is not None:
-            # The writer's thread is started first, so that it does not inherit the loop thread's CPUs.
-            await loop.run_in_executor(self._writer, lambda: None)
-            self._place()
-        self._tasks.append(loop.create_task(self._ready_loop(), name="raft-ready"))
+        transport.start()
+        self.start_loop(transport)
         self._tasks.append(loop.create_task(self._ticker(), name="raft-ticker"))
         self.log.info(
             "node_started",
@@ -332,6 +369,14 @@ class QuorumNode:
             applied=self.core.applied_index,
             peers=self.settings.peers_string,
         )
+
+    def start_loop(self, transport: NodeTransport) -> None:
+        """Start the loop's task, sending through `transport`. start() adds the real transport and the
+        ticker; the simulator (tests/sim/node_loop.py) passes its own and calls tick() itself."""
+        self._wakeup = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._transport = transport
+        self._tasks.append(asyncio.get_running_loop().create_task(self._ready_loop(), name="raft-ready"))
 
     @property
     def cluster_id(self) -> str:
@@ -353,8 +398,12 @@ class QuorumNode:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
             if time.monotonic() - next_at > 10 * interval_s:
                 next_at = time.monotonic()  # we were starved; don't fire a burst of ticks
-            self._guard(self.core.tick)
-            self._wake()
+            self.tick()
+
+    def tick(self) -> None:
+        """One Raft tick (the ticker's every tick_ms; the simulator's on its virtual clock)."""
+        self._guard(self.core.tick)
+        self._wake()
 
     async def _ready_loop(self) -> None:
         """The loop's task: woken by the ticker, proposals, messages and reads, it handles each Ready no
@@ -551,7 +600,7 @@ class QuorumNode:
         if not (rd.entries or rd.must_sync):
             return self._apply_durable(rd) if apply_durable else 0
         durable = self._durable_committed(rd) if apply_durable else ()
-        prepare = self._prepares_during_save(rd)
+        prepare = self._prepares_during_save(rd, durable)
         if durable or prepare:
             invariant(rd.must_sync, "a save overlapped with work must be synced")
             saving = self._store.begin_save(rd.hard_state, rd.entries, rd.snapshot)
@@ -566,20 +615,23 @@ class QuorumNode:
         self._send_persisted_notices(rd)
         return len(durable)
 
-    def _prepares_during_save(self, rd: Ready) -> bool:
+    def _prepares_during_save(self, rd: Ready, durable: Sequence[Entry]) -> bool:
         """Whether to prepare the entries being saved (StateMachine.prepare) while the disk writes them
         (LoopOptions.apply_ahead_during_save): as a follower that serves clients (it wants each commit
         at once), so that the commit, which the leader's DURABLE notice brings about, only has to make
         that work visible. Few and small entries only: the work must fit in what the disk takes anyway,
         or the acknowledgement the leader waits for is late. Not on the leader: its fsync ends in the
         DURABLE notice, which the work would delay, and it prepares while it waits for
-        acknowledgements (_prepare_ahead)."""
+        acknowledgements (_prepare_ahead). Only entries that follow what is applied once `durable` is:
+        prepare sees entries in log order (a follower whose applies lag, or that takes a leader's
+        older entries again, has others to apply first)."""
         return (
             self._prepares_ahead
             and self._loop_options.apply_ahead_during_save
             and 0 < len(rd.entries) <= PREPARE_AHEAD_ENTRIES_MAX
             and self.core.role is Role.FOLLOWER
             and not self.core.lazy_commits
+            and rd.entries[0].index == (durable[-1].index if durable else self.state_machine.applied_index()) + 1
             and sum(len(e.data) for e in rd.entries) <= PREPARE_DURING_SAVE_BYTES_MAX
         )
 
@@ -733,7 +785,10 @@ class QuorumNode:
         await self._in_writer(self.state_machine.sync)
         compact_to = self._trailing_compaction_point(index)
         compacted = self.core.snapshot_taken(meta, compact_to)
-        await self._in_writer(self._store.compact, compacted, meta)
+        # Not beyond compact_to: a leader's snapshot stepped in while this one was written (a peer
+        # handler ran during the awaits above) compacted the core past it, but the store holds that
+        # snapshot only once its Ready is saved; until then the store's log may end before it.
+        await self._in_writer(self._store.compact, min(compacted, compact_to), meta)
         await self._in_writer(self._snapshots.prune, SNAPSHOTS_KEPT)
         self._last_snapshot_index = index
         self._applied_bytes_since_snapshot = 0
@@ -896,7 +951,7 @@ class QuorumNode:
         if self._stopping:
             raise errors.ShuttingDownError("node is shutting down")
         if self._open_read is None:
-            ctx = f"{self.node_id}:{next(self._read_ctx_seq)}".encode()
+            ctx = f"{self._read_ctx_prefix}{next(self._read_ctx_seq)}".encode()
             self._open_read = (ctx, asyncio.get_running_loop().create_future())
             self._wake()
         fut = self._open_read[1]

@@ -60,8 +60,9 @@ class StateMachine(Protocol):
     def prepare(self, entries: Sequence[Entry]) -> None:
         """Apply entries not known committed yet in a way that stays invisible, so that `apply` of the same
         entries only has to make that work visible (and abandons it when it is given other entries: a new
-        leader replaced them). An optimisation only; a state machine with nothing to prepare does nothing
-        and says so with `prepares_ahead = False`."""
+        leader replaced them). The loop passes entries in log order, the first right after applied_index().
+        An optimisation only; a state machine with nothing to prepare does nothing and says so with
+        `prepares_ahead = False`."""
         ...
 
     def sync(self) -> None:

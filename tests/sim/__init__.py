@@ -9,6 +9,11 @@ Safety invariants are checked after every event; liveness at the end of each
 run. Everything depends only on the seed, so a failing seed replays exactly:
 
     python3 -m tests.sim.run --seed 1234 --nodes 5 --steps 3000 -v
+
+`node_loop` runs real QuorumNodes (the node's Ready loop, every LoopOptions
+field on and off) on the deterministic twins of `loop_world`:
+
+    python3 -m tests.sim.run --loop --seed 1234 --nodes 3 --steps 600 -v
 """
 
 from tests.sim.cluster import Cluster, SimResult, SimulationError, replay_command, run_seed

@@ -8,6 +8,12 @@ Run a range of seeds (the nightly-style sweep); prints a summary line and the
 replay command of every failing seed, and exits 1 if any failed:
 
     python3 -m tests.sim.run --seeds 0:20000 --nodes 3 --jobs 2
+
+With --loop, the seeds run real QuorumNodes, the node's own Ready loop
+(tests/sim/node_loop.py), each seed drawing the loop's options; --loop-option
+forces one on or off (and implies --loop):
+
+    python3 -m tests.sim.run --loop --seeds 0:5000 --loop-option ready_in_handler=off --jobs 2
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ import time
 from collections.abc import Iterator
 
 from tests.sim.cluster import EXTENSIONS, SimResult, SimulationError, run_seed
+from tests.sim.node_loop import LOOP_OPTIONS, LoopResult, run_loop_seed
 
 DEFAULT_STEPS = 3000
+DEFAULT_LOOP_STEPS = 600
 
 
 def _seed_range(text: str) -> range:
@@ -33,11 +41,19 @@ def _seed_range(text: str) -> range:
         raise argparse.ArgumentTypeError(f"expected START:STOP, got {text!r}") from e
 
 
-def _option(text: str) -> tuple[str, bool]:
+def _on_off(text: str, names: tuple[str, ...]) -> tuple[str, bool]:
     name, sep, value = text.partition("=")
-    if not sep or name not in EXTENSIONS or value not in ("on", "off"):
-        raise argparse.ArgumentTypeError(f"expected NAME=on|off with NAME one of {', '.join(EXTENSIONS)}, got {text!r}")
+    if not sep or name not in names or value not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected NAME=on|off with NAME one of {', '.join(names)}, got {text!r}")
     return name, value == "on"
+
+
+def _option(text: str) -> tuple[str, bool]:
+    return _on_off(text, EXTENSIONS)
+
+
+def _loop_option(text: str) -> tuple[str, bool]:
+    return _on_off(text, LOOP_OPTIONS)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -46,7 +62,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     which.add_argument("--seed", type=int, help="run (replay) one seed")
     which.add_argument("--seeds", type=_seed_range, help="run seeds START:STOP")
     p.add_argument("--nodes", type=int, choices=(3, 5), default=3, help="cluster size (default 3)")
-    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"events per seed (default {DEFAULT_STEPS})")
+    p.add_argument(
+        "--steps",
+        type=int,
+        help=f"events per seed (default {DEFAULT_STEPS}; {DEFAULT_LOOP_STEPS} with --loop)",
+    )
     p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (each run is single-threaded)")
     p.add_argument(
         "--option",
@@ -55,22 +75,43 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         help="force a protocol extension on or off, e.g. durable_notice=off (default: each seed draws them)",
     )
+    p.add_argument("--loop", action="store_true", help="simulate real QuorumNodes: the node's Ready loop")
+    p.add_argument(
+        "--loop-option",
+        type=_loop_option,
+        action="append",
+        default=[],
+        help="force a LoopOptions field on or off, e.g. ready_in_handler=off (implies --loop)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="print the event trace (one seed)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.loop = args.loop or bool(args.loop_option)
+    if args.steps is None:
+        args.steps = DEFAULT_LOOP_STEPS if args.loop else DEFAULT_STEPS
+    return args
 
 
-def _one(args: tuple[int, int, int, dict[str, bool]]) -> tuple[int, SimResult | None, str | None]:
-    seed, nodes, steps, forced = args
+Result = SimResult | LoopResult
+
+
+def _run(seed: int, nodes: int, steps: int, forced: dict[str, bool], loop: bool, verbose: bool = False) -> Result:
+    if loop:
+        return run_loop_seed(seed, nodes, steps, verbose=verbose, forced=forced)
+    return run_seed(seed, nodes, steps, verbose=verbose, forced=forced)
+
+
+def _one(args: tuple[int, int, int, dict[str, bool], bool]) -> tuple[int, Result | None, str | None]:
+    seed, nodes, steps, forced, loop = args
     try:
-        return seed, run_seed(seed, nodes, steps, forced=forced), None
+        return seed, _run(seed, nodes, steps, forced, loop), None
     except SimulationError as e:
         return seed, None, str(e)
 
 
 def sweep(
-    seeds: range, nodes: int, steps: int, jobs: int = 1, forced: dict[str, bool] | None = None
-) -> Iterator[tuple[int, SimResult | None, str | None]]:
-    work = [(s, nodes, steps, dict(forced or {})) for s in seeds]
+    seeds: range, nodes: int, steps: int, jobs: int = 1, forced: dict[str, bool] | None = None, loop: bool = False
+) -> Iterator[tuple[int, Result | None, str | None]]:
+    work = [(s, nodes, steps, dict(forced or {}), loop) for s in seeds]
     if jobs <= 1:
         yield from map(_one, work)
         return
@@ -80,10 +121,10 @@ def sweep(
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    forced = dict(args.option)
+    forced = dict(args.option) | dict(args.loop_option)
     if args.seed is not None:
         try:
-            result = run_seed(args.seed, args.nodes, args.steps, verbose=args.verbose, forced=forced)
+            result = _run(args.seed, args.nodes, args.steps, forced, args.loop, verbose=args.verbose)
         except SimulationError as e:
             print(f"FAILED {e}", file=sys.stderr)
             return 1
@@ -92,15 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     failures: list[str] = []
     done = 0
-    for _seed, _result, error in sweep(args.seeds, args.nodes, args.steps, args.jobs, forced):
+    for _seed, _result, error in sweep(args.seeds, args.nodes, args.steps, args.jobs, forced, args.loop):
         done += 1
         if error is not None:
             failures.append(error)
             print(f"FAILED {error}", file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - started
     rate = done / elapsed if elapsed > 0 else float("inf")
+    what = "node loop" if args.loop else "core"
     print(
-        f"{done} seeds ({args.seeds.start}:{args.seeds.stop}, {args.nodes} nodes, {args.steps} steps): "
+        f"{done} seeds ({what}, {args.seeds.start}:{args.seeds.stop}, {args.nodes} nodes, {args.steps} steps): "
         f"{done - len(failures)} passed, {len(failures)} failed in {elapsed:.1f}s ({rate:.1f} seeds/s)"
     )
     for error in failures:
