@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.faults import locks_check, sessions_workload
+from tests.faults.sessions_check import expired_while_active
 from tests.faults.workloads import MIX, WORKLOADS, resolve
 
 
@@ -81,3 +82,13 @@ def test_workloads_by_name_and_the_mix_is_drawn_from_the_seed() -> None:
     assert [resolve(MIX, s).name for s in range(10)] == [resolve(MIX, s).name for s in range(10)]
     with pytest.raises(ValueError, match="unknown workload 'nope': one of register, lock"):
         resolve("nope", 1)
+
+
+def test_a_write_answered_only_after_a_partition_healed_does_not_prove_its_session_was_served() -> None:
+    """From a run: a create waited 2 s on a cut-off node, went through after the heal, and the leader, which
+    had not heard from the session for longer than its timeout, expired it 0.26 s later."""
+    waited = {"p": 1, "k": "create", "i": 5.73, "c": 7.735, "ok": True}
+    expired = {"p": 1, "k": "expired", "i": 7.996, "c": None, "why": "SessionExpiredError", "f": 7.996}
+    assert expired_while_active({1: [waited, expired]}, timeout_s=2.0, margin_s=0.5) == []
+    prompt = {"p": 1, "k": "create", "i": 7.6, "c": 7.7, "ok": True}
+    assert len(expired_while_active({1: [prompt, expired]}, timeout_s=2.0, margin_s=0.5)) == 1

@@ -38,6 +38,8 @@ from kazoo.recipe.lock import Lock
 from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S
 
 RECIPES = ("lock", "election")
+# The Curator worker (tests/curator/CuratorLockWorker.java) writes its acts under /curator-acts: --dump reads them.
+DUMPED = (*RECIPES, "curator")
 ACTS_MAX = 4
 ACQUIRE_TIMEOUT_S = 5.0
 TENURES_MAX = 100_000
@@ -267,7 +269,7 @@ def dump(args: argparse.Namespace) -> int:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--recipe", choices=RECIPES, required=True)
+    parser.add_argument("--recipe", choices=DUMPED, required=True)
     parser.add_argument("--hosts", required=True, help="host:port,... in the order to try")
     parser.add_argument("--out", required=True)
     parser.add_argument("--dump", action="store_true", help="write every act znode to --out and exit")
@@ -280,6 +282,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not args.dump and args.worker < 1:
         parser.error(f"--worker must be >= 1, got {args.worker}")
+    if not args.dump and args.recipe not in RECIPES:
+        parser.error(f"--recipe {args.recipe} is read back only (--dump); its workers are Java")
     return args
 
 

@@ -3,6 +3,7 @@
 register  versioned compare-and-set and sync-then-read on one znode; checked for linearizability.
 lock      kazoo's Lock recipe (ephemeral sequential znodes); never two holders acting at once (locks_check.py).
 election  kazoo's Election recipe, the same znodes behind a leader's run; at most one leader acting at once.
+curator   Apache Curator's InterProcessMutex in a JVM, checked as the lock is (needs java, javac and mvn).
 sessions  ephemerals of clients heartbeating through the faults; none outlives its expired session.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tests.faults import locks_check
+from tests.faults import curator, locks_check
 from tests.faults import sessions_workload as sessions
 from tests.faults.cluster import HostedQuorum
 from tests.faults.netns import Host
@@ -101,6 +102,16 @@ class RecipeWorkload:
         return checked
 
 
+class CuratorWorkload(RecipeWorkload):
+    """The lock workload with Apache Curator's InterProcessMutex in a JVM (tests/faults/curator.py)."""
+
+    def __init__(self) -> None:
+        super().__init__("curator")
+
+    def argv(self, worker: int, seed: int, hosts: list[str], out: Path) -> list[str]:
+        return curator.worker_argv(worker, seed, hosts, out)
+
+
 class SessionsWorkload:
     name = "sessions"
 
@@ -120,7 +131,14 @@ class SessionsWorkload:
 
 
 WORKLOADS: dict[str, Workload] = {
-    w.name: w for w in (RegisterWorkload(), RecipeWorkload("lock"), RecipeWorkload("election"), SessionsWorkload())
+    w.name: w
+    for w in (
+        RegisterWorkload(),
+        RecipeWorkload("lock"),
+        RecipeWorkload("election"),
+        CuratorWorkload(),
+        SessionsWorkload(),
+    )
 }
 # `--workload mix`: each run's workload drawn from its seed (its own generator: the faults drawn stay the same).
 MIX = "mix"
