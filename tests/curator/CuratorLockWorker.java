@@ -8,12 +8,15 @@
 // Its rule is the Python holder's: it acts only while connected and no SUSPENDED or LOST came since it
 // acquired (Curator's standard ConnectionStateErrorPolicy: SUSPENDED counts as losing the lock).
 // Times are System.nanoTime(), CLOCK_MONOTONIC on Linux: Python's time.monotonic(), shared by the namespaces.
-// The ZooKeeper client picks its server from --hosts at random (StaticHostProvider shuffles the list), so a
-// Curator worker is not homed on a node as the kazoo workers are.
+// The ZooKeeper client would pick its server from --hosts at random (StaticHostProvider shuffles them); the
+// worker tries them in the order given, its home node first, as the kazoo workers do (InOrderHosts).
 
 import java.io.BufferedWriter;
 import java.io.FileWriter;
 import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.Collection;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.List;
@@ -30,6 +33,7 @@ import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.ZooDefs;
 import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.client.HostProvider;
 import org.apache.zookeeper.data.Stat;
 
 public final class CuratorLockWorker {
@@ -50,6 +54,53 @@ public final class CuratorLockWorker {
 
         String lockPath() {
             return getLockPath();
+        }
+    }
+
+    /** The servers in the order given, from the first again after each connection (kazoo's order). */
+    static final class InOrderHosts implements HostProvider {
+        final List<InetSocketAddress> hosts = new ArrayList<>();
+        int next = 0;
+        int triedSinceConnected = 0;
+
+        InOrderHosts(String connectString) {
+            for (String hostPort : connectString.split(",")) {
+                int colon = hostPort.lastIndexOf(':');
+                String host = hostPort.substring(0, colon);
+                hosts.add(new InetSocketAddress(host, Integer.parseInt(hostPort.substring(colon + 1))));
+            }
+        }
+
+        @Override
+        public int size() {
+            return hosts.size();
+        }
+
+        @Override
+        public InetSocketAddress next(long spinDelayMs) {
+            if (triedSinceConnected >= hosts.size() && spinDelayMs > 0) {
+                try {
+                    Thread.sleep(spinDelayMs); // every server tried: pause before the next round
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                triedSinceConnected = 0;
+            }
+            triedSinceConnected++;
+            InetSocketAddress host = hosts.get(next);
+            next = (next + 1) % hosts.size();
+            return host;
+        }
+
+        @Override
+        public void onConnected() {
+            next = 0;
+            triedSinceConnected = 0;
+        }
+
+        @Override
+        public boolean updateServerList(Collection<InetSocketAddress> serverAddresses, InetSocketAddress currentHost) {
+            return false;
         }
     }
 
@@ -265,6 +316,8 @@ public final class CuratorLockWorker {
                 .sessionTimeoutMs(sessionMs)
                 .connectionTimeoutMs(sessionMs)
                 .retryPolicy(new RetryNTimes(3, 100))
+                .zookeeperFactory((connect, timeoutMs, watcher, canBeReadOnly) ->
+                        new ZooKeeper(connect, timeoutMs, watcher, canBeReadOnly, new InOrderHosts(connect)))
                 .build();
         client.start();
         if (!client.blockUntilConnected(CONNECT_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
