@@ -71,12 +71,14 @@ class Holder:
         self._write = threading.Lock()  # the listener writes from kazoo's thread
         self.stale: list[tuple[int, str]] = []  # (session, path) of lock nodes whose delete failed
         self.last_session = "-"
+        self.tenure_session = 0  # the session the current tenure's lock node belongs to
         zk.add_listener(self.on_state)
 
     def session(self) -> str:
         """The client's session; while it has none (after LOST), the last one it had."""
-        if self.zk.client_id:
-            self.last_session = f"{self.zk.client_id[0]:#x}"
+        current = self.zk.client_id  # once: None from the moment the client disconnects
+        if current:
+            self.last_session = f"{current[0]:#x}"
         return self.last_session
 
     def record(self, kind: str, invoke_s: float, complete_s: float | None, **fields: Any) -> None:
@@ -144,7 +146,7 @@ class Holder:
 
     def release(self, node: str) -> None:
         """Delete the lock node; one that could not be deleted is retried before the next tenure."""
-        invoke_s, session = time.monotonic(), self.zk.client_id[0] if self.zk.client_id else 0
+        invoke_s, session = time.monotonic(), self.tenure_session
         path = f"{lock_path(self.args.recipe)}/{node}"
         try:
             self.call(self.zk.delete_async(path))
@@ -158,10 +160,15 @@ class Holder:
         self.record("release", invoke_s, time.monotonic(), holder=node)
 
     def clear_stale(self) -> None:
-        """A lock node of a live session blocks every contender: delete it (an expired session's is gone)."""
+        """A lock node of a live session blocks every contender: delete it (an expired session's is gone).
+        The session is the tenure's, not the client's at the failure: kazoo has no client_id while
+        disconnected, and a node left then must still go once the same session is back."""
         for session, path in list(self.stale):
-            if not self.zk.client_id or self.zk.client_id[0] != session:
-                self.stale.remove((session, path))
+            current = self.zk.client_id
+            if current is None:
+                return  # disconnected again: next time
+            if current[0] != session:
+                self.stale.remove((session, path))  # that session expired, and its nodes with it
                 continue
             try:
                 self.call(self.zk.delete_async(path))
@@ -182,6 +189,10 @@ class Holder:
         if not self.wait_connected():
             return
         self.clear_stale()
+        current = self.zk.client_id
+        if current is None:
+            return  # disconnected again since: the next tenure waits
+        self.tenure_session = current[0]
         self.lost.clear()  # from here a SUSPENDED or LOST ends this tenure's right to act
         invoke_s = time.monotonic()
         if self.args.recipe == "lock":
@@ -210,8 +221,8 @@ class Holder:
 
     def forget(self, lock: Lock) -> None:
         """kazoo's cleanup after a failed acquire is best effort: a node it left is deleted later."""
-        if lock.node is not None and self.zk.client_id:
-            self.stale.append((self.zk.client_id[0], f"{lock_path('lock')}/{lock.node}"))
+        if lock.node is not None:
+            self.stale.append((self.tenure_session, f"{lock_path('lock')}/{lock.node}"))
 
     def election_tenure(self, invoke_s: float) -> None:
         election = self.zk.Election(lock_path("election"), f"w{self.args.worker}")
@@ -230,8 +241,8 @@ class Holder:
             kind = "release" if led else "acquire_failed"
             fields = {"holder": led[0]} if led else {}
             self.record(kind, invoke_s, None if led else time.monotonic(), why=type(exc).__name__, **fields)
-            if led and self.zk.client_id:
-                self.stale.append((self.zk.client_id[0], f"{lock_path('election')}/{led[0]}"))
+            if led:
+                self.stale.append((self.tenure_session, f"{lock_path('election')}/{led[0]}"))
             return
         finally:
             self.recipe = None

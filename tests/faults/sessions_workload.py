@@ -86,7 +86,8 @@ class Heartbeater:
 
     def check_expired(self) -> None:
         """After learning of an expiry, on the new session: sync, list, and look for the old session's."""
-        if not self.expired or self.zk.state != KazooState.CONNECTED or self.zk.client_id[0] in self.expired:
+        current = self.zk.client_id  # once: None from the moment the client disconnects
+        if not self.expired or current is None or current[0] in self.expired:
             return
         invoke_s = time.monotonic()
         try:
