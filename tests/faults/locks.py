@@ -28,6 +28,7 @@ import random
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import IO, Any
 
 from kazoo.client import KazooClient, KazooState
@@ -274,6 +275,13 @@ def dump(args: argparse.Namespace) -> int:
         for child in sorted(zk.get_children(path)):
             data, stat = zk.get(f"{path}/{child}")
             out.write(json.dumps({"path": child, "zxid": stat.czxid, **json.loads(data)}) + "\n")
+    # The evidence of a lock nobody gets (a run that did not converge): the lock nodes left and their owners.
+    left = Path(args.out).with_name(f"lock-nodes-{args.recipe}.jsonl")
+    with open(left, "w", encoding="utf-8") as out:
+        for child in sorted(zk.get_children(lock_path(args.recipe)) if zk.exists(lock_path(args.recipe)) else []):
+            stat = zk.exists(f"{lock_path(args.recipe)}/{child}")
+            if stat is not None:
+                out.write(json.dumps({"node": child, "czxid": stat.czxid, "owner": f"{stat.ephemeralOwner:#x}"}) + "\n")
     zk.stop()
     return 0
 
