@@ -45,6 +45,8 @@ public final class CuratorLockWorker {
     static final int SEQUENCE_DIGITS = 10;
     static final long PROCESS_STRIDE = 100_000;
     static final int TENURES_MAX = 100_000;
+    static final int SETUP_ATTEMPTS = 5;
+    static final long SETUP_PAUSE_MS = 500;
 
     /** InterProcessMutex keeps its node's path to itself; a holder logs it. */
     static final class Mutex extends InterProcessMutex {
@@ -324,12 +326,20 @@ public final class CuratorLockWorker {
             System.err.println("CuratorLockWorker: not connected within " + CONNECT_TIMEOUT_MS + " ms");
             System.exit(1);
         }
-        try {
-            // persistent, not a container: the acts are read back after the run
-            client.getZookeeperClient().getZooKeeper().create(ACTS, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
-                    CreateMode.PERSISTENT);
-        } catch (KeeperException.NodeExistsException e) {
-            // another worker made it
+        for (int attempt = 1; ; attempt++) {
+            try {
+                // persistent, not a container: the acts are read back after the run
+                client.getZookeeperClient().getZooKeeper().create(ACTS, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+                        CreateMode.PERSISTENT);
+                break;
+            } catch (KeeperException.NodeExistsException e) {
+                break; // another worker made it
+            } catch (KeeperException.ConnectionLossException e) {
+                if (attempt == SETUP_ATTEMPTS) {
+                    throw e;
+                }
+                Thread.sleep(SETUP_PAUSE_MS); // a loaded machine may drop the first connection: try again
+            }
         }
         try (BufferedWriter out = new BufferedWriter(new FileWriter(args.get("out"), StandardCharsets.UTF_8, true))) {
             CuratorLockWorker worker = new CuratorLockWorker(client, out, Integer.parseInt(args.get("worker")),

@@ -283,6 +283,9 @@ def run_once(
         try:
             clients.wait_ready()
             _inject_all(result, network, cluster, clients, probe)
+        except RuntimeError as exc:  # a worker that never got ready: this run's anomaly, not the campaign's end
+            result.anomalies.append("clients_not_ready")
+            result.explanation = str(exc)
         finally:
             clients.stop()
         _finish(result, clients, cluster, probe)

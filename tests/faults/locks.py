@@ -36,7 +36,7 @@ from kazoo.exceptions import CancelledError, NoNodeError
 from kazoo.recipe.election import Election
 from kazoo.recipe.lock import Lock
 
-from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S
+from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S, with_retries
 
 RECIPES = ("lock", "election")
 # The Curator worker (tests/curator/CuratorLockWorker.java) writes its acts under /curator-acts: --dump reads them.
@@ -313,8 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         return dump(args)
     zk = KazooClient(hosts=args.hosts, timeout=args.session_s, randomize_hosts=False)
     zk.start(timeout=CONNECT_TIMEOUT_S)
-    zk.ensure_path(acts_path(args.recipe))
-    zk.ensure_path(lock_path(args.recipe))
+    with_retries(lambda: zk.ensure_path(acts_path(args.recipe)))
+    with_retries(lambda: zk.ensure_path(lock_path(args.recipe)))
     stop = threading.Event()
     with open(args.out, "a", encoding="utf-8") as out:
         holder = Holder(zk, args, out, stop)

@@ -22,6 +22,7 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from kazoo.client import KazooClient
@@ -36,6 +37,10 @@ CONNECT_TIMEOUT_S = 30.0
 # What a call may raise when the cluster or the link fails (KazooTimeoutError: our per-call deadline).
 FAILURES = (KazooException, KazooTimeoutError, OSError)
 STOP_TIMEOUT_S = 5.0
+# A worker's setup (the znodes it needs) is tried this many times: a loaded machine may drop the first
+# connection before any fault, and a worker that dies there fails the whole run.
+SETUP_ATTEMPTS = 5
+SETUP_PAUSE_S = 0.5
 # A worker's logical process ids: worker * PROCESS_STRIDE + how many unknown outcomes it had so far.
 PROCESS_STRIDE = 100_000
 OPS_MAX = 1_000_000
@@ -94,6 +99,18 @@ class Worker:
             self.stop.wait(self.rng.uniform(0, self.args.pacing_max_s))  # pacing only: keeps the history checkable
 
 
+def with_retries(setup: Callable[[], object]) -> None:
+    """`setup` (idempotent: ensure_path, a create that tolerates NodeExists) until it succeeds, bounded."""
+    for attempt in range(SETUP_ATTEMPTS):
+        try:
+            setup()
+            return
+        except FAILURES:
+            if attempt == SETUP_ATTEMPTS - 1:
+                raise
+            time.sleep(SETUP_PAUSE_S)  # back-off between attempts, not a wait for a condition
+
+
 def ensure_register(zk: KazooClient) -> None:
     try:
         zk.create(REGISTER, INITIAL_VALUE)
@@ -115,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.CRITICAL)  # kazoo logs every lost connection; the history says enough
     zk = KazooClient(hosts=args.hosts, timeout=args.session_s, randomize_hosts=False)
     zk.start(timeout=CONNECT_TIMEOUT_S)
-    ensure_register(zk)
+    with_retries(lambda: ensure_register(zk))
     stop = threading.Event()
 
     def stop_on_eof() -> None:

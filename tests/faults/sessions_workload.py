@@ -28,7 +28,7 @@ from kazoo.exceptions import NoNodeError
 
 from tests.faults.cluster import HostedQuorum
 from tests.faults.netns import Host
-from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S
+from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S, with_retries
 from tests.faults.workload import Checked, Records
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         return dump(args)
     zk = KazooClient(hosts=args.hosts, timeout=args.session_s, randomize_hosts=False)
     zk.start(timeout=CONNECT_TIMEOUT_S)
-    zk.ensure_path(EPHEMERALS)
+    with_retries(lambda: zk.ensure_path(EPHEMERALS))
     stop = threading.Event()
 
     def stop_on_eof() -> None:
