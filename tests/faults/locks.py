@@ -36,7 +36,7 @@ from kazoo.exceptions import CancelledError, NoNodeError
 from kazoo.recipe.election import Election
 from kazoo.recipe.lock import Lock
 
-from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S, with_retries
+from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S, client, with_retries
 
 RECIPES = ("lock", "election")
 # The Curator worker (tests/curator/CuratorLockWorker.java) writes its acts under /curator-acts: --dump reads them.
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.CRITICAL)  # kazoo logs every lost connection; the history says enough
     if args.dump:
         return dump(args)
-    zk = KazooClient(hosts=args.hosts, timeout=args.session_s, randomize_hosts=False)
+    zk = client(args.hosts, args.session_s)
     zk.start(timeout=CONNECT_TIMEOUT_S)
     with_retries(lambda: zk.ensure_path(acts_path(args.recipe)))
     with_retries(lambda: zk.ensure_path(lock_path(args.recipe)))

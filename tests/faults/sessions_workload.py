@@ -28,7 +28,7 @@ from kazoo.exceptions import NoNodeError
 
 from tests.faults.cluster import HostedQuorum
 from tests.faults.netns import Host
-from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S, with_retries
+from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S, client, with_retries
 from tests.faults.workload import Checked, Records
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.CRITICAL)  # kazoo logs every lost connection; the history says enough
     if args.dump:
         return dump(args)
-    zk = KazooClient(hosts=args.hosts, timeout=args.session_s, randomize_hosts=False)
+    zk = client(args.hosts, args.session_s)
     zk.start(timeout=CONNECT_TIMEOUT_S)
     with_retries(lambda: zk.ensure_path(EPHEMERALS))
     stop = threading.Event()
