@@ -88,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     if reason is not None:
         print(f"fault_campaign: {reason}", file=sys.stderr)
         return 2
+    if args.workload != MIX:
+        reason = getattr(WORKLOADS[args.workload], "unavailable_reason", lambda: None)()
+        if reason is not None:
+            print(f"fault_campaign: --workload {args.workload}: {reason}", file=sys.stderr)
+            return 2
     base = args.keep if args.keep is not None else Path(tempfile.mkdtemp(prefix="zkraft-faults-"))
     results = []
     for i in range(args.runs):

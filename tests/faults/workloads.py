@@ -111,6 +111,9 @@ class CuratorWorkload(RecipeWorkload):
     def argv(self, worker: int, seed: int, hosts: list[str], out: Path) -> list[str]:
         return curator.worker_argv(worker, seed, hosts, out)
 
+    def unavailable_reason(self) -> str | None:
+        return curator.unavailable_reason()
+
 
 class SessionsWorkload:
     name = "sessions"
@@ -140,15 +143,22 @@ WORKLOADS: dict[str, Workload] = {
         SessionsWorkload(),
     )
 }
-# `--workload mix`: each run's workload drawn from its seed (its own generator: the faults drawn stay the same).
+# `--workload mix`: each run's workload drawn from its seed (its own generator: the faults drawn stay the same),
+# among those that can run here (a workload may say why not with `unavailable_reason()`: no JDK, say).
 MIX = "mix"
 MIX_SALT = 29_0001
+
+
+def available() -> list[str]:
+    """The names of the workloads that can run on this machine, sorted."""
+    reasons = {name: getattr(w, "unavailable_reason", lambda: None)() for name, w in WORKLOADS.items()}
+    return sorted(name for name, reason in reasons.items() if reason is None)
 
 
 def resolve(name: str, seed: int) -> Workload:
     """The workload `name`, or for `mix` the one run `seed` draws; a clear error for an unknown name."""
     if name == MIX:
-        return WORKLOADS[random.Random(seed * MIX_SALT).choice(sorted(WORKLOADS))]
+        return WORKLOADS[random.Random(seed * MIX_SALT).choice(available())]
     if name not in WORKLOADS:
         raise ValueError(f"unknown workload {name!r}: one of {', '.join([*WORKLOADS, MIX])}")
     return WORKLOADS[name]
