@@ -1,6 +1,8 @@
 """The short fault campaign (CI): a 3-node quorum across network namespaces, one node per host, started
 with the commands a multi-machine user types; each fault kind once under the register workload, its
-history checked for linearizability and the cluster's convergence after the heal measured.
+history checked for linearizability and the cluster's convergence after the heal measured; then each other
+workload (lock, election, sessions: tests/faults/workloads.py) once under a fault that moves the lock or
+expires a session.
 
 Root only (network namespaces); skipped with the reason elsewhere. The long campaign is
 scripts/fault_campaign.py; a failing run here prints the command that replays it.
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import netns
+from tests.faults import curator, locks_check, netns
 from tests.faults.campaign import CONVERGE_DEADLINE_S, FAULT_KINDS, history_records, operations, run_once
 from tests.faults.cluster import HostedQuorum
 from tests.faults.netns import Network
@@ -33,6 +35,15 @@ LEADER_WAIT_S = 60.0
 CLIENT_WAIT_S = 60.0
 # Fixed seeds: a failure here is replayed with the command printed in its message.
 SEEDS = {kind: 2900 + i for i, kind in enumerate(FAULT_KINDS)}
+# The other workloads, each under one fault: (fault kind, seed). A split cuts the target's client off with
+# it, so that client's session expires and, under a lock, its holder loses the lock to another; a kill
+# moves the killed node's clients to the others.
+WORKLOAD_RUNS = {
+    "lock": ("split", 2911),
+    "election": ("kill", 2912),
+    "sessions": ("split", 2913),
+    "curator": ("split", 2914),
+}
 
 # Writes one znode through each node in turn and reads it back through each after a sync.
 CLIENT = textwrap.dedent("""
@@ -106,6 +117,56 @@ def test_a_leader_paused_past_the_session_timeout_expires_no_session_when_it_res
     the resumed leader expired every session before learning it had been deposed, and the next leader
     committed those expiries: clients writing through the majority lost their sessions (2 of 3 runs)."""
     result = run_once(1002, tmp_path, kinds=("pause", "pause"))
+    print(result.line())
+    assert not result.anomalies, (
+        f"{result.line()}\nreplay: {result.replay_command()}\nevidence: {result.root}\n{result.explanation}"
+    )
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOAD_RUNS))
+def test_each_workload_keeps_its_guarantee_under_a_fault(workload: str, tmp_path: Path) -> None:
+    kind, seed = WORKLOAD_RUNS[workload]
+    if workload == "curator" and curator.unavailable_reason() is not None:
+        pytest.skip(f"curator workload: {curator.unavailable_reason()}")
+    result = run_once(seed, tmp_path / workload, kinds=(kind,), workload=workload)
+    print(result.line())
+    assert result.workload == workload and f"--workload {workload}" in result.replay_command()
+    assert not result.anomalies, (
+        f"{result.line()}\nreplay: {result.replay_command()}\nevidence: {result.root}\n{result.explanation}"
+    )
+    assert len(result.convergence_s) == 1 and result.convergence_s[0] < CONVERGE_DEADLINE_S, result.line()
+    assert result.operations > 50, result.line()
+    assert result.root is not None
+    records = history_records(result.root)
+    if workload == "sessions":
+        # The split expired the cut-off client's session, and the client then looked for its ephemerals.
+        checks = [r for rs in records.values() for r in rs if r["k"] == "after_expiry"]
+        assert checks and all(not r["left"] for r in checks), checks
+    else:
+        # The checker can tell: one act moved into the next holder's tenure is caught.
+        _assert_a_forged_act_is_caught(records, locks_check.read_acts(result.root, workload))
+
+
+def _assert_a_forged_act_is_caught(records: dict[int, list[dict[str, object]]], acts: list[dict]) -> None:
+    ordered, _ = locks_check.tenures(records, acts)
+    acted = [t for t in ordered if t.end > t.start]
+    first, later = next((a, b) for a, b in zip(acted, acted[1:], strict=False) if a.holder != b.holder)
+    forged = [dict(a, zxid=later.end) if a["holder"] == first.holder and a["zxid"] == first.end else a for a in acts]
+    assert "two_holders" in locks_check.check(records, forged).anomalies, f"{first} made to act in {later}"
+
+
+@pytest.mark.xfail(
+    reason="known, not fixed yet: a write a client sent to a node that was then paused is applied after the "
+    "client moved to another node and wrote there (the session's FIFO order broken; ZooKeeper refuses it "
+    "as SESSIONMOVED: its leader checks each write's session owner). Reproduces in about 2 of 3 runs.",
+    strict=False,
+)
+def test_a_write_left_on_a_paused_leader_is_not_applied_after_its_sessions_later_writes(tmp_path: Path) -> None:
+    """Found by the election workload: a holder's act was sent to the leader just before the leader was
+    paused; the client gave up on it (ConnectionLoss), moved to another node and released the lock there.
+    Resumed, the old leader read the act off its socket and it was committed 240 entries after the
+    release: a holder acted while other holders held the lock (two_holders)."""
+    result = run_once(2914, tmp_path, kinds=("pause",), workload="election")
     print(result.line())
     assert not result.anomalies, (
         f"{result.line()}\nreplay: {result.replay_command()}\nevidence: {result.root}\n{result.explanation}"

@@ -1,14 +1,15 @@
-"""One seeded fault run: hosts, a 3-node quorum, register clients, a schedule of faults, a checked history.
+"""One seeded fault run: hosts, a 3-node quorum, workload clients, a schedule of faults, a checked history.
 
-    result = run_once(seed=7, kinds=("split", "pause"), root=Path("run-7"))
-    print(result.line())     # seed=7 faults=split(leader,3.1s),pause(follower,2.7s) ops=812 ... anomalies=none
+    result = run_once(seed=7, kinds=("split", "pause"), root=Path("run-7"), workload="lock")
+    print(result.line())     # seed=7 workload=lock faults=split(leader,3.1s),... ops=812 ... anomalies=none
 
 The seed decides everything that is not timing: which faults (unless `kinds` is given), whom each hits
 (the leader or a follower, resolved when the fault starts), how long it holds, and every client's
 operations. A run goes: warm up, then for each fault: apply, hold, heal, and wait until every client has
 had a write acknowledged (the time from the heal to that is the run's convergence figure, bounded by
-CONVERGE_DEADLINE_S); then stop the clients and check the history for linearizability
-(tests/linearizability.py) and the sessions (sessions_check.py: none expired while it was being served).
+CONVERGE_DEADLINE_S); then stop the clients, let the workload collect what it reads back from the healed
+cluster, and check the history with the workload's checker (workload.py; the register's: linearizability,
+tests/linearizability.py) and the sessions (sessions_check.py: none expired while it was being served).
 Faults hold longer than both the election timeout and the session timeout, so that leaders change and
 sessions may expire while they last.
 
@@ -27,7 +28,6 @@ import json
 import random
 import select
 import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -37,19 +37,15 @@ from typing import IO, Any
 from tests.faults.cluster import ELECTION_TIMEOUT_S, HostedQuorum
 from tests.faults.injector import apply
 from tests.faults.netns import Host, Network
-from tests.faults.register import INITIAL_VALUE
-from tests.faults.sessions_check import expired_while_active
+from tests.faults.workload import OP_TIMEOUT_S, SESSION_S, Workload
+from tests.faults.workloads import operations, resolve
 from tests.helpers import poll_for
-from tests.linearizability import CheckBudgetExceeded, Kind, Operation, RegisterState, check
 from tests.quorum_harness import REPO_ROOT, subprocess_env
+
+__all__ = ["operations"]  # the register's history as the checker's operations, where tests used to find it
 
 FAULT_KINDS = ("isolate", "split", "bridge", "oneway", "pause", "kill")
 NODES = 3
-SESSION_S = 2.0
-OP_TIMEOUT_S = 3.0
-# How much earlier than its timeout after an acknowledged write a session may be found expired (the touch's
-# trip from a follower to the leader, tickTime / 2, and the scheduling of a loaded machine).
-SESSION_MARGIN_S = 0.5
 # Every fault holds longer than the session and election timeouts, plus a margin.
 HOLD_MIN_S = max(SESSION_S, ELECTION_TIMEOUT_S) + 0.5
 HOLD_MAX_S = HOLD_MIN_S + 1.5
@@ -88,6 +84,7 @@ def schedule(seed: int, kinds: tuple[str, ...] | None = None, faults: int = 1) -
 class RunResult:
     seed: int
     faults: list[Fault]
+    workload: str = "register"
     targets: list[int] = field(default_factory=list)
     operations: int = 0
     unknown: int = 0
@@ -102,31 +99,31 @@ class RunResult:
         faults = ",".join(f"{f}->n{t}" for f, t in zip(self.faults, self.targets, strict=False))
         converge = ",".join(f"{s:.2f}" for s in self.convergence_s) or "-"
         return (
-            f"seed={self.seed} faults={faults or '-'} ops={self.operations} unknown={self.unknown} "
+            f"seed={self.seed} workload={self.workload} faults={faults or '-'} ops={self.operations} "
+            f"unknown={self.unknown} "
             f"converged_s={converge} anomalies={','.join(self.anomalies) or 'none'} run_s={self.run_s:.1f}"
         )
 
     def replay_command(self) -> str:
         kinds = ",".join(f.kind for f in self.faults)
-        return f"python3 scripts/fault_campaign.py --runs 1 --seed {self.seed} --faults {kinds}"
+        return (
+            f"python3 scripts/fault_campaign.py --runs 1 --seed {self.seed} --faults {kinds} --workload {self.workload}"
+        )
 
 
 class Clients:
-    """One register worker per client host, worker w homed on node w."""
+    """One worker of `workload` per client host, worker w homed on node w."""
 
-    def __init__(self, network: Network, cluster: HostedQuorum, root: Path, seed: int) -> None:
+    def __init__(self, network: Network, cluster: HostedQuorum, root: Path, seed: int, workload: Workload) -> None:
         self.root = root
+        self.workload = workload
         self.hosts: dict[int, Host] = {w: network.add_host(f"c{w}") for w in cluster.hosts}
         self.procs: dict[int, subprocess.Popen[str]] = {}
         self._logs: list[IO[bytes]] = []
         ids = sorted(cluster.hosts)
         for w, host in self.hosts.items():
             order = ids[ids.index(w) :] + ids[: ids.index(w)]
-            argv = [
-                sys.executable, "-m", "tests.faults.register", "--worker", str(w), "--seed", str(seed),
-                "--hosts", ",".join(cluster.zk_address(n) for n in order), "--out", str(self.history_path(w)),
-                "--session-s", str(SESSION_S), "--op-timeout-s", str(OP_TIMEOUT_S),
-            ]  # fmt: skip
+            argv = workload.argv(w, seed, [cluster.zk_address(n) for n in order], self.history_path(w))
             log = (root / "logs" / f"client-{w}.log").open("ab")
             self._logs.append(log)
             self.procs[w] = host.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
@@ -176,23 +173,6 @@ def history_records(root: Path) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def operations(records: dict[int, list[dict[str, Any]]]) -> list[Operation]:
-    """The workers' lines as the checker's operations."""
-    lines = sorted((r for rs in records.values() for r in rs), key=lambda r: r["i"])
-    ops = []
-    for op_id, r in enumerate(lines):
-        kind = Kind(r["k"])
-        known = r["c"] is not None
-        ops.append(Operation(
-            op_id, r["p"], kind, r["i"], r["c"],
-            value=r["v"].encode() if "v" in r else None,
-            version=r.get("ver") if known else None,
-            expected_version=r.get("ev"),
-            succeeded=r.get("ok") if kind is Kind.CAS and known else None,
-        ))  # fmt: skip
-    return ops
-
-
 def _log(root: Path, event: str, **fields: Any) -> None:
     """One JSON line in root/campaign.log: the schedule as it ran, with monotonic times."""
     with (root / "campaign.log").open("a", encoding="utf-8") as log:
@@ -211,7 +191,7 @@ def _first_acks_after(clients: Clients, healed_s: float) -> float | None:
     """The latest of the workers' first acknowledged writes after `healed_s`; None while one has none."""
     firsts = []
     for rs in clients.records().values():
-        acked = [r["c"] for r in rs if r["k"] != "read" and r["c"] is not None and r["c"] > healed_s and r.get("ok")]
+        acked = [c for c in clients.workload.acked_write_s(rs) if c > healed_s]
         if not acked:
             return None
         firsts.append(min(acked))
@@ -265,30 +245,32 @@ def _inject_all(result: RunResult, network: Network, cluster: HostedQuorum, clie
 
 
 def _check(result: RunResult, clients: Clients) -> None:
-    ops = operations(clients.records())
-    result.operations = len(ops)
-    result.unknown = sum(1 for op in ops if not op.known)
-    result.unknown_causes = Counter(r["why"] for rs in clients.records().values() for r in rs if "why" in r)
+    checked = clients.workload.check(clients.records(), clients.root)
+    result.operations = checked.operations
+    result.unknown = checked.unknown
+    result.unknown_causes = checked.unknown_causes
+    result.anomalies.extend(checked.anomalies)
+    result.explanation = "\n".join([result.explanation, checked.explanation]).strip()
+
+
+def _finish(result: RunResult, clients: Clients, cluster: HostedQuorum, probe: Host) -> None:
+    """The workload's read-back from the healed cluster (an error there is the run's anomaly, not a crash)."""
     try:
-        checked = check(ops, RegisterState(INITIAL_VALUE, 0))
-    except CheckBudgetExceeded as exc:
-        result.anomalies.append("check_inconclusive")
-        result.explanation = str(exc)
-        return
-    if not checked.linearizable:
-        result.anomalies.append("nonlinearizable")
-        result.explanation = checked.explain()
-    expired = expired_while_active(clients.records(), SESSION_S, SESSION_MARGIN_S)
-    if expired:
-        result.anomalies.append("session_expired_while_served")
-        result.explanation = "\n".join([result.explanation, *expired]).strip()
+        clients.workload.finish(cluster, probe, clients.root)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        result.anomalies.append("finish_failed")
+        result.explanation = f"{clients.workload.name} read-back failed: {exc}"
 
 
-def run_once(seed: int, root: Path, kinds: tuple[str, ...] | None = None, faults: int = 1) -> RunResult:
-    """One run in `root` (created; kept by the caller when result.anomalies is not empty)."""
+def run_once(
+    seed: int, root: Path, kinds: tuple[str, ...] | None = None, faults: int = 1, workload: str = "register"
+) -> RunResult:
+    """One run of `workload` (a name of workloads.WORKLOADS, or `mix`) in `root` (created; kept by the caller
+    when result.anomalies is not empty)."""
+    chosen = resolve(workload, seed)
     root.mkdir(parents=True, exist_ok=True)
-    result = RunResult(seed, schedule(seed, kinds, faults), root=root)
-    _log(root, "schedule", seed=seed, faults=[str(f) for f in result.faults])
+    result = RunResult(seed, schedule(seed, kinds, faults), chosen.name, root=root)
+    _log(root, "schedule", seed=seed, workload=chosen.name, faults=[str(f) for f in result.faults])
     started = time.monotonic()
     with Network() as network, HostedQuorum(network, root, NODES) as cluster:
         probe = network.add_host("probe")
@@ -297,12 +279,16 @@ def run_once(seed: int, root: Path, kinds: tuple[str, ...] | None = None, faults
             result.anomalies.append("no_first_leader")
             result.run_s = time.monotonic() - started
             return result
-        clients = Clients(network, cluster, root, seed)
+        clients = Clients(network, cluster, root, seed, chosen)
         try:
             clients.wait_ready()
             _inject_all(result, network, cluster, clients, probe)
+        except RuntimeError as exc:  # a worker that never got ready: this run's anomaly, not the campaign's end
+            result.anomalies.append("clients_not_ready")
+            result.explanation = str(exc)
         finally:
             clients.stop()
+        _finish(result, clients, cluster, probe)
         failed = {w: proc.returncode for w, proc in clients.procs.items() if proc.returncode != 0}
         if failed:
             result.anomalies.append("client_failed:" + "+".join(f"c{w}={c}" for w, c in sorted(failed.items())))

@@ -22,11 +22,13 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
 REGISTER = "/register"
 INITIAL_VALUE = b"init"
@@ -36,6 +38,15 @@ CONNECT_TIMEOUT_S = 30.0
 # What a call may raise when the cluster or the link fails (KazooTimeoutError: our per-call deadline).
 FAILURES = (KazooException, KazooTimeoutError, OSError)
 STOP_TIMEOUT_S = 5.0
+# A worker's setup (the znodes it needs) is tried this many times: a loaded machine may drop the first
+# connection before any fault, and a worker that dies there fails the whole run.
+SETUP_ATTEMPTS = 5
+# kazoo's default reconnect back-off doubles without a useful bound (0.1 s, 0.2 s, ... minutes): after a
+# partition of a few seconds a client could sleep 10-25 s before trying again, and the run measured kazoo's
+# back-off instead of the cluster's recovery. ZooKeeper's own client waits at most about 1 s between
+# attempts (ClientCnxn.startConnect); so do the workers.
+RECONNECT_DELAY_MAX_S = 1.0
+SETUP_PAUSE_S = 0.5
 # A worker's logical process ids: worker * PROCESS_STRIDE + how many unknown outcomes it had so far.
 PROCESS_STRIDE = 100_000
 OPS_MAX = 1_000_000
@@ -94,6 +105,24 @@ class Worker:
             self.stop.wait(self.rng.uniform(0, self.args.pacing_max_s))  # pacing only: keeps the history checkable
 
 
+def client(hosts: str, session_s: float) -> KazooClient:
+    """A kazoo client trying `hosts` in the order given, reconnecting at most RECONNECT_DELAY_MAX_S apart."""
+    retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_DELAY_MAX_S)
+    return KazooClient(hosts=hosts, timeout=session_s, randomize_hosts=False, connection_retry=retry)
+
+
+def with_retries(setup: Callable[[], object]) -> None:
+    """`setup` (idempotent: ensure_path, a create that tolerates NodeExists) until it succeeds, bounded."""
+    for attempt in range(SETUP_ATTEMPTS):
+        try:
+            setup()
+            return
+        except FAILURES:
+            if attempt == SETUP_ATTEMPTS - 1:
+                raise
+            time.sleep(SETUP_PAUSE_S)  # back-off between attempts, not a wait for a condition
+
+
 def ensure_register(zk: KazooClient) -> None:
     try:
         zk.create(REGISTER, INITIAL_VALUE)
@@ -113,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-max-s", type=float, default=300.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)  # kazoo logs every lost connection; the history says enough
-    zk = KazooClient(hosts=args.hosts, timeout=args.session_s, randomize_hosts=False)
+    zk = client(args.hosts, args.session_s)
     zk.start(timeout=CONNECT_TIMEOUT_S)
-    ensure_register(zk)
+    with_retries(lambda: ensure_register(zk))
     stop = threading.Event()
 
     def stop_on_eof() -> None:

@@ -6,6 +6,12 @@ leader, and it touched the session there (followers pass touches on every tickTi
 deadline for the session was at least about `c + timeout`. An expiry learned before `c + timeout - margin`
 was decided while the session was alive and served: an anomaly. Only the first SessionExpiredError of a
 burst counts (the ones after it belong to the same dead session until a call succeeds again).
+
+Only a write answered within `margin` of its invocation proves that: its node reached a committing leader
+while the write was out, so the touch made when it arrived reached that leader too. A write that waited out
+a partition on a cut-off node and went through after the heal was answered at `c`, but its touch came to a
+leader that had not heard from the session for longer than its timeout; that leader may expire it a moment
+after the write is applied (the close is a later entry than the write), as ZooKeeper's leader may.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ def expired_while_active(records: dict[int, list[dict[str, Any]]], timeout_s: fl
         last_ack_s: float | None = None
         for row in sorted(rows, key=lambda r: r["c"] if r["c"] is not None else r.get("f", r["i"])):
             if row["c"] is not None and row["k"] != "read" and row.get("ok"):
-                last_ack_s = row["c"]
+                if row["c"] - row["i"] <= margin_s:
+                    last_ack_s = row["c"]
             elif row.get("why") == EXPIRED and "f" in row:
                 if last_ack_s is not None and row["f"] - last_ack_s < timeout_s - margin_s:
                     found.append(
