@@ -155,17 +155,13 @@ def _assert_a_forged_act_is_caught(records: dict[int, list[dict[str, object]]], 
     assert "two_holders" in locks_check.check(records, forged).anomalies, f"{first} made to act in {later}"
 
 
-@pytest.mark.xfail(
-    reason="known, not fixed yet: a write a client sent to a node that was then paused is applied after the "
-    "client moved to another node and wrote there (the session's FIFO order broken; ZooKeeper refuses it "
-    "as SESSIONMOVED: its leader checks each write's session owner). Reproduces in about 2 of 3 runs.",
-    strict=False,
-)
 def test_a_write_left_on_a_paused_leader_is_not_applied_after_its_sessions_later_writes(tmp_path: Path) -> None:
-    """Found by the election workload: a holder's act was sent to the leader just before the leader was
-    paused; the client gave up on it (ConnectionLoss), moved to another node and released the lock there.
-    Resumed, the old leader read the act off its socket and it was committed 240 entries after the
-    release: a holder acted while other holders held the lock (two_holders)."""
+    """Regression, found by the election workload: a holder's act was sent to the leader just before the
+    leader was paused; the client gave up on it (ConnectionLoss), moved to another node and released the
+    lock there. Resumed, the old leader read the act off its socket and it was committed 240 entries after
+    the release: a holder acted while others held the lock (two_holders, 2 of 3 runs). A reconnect now
+    attaches the session to its new connection through the log, and a write of the old one is refused
+    with SESSIONMOVED (0 of 6 runs)."""
     result = run_once(2914, tmp_path, kinds=("pause",), workload="election")
     print(result.line())
     assert not result.anomalies, (

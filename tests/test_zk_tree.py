@@ -535,6 +535,38 @@ def test_writes_need_a_live_session(zk: Zk) -> None:
     assert zk.set_data("/a", b"x", session=0x1234).err == 0
 
 
+def test_a_write_of_a_connection_the_session_moved_away_from_is_refused(zk: Zk) -> None:
+    """A client's session is owned by the connection it last (re)connected on: a write left on an older
+    connection (a server that was paused or cut off while the client moved on) is SESSIONMOVED when it
+    reaches the log after the attach, so it cannot land after the client's later writes."""
+    old, new = 0xA1, 0xB2
+    create_session = pb.CreateSessionTxn(session_id=7, timeout_ms=4000)
+    assert zk.txn(7, connection=old, create_session=create_session).err == 0
+    assert zk.txn(7, connection=old, create=pb.CreateOp(path="/a")).err == 0
+    assert zk.txn(7, connection=new, attach_session=pb.AttachSessionTxn()).err == 0
+    assert zk.tree.sessions() == {7: 4000}
+    stale = zk.txn(7, connection=old, delete=pb.DeleteOp(path="/a", version=-1))
+    assert stale.err == Code.SESSIONMOVED and zk.tree.stat("/a") is not None
+    assert zk.txn(7, connection=new, set_data=pb.SetDataOp(path="/a", data=b"x", version=-1)).err == 0
+    assert zk.set_data("/a", b"y", session=7).err == 0  # a write naming no connection is not fenced
+    zk.close_session(7)
+    assert zk.txn(7, connection=new, attach_session=pb.AttachSessionTxn()).err == Code.SESSIONEXPIRED
+    zk.open_session(9)
+    assert zk.txn(9, connection=new, attach_session=pb.AttachSessionTxn()).err == 0
+    zk.tree.close()
+    check_tree(zk.path)  # a session record with its owner is a sound record
+
+
+def test_a_session_recorded_without_an_owner_fences_nothing_until_attached(zk: Zk) -> None:
+    """Records written before owners were kept (and sessions of system writers) hold only the timeout."""
+    assert zk.open_session(8).err == 0  # no connection named: owner 0
+    assert zk.txn(8, connection=0xC3, create=pb.CreateOp(path="/b")).err == 0
+    assert zk.txn(8, connection=0xD4, create=pb.CreateOp(path="/c")).err == 0
+    assert zk.txn(8, connection=0xD4, attach_session=pb.AttachSessionTxn()).err == 0
+    assert zk.txn(8, connection=0xC3, create=pb.CreateOp(path="/d")).err == Code.SESSIONMOVED
+    assert zk.txn(8, attach_session=pb.AttachSessionTxn()).err == Code.BADARGUMENTS
+
+
 @pytest.mark.parametrize("timeout_ms", [0, -1])
 def test_create_session_needs_a_positive_timeout(zk: Zk, timeout_ms: int) -> None:
     assert zk.open_session(5, timeout_ms).err == Code.BADARGUMENTS

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 import urllib.parse
 from collections import deque
@@ -252,6 +253,9 @@ class SessionConnection:
         self.context = sink
         self.peer_host = peer_host  # the client's IP address (the ip ACL scheme reads it)
         self.session_id = 0
+        # Names this connection in its writes (Txn.connection): the session's owner at apply fences writes
+        # of a connection the client has left (zkemu.tree _check_session). Random: unique cluster-wide.
+        self.connection_id = secrets.randbits(64) or 1
         self.linearizable = False
         # The session's authenticated ids on this connection (ServerCnxn.authInfo): ip:<address> from the
         # start, as IPAuthenticationProvider gives every connection; `auth` adds to them. Writes carry them
@@ -440,7 +444,9 @@ class SessionConnection:
             assert svc.ids is not None and svc.router is not None
             sid = svc.ids.next()
             txn = zk_pb2.Txn(
-                session_id=sid, create_session=zk_pb2.CreateSessionTxn(session_id=sid, timeout_ms=timeout_ms)
+                session_id=sid,
+                connection=self.connection_id,
+                create_session=zk_pb2.CreateSessionTxn(session_id=sid, timeout_ms=timeout_ms),
             )
             try:
                 await svc.router.submit(txn, svc.settings.proposal_timeout_ms / 1000)
@@ -460,7 +466,13 @@ class SessionConnection:
                 return False
             if not svc.tree.has_session(sid):
                 await self._apply_what_leader_committed()
-            if req.password != session_password(svc.settings.cluster_id, sid) or not svc.tree.has_session(sid):
+            if (
+                req.password != session_password(svc.settings.cluster_id, sid)
+                or not svc.tree.has_session(sid)
+                or not await self._attach(sid)
+            ):
+                if self._closed:
+                    return False  # the attach could not be committed now: the client tries another server
                 self.outbound.put(
                     zk_pb2.ServerMessage(
                         connect=zk_pb2.ConnectResponse(
@@ -491,6 +503,23 @@ class SessionConnection:
             )
         )
         return True
+
+    async def _attach(self, sid: int) -> bool:
+        """Make this connection the session's owner through the log before answering the reconnect, so that
+        a write the client left on a connection it abandoned (on a paused or cut-off server, or still in
+        TCP's retransmission queue) is refused if it reaches the log later, instead of landing after the
+        writes the client makes here (ZooKeeper revalidates a moving session with its leader and refuses
+        the old owner's requests with SESSIONMOVED). False: the session expired meanwhile; on a write
+        that could not be committed now, the stream ends (the client tries another server)."""
+        svc = self.service
+        assert svc.router is not None
+        txn = zk_pb2.Txn(session_id=sid, connection=self.connection_id, attach_session=zk_pb2.AttachSessionTxn())
+        try:
+            _, result = await svc.router.submit(txn, svc.settings.proposal_timeout_ms / 1000)
+        except ConnectionLossError as exc:
+            self.end(grpc.StatusCode.UNAVAILABLE, f"cannot attach the session now: {exc}")
+            return False
+        return result.err != Code.SESSIONEXPIRED
 
     async def _apply_what_leader_committed(self) -> None:
         """Apply everything the leader has committed (a ReadIndex round): a session this server does not
@@ -597,7 +626,7 @@ class SessionConnection:
                 item.write.settle()
 
     def _txn(self, op: str, body: Any) -> zk_pb2.Txn:
-        txn = zk_pb2.Txn(session_id=self.session_id, auth=self._auth_pb)
+        txn = zk_pb2.Txn(session_id=self.session_id, connection=self.connection_id, auth=self._auth_pb)
         getattr(txn, op).CopyFrom(body)
         return txn
 
@@ -702,6 +731,11 @@ class SessionConnection:
         return self._write_response(req, op, body, result)
 
     def _write_response(self, req: zk_pb2.Request, op: str, body: Any, result: zk_pb2.TxnResult) -> zk_pb2.Response:
+        if result.err == Code.SESSIONMOVED:
+            # The session was attached to another connection after this one's (a reconnect elsewhere, or an
+            # attach of an abandoned reconnect that reached the log late): ZooKeeper closes the connection
+            # (FinalRequestProcessor, ZOOKEEPER-710), and the client's reconnect attaches the session anew.
+            self.end(grpc.StatusCode.UNAVAILABLE, "the session moved to another connection: reconnect")
         if op == "multi":
             failed = next((r.err for r in result.results if r.err not in (0, Code.RUNTIMEINCONSISTENCY)), 0)
             return self._reply(

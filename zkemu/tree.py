@@ -15,7 +15,9 @@ Raft log is the durable record; `sync()` runs before the log is compacted):
 * `children`: parent + b"\\0" + name -> b"": sorted child listings by prefix
   scan (NUL cannot occur in a valid path, so parents never interleave);
 * `ephemerals`: session id (8 bytes) + path -> b"";
-* `sessions`: session id -> timeout (ms);
+* `sessions`: session id -> timeout (ms), then the id of the client connection that owns the session
+  (8 bytes, absent in records written before owners were kept: such a session fences nothing until
+  its next attach);
 * `containers`: path -> b"" for every container and TTL node (DataTree's containers and
   ttls sets), so that the leader's sweep (zkemu.container_manager) never scans the tree;
 * `acls`: path -> the node's ACL (zkemu.acl.encode) when it is not the default
@@ -64,6 +66,7 @@ from zkemu.errors import (
     NoNodeError,
     NotEmptyError,
     SessionExpiredError,
+    SessionMovedError,
     UnimplementedError,
     ZkError,
     message_for,
@@ -103,6 +106,7 @@ _HDR = _NODE.size
 _CZXID, _MZXID, _CTIME, _MTIME, _VERSION, _CVERSION, _AVERSION, _OWNER, _PZXID, _NCHILDREN = range(10)
 _SID = struct.Struct(">q")
 _TIMEOUT = struct.Struct(">i")
+_SESSION_RECORD = struct.Struct(">iQ")  # timeout (ms), owning connection (Txn.connection)
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
 
@@ -466,8 +470,8 @@ class ZnodeTree:
         w.auth = t.auth
         body = t.WhichOneof("body")
         try:
-            if w.session_id and body not in _SESSION_BODIES and not self._live(txn, w.session_id):
-                raise SessionExpiredError(message_for(Code.SESSIONEXPIRED))
+            if w.session_id and body not in _SESSION_BODIES:
+                self._check_session(txn, w.session_id, t.connection, body)
             result = self._execute(w, t, body)
         except ZkError as exc:
             invariant(not w.dirty, f"zxid {e.index}: {body} failed with {exc.code!r} after writing")
@@ -485,7 +489,7 @@ class ZnodeTree:
             case "set_acl":
                 return zk_pb2.TxnResult(stat=self._set_acl(w, t.set_acl))
             case "create_session":
-                self._create_session(w, t.create_session)
+                self._create_session(w, t.create_session, t.connection)
                 return zk_pb2.TxnResult()
             case "close_session":
                 self._close_session(w, t.close_session)
@@ -493,11 +497,23 @@ class ZnodeTree:
             case "delete_container":
                 self._delete_container(w, t.delete_container)
                 return zk_pb2.TxnResult()
+            case "attach_session":
+                self._attach_session(w, t.connection)
+                return zk_pb2.TxnResult()
             case _:
                 raise UnimplementedError(f"unknown transaction type {body!r}")
 
-    def _live(self, txn: lmdb.Transaction, session_id: int) -> bool:
-        return txn.get(_SID.pack(session_id), db=self._sessions) is not None
+    def _check_session(self, txn: lmdb.Transaction, session_id: int, connection: int, body: str | None) -> None:
+        """A session's write applies only while the session lives and, when the write names the connection
+        it came on, while that connection owns the session (ZooKeeper's PrepRequestProcessor checkSession:
+        SESSIONEXPIRED, SESSIONMOVED). An attach makes its connection the owner, so it is not fenced."""
+        raw = txn.get(_SID.pack(session_id), db=self._sessions)
+        if raw is None:
+            raise SessionExpiredError(message_for(Code.SESSIONEXPIRED))
+        if connection and body != "attach_session" and len(raw) == _SESSION_RECORD.size:
+            owner = _SESSION_RECORD.unpack(raw)[1]
+            if owner and owner != connection:
+                raise SessionMovedError(message_for(Code.SESSIONMOVED))
 
     # ------------------------------------------------------------ writes
     def _create(self, w: _Write, op: zk_pb2.CreateOp) -> tuple[str, zk_pb2.Stat]:
@@ -853,16 +869,26 @@ class ZnodeTree:
         self._acls_present = True
         return raw
 
-    def _create_session(self, w: _Write, body: zk_pb2.CreateSessionTxn) -> None:
-        """Recorded on every replica (ZooKeeper createSession); re-creating a live session updates its timeout."""
+    def _create_session(self, w: _Write, body: zk_pb2.CreateSessionTxn, connection: int) -> None:
+        """Recorded on every replica (ZooKeeper createSession), owned by the connection that asked for it;
+        re-creating a live session updates its timeout and owner."""
         sid = body.session_id or w.session_id
         if sid == 0:
             raise BadArgumentsError("session id 0 is reserved")
         if body.timeout_ms <= 0:
             raise BadArgumentsError(f"session timeout must be > 0 ms, got {body.timeout_ms}")
         w.dirty = True
-        w.txn.put(_SID.pack(sid), _TIMEOUT.pack(body.timeout_ms), db=self._sessions)
+        w.txn.put(_SID.pack(sid), _SESSION_RECORD.pack(body.timeout_ms, connection), db=self._sessions)
         w.created_session = sid
+
+    def _attach_session(self, w: _Write, connection: int) -> None:
+        """The session (live: `_check_session` saw it) is owned by `connection` from this entry on."""
+        if connection == 0:
+            raise BadArgumentsError("attaching a session needs the connection")
+        key = _SID.pack(w.session_id)
+        timeout_ms = _TIMEOUT.unpack_from(w.txn.get(key, db=self._sessions))[0]
+        w.dirty = True
+        w.txn.put(key, _SESSION_RECORD.pack(timeout_ms, connection), db=self._sessions)
 
     def _close_session(self, w: _Write, body: zk_pb2.CloseSessionTxn) -> None:
         """DataTree.killSession: every ephemeral of the session goes under this one zxid, in path order.
@@ -1017,17 +1043,17 @@ class ZnodeTree:
     def sessions(self) -> dict[int, int]:
         """Live sessions: id -> timeout (ms)."""
         with self._env.begin(db=self._sessions) as txn:
-            return {_SID.unpack(k)[0]: _TIMEOUT.unpack(v)[0] for k, v in txn.cursor()}
+            return {_SID.unpack(k)[0]: _TIMEOUT.unpack_from(v)[0] for k, v in txn.cursor()}
 
     def session_timeout_ms(self, session_id: int) -> int | None:
         """The negotiated timeout of a live session, None if it is not live."""
         with self._env.begin(db=self._sessions) as txn:
             raw = txn.get(_SID.pack(session_id))
-        return None if raw is None else _TIMEOUT.unpack(raw)[0]
+        return None if raw is None else _TIMEOUT.unpack_from(raw)[0]
 
     def has_session(self, session_id: int) -> bool:
         with self._env.begin() as txn:
-            return self._live(txn, session_id)
+            return txn.get(_SID.pack(session_id), db=self._sessions) is not None
 
     def sweep_candidates(self, now_ms: int, never_used_ms: int, limit: int) -> list[str]:
         """Up to `limit` containers and TTL nodes due for the sweep at `now_ms` (ContainerManager.getCandidates),

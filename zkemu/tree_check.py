@@ -37,6 +37,7 @@ from zkemu.tree import (
     _OWNER,
     _PZXID,
     _SESSION_KEY_BYTES,
+    _SESSION_RECORD,
     _SID,
     _TIMEOUT,
     _U32,
@@ -116,10 +117,14 @@ def _check_children(txn: lmdb.Transaction, db: lmdb._Database, nodes: dict[bytes
             raise DamagedRecordError(f"nodes: {key!r} counts {count} children, {listed[key]} are listed")
 
 
+_SESSION_SIZES = (_TIMEOUT.size, _SESSION_RECORD.size)
+
+
 def _check_sessions(txn: lmdb.Transaction, db: lmdb._Database) -> set[int]:
     sessions: set[int] = set()
     for key, value in txn.cursor(db=db):
-        if len(key) != _SID.size or len(value) != _TIMEOUT.size or _TIMEOUT.unpack(value)[0] <= 0:
+        # timeout, then (in records written since owners are kept) the owning connection
+        if len(key) != _SID.size or len(value) not in _SESSION_SIZES or _TIMEOUT.unpack_from(value)[0] <= 0:
             raise DamagedRecordError(f"sessions: record {bytes(key)!r} -> {bytes(value)!r}")
         sessions.add(_SID.unpack(key)[0])
     return sessions

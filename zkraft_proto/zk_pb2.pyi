@@ -138,6 +138,12 @@ class CloseSessionTxn(_message.Message):
     expired: bool
     def __init__(self, session_id: _Optional[int] = ..., expired: _Optional[bool] = ...) -> None: ...
 
+class AttachSessionTxn(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: int
+    def __init__(self, session_id: _Optional[int] = ...) -> None: ...
+
 class DeleteContainerTxn(_message.Message):
     __slots__ = ("path", "never_used_ms")
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -147,11 +153,12 @@ class DeleteContainerTxn(_message.Message):
     def __init__(self, path: _Optional[str] = ..., never_used_ms: _Optional[int] = ...) -> None: ...
 
 class Txn(_message.Message):
-    __slots__ = ("time_ms", "session_id", "auth", "forward_tag", "create_session", "close_session", "create", "delete", "set_data", "check", "multi", "set_acl", "delete_container")
+    __slots__ = ("time_ms", "session_id", "auth", "forward_tag", "connection", "create_session", "close_session", "create", "delete", "set_data", "check", "multi", "set_acl", "delete_container", "attach_session")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AUTH_FIELD_NUMBER: _ClassVar[int]
     FORWARD_TAG_FIELD_NUMBER: _ClassVar[int]
+    CONNECTION_FIELD_NUMBER: _ClassVar[int]
     CREATE_SESSION_FIELD_NUMBER: _ClassVar[int]
     CLOSE_SESSION_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
@@ -161,10 +168,12 @@ class Txn(_message.Message):
     MULTI_FIELD_NUMBER: _ClassVar[int]
     SET_ACL_FIELD_NUMBER: _ClassVar[int]
     DELETE_CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_SESSION_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     session_id: int
     auth: _containers.RepeatedCompositeFieldContainer[Id]
     forward_tag: int
+    connection: int
     create_session: CreateSessionTxn
     close_session: CloseSessionTxn
     create: CreateOp
@@ -174,7 +183,8 @@ class Txn(_message.Message):
     multi: MultiOp
     set_acl: SetAclOp
     delete_container: DeleteContainerTxn
-    def __init__(self, time_ms: _Optional[int] = ..., session_id: _Optional[int] = ..., auth: _Optional[_Iterable[_Union[Id, _Mapping]]] = ..., forward_tag: _Optional[int] = ..., create_session: _Optional[_Union[CreateSessionTxn, _Mapping]] = ..., close_session: _Optional[_Union[CloseSessionTxn, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., delete_container: _Optional[_Union[DeleteContainerTxn, _Mapping]] = ...) -> None: ...
+    attach_session: AttachSessionTxn
+    def __init__(self, time_ms: _Optional[int] = ..., session_id: _Optional[int] = ..., auth: _Optional[_Iterable[_Union[Id, _Mapping]]] = ..., forward_tag: _Optional[int] = ..., connection: _Optional[int] = ..., create_session: _Optional[_Union[CreateSessionTxn, _Mapping]] = ..., close_session: _Optional[_Union[CloseSessionTxn, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., delete_container: _Optional[_Union[DeleteContainerTxn, _Mapping]] = ..., attach_session: _Optional[_Union[AttachSessionTxn, _Mapping]] = ...) -> None: ...
 
 class OpResult(_message.Message):
     __slots__ = ("err", "path", "stat", "data", "children", "null_data")
