@@ -144,6 +144,15 @@ class NodeSettings:
     sessionless_connection_timeout_ms: int = 10000
     # ZooKeeper's maxClientCnxns: client connections one IP address may hold on this node; 0: no limit.
     max_client_connections: int = 60
+    # ZooKeeper's metricsProvider.httpHost / httpPort (PrometheusMetricsProvider): where /metrics, /healthz
+    # and /readyz are served (zkemu.metrics). 0: not served (ZooKeeper's default 7000 would collide on one host).
+    metrics_port: int = 0
+    metrics_host: str = "0.0.0.0"
+    # ZooKeeper's AdminServer (admin.enableServer, admin.serverAddress, admin.serverPort): /commands/<name> as
+    # JSON. Off unless a port is given (ZooKeeper's default 8080 would collide between nodes on one host).
+    admin_enable_server: bool = True
+    admin_server_address: str = "0.0.0.0"
+    admin_server_port: int = 0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -284,6 +293,8 @@ _INT_MINIMUMS = {
     "client_port": 0,
     "sessionless_connection_timeout_ms": 1,
     "max_client_connections": 0,
+    "metrics_port": 0,
+    "admin_server_port": 0,
 }
 STATE_MACHINES = ("zookeeper", "register")
 JUTE_MAX_BUFFER_BYTES_MAX = 1 << 30
@@ -317,6 +328,9 @@ def _validate(settings: NodeSettings) -> None:
             f"clientPort: must be <= {PORT_MAX} (0: no ZooKeeper client port), got {settings.client_port}"
         )
     _validate_client_port_address(settings.client_port_address)
+    for name in ("metrics_port", "admin_server_port"):
+        if getattr(settings, name) > PORT_MAX:
+            raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: must be <= {PORT_MAX} (0: not served)")
     if settings.jute_max_buffer_bytes > JUTE_MAX_BUFFER_BYTES_MAX:
         raise SettingsError(
             f"jute.maxbuffer: must be <= {JUTE_MAX_BUFFER_BYTES_MAX} (1 GiB; gRPC messages stay under 2 GiB), "
@@ -489,6 +503,11 @@ _FIELD_OF_PROPERTY = {
     "clientPortAddress": "client_port_address",
     "zookeeper.nio.sessionlessCnxnTimeout": "sessionless_connection_timeout_ms",
     "maxClientCnxns": "max_client_connections",
+    "metricsProvider.httpPort": "metrics_port",
+    "metricsProvider.httpHost": "metrics_host",
+    "admin.enableServer": "admin_enable_server",
+    "admin.serverAddress": "admin_server_address",
+    "admin.serverPort": "admin_server_port",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}
@@ -499,6 +518,7 @@ _INT_FIELDS = frozenset({"node_id", *_INT_MINIMUMS})
 _BOOL_FIELDS = frozenset(
     {
         "extended_types_enabled",
+        "admin_enable_server",
         "raft_durable_notice",
         "raft_lazy_follower_commits",
         "raft_deferred_replication",
@@ -512,7 +532,18 @@ _BOOL_FIELDS = frozenset(
 
 # Properties a whole-cluster launcher sets per node; `zkraft up` refuses them as overrides.
 NODE_IDENTITY_PROPERTIES = frozenset(
-    {"id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id", "clientPort", "clientPortAddress"}
+    {
+        "id",
+        "myid",
+        "dataDir",
+        "data.dir",
+        "listen",
+        "peers",
+        "cluster.id",
+        "clientPort",
+        "clientPortAddress",
+        "metricsProvider.httpPort",
+    }
 )
 
 

@@ -470,3 +470,21 @@ _NAMES: dict[bytes, str] = {
     **{word.encode(): word for word in (*FOUR_LETTER_WORDS, *FOUR_LETTER_WORDS_NOT_SERVED)},
     TELNET_CLOSE: "telnet close",
 }
+
+
+# ---------------------------------------------------------------- for the AdminServer and /metrics (zkemu.metrics)
+
+
+def mntr_values(service: ZooKeeperService) -> dict[str, object]:
+    """mntr's figures by key (without `zk_`), for the AdminServer's JSON and the Prometheus gauges."""
+    return _mntr_values(service)
+
+
+def conf_values(service: ZooKeeperService) -> dict[str, str]:
+    """conf's `key=value` lines as a mapping (the AdminServer's `configuration` command)."""
+    pairs = (line.split("=", 1) for line in _conf(service).splitlines() if "=" in line)
+    return {key: value for key, value in pairs}
+
+
+def is_serving(service: ZooKeeperService) -> bool:
+    return _serving(service)
