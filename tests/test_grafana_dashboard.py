@@ -11,7 +11,9 @@ from zkemu.four_letter_words import MNTR_KEY_ORDER
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "docs" / "grafana" / "zkraft.json"
-PROMQL_WORDS = frozenset({"sum", "max", "rate", "by", "or", "topic", "request", "consumergroup", "instance", "peer"})
+PROMQL_WORDS = frozenset(
+    {"sum", "max", "rate", "increase", "by", "or", "topic", "request", "consumergroup", "instance", "peer"}
+)
 
 
 def published_names() -> set[str]:

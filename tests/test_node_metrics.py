@@ -63,6 +63,7 @@ def test_metrics_health_and_admin_server_of_a_node(tmp_path: Path) -> None:
         assert json.loads(http_get(f"{metrics_url}/healthz")[1]) == {"status": "ok"}
         before = samples(f"{metrics_url}/metrics")
         assert before["raft_term"] >= 1 and before["raft_is_leader"] == 1
+        assert before["raft_leader_changes_total"] >= 1
 
         zk = KazooClient(hosts=cluster.zk_connect_string, timeout=10.0)
         zk.start(timeout=10.0)

@@ -18,7 +18,8 @@ from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from quorum.facade import NodeSettings
@@ -54,7 +55,7 @@ class ZooKeeperCollector(Collector):
         self._service = service
         self._loop = loop
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         snapshot = on_loop(self._loop, lambda: _snapshot(self._service))
         for key, value in snapshot["mntr"].items():
             number = _numeric(value)
@@ -65,7 +66,7 @@ class ZooKeeperCollector(Collector):
             yield from _raft_families(status)
 
 
-def _raft_families(status: Any) -> Iterator[GaugeMetricFamily]:
+def _raft_families(status: Any) -> Iterator[Metric]:
     """Raft's figures (Raft thesis §3: term, commitIndex, lastApplied; the leader's matchIndex per peer)."""
     yield GaugeMetricFamily("raft_term", "Current Raft term", value=status.term)
     yield GaugeMetricFamily("raft_commit_index", "Highest log index known committed", value=status.commit_index)
@@ -73,6 +74,7 @@ def _raft_families(status: Any) -> Iterator[GaugeMetricFamily]:
     yield GaugeMetricFamily("raft_last_index", "Last index in this node's log", value=status.last_index)
     yield GaugeMetricFamily("raft_is_leader", "1 while this node leads", value=float(status.role == "leader"))
     yield GaugeMetricFamily("raft_leader_id", "The leader this node knows (0: none)", value=status.leader)
+    yield CounterMetricFamily("raft_leader_changes", "New leaders this node has seen", value=status.leader_changes)
     lag = GaugeMetricFamily("raft_follower_lag_entries", "Leader only: entries a follower lacks", labels=["peer"])
     for peer, match, _next, _state in status.followers:
         if peer != status.node_id:
