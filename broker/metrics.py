@@ -59,9 +59,12 @@ def _replica_families(broker: Any) -> Iterator[Metric]:
     yield CounterMetricFamily(RM + "isrshrinks", "ISR shrinks written as leader", value=replicas.stats.isr_shrinks)
     yield CounterMetricFamily(RM + "isrexpands", "ISR expands written as leader", value=replicas.stats.isr_expands)
     lags = broker.fetchers.lag_by_partition.values() if broker.fetchers is not None else ()
-    yield GaugeMetricFamily(
-        "kafka_server_replicafetchermanager_maxlag", "Largest follower lag in messages", value=max(lags, default=0)
+    # ReplicaFetcherManager's MaxLag carries clientId=Replica (the exporter turns it into a label).
+    maxlag = GaugeMetricFamily(
+        "kafka_server_replicafetchermanager_maxlag", "Largest follower lag in messages", labels=["clientId"]
     )
+    maxlag.add_metric(["Replica"], max(lags, default=0))
+    yield maxlag
     size = GaugeMetricFamily("kafka_log_log_size", "Log size in bytes", labels=["topic", "partition"])
     end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset", labels=["topic", "partition"])
     for partition in partitions:

@@ -91,6 +91,13 @@ def test_kafka_metrics_move_with_produce_lag_and_a_killed_broker(tmp_path: Path)
         assert total(cluster, everyone, "kafka_log_log_logendoffset", topic="metered", partition="0") == 3 * RECORDS
         assert total(cluster, everyone, "kafka_network_requestmetrics_requests_total", request="Produce") >= 1
         assert total(cluster, everyone, "kafka_server_replicamanager_partitioncount") >= 3
+        maxlag = [
+            value
+            for broker_id in everyone
+            for name, labels, value in scrape(cluster, broker_id)
+            if name == "kafka_server_replicafetchermanager_maxlag" and labels == {"clientId": "Replica"}
+        ]
+        assert len(maxlag) == 3 and all(lag >= 0 for lag in maxlag)
 
         committed = 100
         consumer = Consumer(

@@ -46,7 +46,8 @@ def _snapshot(service: ZooKeeperService) -> dict[str, Any]:
     """Everything one scrape reports, read in one go on the event loop."""
     if service.quorum is None:
         return {"mntr": {}, "status": None}
-    mntr = four_letter_words.mntr_values(service) if four_letter_words.is_serving(service) else {}
+    serving = four_letter_words.is_serving(service)
+    mntr = four_letter_words.mntr_values(service, data_size=False) if serving else {}
     return {"mntr": mntr, "status": service.quorum.status()}
 
 
