@@ -161,6 +161,8 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "max.concurrent.streams.per.connection": "The most gRPC requests one client connection may have in flight.",
     "jute.maxbuffer": "The largest znode, in bytes, a request may make the broker write (ZooKeeper's limit).",
     "fetch.max.wait.ms.max": "The longest a Fetch request may ask the broker to wait for min bytes to arrive, in ms.",
+    "metrics.host": "The address the /metrics, /healthz and /readyz HTTP endpoints are served on.",
+    "metrics.port": "The port of the /metrics, /healthz and /readyz HTTP endpoints; 0: not served.",
 }
 
 

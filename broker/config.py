@@ -88,6 +88,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("host.name", "host", _str),
     Property("port", "port", _int, 0),
     Property("broker.rack", "rack", _str),
+    # Where /metrics (Prometheus's text format, the JMX exporter's Kafka names), /healthz and /readyz are
+    # served (broker/metrics.py); metrics.port=0 (the default): not served.
+    Property("metrics.host", "metrics_host", _str),
+    Property("metrics.port", "metrics_port", _int, 0),
     # The Kafka listeners (broker/listeners.py); host.name/port above stay the broker's gRPC endpoint.
     Property("listeners", "listeners", _str),
     Property("advertised.listeners", "advertised_listeners", _str),
@@ -192,6 +196,8 @@ class BrokerConfig:
     host: str = "127.0.0.1"
     port: int = 9092
     rack: str = ""
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 0
     # Kafka's; unset: no Kafka listener, only the gRPC endpoint (broker/listeners.py says why).
     listeners: str = ""
     advertised_listeners: str = ""

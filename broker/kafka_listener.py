@@ -51,10 +51,12 @@ import asyncio
 import contextlib
 import ssl
 import struct
+import time
 from typing import Any
 
 import structlog
 
+from broker.broker_stats import REQUEST_STATS
 from broker.kafka_api import cluster
 from broker.kafka_api.registry import API_SPECS, CloseConnection, KafkaConnectionState, KafkaRequestContext
 from broker.kafka_error_response import RequestError, error_for_exception, unsupported_version_error
@@ -358,10 +360,13 @@ class _Connection:
 
     async def _handle(self, codec: Codec, request: Any, context: KafkaRequestContext, size_bytes: int) -> Frame | None:
         """Runs the handler with the request's bytes held in the budget; None closes the connection."""
+        started_ns = time.perf_counter_ns()
         try:
             with holding_request_bytes(self._server._budget, size_bytes):
                 response = await codec.spec.handler(request, context)
-            return encode_response(codec, context.correlation_id, response)
+            frame = encode_response(codec, context.correlation_id, response)
+            REQUEST_STATS.record(codec.spec.name, started_ns)  # RequestMetrics: requests and TotalTimeMs
+            return frame
         except asyncio.CancelledError:
             raise
         except CloseConnection as exc:  # Kafka answers this request by closing (a failed acks=0 produce)

@@ -220,6 +220,8 @@ class ReplicaFetcher:
         if code == errors.NONE:
             try:
                 self._rm.append_as_follower(tp, data.records, data.high_watermark, data.log_start_offset)
+                # Kafka's FetcherLagStats: how far this replica is behind the leader's high watermark.
+                self._manager.lag_by_partition[tp] = max(0, data.high_watermark - partition.log.log_end_offset)
             except ValueError as exc:  # the leader's batches do not line up with ours: truncate first
                 self._log.warning("follower_append_misaligned", topic=tp.topic, partition=tp.partition, error=str(exc))
                 state.needs_truncation = True
@@ -250,6 +252,7 @@ class ReplicaFetcherManager:
         self.log = logger
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._leader_of: dict[TopicPartition, int] = {}
+        self.lag_by_partition: dict[TopicPartition, int] = {}  # replicafetchermanager MaxLag is their max
         self.throttle = ReplicationThrottle(config.broker_id, getattr(replica_manager, "zk", None), logger)
         self.tls = grpc_tls(config)  # security.inter.broker.protocol=SSL: fetches over TLS
 
@@ -270,12 +273,16 @@ class ReplicaFetcherManager:
             fetcher.add(tp)
             self._leader_of[tp] = leader
 
+    def is_fetching(self, tp: TopicPartition) -> bool:
+        return tp in self._leader_of
+
     def remove_partitions(self, tps: list[TopicPartition]) -> None:
         for tp in tps:
             self._remove(tp)
 
     def _remove(self, tp: TopicPartition) -> None:
         leader = self._leader_of.pop(tp, None)
+        self.lag_by_partition.pop(tp, None)
         if leader is None:
             return
         fetcher = self._fetchers.get(leader)

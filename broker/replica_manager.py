@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from broker.broker_stats import BrokerTopicStats
 from broker.config import BrokerConfig
 from broker.controller.election import next_eligible_leader_replicas
 from broker.fetch_response import FetchReply
@@ -128,6 +129,7 @@ class ReplicaManager:
         self._last_isr_change_ms = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.fetchers: Any = None  # ReplicaFetcherManager, set by the server (it needs this object too)
+        self.stats = BrokerTopicStats()  # messages/bytes in and out, ISR changes (broker/metrics.py reads them)
         # Told (tp, is_leader) after each LeaderAndIsr/StopReplica change (the group coordinator).
         self._leadership_listeners: list[Callable[[TopicPartition, bool], None]] = []
 
@@ -419,6 +421,9 @@ class ReplicaManager:
             result.error_message = str(exc)
             return None
         result.base_offset = first
+        counters = self.stats.topic(tp.topic)
+        counters.messages_in += last - first + 1
+        counters.bytes_in += len(records)
         result.log_append_time_ms = append_time_ms
         result.log_start_offset = log.log_start_offset
         if partition.maybe_increment_hw():
@@ -569,6 +574,8 @@ class ReplicaManager:
                     index = (len(reply.response.responses) - 1, len(topic_response.partitions) - 1)
                     reply.records[index] = found.read()
                     total += found.length
+                    if not is_follower:
+                        self.stats.topic(tp.topic).bytes_out += found.length
         return reply, total, errored
 
     def _check_fetchable(self, partition: Partition | None, item: pb.FetchPartition, replica_id: int) -> int:
@@ -825,6 +832,10 @@ class ReplicaManager:
             return  # leadership moved while writing; the controller's state wins
         old = partition.isr
         partition.isr = new_isr
+        if len(new_isr) < len(old):
+            self.stats.isr_shrinks += 1
+        elif len(new_isr) > len(old):
+            self.stats.isr_expands += 1
         partition.zk_version = stat.version
         self._log.info(
             "isr_changed", topic=tp.topic, partition=tp.partition, old_isr=list(old), new_isr=list(new_isr), why=why

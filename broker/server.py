@@ -37,6 +37,7 @@ from broker.log import LogConfig
 from broker.log_housekeeping import LogHousekeeper
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
+from broker.metrics import start_broker_ops
 from broker.periodic import every
 from broker.producer_ids import ProducerIdManager
 from broker.registration_guard import RegistrationGuard
@@ -70,6 +71,7 @@ from client.zk.states import ZkState
 from runtime import event_loop, grpc_channels
 from runtime.heap_tuning import retain_freed_buffers
 from runtime.json_logging import configure_logging
+from runtime.metrics_http import OpsHttpServer
 from runtime.tls import TlsConfigError
 from zkraft_proto import broker_pb2, broker_pb2_grpc
 
@@ -206,6 +208,8 @@ class Broker:
         self.kafka_listeners: list[KafkaListenerServer] = []
         self.kafka_endpoints: tuple[EndPoint, ...] = ()
         self.scram_credentials: ScramCredentialCache | None = None
+        self.groups: Any = None  # the GroupApi, whose coordinator's offsets give consumer-group lag (broker/metrics.py)
+        self.ops_server: OpsHttpServer | None = None  # /metrics, /healthz, /readyz on metrics.port
 
     async def start(self) -> None:
         config = self.config
@@ -229,9 +233,15 @@ class Broker:
         if state_change is not None:
             service.state_change = state_change.broker
         service.producer_ids = ProducerIdManager(config.broker_id, zk, self.log)
-        service.groups = build_group_api(config, replicas, metadata, admin, self.log)
+        service.groups = self.groups = build_group_api(config, replicas, metadata, admin, self.log)
         # Before any listener serves a request: every check then sees the ACLs loaded (None: no authorizer).
         service.authorizer = self.authorizer = await start_authorizer(config, zk, self.log)
+        try:
+            self.ops_server = start_broker_ops(self)
+        except OSError as exc:
+            raise BrokerStartupError(
+                f"cannot serve metrics on {config.metrics_host}:{config.metrics_port}: {exc}"
+            ) from None
         self.server = grpc.aio.server(options=grpc_server_options(config))
         self.requests_in_flight = BytesInFlight(config.queued_max_request_bytes, self.log)
         add_broker_service(service, self.server, self.requests_in_flight, config.request_timeout_ms / 1000, self.log)
@@ -444,6 +454,8 @@ class Broker:
             await self.replicas.stop()
         if self.logs is not None:
             self.logs.close()
+        if self.ops_server is not None:
+            self.ops_server.stop()
         self.log.info("broker_stopped")
 
 

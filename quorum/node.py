@@ -171,6 +171,7 @@ class NodeStatus:
     snapshot_index: int
     followers: tuple[tuple[int, int, int, str], ...]  # (id, match, next, state)
     cluster_id: str
+    leader_changes: int = 0  # times this node saw a new leader (raft_leader_changes_total)
 
 
 class QuorumNode:
@@ -222,6 +223,7 @@ class QuorumNode:
         self._last_snapshot_bytes = 0
         self._soft = SoftState(self.core.role, self.core.leader_id)
         self.role_since_s = time.monotonic()  # when this node took its current role (mntr's zk_leader_uptime)
+        self.leader_changes = 0  # a new leader seen (not counting "none"): raft_leader_changes_total
         self._writer = writer or ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
         self._placement = LoopPlacement.for_node(
             settings.cpu_placement,
@@ -733,6 +735,8 @@ class QuorumNode:
                 leader=soft.leader,
                 term=self.core.term,
             )
+        if soft.leader != old.leader and soft.leader != 0:
+            self.leader_changes += 1
         if soft.leader != old.leader and self._reads_in_flight:
             # A forwarded ReadIndex may have died with the old leader: ask the new one.
             for ctx in self._reads_in_flight:
@@ -1024,6 +1028,7 @@ class QuorumNode:
             snapshot_index=c.snapshot.index if c.snapshot else 0,
             followers=tuple((p, m, n, st) for p, (m, n, st) in sorted(c.progress().items())),
             cluster_id=self.settings.cluster_id,
+            leader_changes=self.leader_changes,
         )
 
     def read_index_rounds_in_flight(self) -> int:

@@ -177,6 +177,15 @@ class NodeSettings:
     ssl_quorum_truststore_type: str = "PEM"
     ssl_quorum_hostname_verification: bool = True
     ssl_quorum_client_auth: str = "need"
+    # ZooKeeper's metricsProvider.httpHost / httpPort (PrometheusMetricsProvider): where /metrics, /healthz
+    # and /readyz are served (zkemu.metrics). 0: not served (ZooKeeper's default 7000 would collide on one host).
+    metrics_port: int = 0
+    metrics_host: str = "0.0.0.0"
+    # ZooKeeper's AdminServer (admin.enableServer, admin.serverAddress, admin.serverPort): /commands/<name> as
+    # JSON. Off unless a port is given (ZooKeeper's default 8080 would collide between nodes on one host).
+    admin_enable_server: bool = True
+    admin_server_address: str = "0.0.0.0"
+    admin_server_port: int = 0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -335,6 +344,8 @@ _INT_MINIMUMS = {
     "sessionless_connection_timeout_ms": 1,
     "max_client_connections": 0,
     "secure_client_port": 0,
+    "metrics_port": 0,
+    "admin_server_port": 0,
 }
 STATE_MACHINES = ("zookeeper", "register")
 JUTE_MAX_BUFFER_BYTES_MAX = 1 << 30
@@ -369,6 +380,9 @@ def _validate(settings: NodeSettings) -> None:
         )
     _validate_client_port_address(settings.client_port_address)
     _validate_secure_client_port(settings)
+    for name in ("metrics_port", "admin_server_port"):
+        if getattr(settings, name) > PORT_MAX:
+            raise SettingsError(f"{_PROPERTY_OF_FIELD[name]}: must be <= {PORT_MAX} (0: not served)")
     if settings.jute_max_buffer_bytes > JUTE_MAX_BUFFER_BYTES_MAX:
         raise SettingsError(
             f"jute.maxbuffer: must be <= {JUTE_MAX_BUFFER_BYTES_MAX} (1 GiB; gRPC messages stay under 2 GiB), "
@@ -593,6 +607,11 @@ _FIELD_OF_PROPERTY = {
     "ssl.quorum.trustStore.type": "ssl_quorum_truststore_type",
     "ssl.quorum.hostnameVerification": "ssl_quorum_hostname_verification",
     "ssl.quorum.clientAuth": "ssl_quorum_client_auth",
+    "metricsProvider.httpPort": "metrics_port",
+    "metricsProvider.httpHost": "metrics_host",
+    "admin.enableServer": "admin_enable_server",
+    "admin.serverAddress": "admin_server_address",
+    "admin.serverPort": "admin_server_port",
 }
 # The name used in error messages for each field (the first property spelling).
 _PROPERTY_OF_FIELD: dict[str, str] = {}
@@ -603,6 +622,7 @@ _INT_FIELDS = frozenset({"node_id", *_INT_MINIMUMS})
 _BOOL_FIELDS = frozenset(
     {
         "extended_types_enabled",
+        "admin_enable_server",
         "raft_durable_notice",
         "raft_lazy_follower_commits",
         "raft_deferred_replication",
@@ -620,7 +640,7 @@ _BOOL_FIELDS = frozenset(
 NODE_IDENTITY_PROPERTIES = frozenset(
     {
         "id", "myid", "dataDir", "data.dir", "listen", "peers", "cluster.id", "clientPort", "clientPortAddress",
-        "secureClientPort", "secureClientPortAddress",
+        "secureClientPort", "secureClientPortAddress", "metricsProvider.httpPort",
     }
 )  # fmt: skip
 

@@ -415,7 +415,7 @@ def test_refused_start_leaves_a_new_data_dir_usable(cluster: QuorumProcesses) ->
 STATUS_KEYS = ("id", "address", "role", "term", "leader", "commit_index", "applied_index", "last_index")
 
 
-def quorum_status_json(cluster: QuorumProcesses) -> list[dict[str, object]]:
+def quorum_status_json(cluster: QuorumProcesses, expected_exit: int = 0) -> list[dict[str, object]]:
     result = subprocess.run(
         [
             sys.executable,
@@ -433,7 +433,7 @@ def quorum_status_json(cluster: QuorumProcesses) -> list[dict[str, object]]:
         text=True,
         timeout=CLI_TIMEOUT_S,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == expected_exit, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     rows = json.loads(result.stdout)
     assert [row["address"] for row in rows] == list(cluster.addresses.values())
@@ -441,6 +441,24 @@ def quorum_status_json(cluster: QuorumProcesses) -> list[dict[str, object]]:
         missing = [key for key in STATUS_KEYS if key not in row]
         assert not missing, f"row {row} lacks {missing}"
     return rows
+
+
+def quorum_status_run(cluster: QuorumProcesses) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "zkraft",
+        "quorum",
+        "status",
+        "--json",
+        "--server",
+        ",".join(cluster.addresses.values()),
+    ]
+    done = subprocess.run(
+        command, cwd=REPO_ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=CLI_TIMEOUT_S
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
 
 
 def test_quorum_status_command_shows_leader_terms_and_unreachable_nodes(cluster: QuorumProcesses) -> None:
@@ -468,8 +486,20 @@ def test_quorum_status_command_shows_leader_terms_and_unreachable_nodes(cluster:
         rows = await asyncio.to_thread(quorum_status_json, cluster)
         by_address = {row["address"]: row for row in rows}
         assert by_address[cluster.addresses[victim]]["role"] == "unreachable"
+        assert by_address[cluster.addresses[victim]]["id"] == victim  # named by the id its peers know
         for node_id in others(cluster, victim):
             assert by_address[cluster.addresses[node_id]]["role"] != "unreachable"
+
+        # A majority down: no leader, and the tool says so with a non-zero exit (an orchestrator's probe fails).
+        second = others(cluster, victim)[0]
+        cluster.kill(second)
+
+        async def leaderless() -> list[dict[str, object]] | None:
+            done = await asyncio.to_thread(quorum_status_run, cluster)
+            return json.loads(done.stdout) if done.returncode == 1 else None
+
+        rows = await poll_until(leaderless, LEADER_TIMEOUT_S, "status kept exiting 0 without a majority")
+        assert sorted(row["id"] for row in rows if row["role"] == "unreachable") == sorted([victim, second])
 
     run(cluster, body)
 

@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +107,16 @@ def _pump(up: UpProcess) -> None:
     for line in up.process.stdout:
         with up.lock:
             up.lines.append(line)
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=STATUS_RUN_TIMEOUT_S) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0  # not listening yet
 
 
 def pid_alive(pid: int) -> bool:
@@ -254,6 +266,12 @@ def test_up_elects_a_leader_status_agrees_and_sigterm_stops_every_node(up_cluste
             assert answer and "not executed" not in answer, (zk_address, word, answer)
         cons = four_letter_word(zk_address, "cons", timeout_s=STATUS_RUN_TIMEOUT_S)
         assert cons == "cons is not executed because it is not in the whitelist.\n"
+    # Every node's /metrics and /readyz, where cluster.json says (metrics_address), as Prometheus scrapes them.
+    for node in cluster["quorum"]:
+        base = f"http://{node['metrics_address']}"
+        wait_until(lambda b=base: http_status(f"{b}/readyz") == 200, READY_TIMEOUT_S, message=f"{base}/readyz")
+        with urllib.request.urlopen(f"{base}/metrics", timeout=STATUS_RUN_TIMEOUT_S) as response:
+            assert "\nraft_term " in response.read().decode()
 
     pids = [node["pid"] for node in cluster["quorum"]]
     up_cluster.process.send_signal(signal.SIGTERM)
@@ -369,6 +387,9 @@ def test_up_starts_registered_brokers_stops_them_first_and_restarts_them_from_cl
         assert f"zookeeper.connect={hosts}" in properties
         assert "controlled.shutdown.retry.backoff.ms=100" in properties
         assert zk_children(hosts, "/brokers/ids") == ["1"]
+        assert broker["metrics_address"] == f"127.0.0.1:{broker_base + up_module.METRICS_PORT_OFFSET}"
+        readyz = f"http://{broker['metrics_address']}/readyz"
+        wait_until(lambda: http_status(readyz) == 200, ZK_TIMEOUT_S, message="the broker's /readyz")
         output = up.stop()
     assert output.index("brokers stopped") < output.index("stopping 3 quorum node(s)")
     # The broker closed its session itself (a clean shutdown), so the quorum was still up when it stopped.

@@ -374,7 +374,7 @@ def _leader_figures(service: ZooKeeperService) -> dict[str, int]:
     }
 
 
-def _mntr_values(service: ZooKeeperService) -> dict[str, object]:
+def _mntr_values(service: ZooKeeperService, data_size: bool = True) -> dict[str, object]:
     stats = service.server_stats
     quorum = len(service.settings.peers) > 1
     values: dict[str, object] = {
@@ -390,11 +390,12 @@ def _mntr_values(service: ZooKeeperService) -> dict[str, object]:
         "packets_received": stats.packets_received,
         "watch_count": service.watches.zookeeper_count(),
         "min_latency": int(stats.latency.min_ms),
-        "approximate_data_size": service.tree.approximate_data_size(DATA_SIZE_SCAN_NODES_MAX),
         "local_sessions": 0,  # every session is global (replicated through the log)
         "uptime": int((time.monotonic() - stats.started_s) * 1000),
         "max_latency": int(stats.latency.max_ms),
     }
+    if data_size:  # a scan of up to DATA_SIZE_SCAN_NODES_MAX znodes
+        values["approximate_data_size"] = service.tree.approximate_data_size(DATA_SIZE_SCAN_NODES_MAX)
     if quorum:
         role = "leading" if _is_leader(service) else "following"
         values["peer_state"] = f"{role} - broadcast"
@@ -470,3 +471,22 @@ _NAMES: dict[bytes, str] = {
     **{word.encode(): word for word in (*FOUR_LETTER_WORDS, *FOUR_LETTER_WORDS_NOT_SERVED)},
     TELNET_CLOSE: "telnet close",
 }
+
+
+# ---------------------------------------------------------------- for the AdminServer and /metrics (zkemu.metrics)
+
+
+def mntr_values(service: ZooKeeperService, data_size: bool = True) -> dict[str, object]:
+    """mntr's figures by key (without `zk_`), for the AdminServer's JSON and the Prometheus gauges; a scrape
+    every few seconds leaves out approximate_data_size, whose scan would stall the event loop each time."""
+    return _mntr_values(service, data_size)
+
+
+def conf_values(service: ZooKeeperService) -> dict[str, str]:
+    """conf's `key=value` lines as a mapping (the AdminServer's `configuration` command)."""
+    pairs = (line.split("=", 1) for line in _conf(service).splitlines() if "=" in line)
+    return {key: value for key, value in pairs}
+
+
+def is_serving(service: ZooKeeperService) -> bool:
+    return _serving(service)

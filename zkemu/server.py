@@ -7,8 +7,9 @@ from pathlib import Path
 
 import structlog
 
-from quorum.facade import NodeSettings, configure_logging, run_hosted
+from quorum.facade import NodeSettings, StartupError, configure_logging, run_hosted
 from runtime import event_loop
+from zkemu.metrics import start_node_ops
 from zkemu.service import ZooKeeperService
 from zkemu.tree import AppliedTxn, ZnodeTree
 
@@ -28,7 +29,16 @@ def build(settings: NodeSettings) -> tuple[ZnodeTree, ZooKeeperService]:
 
 async def run(settings: NodeSettings, stop: asyncio.Event | None = None) -> int:
     tree, service = build(settings)
-    return await run_hosted(settings, tree, service, stop)
+    try:
+        ops_servers = start_node_ops(settings, service)
+    except OSError as exc:
+        tree.close()
+        raise StartupError(f"cannot serve metrics or the AdminServer: {exc}") from None
+    try:
+        return await run_hosted(settings, tree, service, stop)
+    finally:
+        for ops in ops_servers:
+            ops.stop()
 
 
 def serve(settings: NodeSettings) -> int:

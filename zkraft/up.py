@@ -104,8 +104,11 @@ QUORUM_NODE = "quorum node"
 BROKER = "broker"
 # Broker properties `zkraft up` writes for each broker; `log.dir` too, as `log.dirs` would silently win over it.
 BROKER_IDENTITY_PROPERTIES = frozenset(
-    {"broker.id", "host.name", "port", "listeners", "log.dirs", "log.dir", "zookeeper.connect"}
+    {"broker.id", "host.name", "port", "listeners", "log.dirs", "log.dir", "zookeeper.connect", "metrics.port"}
 )
+# Each child serves /metrics, /healthz and /readyz on its gRPC port plus this (quorum 7001 -> 8001, brokers
+# 9192 -> 10192): derived from the recorded address, so a restarted cluster keeps its scrape targets.
+METRICS_PORT_OFFSET = 1000
 
 
 class UpError(Exception):
@@ -131,13 +134,20 @@ class ChildSpec:
     kafka_address: str = ""  # a broker's Kafka listener, "" for a quorum node
 
     @property
+    def metrics_address(self) -> str:
+        """host:port of /metrics, /healthz and /readyz (cluster.json `metrics_address`); "" past port 65535."""
+        host, port = parse_host_port(self.address, "address")
+        port += METRICS_PORT_OFFSET
+        return f"{host}:{port}" if port <= PORT_MAX else ""
+
+    @property
     def name(self) -> str:
         return f"{self.role} {self.child_id}"
 
     @property
     def ports(self) -> list[tuple[str, int]]:
         """(host, port) of each port this child listens on."""
-        addresses = [self.address, *(a for a in (self.zk_address, self.kafka_address) if a)]
+        addresses = [self.address, *(a for a in (self.zk_address, self.kafka_address, self.metrics_address) if a)]
         return [parse_host_port(address, "address") for address in addresses]
 
 
@@ -461,8 +471,16 @@ def broker_properties(spec: ChildSpec, zookeeper_connect: str, overrides: dict[s
         "listeners": f"{kafka_listener_protocol(overrides)}://{spec.kafka_address}",
         "log.dirs": str(spec.data_dir),
         "zookeeper.connect": zookeeper_connect,
+        **_metrics_properties(spec, "metrics.host", "metrics.port"),
         **overrides,
     }
+
+
+def _metrics_properties(spec: ChildSpec, host_key: str, port_key: str) -> dict[str, str]:
+    if not spec.metrics_address:
+        return {}
+    host, port = parse_host_port(spec.metrics_address, "metrics_address")
+    return {host_key: host, port_key: str(port)}
 
 
 def validate_node_settings(
@@ -475,6 +493,7 @@ def validate_node_settings(
         for spec in specs:
             node_properties = properties if cluster_plan is None else cluster_plan.quorum_properties(spec, properties)
             secure = cluster_plan is not None and cluster_plan.security is not None and secure_client_port_served()
+            plain_client_port = bool(spec.zk_address) and not secure
             values = properties_to_values(node_properties, "--override ")
             settings = load_node_settings(
                 {
@@ -483,7 +502,7 @@ def validate_node_settings(
                     "data_dir": spec.data_dir,
                     "listen": spec.address,
                     # --secure: the wire port is the secureClientPort, with no plaintext clientPort beside it.
-                    "client_port": spec.ports[-1][1] if spec.zk_address and not secure else 0,
+                    "client_port": parse_host_port(spec.zk_address, "zk_address")[1] if plain_client_port else 0,
                     "peers": peers,
                     "cluster_id": LOCAL_CLUSTER_ID,
                 },
@@ -559,10 +578,14 @@ def write_node_config(spec: ChildSpec, properties: dict[str, str]) -> None:
         "# Written by `zkraft up` on every start from its --override options.",
         "# The node's id, dataDir, listen, peers and cluster.id are on its command line (cluster.json `cmd`).",
     )
-    properties = {
-        "4lw.commands.whitelist": FOUR_LETTER_WHITELIST_UP,
-        "quorum.cpu.placement": CPU_PLACEMENT_UP,
-    } | properties
+    properties = (
+        {
+            "4lw.commands.whitelist": FOUR_LETTER_WHITELIST_UP,
+            "quorum.cpu.placement": CPU_PLACEMENT_UP,
+        }
+        | _metrics_properties(spec, "metricsProvider.httpHost", "metricsProvider.httpPort")
+        | properties
+    )
     write_atomically(spec.config_path, _properties_text(header, dict(sorted(properties.items()))))
 
 
@@ -604,6 +627,8 @@ def _child_record(spec: ChildSpec, pids: dict[str, int]) -> dict[str, Any]:
         record["zk_address"] = spec.zk_address
     if spec.kafka_address:
         record["kafka_address"] = spec.kafka_address
+    if spec.metrics_address:
+        record["metrics_address"] = spec.metrics_address
     return record
 
 

@@ -161,6 +161,11 @@ class KafkaController:
         return self._ctx.epoch
 
     @property
+    def context(self) -> ControllerContext:
+        """The controller's view of the cluster, read-only for others (broker/metrics.py's gauges)."""
+        return self._ctx
+
+    @property
     def active_controller_id(self) -> int:
         return self._active_controller_id
 

@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TextIO
 
 import grpc
@@ -30,6 +30,7 @@ QUERY_THREADS_MAX = 16
 ROLE_UNREACHABLE = "unreachable"
 KNOWN_ROLES = ("leader", "follower", "candidate")
 
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _HOST_PORT = re.compile(r"^(?:\[[0-9A-Fa-f:.%a-zA-Z]+\]|[^\s:\[\]]+):(\d+)$")
 
 
@@ -118,6 +119,44 @@ def query_status(address: str, timeout_s: float, tls: TlsConfig | None = None) -
         channel.close()
 
 
+def query_peers(address: str, timeout_s: float, tls: TlsConfig | None = None) -> dict[str, int]:
+    """The peer list (address -> id) a node was started with, from its Hello answer (no side effect); {} on error."""
+    channel = grpc_channels.sync_channel(address, tls)
+    try:
+        reply = quorum_pb2_grpc.RaftPeerStub(channel).Hello(quorum_pb2.HelloRequest(), timeout=timeout_s)
+    except grpc.RpcError:
+        return {}
+    finally:
+        channel.close()
+    peers: dict[str, int] = {}
+    for item in reply.peers.split(","):
+        node_id, _, peer_address = item.partition("=")
+        if node_id.strip().isdigit() and peer_address:
+            peers[peer_address.strip()] = int(node_id)
+    return peers
+
+
+def _same_endpoint(given: str, known: str) -> bool:
+    """`localhost:7001` given on the command line is the peer the nodes know as `127.0.0.1:7001`."""
+    if given == known:
+        return True
+    given_host, _, given_port = given.rpartition(":")
+    known_host, _, known_port = known.rpartition(":")
+    return given_port == known_port and {given_host.strip("[]"), known_host.strip("[]")} <= _LOOPBACK_NAMES
+
+
+def name_unreachable(rows: list[NodeStatus], peers: dict[str, int]) -> list[NodeStatus]:
+    """A node that did not answer gets the id its peers know it by (their peer list), when it is in it."""
+    named = []
+    for row in rows:
+        if not row.reachable and row.id is None:
+            ids = [node_id for address, node_id in peers.items() if _same_endpoint(row.address, address)]
+            if len(ids) == 1:
+                row = replace(row, id=ids[0])
+        named.append(row)
+    return named
+
+
 def collect_status(
     addresses: Sequence[str], timeout_s: float = STATUS_TIMEOUT_S_DEFAULT, tls: TlsConfig | None = None
 ) -> list[NodeStatus]:
@@ -125,7 +164,11 @@ def collect_status(
     workers = max(1, min(len(addresses), QUERY_THREADS_MAX))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="quorum-status") as pool:
         answers = list(pool.map(lambda address: query_status(address, timeout_s, tls), addresses))
-    return build_rows(addresses, answers)
+    rows = build_rows(addresses, answers)
+    answering = next((row.address for row in rows if row.reachable), None)
+    if answering is not None and any(not row.reachable for row in rows):
+        rows = name_unreachable(rows, query_peers(answering, timeout_s, tls))
+    return rows
 
 
 def _find_leader(answers: Sequence[quorum_pb2.StatusResponse | str]) -> quorum_pb2.StatusResponse | None:
@@ -167,8 +210,7 @@ def build_rows(addresses: Sequence[str], answers: Sequence[quorum_pb2.StatusResp
 
 
 def _unreachable_row(address: str, error: str) -> NodeStatus:
-    # The id of a node that did not answer is unknown: the leader's progress
-    # list names ids but not addresses, so guessing could name the wrong node.
+    # The id of a node that did not answer comes later from a live peer's peer list (name_unreachable).
     return NodeStatus(
         id=None,
         address=address,
@@ -227,7 +269,8 @@ def run(
     out: TextIO | None = None,
     tls: TlsConfig | None = None,
 ) -> int:
-    """The tool: print the table (or JSON) and return 0 if at least one server answered.
+    """The tool: print the table (or JSON); return 0 when a leader answered, 1 when the quorum has none
+    (an orchestrator's check fails then, as it does on ZooKeeper's `srvr` saying "not currently serving").
 
     Raises QuorumStatusError (one line) for a bad server list or when no server answered.
     """
@@ -241,4 +284,7 @@ def run(
     stream = out if out is not None else sys.stdout
     stream.write((format_json(rows) if json_output else format_table(rows)) + "\n")
     stream.flush()
+    if not any(row.role == "leader" or row.leader for row in rows if row.reachable):
+        print("error: the quorum has no leader (election in progress, or too few nodes up)", file=sys.stderr)
+        return 1
     return 0

@@ -1,0 +1,204 @@
+"""What metrics cost on the hot paths: produce throughput and ZooKeeper create latency with metrics on
+(every broker and quorum node serving /metrics, scraped every second, harsher than Prometheus's default
+15 s) against off (no metrics port), same run, alternating which goes first.
+
+    python3 bench/metrics_cost.py [--rounds 2] [--records 100000] [--creates 2000]
+
+Each round starts a fresh cluster (3 quorum nodes, 3 brokers, loopback) per mode and measures:
+* `produce_records_per_s`: one librdkafka producer, 100-byte records, acks=all, RF 3, 3 partitions;
+* `create_p50_ms` / `create_p99_ms`: kazoo, one create at a time (100-byte values).
+Also `counter_ns`: the per-record cost of the broker's plain-int counters against prometheus_client's
+Counter.inc (why the hot paths keep plain ints). Output: JSON lines, then a `summary` with medians and
+on/off ratios (target: within 3%). Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import timeit
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import Producer  # noqa: E402
+from kazoo.client import KazooClient  # noqa: E402
+
+from tests.kafka_harness import KafkaCluster  # noqa: E402
+from tests.quorum_harness import LOOPBACK, QuorumProcesses, free_ports  # noqa: E402
+
+SCRAPE_INTERVAL_S = 1.0
+VALUE = b"x" * 100
+
+
+class _MeteredQuorum(QuorumProcesses):
+    """Each node's config file gets its own metricsProvider.httpPort."""
+
+    def __init__(self, root: Path, n: int, properties: dict[str, str] | None) -> None:
+        super().__init__(root, n, properties)
+        self.metrics_ports = dict(zip(sorted(self.addresses), free_ports(n), strict=True))
+
+    def command(self, node_id: int, **kwargs: Any) -> list[str]:
+        path = self.root / f"quorum-{node_id}.properties"
+        extra = f"metricsProvider.httpHost={LOOPBACK}\nmetricsProvider.httpPort={self.metrics_ports[node_id]}\n"
+        path.write_text(self.config_path.read_text(encoding="utf-8") + extra, encoding="utf-8")
+        cmd = super().command(node_id, **kwargs)
+        cmd[cmd.index(str(self.config_path))] = str(path)
+        return cmd
+
+
+class _MeteredCluster(KafkaCluster):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, brokers=3)
+        self.quorum = _MeteredQuorum(self.root / "quorum", 3, self.quorum.properties)
+        self.metrics_ports = dict(zip(self.broker_ids, free_ports(3), strict=True))
+
+    def write_config(self, broker_id: int) -> Path:
+        path = super().write_config(broker_id)
+        with path.open("a", encoding="utf-8") as out:
+            out.write(f"metrics.host={LOOPBACK}\nmetrics.port={self.metrics_ports[broker_id]}\n")
+        return path
+
+    def metrics_urls(self) -> list[str]:
+        ports = [*self.metrics_ports.values(), *self.quorum.metrics_ports.values()]
+        return [f"http://{LOOPBACK}:{port}/metrics" for port in ports]
+
+
+class _Scraper(threading.Thread):
+    """Scrapes every URL every SCRAPE_INTERVAL_S until stopped (a bounded loop: stop() ends it)."""
+
+    def __init__(self, urls: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.urls, self.scrapes, self.failures = urls, 0, 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(SCRAPE_INTERVAL_S):
+            for url in self.urls:
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as response:
+                        response.read()
+                    self.scrapes += 1
+                except OSError:
+                    self.failures += 1
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=10)
+
+
+def produce_rate(cluster: KafkaCluster, topic: str, records: int) -> float:
+    producer = Producer(
+        {"bootstrap.servers": cluster.kafka_bootstrap_servers, "acks": "all", "linger.ms": 5, "batch.size": 262144}
+    )
+    started = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - started
+    if remaining:
+        raise RuntimeError(f"{remaining} records not delivered")
+    return records / elapsed
+
+
+def create_latencies_ms(cluster: KafkaCluster, creates: int) -> list[float]:
+    zk = KazooClient(hosts=cluster.quorum.zk_connect_string, timeout=10.0)
+    zk.start(timeout=30)
+    try:
+        zk.ensure_path("/bench")
+        samples = []
+        for i in range(creates):
+            started = time.perf_counter_ns()
+            zk.create(f"/bench/n{i}", VALUE)
+            samples.append((time.perf_counter_ns() - started) / 1e6)
+        return sorted(samples)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def one_round(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix=f"metrics-{mode}-") as root:
+        cluster = _MeteredCluster(Path(root)) if mode == "on" else KafkaCluster(Path(root), brokers=3)
+        with cluster:
+            cluster.start()
+            cluster.create_topic("bench", partitions=3, replication_factor=3)
+            scraper = _Scraper(cluster.metrics_urls()) if isinstance(cluster, _MeteredCluster) else None
+            if scraper is not None:
+                scraper.start()
+            produce_rate(cluster, "bench", args.records // 10)  # warm-up
+            rate = produce_rate(cluster, "bench", args.records)
+            latencies = create_latencies_ms(cluster, args.creates)
+            if scraper is not None:
+                scraper.stop()
+    return {
+        "mode": mode,
+        "produce_records_per_s": round(rate),
+        "create_p50_ms": round(latencies[len(latencies) // 2], 3),
+        "create_p99_ms": round(latencies[int(len(latencies) * 0.99)], 3),
+        "scrapes": scraper.scrapes if scraper else 0,
+        "scrape_failures": scraper.failures if scraper else 0,
+    }
+
+
+def counter_cost_ns() -> dict[str, float]:
+    from prometheus_client import CollectorRegistry, Counter
+
+    from broker.broker_stats import BrokerTopicStats
+
+    stats = BrokerTopicStats()
+    counter = Counter("m", "m", ["topic"], registry=CollectorRegistry())
+
+    def plain() -> None:
+        counters = stats.topic("t")
+        counters.messages_in += 10
+        counters.bytes_in += 1000
+
+    def locked() -> None:
+        counter.labels("t").inc(10)
+        counter.labels("t").inc(1000)
+
+    loops = 200_000
+    return {
+        "plain_int_ns": round(min(timeit.repeat(plain, number=loops, repeat=5)) / loops * 1e9, 1),
+        "prometheus_counter_ns": round(min(timeit.repeat(locked, number=loops, repeat=5)) / loops * 1e9, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--creates", type=int, default=2000)
+    args = parser.parse_args(argv)
+    print(json.dumps({"counter_ns": counter_cost_ns()}), flush=True)
+    results: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
+    for round_index in range(args.rounds):
+        order = ("off", "on") if round_index % 2 == 0 else ("on", "off")
+        for mode in order:
+            result = one_round(mode, args)
+            results[mode].append(result)
+            print(json.dumps({"round": round_index, **result}), flush=True)
+    summary: dict[str, Any] = {"summary": True}
+    for key in ("produce_records_per_s", "create_p50_ms", "create_p99_ms"):
+        on = statistics.median(r[key] for r in results["on"])
+        off = statistics.median(r[key] for r in results["off"])
+        summary[key] = {"on": on, "off": off, "on_over_off": round(on / off, 4) if off else None}
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
