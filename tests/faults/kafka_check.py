@@ -69,7 +69,7 @@ def produced(records: Iterable[dict[str, Any]], final: dict[int, list[tuple[int,
                 continue
             producer, seq = int(m.group(1)), int(m.group(2))
             before = last.get(producer)
-            if before is not None and seq <= before[0]:
+            if before is not None and seq < before[0]:  # the same value twice is "duplicated"
                 found.setdefault("reordered", []).append(
                     f"partition {part}: p{producer}-{seq} at offset {offset} "
                     f"after p{producer}-{before[0]} at {before[1]}"
