@@ -113,6 +113,16 @@ def test_polled_epochs_going_back_are_caught() -> None:
     assert "names leaders 2 and 3" in kafka_check.leader_epochs(two_leaders)[0]
 
 
+def test_two_brokers_leading_one_epoch_or_an_epoch_going_back_are_caught() -> None:
+    line = "[2026-11-28 05:53:03,123] INFO [Broker id={b}] Leader t-0 starts at leader epoch {e} from offset 5 ..."
+    fine = {1: [line.format(b=1, e=0), line.format(b=1, e=2)], 2: [line.format(b=2, e=1)]}
+    assert kafka_check.leader_starts(fine) == []
+    twice = {**fine, 3: [line.format(b=3, e=1)]}
+    assert kafka_check.leader_starts(twice) == ["t-0: brokers [2, 3] each led leader epoch 1"]
+    back = {1: [line.format(b=1, e=2), line.format(b=1, e=1)]}
+    assert kafka_check.leader_starts(back) == ["broker 1 led t-0 at leader epoch 1 after 2"]
+
+
 def test_the_generation_is_read_from_librdkafkas_group_metadata() -> None:
     assert generation_of(CGMD_MAGIC + struct.pack("=i", 7) + b"rest") == 7
     assert generation_of(b"something else") is None

@@ -394,6 +394,10 @@ def _final_read(run: Run) -> dict[int, list[tuple[int, str]]] | None:
     return {int(p): [(o, v) for o, v in rows] for p, rows in json.loads(out.read_text(encoding="utf-8")).items()}
 
 
+def _text_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
+
+
 def _check(run: Run, final: dict[int, list[tuple[int, str]]]) -> None:
     result = run.result
     produced = [r for p in run.producers for r in run.workers.records(p)]
@@ -403,13 +407,11 @@ def _check(run: Run, final: dict[int, list[tuple[int, str]]]) -> None:
     found: dict[str, list[str]] = dict(kafka_check.produced(produced, final))
     found["group_generation_shared"] = kafka_check.group(members)
     found["committed_offset_went_back"] = kafka_check.commits(members)
-    decided = []
-    for b in run.brokers.hosts:
-        path = run.brokers.state_change_log(b)
-        if path.exists():
-            decided += kafka_check.decisions(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    logs = {b: _text_lines(run.brokers.state_change_log(b)) for b in run.brokers.hosts}
+    decided = [d for lines in logs.values() for d in kafka_check.decisions(lines)]
     found["controller_epochs"] = kafka_check.controller(decided, run.observed())
     found["leader_epoch_went_back"] = kafka_check.leader_epochs(run.observed())
+    found["leader_epoch_led_twice"] = kafka_check.leader_starts(logs)
     for kind, lines in found.items():
         if lines:
             result.anomalies.append(kind)

@@ -12,6 +12,8 @@ controller(...)     one controller epoch acts at a time: along each partition's 
                     the deciding controller's epoch never goes back and one version is decided once;
                     /controller_epoch polled never goes back.
 leader_epochs(...)  a partition's leader epoch polled never goes back, and one epoch names one leader.
+leader_starts(...)  from the brokers' own logs: no two brokers lead one partition in one leader epoch, and a
+                    broker's leader epochs of a partition only grow.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ DECISION = re.compile(
     r"with state LeaderAndIsr\(leader=(?P<leader>-?\d+), leaderEpoch=(?P<le>\d+), isr=List\((?P<isr>[^)]*)\), "
     r"zkVersion=(?P<zkv>\d+)\)"
 )
+# A broker taking a partition's leadership, in its own state-change.log (Kafka's Partition.makeLeader line).
+LEADER_START = re.compile(r"\[Broker id=(?P<id>\d+)\] Leader (?P<tp>\S+) starts at leader epoch (?P<le>\d+) ")
 EXAMPLES_MAX = 5
 
 
@@ -193,3 +197,25 @@ def leader_epochs(observed: Iterable[dict[str, Any]]) -> list[str]:
                 )
             last[part] = state
     return _limited("leader_epochs", found)
+
+
+def leader_starts(lines_by_broker: dict[int, list[str]]) -> list[str]:
+    """Two brokers that took one partition's leadership in one leader epoch, or a broker whose leader epoch
+    of a partition went back (each broker's state-change.log, restarts appended, is in its own order)."""
+    leaders: dict[tuple[str, int], set[int]] = {}
+    found = []
+    for broker, lines in sorted(lines_by_broker.items()):
+        last: dict[str, int] = {}
+        for line in lines:
+            m = LEADER_START.search(line)
+            if m is None:
+                continue
+            tp, epoch = m.group("tp"), int(m.group("le"))
+            if tp in last and epoch <= last[tp]:
+                found.append(f"broker {broker} led {tp} at leader epoch {epoch} after {last[tp]}")
+            last[tp] = epoch
+            leaders.setdefault((tp, epoch), set()).add(broker)
+    for (tp, epoch), brokers in sorted(leaders.items()):
+        if len(brokers) > 1:
+            found.append(f"{tp}: brokers {sorted(brokers)} each led leader epoch {epoch}")
+    return _limited("leader_starts", found)
