@@ -257,7 +257,8 @@ def _start_cluster(run: Run) -> str | None:
         "--partitions", str(PARTITIONS), "--replication-factor", str(BROKERS), "--config", "min.insync.replicas=2",
     ])  # fmt: skip
     if done.returncode != 0:
-        raise RuntimeError(f"topic creation failed: {done.stderr.strip()}")
+        run.result.explanation = f"zkraft topics --create: {done.stderr.strip()[-500:]}"
+        return "topic_create_failed"
 
     def online() -> bool:
         snap = run.latest()
@@ -438,10 +439,15 @@ def _run(run: Run) -> None:
         result.anomalies.append("final_read_failed")
         return
     run.workers.stop(["obs"])
-    exits = {b: code for b, code in run.brokers.exit_codes().items() if code is not None}
-    if exits:
-        result.anomalies.append("broker_exited:" + "+".join(f"b{b}={c}" for b, c in sorted(exits.items())))
     _check(run, final)
+
+
+def _note_exits(run: Run) -> None:
+    """A broker or quorum node that exited by itself (a killed one is restarted, so it runs) is an anomaly."""
+    exits = {f"b{b}": code for b, code in run.brokers.exit_codes().items() if code is not None}
+    exits |= {f"n{n}": code for n, code in run.quorum.exit_codes().items() if code is not None}
+    if exits:
+        run.result.anomalies.append("exited:" + "+".join(f"{h}={c}" for h, c in sorted(exits.items())))
 
 
 def run_kafka_once(seed: int, root: Path, kinds: tuple[str, ...] | None = None, faults: int = 1) -> KafkaRunResult:
@@ -456,6 +462,7 @@ def run_kafka_once(seed: int, root: Path, kinds: tuple[str, ...] | None = None, 
             run = Run(result, network, quorum, brokers, workers, network.add_host("probe"))
             try:
                 _run(run)
+                _note_exits(run)
             finally:
                 workers.close()
     result.run_s = time.monotonic() - started
