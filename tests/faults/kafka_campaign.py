@@ -20,8 +20,11 @@ Fault kinds (the target is drawn from the seed and resolved when the fault start
   quorum-split    a quorum node cut from every other host
   quorum-pause    a quorum node SIGSTOPped, then SIGCONT
   quorum-kill     a quorum node SIGKILLed, then started again
-Faults hold longer than the brokers' ZooKeeper session and replica.lag.time.max.ms (3 s), so registrations
-expire, the controller moves and ISRs shrink while they last.
+  group-isolate   a group member's cable pulled (target: a member drawn from the seed)
+  group-pause     a group member SIGSTOPped, then SIGCONT: a zombie member that may try to commit
+Faults hold longer than the brokers' ZooKeeper session, replica.lag.time.max.ms and the members' group
+session (3 s), so registrations expire, the controller moves, ISRs shrink and the group rebalances while
+they last.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import json
 import random
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -48,6 +52,7 @@ from tests.quorum_harness import REPO_ROOT, subprocess_env
 FAULT_KINDS = (
     "broker-isolate", "broker-split", "broker-pause", "broker-kill",
     "quorum-isolate", "quorum-split", "quorum-pause", "quorum-kill",
+    "group-isolate", "group-pause",
 )  # fmt: skip
 NODES = 3
 BROKERS = 3
@@ -56,6 +61,7 @@ MEMBERS = 2
 TOPIC = "faults"
 GROUP = "faults-group"
 PARTITIONS = 4
+MEMBER_SESSION_MS = 3000
 HOLD_MIN_S = 4.0
 HOLD_MAX_S = 6.0
 START_DEADLINE_S = 120.0
@@ -68,12 +74,13 @@ WARMUP_ACKS = 50
 SETTLE_ACKS = 50
 POLL_S = 0.2
 STOP_DEADLINE_S = 40.0
+STARTUP_RESTARTS_MAX = 3
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
     kind: str
-    target: str  # broker faults: "controller" or "leader"; quorum faults: "leader" or "follower"
+    target: str  # broker faults: "controller" or "leader"; quorum: "leader" or "follower"; group: "member"
     hold_s: float
 
     def __str__(self) -> str:
@@ -91,7 +98,9 @@ def schedule(seed: int, kinds: tuple[str, ...] | None = None, faults: int = 1) -
     chosen = list(kinds) if kinds else drawn
     faults_out = []
     for kind in chosen:
-        targets = ("controller", "leader") if kind.startswith("broker-") else ("leader", "follower")
+        targets = {"broker": ("controller", "leader"), "quorum": ("leader", "follower"), "group": ("member",)}[
+            kind.split("-")[0]
+        ]
         faults_out.append(Fault(kind, rng.choice(targets), round(rng.uniform(HOLD_MIN_S, HOLD_MAX_S), 2)))
     return faults_out
 
@@ -245,8 +254,10 @@ def _start_cluster(run: Run) -> str | None:
                       "--partitions", str(PARTITIONS))  # fmt: skip
     run.workers.wait_ready(["obs"])
     run.brokers.start_all()
+    restarts = dict.fromkeys(run.brokers.hosts, STARTUP_RESTARTS_MAX)
 
     def registered() -> bool:
+        _restart_exited(run, restarts)
         snap = run.latest()
         return snap is not None and snap["brokers"] == list(run.brokers.hosts) and snap["controller"] is not None
 
@@ -268,6 +279,21 @@ def _start_cluster(run: Run) -> str | None:
     return None if poll_for(online, START_DEADLINE_S, POLL_S) else "topic_not_online"
 
 
+def _restart_exited(run: Run, restarts: dict[int, int]) -> None:
+    """Start again, as a service manager would (Restart=on-failure), a broker that exited during start-up: as
+    Kafka's does, a broker whose ZooKeeper session expires before it is up exits (KafkaServer.startup's fatal
+    error), which a loaded machine and 3 s sessions make possible. Counted in campaign.log; a broker that
+    keeps exiting is left down and the run reports it."""
+    for broker_id, left in restarts.items():
+        if run.brokers.alive(broker_id) or left == 0:
+            continue
+        last = (_text_lines(run.brokers.log_path(broker_id)) or [""])[-1]
+        _log(run.root, "broker_restarted_after_startup_exit", broker=broker_id, last_line=last[-300:])
+        restarts[broker_id] = left - 1
+        run.brokers.kill(broker_id)  # reaps it and closes its log
+        run.brokers.start(broker_id)
+
+
 def _start_clients(run: Run) -> None:
     boot = run.brokers.bootstrap_servers
     for i, name in enumerate(run.producers, start=1):
@@ -275,12 +301,15 @@ def _start_clients(run: Run) -> None:
                           "--producer", str(i), "--topic", TOPIC, "--partitions", str(PARTITIONS))  # fmt: skip
     for i, name in enumerate(run.members, start=1):
         run.workers.start(name, run.network.add_host(name), "kafka_consumer", "--bootstrap", boot,
-                          "--member", str(i), "--group", GROUP, "--topic", TOPIC)  # fmt: skip
+                          "--member", str(i), "--group", GROUP, "--topic", TOPIC,
+                          "--session-ms", str(MEMBER_SESSION_MS))  # fmt: skip
     run.workers.wait_ready(run.producers + run.members)
 
 
 def _resolve(run: Run, fault: Fault, rng: random.Random) -> tuple[str, int] | None:
-    """The host kind ('b' or 'n') and id the fault hits; None when the target has no holder now."""
+    """The host kind ('b', 'n' or 'g') and id the fault hits; None when the target has no holder now."""
+    if fault.kind.startswith("group-"):
+        return ("g", rng.randint(1, MEMBERS))
     if fault.kind.startswith("broker-"):
         snap = run.latest()
         if snap is None:
@@ -297,11 +326,12 @@ def _resolve(run: Run, fault: Fault, rng: random.Random) -> tuple[str, int] | No
 
 
 def _apply(run: Run, kind: str, host_kind: str, target: int) -> Callable[[], None]:
-    """Start fault `kind` on broker or node `target`; return the function that heals it."""
+    """Start fault `kind` on broker, node or group member `target`; return the function that heals it."""
     net = run.network
-    group: dict[int, Host] = run.brokers.hosts if host_kind == "b" else run.quorum.hosts
-    host = group[target]
     action = kind.split("-", 1)[1]
+    if host_kind == "g":
+        return _apply_to_member(run, action, target)
+    host = (run.brokers.hosts if host_kind == "b" else run.quorum.hosts)[target]
     if action == "isolate":
         net.isolate(host)
         return net.heal
@@ -319,6 +349,18 @@ def _apply(run: Run, kind: str, host_kind: str, target: int) -> Callable[[], Non
         processes.kill(target)
         return lambda: processes.start(target)
     raise ValueError(f"unknown fault kind {kind!r}")
+
+
+def _apply_to_member(run: Run, action: str, member: int) -> Callable[[], None]:
+    name = f"g{member}"
+    if action == "isolate":
+        run.network.isolate(run.network.hosts[name])
+        return run.network.heal
+    if action == "pause":
+        proc = run.workers.procs[name]
+        proc.send_signal(signal.SIGSTOP)
+        return lambda: proc.send_signal(signal.SIGCONT)
+    raise ValueError(f"unknown group fault {action!r}")
 
 
 def _converged_s(run: Run, healed_s: float) -> float | None:
