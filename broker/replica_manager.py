@@ -805,12 +805,22 @@ class ReplicaManager:
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 
     async def _write_isr(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
-        """Conditional write of the state znode; on success the local ISR changes (Kafka's updateIsr)."""
-        tp, epoch = partition.tp, partition.leader_epoch
+        """Conditional write of the state znode; on success the local ISR changes (Kafka's updateIsr).
+
+        The write is conditional on the znode version this leader epoch knows, captured with the epoch before
+        any await: a LeaderAndIsr arriving during the ELR read brings the controller's newer version, and a
+        write of the old epoch at that version would succeed and put the partition's leader epoch back
+        (found by the Kafka fault campaign: the controller's epoch-1 state overwritten by the leader's epoch 0)."""
+        tp, epoch, version = partition.tp, partition.leader_epoch, partition.zk_version
         path = partition_state_path(tp.topic, tp.partition)
         eligible = next_eligible_leader_replicas(
-            partition.isr, new_isr, await self._eligible_leader_replicas(partition, path), self._min_isr(tp.topic)
+            partition.isr,
+            new_isr,
+            await self._eligible_leader_replicas(partition, path, version),
+            self._min_isr(tp.topic),
         )
+        if not partition.is_leader or partition.leader_epoch != epoch:
+            return  # a LeaderAndIsr came while reading (it reset isr_update_pending): the controller's state wins
         state = PartitionState(
             leader=self.broker_id,
             leader_epoch=epoch,
@@ -819,7 +829,7 @@ class ReplicaManager:
             eligible_leader_replicas=eligible,
         )
         try:
-            stat = await self.zk.set(path, encode_partition_state(state), version=partition.zk_version)
+            stat = await self.zk.set(path, encode_partition_state(state), version=version)
         except BadVersionError:
             await self._reconcile_isr(partition, path)
             return
@@ -849,7 +859,7 @@ class ReplicaManager:
         if tp in self._delete_records_waiters:
             self._complete_delete_records(partition)  # a lagging follower left: the low watermark may be reached
 
-    async def _eligible_leader_replicas(self, partition: Partition, path: str) -> tuple[int, ...]:
+    async def _eligible_leader_replicas(self, partition: Partition, path: str, version: int) -> tuple[int, ...]:
         """The ELR in the state znode at the version this leader knows (KIP-966; the LeaderAndIsr request
         does not carry it). Read only on an ISR change, never on the produce or fetch path; any other
         version makes the conditional write fail anyway."""
@@ -859,7 +869,7 @@ class ReplicaManager:
         except Exception as exc:  # the write that follows fails or succeeds on its own; an empty ELR is safe
             self._log.info("eligible_replicas_unread", topic=partition.tp.topic, error=type(exc).__name__)
             return ()
-        return state.eligible_leader_replicas if stat.version == partition.zk_version else ()
+        return state.eligible_leader_replicas if stat.version == version else ()
 
     async def _reconcile_isr(self, partition: Partition, path: str) -> None:
         """The znode moved under us: adopt it if it is our own epoch's state, else wait for the controller."""

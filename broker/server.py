@@ -108,6 +108,15 @@ def default_log_config(config: BrokerConfig) -> LogConfig:
     return log_config_for(config, {})
 
 
+def startup_retry_policy(config: BrokerConfig) -> dict[str, float]:
+    """How the broker's start-up calls (`zk.retry`) ride out a lost connection: a server that stops answering
+    is dropped and the client moves to another one within the session, so a ConnectionLoss is retried until
+    zookeeper.connection.timeout.ms has passed (Kafka's KafkaZkClient.retryRequestsUntilConnected), instead of
+    ending the broker. Every start-up step retried is idempotent (create tolerating NodeExists, our own
+    ephemeral recognised by its owner, a claim merged)."""
+    return {"max_tries": -1, "max_delay": 1.0, "deadline": config.zookeeper_connection_timeout_ms / 1000}
+
+
 async def ensure_cluster_id(zk: AsyncZkClient) -> str:
     """The cluster id from `/cluster/id`, created (a random base64 UUID, as Kafka's) by the first broker."""
     try:
@@ -215,13 +224,16 @@ class Broker:
         config = self.config
         self.logs = LogManager(config.directories, default_log_config(config), self.log)
         self.zk = zk = AsyncZkClient(
-            config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms, tls=zookeeper_tls(config)
+            config.zookeeper_connect,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            tls=zookeeper_tls(config),
+            command_retry=startup_retry_policy(config),
         )
         try:
             await zk.start(timeout=config.zookeeper_connection_timeout_ms / 1000)
         except Exception as exc:
             raise BrokerStartupError(f"cannot reach the quorum at {config.zookeeper_connect}: {exc}") from None
-        cluster_id = await ensure_cluster_id(zk)
+        cluster_id = await zk.retry(ensure_cluster_id, zk)
         state_change = _state_change_logger(config)
         self.replicas = replicas = ReplicaManager(
             config, self.logs, zk, self.log, state_change=lambda m: state_change.broker(m) if state_change else None
@@ -256,9 +268,9 @@ class Broker:
         replicas.start()
         self._start_housekeeping(replicas)
         # Before registering: a controller that sees this broker live must see its damaged logs too.
-        await publish_damage_claim(zk, config.broker_id, self.logs.lost_data, self.log)
-        self.broker_epoch = broker_epoch = await register_broker(zk, config, self.log, self.kafka_endpoints)
-        await self._guard_registration()
+        await zk.retry(publish_damage_claim, zk, config.broker_id, self.logs.lost_data, self.log)
+        self.broker_epoch = broker_epoch = await zk.retry(register_broker, zk, config, self.log, self.kafka_endpoints)
+        await zk.retry(self._guard_registration)
         self.controller = _make_controller(config, zk, broker_epoch, state_change, self.log)
         service.controller = self.controller
         if self.controller is not None:

@@ -172,7 +172,10 @@ class KafkaController:
     async def startup(self) -> None:
         """Arm the `/controller` watch and queue Startup, which elects (§2.2 step 1)."""
         self._zk.add_listener(self._on_zk_state)
-        self._active_controller_id = await self._store.read_controller_id(watch=self._on_controller_znode)
+        # Retried on a lost connection (the broker's start-up policy): the read is idempotent, its watch is one.
+        self._active_controller_id = await self._zk.retry(
+            self._store.read_controller_id, watch=self._on_controller_znode
+        )
         self._task = asyncio.create_task(self._run(), name=f"controller-{self._id}")
         self._enqueue(Startup())
 
