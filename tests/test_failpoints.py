@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.log.checkpoints import write_checkpoint
 from broker.log.dir_failure import set_handler
 from broker.log.errors import KafkaStorageError
 from broker.log.segment import LogSegment
@@ -124,3 +125,15 @@ def test_a_failed_segment_write_or_fsync_is_kafka_storage_error_reported_to_the_
         segment.close()
     assert reported == [(tmp_path.name, "append to 00000000000000000000.log"),
                         (tmp_path.name, "fsync of 00000000000000000000.log")]  # fmt: skip
+
+
+def test_a_failed_checkpoint_fsync_is_a_failure_of_its_directory(tmp_path: Path) -> None:
+    reported: list[tuple[Path, str]] = []
+    set_handler(lambda directory, operation, exc: reported.append((directory, operation)))
+    try:
+        failpoints.configure("fsync=fail-always")
+        with pytest.raises(KafkaStorageError, match="checkpoint recovery-point-offset-checkpoint"):
+            write_checkpoint(tmp_path / "recovery-point-offset-checkpoint", ["t 0 5"])
+    finally:
+        set_handler(None)
+    assert reported == [(tmp_path, "checkpoint recovery-point-offset-checkpoint")]

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.log.errors import KafkaStorageError
+from runtime.fsync import fsync_directory
 
-# (log directory of the partition, what failed, the OSError) -> None; it may not return (a halt).
+# (the directory the failed file is in, what failed, the OSError) -> None; it may not return (a halt).
 FailureHandler = Callable[[Path, str, OSError], None]
 
 _handler: FailureHandler | None = None
@@ -31,8 +32,16 @@ def set_handler(handler: FailureHandler | None) -> None:
     _handler = handler
 
 
-def storage_error(partition_dir: Path, operation: str, exc: OSError) -> KafkaStorageError:
-    """Report a failed write or fsync under `partition_dir` to the handler; returns the error to raise."""
+def storage_error(directory: Path, operation: str, exc: OSError) -> KafkaStorageError:
+    """Report a failed write or fsync in `directory` to the handler; returns the error to raise."""
     if _handler is not None:
-        _handler(partition_dir, operation, exc)
-    return KafkaStorageError(f"{operation} in {partition_dir} failed: {exc}")
+        _handler(directory, operation, exc)
+    return KafkaStorageError(f"{operation} in {directory} failed: {exc}")
+
+
+def fsync_directory_or_fail(directory: Path) -> None:
+    """runtime.fsync.fsync_directory, a failure of which is a failure of the log directory."""
+    try:
+        fsync_directory(directory)
+    except OSError as exc:
+        raise storage_error(directory, "fsync of the directory", exc) from exc
