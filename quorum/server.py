@@ -130,7 +130,7 @@ async def run_node(
     fatal = failed.result() if failed.done() else None
     if not failed.done():
         failed.cancel()
-    if isinstance(fatal, LogStoreIOError | OSError):
+    if isinstance(fatal, LogStoreIOError):
         _halt_on_storage_failure(node, fatal)
     if extension is not None:
         await extension.stop()
