@@ -33,7 +33,7 @@ from broker.damaged_logs import publish_damage_claim
 from broker.group.api import build_group_api
 from broker.kafka_listener import KafkaListenerServer
 from broker.listener_tls import listener_tls_config, server_context
-from broker.log import LogConfig
+from broker.log import LogConfig, dir_failure
 from broker.log_housekeeping import LogHousekeeper
 from broker.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
@@ -69,6 +69,7 @@ from client.zk.aio import AsyncZkClient
 from client.zk.exceptions import NodeExistsError, NoNodeError
 from client.zk.states import ZkState
 from runtime import event_loop, grpc_channels
+from runtime.halt import EXIT_STORAGE_FAILED, halt
 from runtime.heap_tuning import retain_freed_buffers
 from runtime.json_logging import configure_logging
 from runtime.metrics_http import OpsHttpServer
@@ -522,7 +523,28 @@ async def run(config: BrokerConfig, stop: asyncio.Event | None = None) -> int:
     return 0
 
 
+def _halt_on_log_dir_failure(config: BrokerConfig) -> dir_failure.FailureHandler:
+    """Kafka 2.8 with its last log directory offline: one fatal line, then Exit.halt(1) (broker.log.dir_failure).
+    No clean shutdown: it would flush and checkpoint on the directory that just failed."""
+    log = structlog.get_logger("zkraft.broker").bind(broker=config.broker_id)
+
+    def handle(partition_dir: Path, operation: str, exc: OSError) -> None:
+        log.critical(
+            "log_dir_failed",
+            log_dir=str(partition_dir.parent),
+            partition_dir=partition_dir.name,
+            operation=operation,
+            error=str(exc),
+            message=f"Shutdown broker because all log dirs in {', '.join(map(str, config.directories))} have failed",
+            action="the broker halts (exit code 1) without acknowledging the failed write",
+        )
+        halt(EXIT_STORAGE_FAILED)
+
+    return handle
+
+
 def serve(config: BrokerConfig) -> int:
     configure_logging()
+    dir_failure.set_handler(_halt_on_log_dir_failure(config))
     retain_freed_buffers()  # fetch responses are megabytes: reuse freed heap instead of faulting it in again
     return event_loop.run(run(config))

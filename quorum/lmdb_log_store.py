@@ -89,6 +89,15 @@ class LogStoreError(Exception):
     """Storage found something it cannot repair by truncating the log tail."""
 
 
+class LogStoreIOError(LogStoreError):
+    """A write or fsync of the log failed (the disk, or a failpoint: runtime.failpoints). What it wrote is
+    in an unknown state: the node must acknowledge nothing more and stop (quorum.server halts the process)."""
+
+
+def _io_failed(operation: str, path: Path, exc: BaseException) -> LogStoreIOError:
+    return LogStoreIOError(f"{operation} of the Raft log in {path} failed: {exc}")
+
+
 class LogStoreCorruptError(LogStoreError):
     """A metadata record (hard state, compaction point, snapshot, identity) failed its CRC."""
 
@@ -289,9 +298,14 @@ class _LmdbSave:
             return  # waited for already
         try:
             store._wal.wait_durable()
+        except OSError as exc:
+            raise _io_failed("fsync", store._path, exc) from exc
         finally:
             store._save_in_flight = False
-        store._saved(*self._save)
+        try:
+            store._saved(*self._save)
+        except (OSError, lmdb.Error) as exc:
+            raise _io_failed("a checkpoint", store._path, exc) from exc
 
 
 class LmdbLogStore:
@@ -453,8 +467,11 @@ class LmdbLogStore:
         if record is None:
             return
         payload, compacted_index, last_index = record
-        self._wal.append(payload, sync)
-        self._saved(hard_state, entries, snapshot, compacted_index, last_index)
+        try:
+            self._wal.append(payload, sync)
+            self._saved(hard_state, entries, snapshot, compacted_index, last_index)
+        except (OSError, lmdb.Error) as exc:
+            raise _io_failed("a save", self._path, exc) from exc
 
     def begin_save(
         self, hard_state: HardState | None, entries: Sequence[Entry], snapshot: SnapshotMeta | None
@@ -466,7 +483,10 @@ class LmdbLogStore:
         if record is None:
             return SAVED
         payload, compacted_index, last_index = record
-        self._wal.append_started(payload)
+        try:
+            self._wal.append_started(payload)
+        except OSError as exc:
+            raise _io_failed("a write", self._path, exc) from exc
         self._save_in_flight = True
         return _LmdbSave(self, hard_state, entries, snapshot, compacted_index, last_index)
 
@@ -538,6 +558,12 @@ class LmdbLogStore:
         """Drop entries <= index and record `snapshot`; atomic and durable."""
         if self._save_in_flight:
             raise LogStoreError("compact during a begun save (begin_save: wait_durable first)")
+        try:
+            self._compact(index, snapshot)
+        except (OSError, lmdb.Error) as exc:
+            raise _io_failed("a compaction", self._path, exc) from exc
+
+    def _compact(self, index: int, snapshot: SnapshotMeta) -> None:
         self._checkpoint()
         env = self._live_env()
         with env.begin(write=True) as txn:

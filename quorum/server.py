@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import grpc
 
 from quorum import errors
+from quorum.lmdb_log_store import LogStoreIOError
 from quorum.node import QuorumNode
 from quorum.service import QuorumService, RaftPeerService
 from quorum.settings import NodeSettings
 from quorum.state_machine import StateMachine
 from quorum.transport import GRPC_MESSAGE_BYTES_MAX, GRPC_OPTIONS
 from runtime import event_loop, grpc_channels
+from runtime.halt import EXIT_STORAGE_FAILED, halt
 from runtime.heap_tuning import freeze_startup_objects
 from runtime.json_logging import configure_logging
 from runtime.message_limits import ENVELOPE_BYTES_MAX
@@ -128,12 +130,29 @@ async def run_node(
     fatal = failed.result() if failed.done() else None
     if not failed.done():
         failed.cancel()
+    if isinstance(fatal, LogStoreIOError):
+        _halt_on_storage_failure(node, fatal)
     if extension is not None:
         await extension.stop()
     await node.stop()
     await server.stop(grace=0.2)
     node.log.info("node_stopped")
     return 1 if fatal is not None else 0
+
+
+def _halt_on_storage_failure(node: QuorumNode, error: BaseException) -> NoReturn:
+    """A write or fsync of the node's storage failed: stop now, as ZooKeeper's SyncThread does (it never
+    acknowledges a transaction it could not sync). No clean stop: it would checkpoint and fsync again on a
+    disk that just failed, and a retried fsync may report success for pages the kernel already dropped.
+    The save that failed was never acknowledged (the node answers and votes only after its fsync returns);
+    the next start replays the write-ahead log, whatever of that save reached it included."""
+    node.log.critical(
+        "storage_failed",
+        error=str(error),
+        data_dir=str(node.settings.data_dir),
+        action="the node stops at once (exit code 1) and acknowledges nothing more; restart it once the disk is fixed",
+    )
+    halt(EXIT_STORAGE_FAILED)
 
 
 def _log_loop_error(node: QuorumNode, stop: asyncio.Event, context: dict[str, object]) -> None:

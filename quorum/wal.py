@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from runtime import failpoints
 from runtime.fsync import fsync_directory, start_writeback
 
 SEGMENT_PREALLOCATE_BYTES = 4 << 20
@@ -188,7 +189,7 @@ class WriteAheadLog:
         """Append one record; with `sync`, return only once it (and every earlier one) is on stable storage."""
         self._write(payload)
         if sync:
-            os.fdatasync(self._fd)
+            self.wait_durable()
 
     def append_started(self, payload: bytes) -> None:
         """Append one record and hand it to the device without waiting for it: the caller's work overlaps
@@ -198,13 +199,18 @@ class WriteAheadLog:
         start_writeback(self._fd, start, written)
 
     def wait_durable(self) -> None:
-        """Return once every record appended so far is on stable storage."""
+        """Return once every record appended so far is on stable storage. An OSError here leaves the records
+        in an unknown state: the caller must not acknowledge them, nor retry (runtime.failpoints)."""
+        if failpoints.ON:
+            failpoints.check("fsync")
         os.fdatasync(self._fd)
 
     def _write(self, payload: bytes) -> int:
         if self._fd < 0:
             raise OSError("the write-ahead log has no open segment (reset it first)")
         record = _RECORD_HEAD.pack(len(payload), zlib.crc32(payload, self._seq & 0xFFFFFFFF)) + payload
+        if failpoints.ON:
+            failpoints.check("write")
         written = os.pwrite(self._fd, record, self._offset)
         if written != len(record):
             raise OSError(f"short write to the write-ahead log: {written} of {len(record)} bytes")
@@ -228,6 +234,8 @@ class WriteAheadLog:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             os.posix_fallocate(fd, 0, self._preallocate_bytes)
+            if failpoints.ON:
+                failpoints.check("fsync")
             os.fsync(fd)
             fsync_directory(self._dir)
         except BaseException:

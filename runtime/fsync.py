@@ -11,6 +11,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from runtime import failpoints
+
 _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback of the range's dirty pages, do not wait
 
 
@@ -40,6 +42,8 @@ def start_writeback(fd: int, offset: int, length: int) -> bool:
 
 def fsync_directory(directory: Path) -> None:
     """Make creates, renames and unlinks in `directory` durable."""
+    if failpoints.ON:
+        failpoints.check("fsync")
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)

@@ -44,6 +44,8 @@ WORKLOAD_RUNS = {
     "sessions": ("split", 2913),
     "curator": ("split", 2914),
 }
+# What the target of a disk fault logs when the fault did what it says.
+DISK_EVIDENCE = {"disk": "storage_failed", "torn": "write_ahead_log_tail_cut"}
 
 # Writes one znode through each node in turn and reads it back through each after a sync.
 CLIENT = textwrap.dedent("""
@@ -89,6 +91,11 @@ def test_one_fault_keeps_the_register_linearizable_and_the_cluster_converges(kin
     if kind == "kill":
         # The history can tell: one read moved to a value written only after it returned is caught.
         _assert_a_forged_read_is_caught(result.root)
+    if kind in DISK_EVIDENCE:
+        # The fault did hit the disk: the target stopped on its failed fsync, or cut its torn tail.
+        assert result.root is not None
+        log = (result.root / "logs" / f"node-{result.targets[0]}.log").read_text(encoding="utf-8")
+        assert f'"event": "{DISK_EVIDENCE[kind]}"' in log, f"{result.line()}: no {DISK_EVIDENCE[kind]} line"
 
 
 def _assert_a_forged_read_is_caught(root: Path | None) -> None:

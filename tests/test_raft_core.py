@@ -1118,3 +1118,28 @@ def test_when_every_node_lost_its_tail_the_most_up_to_date_one_is_elected() -> N
     assert net.leaders() == [2]  # every grant is needed, and only node 2's log is at least as long as each
     net.stabilize()
     assert all(applied_data(net.machines[i])[-5:] == [b"x%d" % k for k in range(5)] for i in net.voters)
+
+
+def test_a_follower_that_lost_acknowledged_entries_is_repaired_by_the_leader_that_counted_them() -> None:
+    """Regression (the torn-tail test of issue 29): the leader kept its term and its record that the
+    follower held the entries; the follower's rejections at or below that match were ignored as stale, so
+    it stayed behind forever. Its rejection now says its log is incomplete and the leader probes again."""
+    net = Net(3)
+    net.elect(1)
+    before = net.nodes[1].last_index
+    for k in range(5):
+        net.propose(1, b"acknowledged-%d" % k)
+    net.stabilize()
+    committed = net.nodes[1].commit_index
+    assert committed == before + 5
+    net.crash(2)
+    _restart_cut(net, 2, keep_through=before)  # node 2 lost the five entries it acknowledged to node 1
+    assert net.nodes[2].log_incomplete and net.leaders() == [1]
+    net.propose(1, b"after")
+    net.stabilize()
+    for _ in range(4 * ELECTION_TICKS):  # heartbeats: the leader's appends reach node 2 again
+        net.tick_all()
+        net.stabilize()
+    assert net.nodes[2].commit_index == net.nodes[1].commit_index > committed
+    assert applied_data(net.machines[2])[-6:] == [*(b"acknowledged-%d" % k for k in range(5)), b"after"]
+    assert not net.nodes[2].log_incomplete

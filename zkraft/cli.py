@@ -70,6 +70,14 @@ def check_event_loop_choice() -> None:
         raise UsageError(str(error)) from None
 
 
+def check_failpoints() -> None:
+    """A ZKRAFT_FAILPOINTS the servers cannot parse is a usage error (runtime.failpoints), said at once."""
+    from runtime import failpoints
+
+    if failpoints.CONFIG_ERROR is not None:
+        raise UsageError(failpoints.CONFIG_ERROR)
+
+
 def _quorum_start(options: argparse.Namespace) -> int:
     from quorum.settings import SettingsError, load_node_settings
 
@@ -469,6 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = options.handler
     try:
         check_event_loop_choice()  # before any process of `up` or a server starts on a setting it cannot use
+        check_failpoints()
         return handler(options)
     except UsageError as error:
         _print_error(str(error))

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from broker.log.dir_failure import storage_error
 from broker.log.errors import CheckpointFileError
 from client.kafka.structs import TopicPartition
 from runtime.fsync import fsync_directory
@@ -48,8 +49,16 @@ def write_checkpoint(path: Path, lines: Iterable[str], durable: bool = True) -> 
     """Write version, count and `lines` to `path` atomically (tmp + fsync + rename + dir fsync).
 
     `durable=False` skips both fsyncs: the caller makes the file durable later
-    (`fsync_file`) before anything depends on it surviving a crash.
+    (`fsync_file`) before anything depends on it surviving a crash. A failed
+    write or fsync is a failure of the log directory (broker.log.dir_failure).
     """
+    try:
+        _write_checkpoint(path, lines, durable)
+    except OSError as exc:
+        raise storage_error(path.parent, f"checkpoint {path.name}", exc) from exc
+
+
+def _write_checkpoint(path: Path, lines: Iterable[str], durable: bool) -> None:
     body = list(lines)
     text = f"{CHECKPOINT_VERSION}\n{len(body)}\n" + "".join(line + "\n" for line in body)
     tmp = path.with_name(path.name + ".tmp")
@@ -71,12 +80,15 @@ def write_checkpoint(path: Path, lines: Iterable[str], durable: bool = True) -> 
 
 def fsync_file(path: Path) -> None:
     """Make a file written with `durable=False` durable: its data, then its directory entry."""
-    fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_directory(path.parent)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_directory(path.parent)
+    except OSError as exc:
+        raise storage_error(path.parent, f"fsync of {path.name}", exc) from exc
 
 
 def read_checkpoint(path: Path, fields_per_line: int) -> list[list[str]]:

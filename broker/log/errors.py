@@ -62,3 +62,11 @@ class InvalidTimestampError(LogError):
     """A CreateTime batch's timestamp is further from the append time than `message.timestamp.difference.max.ms`."""
 
     error_code = kafka_errors.InvalidTimestampError.code
+
+
+class KafkaStorageError(LogError):
+    """A write or fsync in a log directory failed (Kafka's KafkaStorageException): the directory is offline,
+    and what the failed call wrote is in an unknown state (broker.log.dir_failure)."""
+
+    error_code = kafka_errors.KafkaStorageError.code
+    retriable = True

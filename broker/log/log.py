@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, TopicPartition
 from broker.log.compressed_batches import check_compressed_batches
+from broker.log.dir_failure import fsync_directory_or_fail
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.errors import (
     CheckpointFileError,
@@ -77,7 +78,6 @@ from client.kafka.records import (
     read_batch_header,
     validate_batches,
 )
-from runtime.fsync import fsync_directory
 
 GIB = 1024**3
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE, Kafka's "no limit"
@@ -359,7 +359,7 @@ class PartitionLog:
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 (self.dir / (prefix + suffix)).unlink(missing_ok=True)
         if bases:
-            fsync_directory(self.dir)
+            fsync_directory_or_fail(self.dir)
 
     # ------------------------------------------------------------------ properties
 
@@ -634,7 +634,7 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, self._leo)
         self._epochs.truncate_from_end(self._leo)
         if doomed:
-            fsync_directory(self.dir)
+            fsync_directory_or_fail(self.dir)
         self._log.info(
             "log_truncated_to",
             dir=str(self.dir),
@@ -656,7 +656,7 @@ class PartitionLog:
         self._leo = self._log_start_offset = self._recovery_point = offset
         self._epochs.clear()
         self._producers = ProducerStateManager()
-        fsync_directory(self.dir)
+        fsync_directory_or_fail(self.dir)
         self._log.info("log_truncated_fully", dir=str(self.dir), log_start_offset=offset, segments_deleted=len(old))
 
     def delete_oldest_segments(self, count: int, reason: str) -> None:
@@ -674,7 +674,7 @@ class PartitionLog:
         self._epochs.truncate_from_start(self._log_start_offset)
         for segment in doomed:
             segment.delete()
-        fsync_directory(self.dir)
+        fsync_directory_or_fail(self.dir)
         self._log.info(
             "log_segments_deleted",
             dir=str(self.dir),
@@ -727,7 +727,7 @@ class PartitionLog:
         for segment in self._segments[first:]:
             segment.flush()
         if len(self._segments) - first > 1:
-            fsync_directory(self.dir)  # new segment files must survive too
+            fsync_directory_or_fail(self.dir)  # new segment files must survive too
         self._recovery_point = leo
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock_ms()

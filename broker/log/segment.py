@@ -40,6 +40,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
 
+from broker.log.dir_failure import storage_error
 from broker.log.errors import invariant
 from client.kafka.records import (
     BATCH_HEADER_SIZE,
@@ -51,6 +52,7 @@ from client.kafka.records import (
     read_batch_header,
     validate_batches,
 )
+from runtime import failpoints
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -352,7 +354,12 @@ class LogSegment:
         )
         invariant(self._size + len(batch_bytes) <= INT32_MAX, f"segment {self.log_path} would exceed 2 GiB")
         position = self._size
-        _write_all(self._fd, batch_bytes)
+        try:
+            if failpoints.ON:
+                failpoints.check("write")
+            _write_all(self._fd, batch_bytes)
+        except OSError as exc:
+            raise storage_error(self.directory, f"append to {self.log_path.name}", exc) from exc
         if self._size == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = max_timestamp
         self._note_append(position, len(batch_bytes), last_offset, max_timestamp, last_offset, write=True)
@@ -581,9 +588,14 @@ class LogSegment:
 
     def flush(self) -> None:
         """Makes everything appended so far durable (data first, then the rebuildable indexes)."""
-        os.fdatasync(self._fd)
-        os.fdatasync(self._index_fd)
-        os.fdatasync(self._time_index_fd)
+        try:
+            if failpoints.ON:
+                failpoints.check("fsync")
+            os.fdatasync(self._fd)
+            os.fdatasync(self._index_fd)
+            os.fdatasync(self._time_index_fd)
+        except OSError as exc:
+            raise storage_error(self.directory, f"fsync of {self.log_path.name}", exc) from exc
 
     def close(self) -> None:
         if self._closed:

@@ -530,6 +530,9 @@ class Raft:
                 reject=True,
                 reject_hint=hint,
                 log_term=hint_term,
+                # The leader's record of what this node holds may be too high (it lost acknowledged entries):
+                # it must start over from the hint (Progress.regressed).
+                log_incomplete=self.log_incomplete,
             )
         )
 
@@ -626,6 +629,13 @@ class Raft:
             hint = m.reject_hint
             if m.log_term > 0:
                 hint = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
+            if m.log_incomplete and hint < pr.match:
+                # The follower cut a torn or damaged tail it had acknowledged (quorum.raft.recovery): the
+                # match recorded for it is gone, and a rejection at or below it would otherwise be ignored
+                # as stale forever. Lowering a match only delays commits; it never commits anything.
+                pr.regressed(hint)
+                self._send_append(m.frm)
+                return
             if pr.maybe_decrease_to(m.index, hint):
                 if pr.state is ProgressState.REPLICATE:
                     pr.become_probe()

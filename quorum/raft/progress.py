@@ -120,6 +120,13 @@ class Progress:
         if self.inflight:
             self.inflight.popleft()
 
+    def regressed(self, match_hint: int) -> None:
+        """The follower lost entries it had acknowledged (a cut tail, and it says its log is incomplete):
+        nothing it holds counts as matched any more; probe again from where the logs may match."""
+        self.match = 0
+        self.become_probe()
+        self.next = match_hint + 1
+
     def maybe_decrease_to(self, rejected: int, match_hint: int) -> bool:
         """A rejection of the append whose previous index was `rejected`.
 

@@ -20,6 +20,9 @@ Fault kinds (node N is the target, its clients' home is node N):
   oneway   N's packets to the other nodes lost; theirs to N still arrive
   pause    N stopped with SIGSTOP, then SIGCONT
   kill     N SIGKILLed, then started again on its data
+  disk     N's fsyncs fail (runtime.failpoints): it must stop, exit code 1, acknowledging nothing; the heal
+           starts it again on a working disk
+  torn     N SIGKILLed, the last record of its write-ahead log torn (tests/faults/torn.py), started again
 """
 
 from __future__ import annotations
@@ -44,7 +47,11 @@ from tests.quorum_harness import REPO_ROOT, subprocess_env
 
 __all__ = ["operations"]  # the register's history as the checker's operations, where tests used to find it
 
-FAULT_KINDS = ("isolate", "split", "bridge", "oneway", "pause", "kill")
+FAULT_KINDS = ("isolate", "split", "bridge", "oneway", "pause", "kill", "disk", "torn")
+# The kinds the campaign began with are drawn from the run's own random stream; "disk" and "torn" replace a
+# drawn kind from a stream of their own, so the seeds of runs made before they existed replay the same run.
+_FIRST_KINDS = FAULT_KINDS[:6]
+_DISK_KINDS = FAULT_KINDS[6:]
 NODES = 3
 # Every fault holds longer than the session and election timeouts, plus a margin.
 HOLD_MIN_S = max(SESSION_S, ELECTION_TIMEOUT_S) + 0.5
@@ -75,7 +82,11 @@ def schedule(seed: int, kinds: tuple[str, ...] | None = None, faults: int = 1) -
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}: one of {', '.join(FAULT_KINDS)}")
     # Kinds are drawn even when given, so that a replay naming a run's kinds draws the same targets and holds.
-    drawn = [rng.choice(FAULT_KINDS) for _ in range(len(kinds) if kinds else faults)]
+    drawn = [rng.choice(_FIRST_KINDS) for _ in range(len(kinds) if kinds else faults)]
+    disk_rng = random.Random(f"disk-{seed}")
+    for i in range(len(drawn)):
+        if disk_rng.random() < len(_DISK_KINDS) / len(FAULT_KINDS):
+            drawn[i] = disk_rng.choice(_DISK_KINDS)
     chosen = list(kinds) if kinds else drawn
     return [Fault(k, rng.choice(("leader", "follower")), round(rng.uniform(HOLD_MIN_S, HOLD_MAX_S), 2)) for k in chosen]
 

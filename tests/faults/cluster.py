@@ -16,12 +16,21 @@ from pathlib import Path
 from typing import IO
 
 from tests.faults.netns import Host, Network
+from tests.helpers import poll_for
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 
 QUORUM_PORT = 7000
 CLIENT_PORT = 2181  # ZooKeeper's default: every node has an address of its own, so all can use it
 CLUSTER_ID = "zkraft-faults"
 KILL_WAIT_S = 10.0
+# A node whose fsyncs fail stops at its next save; the register workload saves every few milliseconds.
+DISK_STOP_WAIT_S = 10.0
+FAILPOINTS_ENV = "ZKRAFT_FAILPOINTS"  # runtime.failpoints
+EXIT_STORAGE_FAILED = 1  # runtime.halt: how a node whose disk failed stops
+# A restarted node's recovery (replay, tail cut) and start-up, on a loaded machine.
+RESTART_WAIT_S = 30.0
+STARTED_POLL_S = 0.1
+NODE_STARTED = '"event": "node_started"'
 PROBE_TIMEOUT_S = 30.0
 
 # Elections within about a second (ticks of 50 ms, elections after 10), sessions of 0.4 to 4 s.
@@ -85,12 +94,19 @@ class HostedQuorum:
     def log_path(self, node_id: int) -> Path:
         return self.root / "logs" / f"node-{node_id}.log"
 
+    def data_dir(self, node_id: int) -> Path:
+        return self.root / f"node-{node_id}"
+
+    def disk_fault_path(self, node_id: int) -> Path:
+        """While this file exists, node `node_id`'s fsyncs fail (ZKRAFT_FAILPOINTS=fsync=fail-if-exists:...)."""
+        return self.root / "faults" / f"disk-n{node_id}"
+
     def command(self, node_id: int) -> list[str]:
         """What a user types on machine `node_id` (the peers come from server.N in the properties file)."""
         return [
             sys.executable, "-m", "zkraft", "quorum", "start",
             "--id", str(node_id),
-            "--data-dir", str(self.root / f"node-{node_id}"),
+            "--data-dir", str(self.data_dir(node_id)),
             "--listen", self.addresses[node_id],
             "--config", str(self.config_path),
         ]  # fmt: skip
@@ -103,8 +119,12 @@ class HostedQuorum:
         self._logs[node_id] = log
         self._procs[node_id] = self.hosts[node_id].popen(
             self.command(node_id), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=REPO_ROOT, env=subprocess_env(),
+            cwd=REPO_ROOT, env=self._env(node_id),
         )  # fmt: skip
+
+    def _env(self, node_id: int) -> dict[str, str]:
+        """Every node can be made to fail its fsyncs at a chosen moment (fail_disk); until then its disk works."""
+        return {**subprocess_env(), FAILPOINTS_ENV: f"fsync=fail-if-exists:{self.disk_fault_path(node_id)}"}
 
     def start_all(self) -> None:
         for node_id in self.hosts:
@@ -124,6 +144,41 @@ class HostedQuorum:
         log = self._logs.pop(node_id, None)
         if log is not None:
             log.close()
+
+    def fail_disk(self, node_id: int) -> None:
+        """From now on node `node_id`'s fsyncs fail: it must stop at its next save, acknowledging nothing."""
+        path = self.disk_fault_path(node_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+    def restart_after_disk_failure(self, node_id: int) -> int | None:
+        """Wait (bounded) for the node to stop on its failed fsync with exit code 1, then start it on a working
+        disk. A node that did not stop so is SIGKILLed and left down: its exit code is then in exit_codes(),
+        which the campaign reports as an anomaly. Returns the exit code (None: still running at the deadline)."""
+        proc = self._procs[node_id]
+        try:
+            code: int | None = proc.wait(timeout=DISK_STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.kill(node_id)
+        self.disk_fault_path(node_id).unlink(missing_ok=True)
+        if code == EXIT_STORAGE_FAILED:
+            self.start_and_wait_started(node_id)
+        return code
+
+    def start_and_wait_started(self, node_id: int) -> bool:
+        """Start the node and wait (bounded) until it logs node_started: its recovery of the data it left
+        (a torn tail cut, the write-ahead log replayed) is done. False at the deadline; a node that died
+        meanwhile shows in exit_codes()."""
+        before = self._started_count(node_id)
+        self.start(node_id)
+        started = poll_for(lambda: self._started_count(node_id) > before or not self.alive(node_id),
+                           RESTART_WAIT_S, STARTED_POLL_S)  # fmt: skip
+        return bool(started) and self.alive(node_id)
+
+    def _started_count(self, node_id: int) -> int:
+        path = self.log_path(node_id)
+        return path.read_text(encoding="utf-8", errors="replace").count(NODE_STARTED) if path.exists() else 0
 
     def pause(self, node_id: int) -> None:
         self._signal(node_id, signal.SIGSTOP)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from tests.faults.cluster import HostedQuorum
 from tests.faults.netns import Host, Network
+from tests.faults.torn import tear_quorum_log
 
 
 def apply(
@@ -36,4 +37,17 @@ def apply(
         case "kill":
             cluster.kill(target)
             return lambda: cluster.start(target)
+        case "disk":
+            cluster.fail_disk(target)
+
+            # A node that did not stop on its failed fsync is left down: the run reports its exit code.
+            return lambda: _ignore(cluster.restart_after_disk_failure(target))
+        case "torn":
+            cluster.kill(target)
+            tear_quorum_log(cluster.data_dir(target))
+            return lambda: _ignore(cluster.start_and_wait_started(target))
     raise ValueError(f"unknown fault kind {kind!r}")
+
+
+def _ignore(_outcome: object) -> None:
+    """Heals return nothing: a node that did not stop or start as it should shows in the cluster's exit codes."""
