@@ -18,10 +18,7 @@ convergence median and max. Exit 1 when any run found an anomaly.
 from __future__ import annotations
 
 import argparse
-import shutil
-import statistics
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -29,41 +26,29 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.faults import netns  # noqa: E402
 from tests.faults.campaign import FAULT_KINDS, RunResult, run_once  # noqa: E402
+from tests.faults.campaign_cli import (  # noqa: E402
+    campaign_parser,
+    exit_with,
+    figure,
+    netns_reason,
+    parse_campaign_args,
+    run_campaign,
+)
 from tests.faults.workloads import MIX, WORKLOADS  # noqa: E402
+
+NAME = "fault_campaign"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=100, help="number of runs (default 100)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the first run; run i has seed + i")
-    parser.add_argument("--faults", default="", help=f"fault kinds of every run, in order: {','.join(FAULT_KINDS)}")
-    parser.add_argument("--faults-per-run", type=int, default=2, help="faults drawn per run when --faults is not given")
+    parser = campaign_parser(__doc__.split("\n")[0], FAULT_KINDS, default_runs=100)
     parser.add_argument(
         "--workload",
         default=MIX,
         choices=[*WORKLOADS, MIX],
         help=f"what the clients run (default {MIX}: each run's workload drawn from its seed)",
     )
-    parser.add_argument(
-        "--keep", type=Path, default=None, help="directory for the runs' evidence (default: a temp dir)"
-    )
-    args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error(f"--runs must be >= 1, got {args.runs}")
-    if args.faults_per_run < 1:
-        parser.error(f"--faults-per-run must be >= 1, got {args.faults_per_run}")
-    kinds = tuple(k for k in args.faults.split(",") if k)
-    unknown = [k for k in kinds if k not in FAULT_KINDS]
-    if unknown:
-        parser.error(f"--faults: unknown kind {unknown[0]!r}, expected some of {','.join(FAULT_KINDS)}")
-    args.kinds = kinds or None
-    return args
-
-
-def figure(seconds: list[float]) -> str:
-    return f"median {statistics.median(seconds):.2f} s, max {max(seconds):.2f} s" if seconds else "-"
+    return parse_campaign_args(parser, argv, FAULT_KINDS)
 
 
 def summary(results: list[RunResult]) -> str:
@@ -84,39 +69,20 @@ def summary(results: list[RunResult]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    reason = netns.unavailable_reason()
-    if reason is not None:
-        print(f"fault_campaign: {reason}", file=sys.stderr)
-        return 2
+    refused = netns_reason(NAME)
+    if refused is not None:
+        return refused
     if args.workload != MIX:
         reason = getattr(WORKLOADS[args.workload], "unavailable_reason", lambda: None)()
         if reason is not None:
-            print(f"fault_campaign: --workload {args.workload}: {reason}", file=sys.stderr)
+            print(f"{NAME}: --workload {args.workload}: {reason}", file=sys.stderr)
             return 2
-    base = args.keep if args.keep is not None else Path(tempfile.mkdtemp(prefix="zkraft-faults-"))
-    results = []
-    for i in range(args.runs):
-        seed = args.seed + i
-        root = base / f"run-{seed}"
-        result = run_once(seed, root, args.kinds, args.faults_per_run, args.workload)
-        results.append(result)
-        print(result.line(), flush=True)
-        if result.anomalies:
-            print(f"  evidence kept in {root}; replay: {result.replay_command()}", flush=True)
-            if result.explanation:
-                print("  " + result.explanation.replace("\n", "\n  "), flush=True)
-        elif args.keep is None:
-            shutil.rmtree(root, ignore_errors=True)
-    print(summary(results), flush=True)
-    return 1 if any(r.anomalies for r in results) else 0
+
+    def run_one(seed: int, root: Path) -> RunResult:
+        return run_once(seed, root, args.kinds, args.faults_per_run, args.workload)
+
+    return run_campaign(args, run_one, summary, "zkraft-faults-")
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print("fault_campaign: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except netns.NetnsUnavailable as exc:
-        print(f"fault_campaign: {exc}", file=sys.stderr)
-        sys.exit(2)
+    exit_with(NAME, main)
