@@ -9,7 +9,8 @@ hands it to the owner (topics: the replica manager, which updates the logs'
 configs; brokers, when a handler is given: the replication throttle; users, when a
 handler is given: the SCRAM credential cache of a broker with SASL listeners).
 Notifications that exist at start-up are skipped: the broker reads
-every config fresh when it first needs it.
+every config fresh when it first needs it. The store is followed as Kafka's
+ZkNodeChangeNotificationListener follows it (broker/change_notifications.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from broker.change_notifications import ChangeNotificationListener
 from client.kafka.znodes import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
@@ -37,10 +39,6 @@ BrokerConfigHandler = Callable[[str, dict[str, str]], Awaitable[None] | None]
 UserConfigHandler = Callable[[str, dict[str, str]], Awaitable[None] | None]
 
 
-def _sequence(child: str) -> int:
-    return int(child[len(CONFIG_CHANGE_PREFIX) :])
-
-
 class ConfigChangeListener:
     def __init__(
         self,
@@ -56,47 +54,18 @@ class ConfigChangeListener:
         self._on_broker_config = on_broker_config  # entity name ("1" or "<default>") and its overrides
         self._on_user_config = on_user_config  # user name and its configs (SCRAM credentials)
         self._log = logger
-        self._last_seen = -1
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._notifications = ChangeNotificationListener(
+            zk, CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX, self._process, logger, "config_change_processing_failed"
+        )
 
     async def start(self) -> None:
-        await self._zk.ensure_path(CONFIG_CHANGES_PATH)
-        children = await self._children(watch=True)
-        self._last_seen = max((_sequence(c) for c in children), default=-1)
-        self._task = asyncio.create_task(self._run())
+        await self._notifications.arm()
+        self._notifications.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._notifications.stop()
 
-    def _on_event(self, _event: Any) -> None:
-        self._wakeup.set()  # watch callbacks only signal; the work happens on the listener task
-
-    async def _children(self, watch: bool) -> list[str]:
-        try:
-            children = await self._zk.get_children(CONFIG_CHANGES_PATH, watch=self._on_event if watch else None)
-        except NoNodeError:
-            return []
-        return sorted((c for c in children if c.startswith(CONFIG_CHANGE_PREFIX)), key=_sequence)
-
-    async def _run(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            try:
-                for child in await self._children(watch=True):
-                    if _sequence(child) > self._last_seen:
-                        await self._process(child)
-                        self._last_seen = _sequence(child)
-            except Exception as exc:  # the quorum may be briefly unreachable: try again on the next event
-                self._log.warning("config_change_processing_failed", error=str(exc))
-                self._wakeup.set()
-                await asyncio.sleep(1.0)
-
-    async def _process(self, child: str) -> None:
-        path = f"{CONFIG_CHANGES_PATH}/{child}"
+    async def _process(self, path: str) -> None:
         try:
             data, _ = await self._zk.get(path)
             change = decode_config_change(data, path)

@@ -8,12 +8,12 @@ notifications and re-reads the named resource, so an ACL added through one broke
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from broker.change_notifications import ChangeNotificationListener
 from client.kafka.acls import (
     CHANGE_PREFIX,
     EXTENDED_CHANGES_PATH,
@@ -39,9 +39,6 @@ from client.zk.exceptions import BadVersionError, NodeExistsError, NoNodeError, 
 
 # Conditional writes lost to concurrent writers before giving up (Kafka retries without a bound; we name one).
 UPDATE_ATTEMPTS_MAX = 50
-# Notifications older than this are deleted by the brokers that see them (Kafka's ZkNodeChangeNotificationListener
-# changeExpirationMs, 15 minutes): every broker has long read them, and the stores stay small.
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _NOTIFICATION_STORES = ((PatternType.LITERAL, LITERAL_CHANGES_PATH), (PatternType.PREFIXED, EXTENDED_CHANGES_PATH))
 
 Entries = frozenset[AccessControlEntry]
@@ -141,8 +138,8 @@ async def remove_bindings(
 
 
 class AclChangeListener:
-    """Kafka's ZkNodeChangeNotificationListener on both change stores: each new notification re-reads the ACLs
-    of the resource it names and hands them to `on_change`. Watch callbacks only signal the one task."""
+    """Kafka's ZkNodeChangeNotificationListener on both change stores (broker/change_notifications.py): each
+    new notification re-reads the ACLs of the resource it names and hands them to `on_change`."""
 
     def __init__(
         self,
@@ -152,61 +149,33 @@ class AclChangeListener:
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._zk = zk
-        self._wall_clock_ms = wall_clock_ms  # znode ctimes are the leader's wall clock
         self._on_change = on_change
         self._log = logger
-        self._last_seen = {pattern_type: -1 for pattern_type, _ in _NOTIFICATION_STORES}
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._stores = [
+            ChangeNotificationListener(
+                zk,
+                path,
+                CHANGE_PREFIX,
+                functools.partial(self._process, pattern_type),
+                logger,
+                "acl_change_processing_failed",
+                wall_clock_ms,
+            )
+            for pattern_type, path in _NOTIFICATION_STORES
+        ]
 
     async def arm(self) -> None:
         """Watches both stores and skips the notifications already there (the caller loads every ACL next)."""
-        for pattern_type, path in _NOTIFICATION_STORES:
-            await self._zk.ensure_path(path)
-            children = await self._children(path)
-            self._last_seen[pattern_type] = max((_sequence(c) for c in children), default=-1)
+        for store in self._stores:
+            await store.arm()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
+        for store in self._stores:
+            store.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    def _on_event(self, _event: Any) -> None:
-        self._wakeup.set()
-
-    async def _children(self, path: str) -> list[str]:
-        try:
-            children = await self._zk.get_children(path, watch=self._on_event)
-        except NoNodeError:
-            return []
-        return sorted((c for c in children if c.startswith(CHANGE_PREFIX)), key=_sequence)
-
-    async def _run(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            try:
-                for pattern_type, path in _NOTIFICATION_STORES:
-                    for child in await self._children(path):
-                        if _sequence(child) > self._last_seen[pattern_type]:
-                            await self._process(pattern_type, f"{path}/{child}")
-                            self._last_seen[pattern_type] = _sequence(child)
-                        else:
-                            await self._purge_if_expired(f"{path}/{child}")
-            except Exception as exc:  # the quorum may be briefly unreachable: try again shortly
-                self._log.warning("acl_change_processing_failed", error=str(exc))
-                self._wakeup.set()
-                await asyncio.sleep(1.0)
-
-    async def _purge_if_expired(self, path: str) -> None:
-        """ZkNodeChangeNotificationListener.purgeObsoleteNotifications, for a notification already processed."""
-        stat = await self._zk.exists(path)
-        if stat is not None and stat.ctime < self._wall_clock_ms() - CHANGE_EXPIRATION_MS:
-            with contextlib.suppress(NoNodeError):  # another broker purged it first
-                await self._zk.delete(path, version=stat.version)
+        for store in self._stores:
+            await store.stop()
 
     async def _process(self, pattern_type: PatternType, path: str) -> None:
         try:
@@ -220,7 +189,3 @@ class AclChangeListener:
             return
         self._log.info("acls_changed", resource=str(pattern), acls=len(entries))
         self._on_change(pattern, entries)
-
-
-def _sequence(child: str) -> int:
-    return int(child[len(CHANGE_PREFIX) :])
