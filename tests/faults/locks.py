@@ -36,7 +36,17 @@ from kazoo.exceptions import CancelledError, NoNodeError
 from kazoo.recipe.election import Election
 from kazoo.recipe.lock import Lock
 
-from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S, client, with_retries
+from tests.faults.register import (
+    CONNECT_TIMEOUT_S,
+    FAILURES,
+    PROCESS_STRIDE,
+    client,
+    parse_worker_args,
+    stop_client,
+    stop_on_stdin_eof,
+    with_retries,
+    worker_parser,
+)
 
 RECIPES = ("lock", "election")
 # The Curator worker (tests/curator/CuratorLockWorker.java) writes its acts under /curator-acts: --dump reads them.
@@ -287,20 +297,11 @@ def dump(args: argparse.Namespace) -> int:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = worker_parser(
+        __doc__.split("\n")[0], pacing_max_s=0.02, dump_help="write every act znode to --out and exit"
+    )
     parser.add_argument("--recipe", choices=DUMPED, required=True)
-    parser.add_argument("--hosts", required=True, help="host:port,... in the order to try")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--dump", action="store_true", help="write every act znode to --out and exit")
-    parser.add_argument("--worker", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--session-s", type=float, default=2.0)
-    parser.add_argument("--op-timeout-s", type=float, default=3.0)
-    parser.add_argument("--pacing-max-s", type=float, default=0.02)
-    parser.add_argument("--duration-max-s", type=float, default=300.0)
-    args = parser.parse_args(argv)
-    if not args.dump and args.worker < 1:
-        parser.error(f"--worker must be >= 1, got {args.worker}")
+    args = parse_worker_args(parser, argv)
     if not args.dump and args.recipe not in RECIPES:
         parser.error(f"--recipe {args.recipe} is read back only (--dump); its workers are Java")
     return args
@@ -318,18 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     with open(args.out, "a", encoding="utf-8") as out:
         holder = Holder(zk, args, out, stop)
-
-        def stop_on_eof() -> None:
-            sys.stdin.read()
-            stop.set()
-            holder.cancel()
-
-        threading.Thread(target=stop_on_eof, daemon=True).start()
+        stop_on_stdin_eof(stop, then=holder.cancel)
         print("ready", flush=True)
         holder.run()
-    stopper = threading.Thread(target=zk.stop, daemon=True)
-    stopper.start()
-    stopper.join(STOP_TIMEOUT_S)
+    stop_client(zk)
     return 0
 
 

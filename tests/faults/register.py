@@ -123,6 +123,49 @@ def with_retries(setup: Callable[[], object]) -> None:
             time.sleep(SETUP_PAUSE_S)  # back-off between attempts, not a wait for a condition
 
 
+def worker_parser(description: str, pacing_max_s: float, dump_help: str | None = None) -> argparse.ArgumentParser:
+    """The flags every ZooKeeper worker of the campaign takes (campaign.py starts them); `dump_help`: the
+    worker also reads the cluster back with --dump (then --worker is not needed)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--hosts", required=True, help="host:port,... in the order to try")
+    parser.add_argument("--out", required=True)
+    if dump_help is not None:
+        parser.add_argument("--dump", action="store_true", help=dump_help)
+    parser.add_argument("--worker", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--session-s", type=float, default=2.0)
+    parser.add_argument("--op-timeout-s", type=float, default=3.0)
+    parser.add_argument("--pacing-max-s", type=float, default=pacing_max_s)
+    parser.add_argument("--duration-max-s", type=float, default=300.0)
+    return parser
+
+
+def parse_worker_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    args = parser.parse_args(argv)
+    if not getattr(args, "dump", False) and args.worker < 1:
+        parser.error(f"--worker must be >= 1, got {args.worker}")
+    return args
+
+
+def stop_on_stdin_eof(stop: threading.Event, then: Callable[[], None] | None = None) -> None:
+    """The campaign stops a worker by closing its stdin: `stop` is set then (and `then` called)."""
+
+    def wait_for_eof() -> None:
+        sys.stdin.read()
+        stop.set()
+        if then is not None:
+            then()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
+
+
+def stop_client(zk: KazooClient) -> None:
+    """Closes the session, waiting at most STOP_TIMEOUT_S (a client cut off may never hear back)."""
+    stopper = threading.Thread(target=zk.stop, daemon=True)
+    stopper.start()
+    stopper.join(STOP_TIMEOUT_S)
+
+
 def ensure_register(zk: KazooClient) -> None:
     try:
         zk.create(REGISTER, INITIAL_VALUE)
@@ -131,33 +174,17 @@ def ensure_register(zk: KazooClient) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--hosts", required=True, help="host:port,... in the order to try")
-    parser.add_argument("--worker", type=int, required=True)
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--session-s", type=float, default=2.0)
-    parser.add_argument("--op-timeout-s", type=float, default=3.0)
-    parser.add_argument("--pacing-max-s", type=float, default=0.02)
-    parser.add_argument("--duration-max-s", type=float, default=300.0)
-    args = parser.parse_args(argv)
+    args = parse_worker_args(worker_parser(__doc__.split("\n")[0], pacing_max_s=0.02), argv)
     logging.basicConfig(level=logging.CRITICAL)  # kazoo logs every lost connection; the history says enough
     zk = client(args.hosts, args.session_s)
     zk.start(timeout=CONNECT_TIMEOUT_S)
     with_retries(lambda: ensure_register(zk))
     stop = threading.Event()
-
-    def stop_on_eof() -> None:
-        sys.stdin.read()
-        stop.set()
-
-    threading.Thread(target=stop_on_eof, daemon=True).start()
+    stop_on_stdin_eof(stop)
     print("ready", flush=True)
     with open(args.out, "a", encoding="utf-8") as out:
         Worker(zk, args, out, stop).run()
-    stopper = threading.Thread(target=zk.stop, daemon=True)
-    stopper.start()
-    stopper.join(STOP_TIMEOUT_S)
+    stop_client(zk)
     return 0
 
 

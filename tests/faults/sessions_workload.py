@@ -28,7 +28,17 @@ from kazoo.exceptions import NoNodeError
 
 from tests.faults.cluster import HostedQuorum
 from tests.faults.netns import Host
-from tests.faults.register import CONNECT_TIMEOUT_S, FAILURES, PROCESS_STRIDE, STOP_TIMEOUT_S, client, with_retries
+from tests.faults.register import (
+    CONNECT_TIMEOUT_S,
+    FAILURES,
+    PROCESS_STRIDE,
+    client,
+    parse_worker_args,
+    stop_client,
+    stop_on_stdin_eof,
+    with_retries,
+    worker_parser,
+)
 from tests.faults.workload import Checked, Records
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 
@@ -175,20 +185,8 @@ def check(records: Records, ephemerals: list[dict[str, Any]]) -> Checked:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--hosts", required=True, help="host:port,... in the order to try")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--dump", action="store_true", help="write every node's ephemerals to --out and exit")
-    parser.add_argument("--worker", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--session-s", type=float, default=2.0)
-    parser.add_argument("--op-timeout-s", type=float, default=3.0)
-    parser.add_argument("--pacing-max-s", type=float, default=0.05)
-    parser.add_argument("--duration-max-s", type=float, default=300.0)
-    args = parser.parse_args(argv)
-    if not args.dump and args.worker < 1:
-        parser.error(f"--worker must be >= 1, got {args.worker}")
-    return args
+    dump_help = "write every node's ephemerals to --out and exit"
+    return parse_worker_args(worker_parser(__doc__.split("\n")[0], pacing_max_s=0.05, dump_help=dump_help), argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,18 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     zk.start(timeout=CONNECT_TIMEOUT_S)
     with_retries(lambda: zk.ensure_path(EPHEMERALS))
     stop = threading.Event()
-
-    def stop_on_eof() -> None:
-        sys.stdin.read()
-        stop.set()
-
-    threading.Thread(target=stop_on_eof, daemon=True).start()
+    stop_on_stdin_eof(stop)
     print("ready", flush=True)
     with open(args.out, "a", encoding="utf-8") as out:
         Heartbeater(zk, args, out, stop).run()
-    stopper = threading.Thread(target=zk.stop, daemon=True)
-    stopper.start()
-    stopper.join(STOP_TIMEOUT_S)
+    stop_client(zk)
     return 0
 
 
