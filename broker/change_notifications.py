@@ -17,10 +17,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from client.zk.aio import AsyncZkClient
 from client.zk.exceptions import NoNodeError
+
+if TYPE_CHECKING:  # the client's gRPC is loaded only where a session runs (a tool's --help loads none)
+    from client.zk.aio import AsyncZkClient
 
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs
 RETRY_AFTER_FAILURE_S = 1.0

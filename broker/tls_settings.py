@@ -11,8 +11,7 @@ by it when `ssl.client.auth=required`). The ZooKeeper session uses Kafka 2.5's `
 from __future__ import annotations
 
 from broker.config import BrokerConfig
-from runtime.grpc_channels import require_hostname_verification
-from runtime.tls import TlsConfig, TlsConfigError, from_kafka_properties
+from runtime.tls import TlsConfig, TlsConfigError, from_kafka_properties, require_hostname_verification
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 

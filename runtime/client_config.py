@@ -13,9 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from runtime.grpc_channels import require_hostname_verification
 from runtime.properties import PropertiesError, read_properties_file
-from runtime.tls import TlsConfig, TlsConfigError, from_kafka_properties, from_zookeeper_properties
+from runtime.tls import (
+    TlsConfig,
+    TlsConfigError,
+    from_kafka_properties,
+    from_zookeeper_properties,
+    require_hostname_verification,
+)
 
 # Kafka's SecurityProtocol names; the SASL half of SASL_* is authentication, not transport.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

@@ -17,23 +17,11 @@ from collections.abc import Sequence
 
 import grpc
 
-from runtime.tls import TlsConfig, TlsConfigError
+from runtime.tls import TlsConfig
 
 Options = Sequence[tuple[str, object]]
 # How long the probe that tells a TLS port from a closed connection may take: it runs only after a failure.
 _PROBE_TIMEOUT_S = 1.0
-
-
-def require_hostname_verification(tls: TlsConfig | None, prop: str) -> TlsConfig | None:
-    """gRPC's channels always check that the server's certificate names the address dialled (there is no
-    switch to turn it off short of naming another host), so a setting that turns it off is refused
-    rather than ignored; `prop` names the setting in the one-line error."""
-    if tls is not None and not tls.verify_hostname:
-        raise TlsConfigError(
-            f"{prop}: host name verification cannot be turned off on gRPC connections; "
-            "give certificates that name the addresses clients dial (zkraft up --secure does)"
-        )
-    return tls
 
 
 def aio_channel(address: str, tls: TlsConfig | None, options: Options = ()) -> grpc.aio.Channel:

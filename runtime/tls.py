@@ -20,8 +20,10 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import grpc
+if TYPE_CHECKING:  # grpc is imported where it is used: a tool's --help, which reads TLS flags, loads no gRPC
+    import grpc
 
 CLIENT_AUTH_MODES = ("none", "requested", "required")
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z ]+)-----.+?-----END \1-----\s*", re.S)
@@ -73,6 +75,8 @@ class TlsConfig:
         return context
 
     def grpc_server_credentials(self) -> grpc.ServerCredentials:
+        import grpc
+
         if self.keystore_file is None:
             raise TlsConfigError("a TLS server needs ssl.keystore.location (its key and certificate)")
         key, chain = split_keystore(self.keystore_file)
@@ -83,6 +87,8 @@ class TlsConfig:
         )
 
     def grpc_channel_credentials(self) -> grpc.ChannelCredentials:
+        import grpc
+
         key, chain = split_keystore(self.keystore_file) if self.keystore_file is not None else (None, None)
         return grpc.ssl_channel_credentials(read_pem(self.truststore_file), key, chain)
 
@@ -156,3 +162,15 @@ def from_zookeeper_properties(props: Mapping[str, str], prefix: str = "ssl.") ->
         verify_hostname=_flag(props.get(prefix + "hostnameVerification", "true"), prefix + "hostnameVerification"),
         client_auth=mode,
     )
+
+
+def require_hostname_verification(tls: TlsConfig | None, prop: str) -> TlsConfig | None:
+    """gRPC's channels always check that the server's certificate names the address dialled (there is no
+    switch to turn it off short of naming another host), so a setting that turns it off is refused
+    rather than ignored; `prop` names the setting in the one-line error."""
+    if tls is not None and not tls.verify_hostname:
+        raise TlsConfigError(
+            f"{prop}: host name verification cannot be turned off on gRPC connections; "
+            "give certificates that name the addresses clients dial (zkraft up --secure does)"
+        )
+    return tls

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.change_notifications import ChangeNotificationListener
 from client.kafka.acls import (
@@ -34,8 +34,10 @@ from client.kafka.acls import (
     encode_change,
     store_path,
 )
-from client.zk.aio import AsyncZkClient
 from client.zk.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+if TYPE_CHECKING:  # the client's gRPC is loaded only where a session runs (a tool's --help loads none)
+    from client.zk.aio import AsyncZkClient
 
 # Conditional writes lost to concurrent writers before giving up (Kafka retries without a bound; we name one).
 UPDATE_ATTEMPTS_MAX = 50

@@ -39,7 +39,6 @@ from client.kafka.acls import (
     ResourceType,
     binding_problem,
 )
-from client.zk.aio import AsyncZkClient
 
 API_VERSIONS = 18
 DESCRIBE_ACLS = 29
@@ -214,6 +213,8 @@ class ZooKeeperAcls:
     """The znodes through the quorum, on an event loop of its own (the tool is synchronous)."""
 
     def __init__(self, connect: str, timeout_s: float) -> None:
+        from client.zk.aio import AsyncZkClient  # here: `zkraft --help` loads no gRPC
+
         self._loop = asyncio.new_event_loop()
         self._zk = AsyncZkClient(connect)
         try:
