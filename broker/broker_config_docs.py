@@ -154,6 +154,34 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     # AclAuthorizer's own settings (its config, not KafkaConfig's definitions in 2.8): a sentence of ours.
     "super.users": "Principals, separated by semicolons, that the authorizer allows every operation on every resource.",
     "allow.everyone.if.no.acl.found": "Whether the authorizer allows everyone a resource that has no ACL at all.",
+    # TLS (SslConfigs, KafkaConfig's inter-broker and ZooKeeper client TLS, 2.5+).
+    "security.inter.broker.protocol": "Security protocol used to communicate between brokers.",
+    "ssl.keystore.location": "The location of the key store file.",
+    "ssl.keystore.type": "The file format of the key store file.",
+    "ssl.truststore.location": "The location of the trust store file.",
+    "ssl.truststore.type": "The file format of the trust store file.",
+    "ssl.client.auth": "Configures kafka broker to request client authentication.",
+    "ssl.endpoint.identification.algorithm": (
+        "The endpoint identification algorithm to validate server hostname using server certificate."
+    ),
+    "zookeeper.ssl.client.enable": "Set client to use TLS when connecting to ZooKeeper.",
+    "zookeeper.clientCnxnSocket": (
+        "Typically set to <code>org.apache.zookeeper.ClientCnxnSocketNetty</code> when using TLS connectivity to "
+        "ZooKeeper."
+    ),
+    "zookeeper.ssl.keystore.location": (
+        "Keystore location when using a client-side certificate with TLS connectivity to ZooKeeper."
+    ),
+    "zookeeper.ssl.keystore.type": (
+        "Keystore type when using a client-side certificate with TLS connectivity to ZooKeeper."
+    ),
+    "zookeeper.ssl.truststore.location": "Truststore location when using TLS connectivity to ZooKeeper.",
+    "zookeeper.ssl.truststore.type": "Truststore type when using TLS connectivity to ZooKeeper.",
+    "zookeeper.ssl.endpoint.identification.algorithm": (
+        "Specifies whether to enable hostname verification in the ZooKeeper TLS negotiation process, with "
+        '(case-insensitively) "https" meaning ZooKeeper hostname verification is enabled and an explicit blank value '
+        "meaning it is disabled (disabling it is only recommended for testing purposes)."
+    ),
     # zkraft's own properties (Kafka 2.8's KafkaConfig has none of these names).
     "isr.change.propagation.interval.ms": (
         "How often a partition leader publishes its ISR changes to /isr_change_notification for the controller."
