@@ -43,6 +43,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from tests.faults import kafka_check
+from tests.faults.campaign import Fault  # its target here: broker faults "controller" or "leader", quorum
+
+# "leader" or "follower", group "member"
 from tests.faults.cluster import HostedQuorum
 from tests.faults.kafka_cluster import HostedBrokers
 from tests.faults.netns import Host, Network
@@ -75,16 +78,6 @@ SETTLE_ACKS = 50
 POLL_S = 0.2
 STOP_DEADLINE_S = 40.0
 STARTUP_RESTARTS_MAX = 3
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    kind: str
-    target: str  # broker faults: "controller" or "leader"; quorum: "leader" or "follower"; group: "member"
-    hold_s: float
-
-    def __str__(self) -> str:
-        return f"{self.kind}({self.target},{self.hold_s:.1f}s)"
 
 
 def schedule(seed: int, kinds: tuple[str, ...] | None = None, faults: int = 1) -> list[Fault]:
