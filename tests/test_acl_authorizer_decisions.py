@@ -217,6 +217,7 @@ def test_change_notifications_are_followed_and_expired_ones_purged() -> None:
 
     from broker.authorizer.zk_store import AclChangeListener
     from broker.change_notifications import CHANGE_EXPIRATION_MS
+    from tests.quorum_harness import poll_until
 
     now_ms = 10 * CHANGE_EXPIRATION_MS
     pattern, entry = acl("t", ALICE, Op.READ)
@@ -244,6 +245,9 @@ def test_change_notifications_are_followed_and_expired_ones_purged() -> None:
 
     changes: list[tuple[ResourcePattern, frozenset[AccessControlEntry]]] = []
 
+    async def changed() -> bool:
+        return bool(changes)
+
     async def scenario() -> None:
         listener = AclChangeListener(Zk(), lambda p, e: changes.append((p, e)), structlog.get_logger("test"),
                                      wall_clock_ms=lambda: now_ms)  # type: ignore[arg-type]  # fmt: skip
@@ -252,10 +256,7 @@ def test_change_notifications_are_followed_and_expired_ones_purged() -> None:
         listener.start()
         for store in listener._stores:  # what a watch on each store does
             store._on_event(None)
-        for _ in range(100):  # bounded: the listener task runs on this loop
-            if changes:
-                break
-            await asyncio.sleep(0.01)
+        await poll_until(changed, 2.0, "the listener delivered the change")  # its task runs on this loop
         await listener.stop()
 
     asyncio.run(scenario())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,21 @@ import uvloop
 
 from runtime.tls import TlsConfig
 from runtime.tls_accept import TlsStreamServer, start_stream_server
+from tests.quorum_harness import poll_until
 from tests.tls_material import TlsMaterial, make_tls_material
 
 CLIENTS = 100
 TIMEOUT_S = 30.0
 HANDSHAKE_TIMEOUT_S = 0.5
+
+
+def _reported(failures: list[str], count: int) -> Callable[[], Awaitable[bool]]:
+    """A probe for poll_until: have the server's handshake-failure callbacks reported `count` failures yet?"""
+
+    async def probe() -> bool:
+        return len(failures) >= count
+
+    return probe
 
 
 async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -55,9 +66,7 @@ async def exercise(material: TlsMaterial) -> list[str]:
         await asyncio.open_connection(
             "127.0.0.1", port, ssl=TlsConfig(None, material.other_ca_file).client_ssl_context()
         )
-    async with asyncio.timeout(TIMEOUT_S):
-        while len(failures) < 2:
-            await asyncio.sleep(0.01)
+    await poll_until(_reported(failures, 2), TIMEOUT_S, lambda: f"two handshake failures reported: {failures}")
     server.close()
     await server.wait_closed()
     with pytest.raises(OSError):
@@ -94,9 +103,7 @@ async def silent_client(material: TlsMaterial) -> list[str]:
         handshake_timeout_s=HANDSHAKE_TIMEOUT_S,
     )
     _, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
-    async with asyncio.timeout(TIMEOUT_S):
-        while not failures:
-            await asyncio.sleep(0.01)
+    await poll_until(_reported(failures, 1), TIMEOUT_S, "the silent client's handshake failure reported")
     writer.close()
     server.close()
     await server.wait_closed()
