@@ -1,0 +1,258 @@
+"""The console's web application: one route per page or action, HTML rendered on the server.
+
+Pages read under the clients' lock on a worker thread (the SDK is blocking). Actions are POSTed plain forms
+answered with a redirect (post/redirect/get) that carries a one-line outcome; a failed action shows the SDK's
+error message, Kafka's error in plain words, never a stack trace. Templates autoescape everything.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import structlog
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from zkraft.console import charts, group_pages, kafka_pages, message_pages, reassign_pages, znode_pages
+from zkraft.console.clients import ConsoleClients, ConsoleUnavailable
+from zkraft.console.forms import ConsoleInputError
+from zkraft.console.login import LoginGate
+from zkraft.console.rates import RateSampler
+
+HERE = Path(__file__).resolve().parent
+log = structlog.get_logger("zkraft.console")
+
+
+class ConsoleState:
+    """What every request shares: the SDK clients, the rate sampler, the login gate and the templates."""
+
+    def __init__(self, clients: ConsoleClients, sampler: RateSampler | None, gate: LoginGate | None) -> None:
+        self.clients = clients
+        self.sampler = sampler
+        self.gate = gate
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,  # topic names, keys, values and znode data are user-controlled
+            undefined=jinja2.StrictUndefined,
+        )
+        self.templates.filters["human_bytes"] = human_bytes
+        self.templates.filters["rate"] = lambda value: "–" if value is None else f"{value:,.1f}"
+        self.templates.filters["q"] = lambda value: urllib.parse.quote(str(value), safe="")
+
+
+def human_bytes(value: float | None) -> str:
+    if value is None:
+        return "–"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} GiB"
+
+
+def plain_error(error: BaseException) -> str:
+    """One line a person reads: the SDK's message (Kafka's error in words), never a traceback."""
+    from client.kafka.errors import KafkaError
+
+    text = " ".join(str(error).split())
+    if isinstance(error, KafkaError) and ":" not in text and error.default_message not in text:
+        # The SDK's message is only the context ("describe topic t"): add what Kafka's error code means.
+        text = f"{text}: {error.default_message}" if text else error.default_message
+    return text or type(error).__name__
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from client.kafka.client_errors import KafkaConfigurationError
+    from client.kafka.errors import KafkaError
+    from client.zk.exceptions import ZkException
+
+    return (KafkaError, KafkaConfigurationError, ZkException, ConsoleInputError, ConsoleUnavailable)
+
+
+def render(state: ConsoleState, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+    context = {
+        "request_path": request.url.path,
+        "message": request.query_params.get("msg", ""),
+        "error": values.pop("error", "") or request.query_params.get("error", ""),
+        "user": request.scope.get("console_user"),
+        **values,
+    }
+    html = state.templates.get_template(template).render(context)
+    return HTMLResponse(html, status_code=status)
+
+
+async def page(state: ConsoleState, request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
+    """Build a page's values under the clients' lock; a failure renders the page's frame with the error."""
+
+    def locked() -> dict[str, Any]:
+        with state.clients.use():
+            return build()
+
+    try:
+        values = await run_in_threadpool(locked)
+    except _known_errors() as error:
+        log.info("console_page_failed", path=request.url.path, error=plain_error(error))
+        return render(state, request, "failed.html", status=502, error=plain_error(error))
+    return render(state, request, template, **values)
+
+
+async def action(state: ConsoleState, request: Request, run: Callable[[dict[str, str]], str], back: str) -> Response:
+    """Run a POSTed action, then redirect to `back` with its outcome (or the error) in one line."""
+    form = {key: str(value) for key, value in (await request.form()).items()}
+
+    def locked() -> str:
+        with state.clients.use():
+            return run(form)
+
+    try:
+        outcome = await run_in_threadpool(locked)
+        query = {"msg": outcome}
+        log.info("console_action", path=request.url.path, outcome=outcome, user=request.scope.get("console_user"))
+    except _known_errors() as error:
+        query = {"error": plain_error(error)}
+        log.info("console_action_failed", path=request.url.path, error=query["error"])
+    separator = "&" if "?" in back else "?"
+    return RedirectResponse(f"{back}{separator}{urllib.parse.urlencode(query)}", status_code=303)
+
+
+def build_app(state: ConsoleState) -> Starlette:
+    clients = state.clients
+    sampler = state.sampler
+
+    async def overview(request: Request) -> Response:
+        return await page(state, request, "overview.html", lambda: {"view": kafka_pages.overview(clients)})
+
+    async def topics(request: Request) -> Response:
+        return await page(state, request, "topics.html", lambda: {"topics": kafka_pages.topic_rows(clients, sampler)})
+
+    async def topic_create(request: Request) -> Response:
+        return await action(state, request, lambda form: kafka_pages.create_topic(clients, form), "/topics")
+
+    async def topic(request: Request) -> Response:
+        name = request.path_params["name"]
+        return await page(state, request, "topic.html", lambda: {"topic": kafka_pages.topic_detail(clients, name)})
+
+    async def topic_action(request: Request) -> Response:
+        name, verb = request.path_params["name"], request.path_params["verb"]
+        actions = {
+            "delete": (kafka_pages.delete_topic, "/topics"),
+            "partitions": (kafka_pages.add_partitions, f"/topics/{name}"),
+            "config": (kafka_pages.alter_topic_config, f"/topics/{name}"),
+        }
+        if verb not in actions:
+            return render(state, request, "failed.html", status=404, error=f"no topic action {verb!r}")
+        run, back = actions[verb]
+        return await action(state, request, lambda form: run(clients, name, form), back)
+
+    async def messages(request: Request) -> Response:
+        name = request.path_params["name"]
+        params = dict(request.query_params)
+
+        def build() -> dict[str, Any]:
+            query = message_pages.browse_query(params)
+            rows = message_pages.browse(clients, name, query) if "mode" in params else []
+            return {"topic": name, "query": query, "rows": rows, "browsed": "mode" in params}
+
+        return await page(state, request, "messages.html", build)
+
+    async def groups(request: Request) -> Response:
+        return await page(state, request, "groups.html", lambda: {"groups": group_pages.group_rows(clients)})
+
+    async def group(request: Request) -> Response:
+        group_id = request.path_params["group_id"]
+        return await page(state, request, "group.html", lambda: {"group": group_pages.group_detail(clients, group_id)})
+
+    async def group_reset(request: Request) -> Response:
+        group_id = request.path_params["group_id"]
+        back = f"/groups/{urllib.parse.quote(group_id, safe='')}"
+        return await action(state, request, lambda form: group_pages.reset_offsets(clients, group_id, form), back)
+
+    async def znodes(request: Request) -> Response:
+        path = request.query_params.get("path", "/")
+        return await page(state, request, "znodes.html", lambda: {"node": znode_pages.znode(clients, path)})
+
+    async def reassignment(request: Request) -> Response:
+        return await page(
+            state, request, "reassignment.html", lambda: {"ongoing": reassign_pages.ongoing(clients), "output": ""}
+        )
+
+    async def reassignment_action(request: Request) -> Response:
+        verb = request.path_params["verb"]
+        form = {key: str(value) for key, value in (await request.form()).items()}
+
+        def build() -> dict[str, Any]:
+            output = reassign_pages.run_action(clients, verb, form)
+            return {"ongoing": reassign_pages.ongoing(clients), "output": output, "form": form}
+
+        # The tool's output is the answer (a proposed plan to copy): shown on the page, not redirected away.
+        return await page(state, request, "reassignment.html", build)
+
+    async def election(request: Request) -> Response:
+        return await action(
+            state, request, lambda form: reassign_pages.preferred_election(clients, form), "/reassignment"
+        )
+
+    async def chart_page(request: Request) -> Response:
+        history = sampler.history() if sampler is not None else []
+        svgs = [charts.svg_line_chart(series) for series in charts.rate_series(history)]
+        errors = history[-1].errors if history else ()
+        return render(
+            state,
+            request,
+            "charts.html",
+            charts=svgs,
+            sampling=sampler is not None,
+            errors=errors,
+            samples=len(history),
+        )
+
+    routes = [
+        Route("/", overview),
+        Route("/topics", topics),
+        Route("/topics", topic_create, methods=["POST"]),
+        Route("/topics/{name}", topic),
+        Route("/topics/{name}/messages", messages),
+        Route("/topics/{name}/{verb}", topic_action, methods=["POST"]),
+        Route("/groups", groups),
+        Route("/groups/{group_id:path}/reset", group_reset, methods=["POST"]),
+        Route("/groups/{group_id:path}", group),
+        Route("/znodes", znodes),
+        Route("/reassignment", reassignment),
+        Route("/reassignment/election", election, methods=["POST"]),
+        Route("/reassignment/{verb}", reassignment_action, methods=["POST"]),
+        Route("/charts", chart_page),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    if state.gate is not None:
+        routes += state.gate.routes(state, render)
+    app = Starlette(routes=routes)
+    app.add_middleware(_timing_middleware_class(state))
+    return app
+
+
+def _timing_middleware_class(state: ConsoleState) -> Any:
+    """Server-Timing: how long the server took to render (what bench/console_bench.py reads); the login check."""
+    from starlette.middleware.base import BaseHTTPMiddleware
+
+    class Timing(BaseHTTPMiddleware):
+        async def dispatch(self, request: Request, call_next: Any) -> Response:
+            started = time.perf_counter()
+            if state.gate is not None:
+                refused = state.gate.check(request)
+                if refused is not None:
+                    return refused
+            response = await call_next(request)
+            response.headers["Server-Timing"] = f"render;dur={(time.perf_counter() - started) * 1000:.1f}"
+            return response
+
+    return Timing
