@@ -17,6 +17,7 @@ import jinja2
 import structlog
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -125,119 +126,132 @@ async def action(state: ConsoleState, request: Request, run: Callable[[dict[str,
     return RedirectResponse(f"{back}{separator}{urllib.parse.urlencode(query)}", status_code=303)
 
 
-def build_app(state: ConsoleState) -> Starlette:
-    clients = state.clients
-    sampler = state.sampler
+class Pages:
+    """One method per page or action; `routes()` maps them to paths."""
 
-    async def overview(request: Request) -> Response:
-        return await page(state, request, "overview.html", lambda: {"view": kafka_pages.overview(clients)})
+    def __init__(self, state: ConsoleState) -> None:
+        self.state = state
+        self.clients = state.clients
+        self.sampler = state.sampler
 
-    async def topics(request: Request) -> Response:
-        return await page(state, request, "topics.html", lambda: {"topics": kafka_pages.topic_rows(clients, sampler)})
+    async def overview(self, request: Request) -> Response:
+        return await page(self.state, request, "overview.html", lambda: {"view": kafka_pages.overview(self.clients)})
 
-    async def topic_create(request: Request) -> Response:
-        return await action(state, request, lambda form: kafka_pages.create_topic(clients, form), "/topics")
+    async def topics(self, request: Request) -> Response:
+        def build() -> dict[str, Any]:
+            return {"topics": kafka_pages.topic_rows(self.clients, self.sampler)}
 
-    async def topic(request: Request) -> Response:
+        return await page(self.state, request, "topics.html", build)
+
+    async def topic_create(self, request: Request) -> Response:
+        return await action(self.state, request, lambda form: kafka_pages.create_topic(self.clients, form), "/topics")
+
+    async def topic(self, request: Request) -> Response:
         name = request.path_params["name"]
-        return await page(state, request, "topic.html", lambda: {"topic": kafka_pages.topic_detail(clients, name)})
+        return await page(
+            self.state, request, "topic.html", lambda: {"topic": kafka_pages.topic_detail(self.clients, name)}
+        )
 
-    async def topic_action(request: Request) -> Response:
+    async def topic_action(self, request: Request) -> Response:
         name, verb = request.path_params["name"], request.path_params["verb"]
+        back = f"/topics/{urllib.parse.quote(name, safe='')}"
         actions = {
             "delete": (kafka_pages.delete_topic, "/topics"),
-            "partitions": (kafka_pages.add_partitions, f"/topics/{name}"),
-            "config": (kafka_pages.alter_topic_config, f"/topics/{name}"),
+            "partitions": (kafka_pages.add_partitions, back),
+            "config": (kafka_pages.alter_topic_config, back),
         }
         if verb not in actions:
-            return render(state, request, "failed.html", status=404, error=f"no topic action {verb!r}")
-        run, back = actions[verb]
-        return await action(state, request, lambda form: run(clients, name, form), back)
+            return render(self.state, request, "failed.html", status=404, error=f"no topic action {verb!r}")
+        run, target = actions[verb]
+        return await action(self.state, request, lambda form: run(self.clients, name, form), target)
 
-    async def messages(request: Request) -> Response:
+    async def messages(self, request: Request) -> Response:
         name = request.path_params["name"]
         params = dict(request.query_params)
 
         def build() -> dict[str, Any]:
             query = message_pages.browse_query(params)
-            rows = message_pages.browse(clients, name, query) if "mode" in params else []
+            rows = message_pages.browse(self.clients, name, query) if "mode" in params else []
             return {"topic": name, "query": query, "rows": rows, "browsed": "mode" in params}
 
-        return await page(state, request, "messages.html", build)
+        return await page(self.state, request, "messages.html", build)
 
-    async def groups(request: Request) -> Response:
-        return await page(state, request, "groups.html", lambda: {"groups": group_pages.group_rows(clients)})
+    async def groups(self, request: Request) -> Response:
+        return await page(self.state, request, "groups.html", lambda: {"groups": group_pages.group_rows(self.clients)})
 
-    async def group(request: Request) -> Response:
+    async def group(self, request: Request) -> Response:
         group_id = request.path_params["group_id"]
-        return await page(state, request, "group.html", lambda: {"group": group_pages.group_detail(clients, group_id)})
-
-    async def group_reset(request: Request) -> Response:
-        group_id = request.path_params["group_id"]
-        back = f"/groups/{urllib.parse.quote(group_id, safe='')}"
-        return await action(state, request, lambda form: group_pages.reset_offsets(clients, group_id, form), back)
-
-    async def znodes(request: Request) -> Response:
-        path = request.query_params.get("path", "/")
-        return await page(state, request, "znodes.html", lambda: {"node": znode_pages.znode(clients, path)})
-
-    async def reassignment(request: Request) -> Response:
         return await page(
-            state, request, "reassignment.html", lambda: {"ongoing": reassign_pages.ongoing(clients), "output": ""}
+            self.state, request, "group.html", lambda: {"group": group_pages.group_detail(self.clients, group_id)}
         )
 
-    async def reassignment_action(request: Request) -> Response:
+    async def group_reset(self, request: Request) -> Response:
+        group_id = request.path_params["group_id"]
+        back = f"/groups/{urllib.parse.quote(group_id, safe='')}"
+        return await action(
+            self.state, request, lambda form: group_pages.reset_offsets(self.clients, group_id, form), back
+        )
+
+    async def znodes(self, request: Request) -> Response:
+        path = request.query_params.get("path", "/")
+        return await page(self.state, request, "znodes.html", lambda: {"node": znode_pages.znode(self.clients, path)})
+
+    async def reassignment(self, request: Request) -> Response:
+        return await page(
+            self.state, request, "reassignment.html", lambda: {"ongoing": reassign_pages.ongoing(self.clients)}
+        )
+
+    async def reassignment_action(self, request: Request) -> Response:
         verb = request.path_params["verb"]
         form = {key: str(value) for key, value in (await request.form()).items()}
 
         def build() -> dict[str, Any]:
-            output = reassign_pages.run_action(clients, verb, form)
-            return {"ongoing": reassign_pages.ongoing(clients), "output": output, "form": form}
+            output = reassign_pages.run_action(self.clients, verb, form)
+            return {"ongoing": reassign_pages.ongoing(self.clients), "output": output, "form": form}
 
         # The tool's output is the answer (a proposed plan to copy): shown on the page, not redirected away.
-        return await page(state, request, "reassignment.html", build)
+        return await page(self.state, request, "reassignment.html", build)
 
-    async def election(request: Request) -> Response:
+    async def election(self, request: Request) -> Response:
         return await action(
-            state, request, lambda form: reassign_pages.preferred_election(clients, form), "/reassignment"
+            self.state, request, lambda form: reassign_pages.preferred_election(self.clients, form), "/reassignment"
         )
 
-    async def chart_page(request: Request) -> Response:
-        history = sampler.history() if sampler is not None else []
+    async def chart_page(self, request: Request) -> Response:
+        history = self.sampler.history() if self.sampler is not None else []
         svgs = [charts.svg_line_chart(series) for series in charts.rate_series(history)]
         errors = history[-1].errors if history else ()
+        sampling = self.sampler is not None
         return render(
-            state,
-            request,
-            "charts.html",
-            charts=svgs,
-            sampling=sampler is not None,
-            errors=errors,
-            samples=len(history),
+            self.state, request, "charts.html", charts=svgs, sampling=sampling, errors=errors, samples=len(history)
         )
 
-    routes = [
-        Route("/", overview),
-        Route("/topics", topics),
-        Route("/topics", topic_create, methods=["POST"]),
-        Route("/topics/{name}", topic),
-        Route("/topics/{name}/messages", messages),
-        Route("/topics/{name}/{verb}", topic_action, methods=["POST"]),
-        Route("/groups", groups),
-        Route("/groups/{group_id:path}/reset", group_reset, methods=["POST"]),
-        Route("/groups/{group_id:path}", group),
-        Route("/znodes", znodes),
-        Route("/reassignment", reassignment),
-        Route("/reassignment/election", election, methods=["POST"]),
-        Route("/reassignment/{verb}", reassignment_action, methods=["POST"]),
-        Route("/charts", chart_page),
-        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
-    ]
+    def routes(self) -> list[Route | Mount]:
+        post = ["POST"]
+        return [
+            Route("/", self.overview),
+            Route("/topics", self.topics),
+            Route("/topics", self.topic_create, methods=post),
+            Route("/topics/{name}", self.topic),
+            Route("/topics/{name}/messages", self.messages),
+            Route("/topics/{name}/{verb}", self.topic_action, methods=post),
+            Route("/groups", self.groups),
+            Route("/groups/{group_id:path}/reset", self.group_reset, methods=post),
+            Route("/groups/{group_id:path}", self.group),
+            Route("/znodes", self.znodes),
+            Route("/reassignment", self.reassignment),
+            Route("/reassignment/election", self.election, methods=post),
+            Route("/reassignment/{verb}", self.reassignment_action, methods=post),
+            Route("/charts", self.chart_page),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ]
+
+
+def build_app(state: ConsoleState) -> Starlette:
+    routes: list[Any] = Pages(state).routes()
     if state.gate is not None:
         routes += state.gate.routes(state, render)
-    app = Starlette(routes=routes)
-    app.add_middleware(_timing_middleware_class(state))
-    return app
+    return Starlette(routes=routes, middleware=[Middleware(_timing_middleware_class(state))])
 
 
 def _timing_middleware_class(state: ConsoleState) -> Any:

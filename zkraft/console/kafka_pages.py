@@ -14,7 +14,7 @@ from typing import Any
 from client.kafka.structs import TopicPartition
 from zkraft.console.clients import ConsoleClients
 from zkraft.console.forms import ConsoleInputError, config_lines, int_field, text_field
-from zkraft.console.rates import RateSampler
+from zkraft.console.rates import RateSampler, rates_between
 
 QUORUM_STATUS_TIMEOUT_S = 1.0
 
@@ -99,7 +99,8 @@ def quorum_rows(clients: ConsoleClients) -> tuple[list[Any], str | None]:
 
 def topic_rows(clients: ConsoleClients, sampler: RateSampler | None) -> list[TopicRow]:
     topics = clients.admin.describe_topics(None)
-    latest = sampler.latest() if sampler is not None else None
+    history = sampler.history()[-2:] if sampler is not None else []
+    latest = history[-1] if history else None
     sizes: dict[str, int] = {}
     if latest is not None:
         for (topic, _partition), size in latest.log_size_bytes.items():
@@ -107,7 +108,7 @@ def topic_rows(clients: ConsoleClients, sampler: RateSampler | None) -> list[Top
     out = []
     for topic in topics:
         rows = _rows(topic)
-        rates = sampler.latest_rates(topic.name) if sampler is not None else None
+        rates = rates_between(history[0], history[1], topic.name) if len(history) == 2 else None
         out.append(
             TopicRow(
                 name=topic.name,
