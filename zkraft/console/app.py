@@ -104,7 +104,14 @@ async def page(state: ConsoleState, request: Request, template: str, build: Call
     except _known_errors() as error:
         log.info("console_page_failed", path=request.url.path, error=plain_error(error))
         return render(state, request, "failed.html", status=502, error=plain_error(error))
+    except Exception as error:  # the request's boundary: logged with its traceback, one line to the user
+        log.exception("console_page_crashed", path=request.url.path)
+        return render(state, request, "failed.html", status=500, error=unexpected(error))
     return render(state, request, template, **values)
+
+
+def unexpected(error: BaseException) -> str:
+    return f"unexpected {type(error).__name__}: {plain_error(error)} (the console's log has the details)"
 
 
 async def action(state: ConsoleState, request: Request, run: Callable[[dict[str, str]], str], back: str) -> Response:
@@ -122,6 +129,9 @@ async def action(state: ConsoleState, request: Request, run: Callable[[dict[str,
     except _known_errors() as error:
         query = {"error": plain_error(error)}
         log.info("console_action_failed", path=request.url.path, error=query["error"])
+    except Exception as error:  # the request's boundary, as in page()
+        log.exception("console_action_crashed", path=request.url.path)
+        query = {"error": unexpected(error)}
     separator = "&" if "?" in back else "?"
     return RedirectResponse(f"{back}{separator}{urllib.parse.urlencode(query)}", status_code=303)
 

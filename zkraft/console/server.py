@@ -91,12 +91,15 @@ def build(ns: argparse.Namespace) -> tuple[Any, Any]:
 def run(ns: argparse.Namespace) -> int:
     import logging
 
+    import structlog
     import uvicorn
 
+    from runtime.json_logging import configure_logging
     from zkraft.tools.topics import ToolError
 
     logging.getLogger("zkraft.client").addHandler(logging.NullHandler())
     app, state = build(ns)
+    configure_logging()  # JSON lines on stderr (the console's log under `zkraft up`), as every zkraft server
     # Bound here, not by uvicorn, so that a port in use is one line naming it (uvicorn logs and exits).
     try:
         listener = socket.create_server((ns.host, ns.port), reuse_port=False)
@@ -108,6 +111,12 @@ def run(ns: argparse.Namespace) -> int:
     if state.sampler is not None:
         state.sampler.start()
     print(f"zkraft console: http://{ns.host}:{port}/", flush=True)
+    structlog.get_logger("zkraft.console").info(
+        "console_started",
+        address=f"{ns.host}:{port}",
+        login=state.gate is not None,
+        metrics_servers=len(state.clients.targets.metrics_servers),
+    )
     try:
         server.run(sockets=[listener])
     finally:
