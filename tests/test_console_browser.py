@@ -20,7 +20,8 @@ from tests.browser import chromium, ensure_chromium, screenshot_on_failure
 from tests.helpers import wait_until
 from tests.test_up_cli import UpProcess, broker_ports, running_up
 
-pytestmark = pytest.mark.integration
+# The first run on a fresh machine installs Chromium inside the module's setup: allow for the download.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 PAGE_TIMEOUT_S = 30.0
 CLIENT_TIMEOUT_S = 30.0
@@ -193,3 +194,51 @@ def consume_and_commit(bootstrap: str, records: int) -> None:
         consumer.commit()
     finally:
         consumer.close(autocommit=False)
+
+
+def test_topic_admin_and_reassignment_through_the_forms(
+    console: tuple[UpProcess, str], browser: Any, tmp_path: Path
+) -> None:
+    """Edit a config, add partitions, generate and execute a reassignment plan, elect preferred leaders, delete."""
+    from client import Admin, NewTopic
+
+    up, url = console
+    topic = "browser-admin"
+    with Admin(kafka_bootstrap(up)) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    with screenshot_on_failure(browser, tmp_path, "topic-admin"):
+        browser.get(f"{url}/topics/{topic}")
+        form = browser.find_element("id", "set-config")
+        form.find_element("name", "key").send_keys("retention.bytes")
+        form.find_element("name", "value").send_keys("1048576")
+        form.find_element("css selector", "button[value=set]").click()
+        wait_for(browser, lambda: "retention.bytes=1048576 set" in text_of(browser, "#message"), "config not set")
+        assert "retention.bytes 1048576 DYNAMIC_TOPIC_CONFIG" in text_of(browser, "#configs")
+        browser.find_element("css selector", "#add-partitions button").click()
+        wait_for(browser, lambda: "now has 2 partitions" in text_of(browser, "#message"), "partitions not added")
+        assert len(browser.find_elements("css selector", "#partitions tr")) == 3
+
+    with screenshot_on_failure(browser, tmp_path, "reassignment"):
+        browser.find_element("link text", "Reassignment").click()
+        browser.find_element("css selector", "#generate input[name=topics]").send_keys(topic)
+        browser.find_element("css selector", "#generate input[name=brokers]").send_keys("1")
+        browser.find_element("css selector", "#generate button").click()
+        wait_for(browser, lambda: "Proposed partition reassignment" in text_of(browser, "#output"), "no plan")
+        proposed = text_of(browser, "#output").split("Proposed partition reassignment configuration")[1].strip()
+        assert json.loads(proposed)["partitions"][0]["replicas"] == [1]
+        browser.find_element("css selector", "#plan-form textarea").send_keys(proposed)
+        browser.find_element("css selector", "#plan-form button[formaction$=execute]").click()
+        wait_for(browser, lambda: "Successfully started" in text_of(browser, "#output"), "the plan did not start")
+        browser.find_element("css selector", "#plan-form button[formaction$=verify]").click()
+        wait_for(browser, lambda: "Status of partition reassignment" in text_of(browser, "#output"), "no verify")
+        browser.find_element("css selector", "#election input[name=topic]").send_keys(topic)
+        browser.find_element("css selector", "#election button").click()
+        wait_for(browser, lambda: text_of(browser, "#message") or text_of(browser, "#error"), "no election outcome")
+        # One replica each: the preferred one already leads (kafka-leader-election.sh's words).
+        assert text_of(browser, "#message") == f"Valid replica already elected for partitions {topic}-0, {topic}-1"
+
+    with screenshot_on_failure(browser, tmp_path, "delete-topic"):
+        browser.get(f"{url}/topics/{topic}")
+        browser.find_element("css selector", "#delete-topic input[name=confirm]").send_keys(topic)
+        browser.find_element("css selector", "#delete-topic button").click()
+        wait_for(browser, lambda: "marked for deletion" in text_of(browser, "#message"), "topic not deleted")
