@@ -45,7 +45,10 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[UpProces
     with running_up(data_dir, *args, ready_line="zkraft up: running") as up:
         url = up.cluster()["console_url"]
         wait_until(lambda: _serves(url), PAGE_TIMEOUT_S, interval_s=0.1, message=f"the console at {url} never answered")
+        assert f"console: {url} (log " in up.output()
         yield up, url.rstrip("/")
+        output = up.stop()  # every child gone, the console among them, and first
+        assert output.index("console stopped") < output.index("brokers stopped")
 
 
 def _serves(url: str) -> bool:

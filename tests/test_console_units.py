@@ -127,8 +127,11 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _open(url: str, data: bytes | None = None, cookie: str = "") -> tuple[int, dict[str, str], str]:
-    request = urllib.request.Request(url, data=data, headers={"Cookie": cookie} if cookie else {})
+def _open(url: str, data: bytes | None = None, cookie: str = "", origin: str = "") -> tuple[int, dict[str, str], str]:
+    headers = {"Cookie": cookie} if cookie else {}
+    if origin:
+        headers["Origin"] = origin
+    request = urllib.request.Request(url, data=data, headers=headers)
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         with opener.open(request, timeout=10) as response:
@@ -170,6 +173,9 @@ def test_with_a_login_every_page_asks_for_it_and_a_good_password_opens_them() ->
         cookie = headers["set-cookie"].split(";", 1)[0]
         status, _, body = _open(f"{url}/charts", cookie=cookie)
         assert status == 200 and "alice" in body and "Produce and fetch rates" in body
+        # A form another site's page posts (CSRF) is refused, logged in or not.
+        status, _, body = _open(f"{url}/login", b"user=alice&password=s3cret", origin="http://evil.example")
+        assert status == 403 and "another site" in body
 
 
 def test_up_plans_a_console_on_a_free_port_records_its_url_and_keeps_it(tmp_path: Path) -> None:

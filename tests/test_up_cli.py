@@ -85,8 +85,10 @@ class UpProcess:
         return [node["address"] for node in self.cluster()["quorum"]]
 
     def pids(self) -> list[int]:
+        """Every running child's pid: quorum nodes, brokers and the console."""
         cluster = self.cluster()
-        return [child["pid"] for child in [*cluster["quorum"], *cluster["brokers"]] if child["pid"] is not None]
+        children = [*cluster["quorum"], *cluster["brokers"], *([cluster["console"]] if "console" in cluster else [])]
+        return [child["pid"] for child in children if child["pid"] is not None]
 
     def stop(self) -> str:
         """SIGTERM `zkraft up`, expect exit 0 and every child gone; its whole output."""

@@ -264,6 +264,15 @@ def build_app(state: ConsoleState) -> Starlette:
     return Starlette(routes=routes, middleware=[Middleware(_timing_middleware_class(state))])
 
 
+def same_origin(request: Request) -> bool:
+    """Whether a POST comes from the console's own pages: no Origin header (not a browser's cross-site form),
+    or one naming the host the request was sent to."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    return urllib.parse.urlsplit(origin).netloc == request.headers.get("host", "")
+
+
 def _timing_middleware_class(state: ConsoleState) -> Any:
     """Server-Timing: how long the server took to render (what bench/console_bench.py reads); the login check."""
     from starlette.middleware.base import BaseHTTPMiddleware
@@ -271,6 +280,9 @@ def _timing_middleware_class(state: ConsoleState) -> Any:
     class Timing(BaseHTTPMiddleware):
         async def dispatch(self, request: Request, call_next: Any) -> Response:
             started = time.perf_counter()
+            if request.method == "POST" and not same_origin(request):
+                # A page of another site posting to the console (CSRF): browsers name the page's origin.
+                return HTMLResponse("refused: a form posted from another site", status_code=403)
             if state.gate is not None:
                 refused = state.gate.check(request)
                 if refused is not None:
