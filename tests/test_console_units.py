@@ -226,3 +226,36 @@ def test_a_console_port_in_use_is_one_line_and_exit_1() -> None:
     assert busy.returncode == 1, busy.stderr
     assert busy.stderr.startswith(f"zkraft: error: the console cannot serve on 127.0.0.1:{port}")
     assert busy.stderr.count("\n") == 1 and "Traceback" not in busy.stderr
+
+
+def test_a_topic_page_shows_an_offline_partition_without_asking_its_offsets() -> None:
+    from client.kafka.config_resources import ConfigDescription, ConfigResourceType
+    from client.kafka.structs import TopicPartition
+    from client.kafka.types import PartitionDescription, TopicDescription
+    from zkraft.console import kafka_pages
+
+    class Admin:
+        def describe_topics(self, names: list[str]) -> list[TopicDescription]:
+            online = PartitionDescription(0, 1, [1, 2], [1], [], None)
+            offline = PartitionDescription(1, -1, [2, 3], [2], [2, 3], None)
+            return [TopicDescription("t", False, [online, offline])]
+
+        def describe_configs(self, resources: list[object]) -> list[ConfigDescription]:
+            return [ConfigDescription(ConfigResourceType.TOPIC, "t", {})]
+
+    class Consumer:
+        def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+            assert tps == [TopicPartition("t", 0)]  # a leaderless partition would make ListOffsets fail
+            return {TopicPartition("t", 0): 3}
+
+        def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+            return {TopicPartition("t", 0): 9}
+
+    class Clients:
+        admin = Admin()
+        consumer = Consumer()
+
+    detail = kafka_pages.topic_detail(Clients(), "t")  # type: ignore[arg-type]
+    online, offline = detail.partitions
+    assert (online.start_offset, online.end_offset, online.out_of_sync) == (3, 9, [2])
+    assert offline.offline and offline.start_offset is None and offline.out_of_sync == [3]

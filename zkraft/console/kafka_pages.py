@@ -131,6 +131,7 @@ class TopicDetail:
     internal: bool
     partitions: list[PartitionRow]
     configs: list[Any]  # ConfigEntry, the non-default ones first
+    offsets_error: str | None = None
 
 
 def topic_detail(clients: ConsoleClients, name: str) -> TopicDetail:
@@ -138,15 +139,28 @@ def topic_detail(clients: ConsoleClients, name: str) -> TopicDetail:
 
     (topic,) = clients.admin.describe_topics([name])
     tps = [TopicPartition(name, p.partition) for p in topic.partitions]
-    starts = clients.consumer.beginning_offsets(tps) if tps else {}
-    ends = clients.consumer.end_offsets(tps) if tps else {}
+    led = [TopicPartition(name, p.partition) for p in topic.partitions if p.leader >= 0]
+    starts, ends, offsets_error = _log_offsets(clients, led)
     rows = [
         PartitionRow(name, p.partition, p.leader, list(p.replicas), list(p.isr), starts.get(tp), ends.get(tp))
         for p, tp in zip(topic.partitions, tps, strict=True)
     ]
     (described,) = clients.admin.describe_configs([ConfigResource("TOPIC", name)])
     entries = sorted(described.entries.values(), key=lambda e: (e.is_default, e.name))
-    return TopicDetail(name, topic.is_internal, rows, entries)
+    return TopicDetail(name, topic.is_internal, rows, entries, offsets_error)
+
+
+def _log_offsets(clients: ConsoleClients, tps: list[TopicPartition]) -> tuple[dict, dict, str | None]:
+    """Log start and end offsets of the partitions that have a leader; a refusal leaves them unknown (the
+    page still shows the partitions, which matter most when something is wrong)."""
+    from client.kafka.errors import KafkaError
+
+    if not tps:
+        return {}, {}, None
+    try:
+        return clients.consumer.beginning_offsets(tps), clients.consumer.end_offsets(tps), None
+    except KafkaError as error:
+        return {}, {}, f"log offsets unknown: {error}"
 
 
 # ---- actions: each raises the SDK's KafkaError (shown in plain words) or ConsoleInputError
