@@ -569,3 +569,29 @@ def test_a_second_secure_setup_keeps_the_ca_the_keystores_and_the_password(tmp_p
     node = x509.load_pem_x509_certificates(keystore)[0]
     assert node.subject.rfc4514_string() == "CN=quorum-1"
     assert stat.S_IMODE(os.stat(first.client_properties).st_mode) == 0o600
+
+
+def test_up_secure_console_asks_for_a_scram_login_and_then_reads_over_tls(secure_cluster: dict) -> None:
+    """The console `zkraft up --secure` starts: every page asks for a login; a wrong password is refused; the
+    admin's SCRAM password (checked against /config/users) opens the overview, read over TLS."""
+    from tests.helpers import wait_until
+    from tests.test_console_units import _open  # a urllib opener that does not follow redirects
+
+    url = secure_cluster["up"].cluster()["console_url"].rstrip("/")
+
+    def answers() -> bool:
+        try:
+            return _open(f"{url}/")[0] == 303
+        except OSError:  # not listening yet
+            return False
+
+    wait_until(answers, CLUSTER_WAIT_S, interval_s=0.1, message="the console never answered")
+    assert _open(f"{url}/")[1]["location"] == "/login?next=%2F"
+    security = secure_cluster["security"]
+    status, _, body = _open(f"{url}/login", f"user={security['username']}&password=wrong".encode())
+    assert status == 401 and "Wrong user or password" in body
+    form = f"user={security['username']}&password={security['password']}&next=/".encode()
+    status, headers, _ = _open(f"{url}/login", form)
+    assert (status, headers["location"]) == (303, "/")
+    status, _, body = _open(f"{url}/", cookie=headers["set-cookie"].split(";", 1)[0])
+    assert status == 200 and 'id="brokers"' in body and "Controller: broker" in body and "leader" in body

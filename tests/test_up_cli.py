@@ -85,8 +85,10 @@ class UpProcess:
         return [node["address"] for node in self.cluster()["quorum"]]
 
     def pids(self) -> list[int]:
+        """Every running child's pid: quorum nodes, brokers and the console."""
         cluster = self.cluster()
-        return [child["pid"] for child in [*cluster["quorum"], *cluster["brokers"]] if child["pid"] is not None]
+        children = [*cluster["quorum"], *cluster["brokers"], *([cluster["console"]] if "console" in cluster else [])]
+        return [child["pid"] for child in children if child["pid"] is not None]
 
     def stop(self) -> str:
         """SIGTERM `zkraft up`, expect exit 0 and every child gone; its whole output."""
@@ -137,7 +139,11 @@ def _kill_recorded_children(data_dir: Path) -> None:
     """Last-resort cleanup of the node and broker processes this test's `up` recorded (by pid)."""
     with contextlib.suppress(OSError, ValueError, KeyError):
         document = json.loads((data_dir / "cluster.json").read_text(encoding="utf-8"))
-        for child in [*document["quorum"], *document.get("brokers", [])]:
+        for child in [
+            *document["quorum"],
+            *document.get("brokers", []),
+            *([document["console"]] if "console" in document else []),
+        ]:
             pid = child.get("pid")
             if isinstance(pid, int) and pid_alive(pid):
                 with contextlib.suppress(ProcessLookupError):
@@ -145,14 +151,16 @@ def _kill_recorded_children(data_dir: Path) -> None:
 
 
 def with_zk_ports(data_dir: Path, args: tuple[str, ...]) -> tuple[str, ...]:
-    """`args` with free ZooKeeper client ports and Kafka listener ports for a new cluster (tests running at
-    once cannot share 2181 and 9092); a rerun keeps the ports its cluster.json records."""
+    """`args` with free ZooKeeper client ports, Kafka listener ports and a console port for a new cluster (tests
+    running at once cannot share 2181, 9092 and 8080); a rerun keeps the ports its cluster.json records."""
     if (data_dir / "cluster.json").exists():
         return args
     if "--zk-base-port" not in args:
         args = (*args, "--zk-base-port", str(free_base_port()))
     if "--kafka-base-port" not in args:
         args = (*args, "--kafka-base-port", str(free_base_port(KAFKA_PORTS_RESERVED)))
+    if "--console-port" not in args:
+        args = (*args, "--console-port", str(free_base_port(1)))
     return args
 
 

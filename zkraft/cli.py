@@ -21,6 +21,7 @@
     zkraft configs --zookeeper H:P|--bootstrap-server H:P --entity-type topics|brokers [--entity-name N] ....
     zkraft state-change-log-merger --logs F1,F2 | --logs-regex R [--topic T] [--partitions 0,1]
     zkraft acls --bootstrap-server H:P|--authorizer-properties zookeeper.connect=H:P --add|--remove|--list ...
+    zkraft console --bootstrap-server H:P [--zookeeper H:P] [--metrics-server H:P,...] [--port N]
 
 A user's mistake prints one line `zkraft: error: ...` on stderr and exits
 non-zero (2 for a usage error); it never prints a traceback. An unexpected
@@ -145,6 +146,7 @@ def _up(options: argparse.Namespace) -> int:
             zk_base_port=options.zk_base_port,
             kafka_base_port=options.kafka_base_port,
             secure=options.secure,
+            console_port=options.console_port,
         )
     except up.UpUsageError as error:
         raise UsageError(str(error)) from None
@@ -244,19 +246,28 @@ def _add_replication_tools(commands: argparse._SubParsersAction) -> None:  # typ
         ("acls", "acls", "Kafka's kafka-acls.sh",
          "add, remove or list the ACLs the brokers' authorizer enforces"),
     )  # fmt: skip
+    console_parser = commands.add_parser(
+        "console",
+        help="serve the web console: topics, groups, lag, messages, znodes, reassignment, charts",
+        description="A web console (CMAK's, AKHQ's pages) on the SDK, the quorum and the brokers' /metrics.",
+    )
+    importlib.import_module("zkraft.console.server").configure_parser(console_parser)
+    console_parser.set_defaults(handler=_kafka_tool_entry("console", "run", package="zkraft.console.server"))
     for name, module_name, origin, summary in tools:
         tool_parser = commands.add_parser(name, help=summary, description=f"{origin}: {summary}.")
         importlib.import_module(f"zkraft.tools.{module_name}").configure_parser(tool_parser)
         tool_parser.set_defaults(handler=_kafka_tool_entry(module_name, "run"))
 
 
-def _kafka_tool_entry(module_name: str, function: str) -> Callable[[argparse.Namespace], int]:
+def _kafka_tool_entry(
+    module_name: str, function: str, package: str | None = None
+) -> Callable[[argparse.Namespace], int]:
     def handler(options: argparse.Namespace) -> int:
         import importlib
 
         from zkraft.tools.topics import ToolError, ToolUsageError
 
-        module = importlib.import_module(f"zkraft.tools.{module_name}")
+        module = importlib.import_module(package or f"zkraft.tools.{module_name}")
         try:
             return int(getattr(module, function)(options))
         except ToolUsageError as error:
@@ -302,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
             "zkraft",
             "quorum, up, zk, dump-log-segments, topics, console-producer, console-consumer, "
             "producer-perf-test, consumer-perf-test, consumer-groups, reassign-partitions, preferred-replica-election, "
-            "leader-election, delete-records, replica-verification, state-change-log-merger, configs or acls",
+            "leader-election, delete-records, replica-verification, state-change-log-merger, configs, acls or console",
         )
     )
 
@@ -405,6 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="first of 3 consecutive ZooKeeper client ports, for kazoo, zkCli, Curator (default 2181)",
+    )
+    up.add_argument(
+        "--console-port",
+        type=_non_negative_int,
+        default=None,
+        help="port of the web console (`zkraft console`), 0: none (default 8080, else the next free)",
     )
     up.set_defaults(handler=_up)
 

@@ -102,6 +102,10 @@ CPU_PLACEMENT_UP = "auto"
 
 QUORUM_NODE = "quorum node"
 BROKER = "broker"
+CONSOLE = "console"
+# The web console (`zkraft console`): 8080 when free, else the next free port; recorded as cluster.json `console_url`.
+CONSOLE_PORT_DEFAULT = 8080
+CONSOLE_STOP_TIMEOUT_S = 10.0
 # Broker properties `zkraft up` writes for each broker; `log.dir` too, as `log.dirs` would silently win over it.
 BROKER_IDENTITY_PROPERTIES = frozenset(
     {"broker.id", "host.name", "port", "listeners", "log.dirs", "log.dir", "zookeeper.connect", "metrics.port"}
@@ -136,13 +140,20 @@ class ChildSpec:
     @property
     def metrics_address(self) -> str:
         """host:port of /metrics, /healthz and /readyz (cluster.json `metrics_address`); "" past port 65535."""
+        if self.role == CONSOLE:
+            return ""
         host, port = parse_host_port(self.address, "address")
         port += METRICS_PORT_OFFSET
         return f"{host}:{port}" if port <= PORT_MAX else ""
 
     @property
     def name(self) -> str:
-        return f"{self.role} {self.child_id}"
+        return self.role if self.role == CONSOLE else f"{self.role} {self.child_id}"
+
+    @property
+    def url(self) -> str:
+        """The console's address as a browser opens it (cluster.json `console_url`)."""
+        return f"http://{self.address}/"
 
     @property
     def ports(self) -> list[tuple[str, int]]:
@@ -167,6 +178,7 @@ class RecordedCluster:
     brokers: list[tuple[int, str]]
     quorum_zk: list[tuple[int, str]]  # each node's `zk_address`; empty in a file from before there were any
     broker_kafka: dict[int, str]  # each broker's `kafka_address`; none in a file from before Kafka listeners
+    console_address: str | None = None  # host:port of `console_url`; None in a file from before the console
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +188,7 @@ class Plan:
     brokers: list[ChildSpec]  # started by this run
     resting_brokers: list[ChildSpec]  # recorded in cluster.json but not asked for (--brokers below the record)
     security: secure_setup.SecurityFiles | None = None  # --secure: TLS everywhere (zkraft/secure_setup.py)
+    console: ChildSpec | None = None  # the web console, when there are brokers to show
 
     @property
     def admin_tls(self) -> TlsConfig | None:
@@ -195,6 +208,10 @@ class Plan:
         if self.security is None:
             return overrides
         return {**secure_setup.broker_properties(self.security, spec), **overrides}
+
+    @property
+    def consoles(self) -> list[ChildSpec]:
+        return [self.console] if self.console is not None else []
 
     @property
     def zookeeper_connect(self) -> str:
@@ -260,6 +277,7 @@ def _read_cluster_file(path: Path) -> RecordedCluster:
             _read_records(document.get("brokers") or []),
             sorted((int(node["id"]), str(node["zk_address"])) for node in document["quorum"] if "zk_address" in node),
             {int(b["id"]): str(b["kafka_address"]) for b in document.get("brokers") or [] if "kafka_address" in b},
+            _console_address(document.get("console_url")),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise UpError(f"{path}: not a zkraft cluster file ({error}); move it away to start a new cluster") from None
@@ -281,6 +299,15 @@ def _read_cluster_file(path: Path) -> RecordedCluster:
         except SettingsError as error:
             raise UpError(str(error)) from None
     return recorded
+
+
+def _console_address(url: object) -> str | None:
+    """host:port of a recorded `console_url` (http://host:port/)."""
+    if not isinstance(url, str) or not url.startswith("http://"):
+        return None
+    address = url.removeprefix("http://").rstrip("/")
+    parse_host_port(address, "console_url")
+    return address
 
 
 def _consecutive_addresses(count: int, first_port: int, option: str) -> list[tuple[int, str]]:
@@ -448,6 +475,60 @@ def plan(
     quorum_ports = {port for spec in quorum for _, port in spec.ports}
     started, resting = plan_brokers(root, recorded, brokers, broker_base_port, kafka_base_port, quorum_ports)
     return Plan(root, quorum, started, resting)
+
+
+def with_console(cluster_plan: Plan, console_port: int | None, recorded: RecordedCluster | None) -> Plan:
+    """The plan with its web console (`zkraft console`) when it has brokers; `console_port` 0: none.
+
+    Its port: --console-port, else the recorded console_url's, else 8080 or the next free one."""
+    if not cluster_plan.brokers or console_port == 0:
+        return cluster_plan
+    if console_port is not None:
+        _consecutive_addresses(1, console_port, "--console-port")
+        address = f"{LISTEN_HOST}:{console_port}"
+    elif recorded is not None and recorded.console_address is not None:
+        address = recorded.console_address
+    else:
+        children = [*cluster_plan.quorum, *cluster_plan.brokers, *cluster_plan.resting_brokers]
+        taken = {port for spec in children for _, port in spec.ports}
+        address = f"{LISTEN_HOST}:{_free_block(CONSOLE_PORT_DEFAULT, 1, taken)}"
+    root = cluster_plan.root
+    spec = ChildSpec(
+        CONSOLE,
+        1,
+        address,
+        root,
+        root / "console.properties",
+        root / "logs" / "console.log",
+        _console_cmd(cluster_plan, address),
+    )
+    return replace(cluster_plan, console=spec)
+
+
+def _console_cmd(cluster_plan: Plan, address: str) -> tuple[str, ...]:
+    """`zkraft console` on this cluster: the Kafka listeners (the brokers' gRPC ports with TLS, which the SDK
+    reaches directly), the quorum, each broker's /metrics; --secure adds the client files and a login."""
+    brokers = cluster_plan.brokers
+    bootstrap = kafka_bootstrap(cluster_plan)
+    security: tuple[str, ...] = ()
+    if cluster_plan.security is not None:
+        bootstrap = ",".join(spec.address for spec in brokers)
+        security = (
+            "--command-config", str(cluster_plan.security.client_properties),
+            "--zk-tls-config-file", str(cluster_plan.security.zookeeper_client_properties),
+            "--require-login",
+        )  # fmt: skip
+    metrics = ",".join(spec.metrics_address for spec in brokers if spec.metrics_address)
+    host, port = parse_host_port(address, "console address")
+    return (
+        sys.executable, "-m", "zkraft", "console",
+        "--bootstrap-server", bootstrap,
+        "--zookeeper", cluster_plan.zookeeper_connect,
+        *(("--metrics-server", metrics) if metrics else ()),
+        "--host", host,
+        "--port", str(port),
+        *security,
+    )  # fmt: skip
 
 
 def secure_client_port_served() -> bool:
@@ -641,6 +722,13 @@ def write_cluster_file(plan: Plan, pids: dict[str, int]) -> None:
         "quorum": [_child_record(spec, pids) for spec in plan.quorum],
         "brokers": [_child_record(spec, pids) for spec in brokers],
     }
+    if plan.console is not None:
+        document["console_url"] = plan.console.url
+        document["console"] = {
+            "pid": pids.get(plan.console.name),
+            "cmd": list(plan.console.cmd),
+            "log": str(plan.console.log_path),
+        }
     mode = 0o666
     if plan.security is not None:
         document["security"] = plan.security.cluster_record()
@@ -866,7 +954,7 @@ class LocalCluster:
 
     def supervise(self) -> None:
         """Stay in the foreground until a signal; restart each child that exits, after its back-off."""
-        children = [*self.plan.brokers, *self.plan.quorum]
+        children = [*self.plan.brokers, *self.plan.quorum, *self.plan.consoles]
         while not self.stop_requested.wait(POLL_INTERVAL_S):
             self.tend(children)
 
@@ -875,6 +963,7 @@ class LocalCluster:
         if self.restart_due_s:  # a stop was asked for: a child in its back-off stays stopped
             _say(f"not restarting {', '.join(sorted(self.restart_due_s))}: the cluster is stopping")
             self.restart_due_s.clear()
+        self._stop_group(self.plan.consoles, CONSOLE, "console stopped", CONSOLE_STOP_TIMEOUT_S)
         self._stop_group(self.plan.brokers, BROKER, "brokers stopped", BROKER_STOP_TIMEOUT_S)
         self._stop_group(self.plan.quorum, QUORUM_NODE, "quorum stopped", STOP_TIMEOUT_S)
 
@@ -948,6 +1037,7 @@ def run(
     zk_base_port: int | None = None,
     kafka_base_port: int | None = None,
     secure: bool = False,
+    console_port: int | None = None,
 ) -> int:
     parsed = parse_overrides(overrides)
     root = Path(data_dir).expanduser().resolve()
@@ -956,10 +1046,13 @@ def run(
     cluster_plan = plan(root, brokers, base_port, broker_base_port, zk_base_port, kafka_base_port)
     if secure:
         cluster_plan = _with_security(cluster_plan)
+    recorded = _read_cluster_file(root / CLUSTER_FILE) if (root / CLUSTER_FILE).exists() else None
+    cluster_plan = with_console(cluster_plan, console_port, recorded)
     validate_node_settings(cluster_plan.quorum, parsed.quorum, len(cluster_plan.brokers), cluster_plan)
     validate_broker_settings(cluster_plan, parsed.broker)
-    check_ports_distinct([*cluster_plan.quorum, *cluster_plan.brokers])
-    check_ports_free([*cluster_plan.quorum, *cluster_plan.brokers], root / CLUSTER_FILE)
+    children = [*cluster_plan.quorum, *cluster_plan.brokers, *cluster_plan.consoles]
+    check_ports_distinct(children)
+    check_ports_free(children, root / CLUSTER_FILE)
     prepare_files(cluster_plan, parsed)
     return _run_cluster(LocalCluster(cluster_plan))
 
@@ -1040,7 +1133,18 @@ def _start_brokers(cluster: LocalCluster) -> bool:
         )
     _say(f"brokers ready: {len(specs)} registered, controller is broker {controller}")
     _say(f"Kafka bootstrap servers: {kafka_bootstrap(cluster.plan)}")
+    _start_console(cluster)
     return True
+
+
+def _start_console(cluster: LocalCluster) -> None:
+    """Start the web console once the brokers serve; it is supervised and restarted like the others."""
+    console = cluster.plan.console
+    if console is None:
+        return
+    cluster.start([console])
+    write_cluster_file(cluster.plan, cluster.pids())
+    _say(f"console: {console.url} (log {console.log_path})")
 
 
 def _tls_overrides(plan: Plan) -> dict[str, str]:
