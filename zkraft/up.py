@@ -194,7 +194,8 @@ class Plan:
         """One broker's properties besides its identity: its TLS when --secure, then the --override options."""
         if self.security is None:
             return overrides
-        return {**secure_setup.broker_properties(self.security, spec), **overrides}
+        every_broker: list[secure_setup.Child] = [*self.brokers, *self.resting_brokers]
+        return {**secure_setup.broker_properties(self.security, spec, every_broker), **overrides}
 
     @property
     def zookeeper_connect(self) -> str:

@@ -212,11 +212,12 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 class ZooKeeperAcls:
     """The znodes through the quorum, on an event loop of its own (the tool is synchronous)."""
 
-    def __init__(self, connect: str, timeout_s: float) -> None:
+    def __init__(self, connect: str, timeout_s: float, tls: Any = None) -> None:
+        """`tls`: a runtime.tls.TlsConfig for a quorum port that speaks TLS (--zk-tls-config-file), else None."""
         from client.zk.aio import AsyncZkClient  # here: `zkraft --help` loads no gRPC
 
         self._loop = asyncio.new_event_loop()
-        self._zk = AsyncZkClient(connect)
+        self._zk = AsyncZkClient(connect, tls=tls)
         try:
             self._loop.run_until_complete(self._zk.start(timeout=timeout_s))
         except Exception as exc:

@@ -6,6 +6,7 @@
     zkraft acls --bootstrap-server B --remove --deny-principal User:eve --operation All --topic orders [--force]
     zkraft acls --bootstrap-server B --list [--topic orders] [--resource-pattern-type match] [--principal User:a]
     zkraft acls --authorizer-properties zookeeper.connect=Q --add ...     # the znodes directly, as 2.8 could
+    zkraft acls --authorizer-properties zookeeper.connect=Q --zk-tls-config-file zookeeper-client.properties ...
 
 `--bootstrap-server` goes through CreateAcls/DescribeAcls/DeleteAcls on a broker's Kafka listener (the broker's
 authorizer checks the caller); `--authorizer-properties zookeeper.connect=...` writes `/kafka-acl` and the change
@@ -35,6 +36,7 @@ from client.kafka.acls import (
     ResourcePattern,
     ResourceType,
 )
+from zkraft.tools import command_config
 from zkraft.tools.acl_backends import AclToolError, KafkaProtocolAcls, ZooKeeperAcls, bindings_by_pattern
 from zkraft.tools.topics import ToolError, ToolUsageError
 
@@ -65,6 +67,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idempotent", action="store_true", help="with --producer: IdempotentWrite on the cluster")
     parser.add_argument("--force", action="store_true", help="remove without asking")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S_DEFAULT, help="seconds to connect (default 30)")
+    command_config.add_zk_tls_argument(parser)  # Kafka 2.5+'s AclCommand flag, for --authorizer-properties
 
 
 def run(ns: argparse.Namespace, out: TextIO | None = None, answers: TextIO | None = None) -> int:
@@ -132,7 +135,8 @@ def _backend(ns: argparse.Namespace) -> Any:
     try:
         if ns.bootstrap_server is not None:
             return KafkaProtocolAcls(ns.bootstrap_server, ns.timeout)
-        return ZooKeeperAcls(_zookeeper_connect(ns.authorizer_properties), ns.timeout)
+        tls = command_config.zk_tls_of(getattr(ns, "zk_tls_config_file", None))
+        return ZooKeeperAcls(_zookeeper_connect(ns.authorizer_properties), ns.timeout, tls)
     except AclToolError as exc:
         raise ToolError(str(exc)) from None
 
