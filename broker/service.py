@@ -40,8 +40,11 @@ def add_broker_service(
     handlers = {}
     authorizing = getattr(service, "authorizer", None) is not None  # no authorizer: no guard, nothing runs
     authentication = getattr(service, "authentication", None)
-    # A principal is needed by a SASL port (to refuse calls without a login) and by the authorizer's checks.
-    authenticating = authentication is not None and (authentication.login is not None or authorizing)
+    # A principal is needed by a SASL port (to refuse calls without a login) and by the authorizer's checks on a
+    # port that knows its callers; on one that knows no one every call is User:ANONYMOUS, the checks' default.
+    authenticating = authentication is not None and (
+        authentication.login is not None or (authorizing and authentication.knows_callers)
+    )
     for method in _SERVICE.methods:
         request_type = getattr(pb, method.input_type.name)
         response_type = getattr(pb, method.output_type.name)

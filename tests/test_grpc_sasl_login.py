@@ -9,6 +9,7 @@ import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
+import grpc
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
@@ -22,6 +23,7 @@ from broker.sasl.scram import ScramServerExchange
 from broker.sasl.settings import listener_sasl_settings
 from broker.ssl_principal import certificate_principal, rfc2253_name
 from client.kafka import errors
+from client.kafka.sasl_session import GrpcSaslSession, SessionInterceptor
 from client.kafka.scram import ScramClientExchange, ScramCredentialError, make_credential
 from runtime import certificates
 from runtime.client_config import SaslCredentials, kafka_client_sasl
@@ -204,3 +206,63 @@ def test_a_sasl_grpc_port_needs_mutual_tls_so_that_brokers_reach_each_other(tmp_
         from_properties({"listener.security.protocol.map": "GRPC:SASL_PLAINTEXT"})
     with pytest.raises(BrokerConfigError, match=r"listener GRPC enables GSSAPI"):
         from_properties({**grpc_sasl, "ssl.client.auth": "required", "sasl.enabled.mechanisms": "GSSAPI"})
+
+
+class _Channel:
+    """A channel whose SaslAuthenticate runs the broker's login in-process (no network): what the SDK's session
+    sends and reads is the real thing, the transport is not."""
+
+    def __init__(self, login: GrpcSaslLogin) -> None:
+        self.login = login
+        self.calls = 0
+
+    def unary_unary(self, method: str, request_serializer=None, response_deserializer=None, **_: object):  # type: ignore[no-untyped-def]
+        def call(request: pb.SaslAuthenticateRequest, timeout: float | None = None) -> pb.SaslAuthenticateResponse:
+            assert method.endswith("/SaslAuthenticate"), method
+            self.calls += 1
+            return asyncio.run(self.login.authenticate(request))
+
+        return call
+
+
+class _Outcome:
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+
+def test_the_sdk_logs_in_again_when_its_session_nears_its_end_or_the_broker_forgets_it() -> None:
+    """KIP-368's client side: a new login past 85% of the session's lifetime, before the broker would refuse it; and
+    a token the broker answers UNAUTHENTICATED (it restarted) is dropped, so the next call logs in again."""
+    login, _, clock = _login(reauth_ms=100_000)
+    channel = _Channel(login)
+    session = GrpcSaslSession("b:1", channel, SaslCredentials(MECHANISM, "alice", "alice-secret"), 5.0, clock)  # type: ignore[arg-type]
+    session.ensure()
+    first = session.token
+    assert first is not None and login.principal(f"Bearer {first}") == "User:alice" and session.logins == 1
+    clock.now_s += 80
+    session.ensure()  # 80% of the lifetime: the session serves on
+    assert (session.token, session.logins) == (first, 1)
+    clock.now_s += 6
+    session.ensure()  # past 85%: a new login, while the old session still holds
+    second = session.token
+    assert second not in (None, first) and session.logins == 2
+    interceptor = SessionInterceptor(session)
+    interceptor._on_done(first, _Outcome(grpc.StatusCode.UNAUTHENTICATED))  # a stale token's answer: ignored
+    assert session.token == second
+    interceptor._on_done(second, _Outcome(grpc.StatusCode.OK))
+    assert session.token == second
+    interceptor._on_done(second, _Outcome(grpc.StatusCode.UNAUTHENTICATED))
+    assert session.token is None
+    session.ensure()
+    assert session.token not in (None, second) and session.logins == 3 and channel.calls == 6  # two steps each
+
+
+def test_a_refused_sdk_login_raises_kafkas_error_with_the_brokers_line() -> None:
+    login, _, clock = _login()
+    session = GrpcSaslSession("b:1", _Channel(login), SaslCredentials(MECHANISM, "alice", "nope"), 5.0, clock)  # type: ignore[arg-type]
+    with pytest.raises(errors.SaslAuthenticationFailedError, match=f"^{INVALID}$"):
+        session.ensure()
+    assert session.token is None
