@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -202,12 +203,12 @@ def quorum_properties(files: SecurityFiles, node: Child, zk_port: int, secure_cl
     return properties
 
 
-def super_users(files: SecurityFiles, brokers: list[Child]) -> str:
+def super_users(files: SecurityFiles, brokers: Sequence[Child]) -> str:
     """Kafka's `super.users`: the admin (its SCRAM login) and each broker by its certificate's subject."""
     return ";".join([f"User:{files.username}", *(f"User:CN={common_name(b)}" for b in brokers)])
 
 
-def broker_properties(files: SecurityFiles, broker: Child, brokers: list[Child]) -> dict[str, str]:
+def broker_properties(files: SecurityFiles, broker: Child, brokers: Sequence[Child]) -> dict[str, str]:
     """A broker's security properties, Kafka's names: TLS and SASL on the gRPC port and the Kafka listener, the
     inter-broker channels, its quorum session, and the authorizer. `brokers`: every broker of the cluster."""
     keystore = str(files.keystore(broker))

@@ -1063,6 +1063,10 @@ def _secure_usage(plan: Plan, files: secure_setup.SecurityFiles) -> list[str]:
     kafka = [
         f"Kafka client properties: {files.client_properties}",
         f"  zkraft topics --bootstrap-server {grpc_bootstrap} --command-config {files.client_properties} --list",
+        f"authorizer on: super users {secure_setup.super_users(files, [*plan.brokers, *plan.resting_brokers])}; "
+        "allow others with",
+        f"  zkraft acls --authorizer-properties zookeeper.connect={plan.zookeeper_connect} "
+        f"--zk-tls-config-file {files.zookeeper_client_properties} --add --allow-principal User:alice ...",
     ]
     return [
         *warnings,
