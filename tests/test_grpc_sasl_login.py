@@ -266,3 +266,12 @@ def test_a_refused_sdk_login_raises_kafkas_error_with_the_brokers_line() -> None
     with pytest.raises(errors.SaslAuthenticationFailedError, match=f"^{INVALID}$"):
         session.ensure()
     assert session.token is None
+
+
+def test_any_bytes_a_client_sends_get_an_answer_and_open_no_session() -> None:
+    login, _, _ = _login()
+    for auth_bytes, exchange_id in ((b"\xff\xfe", ""), (b"n,,n=alice", ""), (b"", ""), (b"c=biws,r=x,p=AAAA", "nope")):
+        request = pb.SaslAuthenticateRequest(mechanism=MECHANISM, auth_bytes=auth_bytes, exchange_id=exchange_id)
+        answer = asyncio.run(login.authenticate(request))
+        assert answer.error_code in (errors.SaslAuthenticationFailedError.code, errors.IllegalSaslStateError.code)
+        assert answer.error_message and not answer.session_token
