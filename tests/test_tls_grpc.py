@@ -489,6 +489,9 @@ def test_a_wrong_password_or_an_unknown_user_is_refused_on_the_grpc_port_in_one_
     started = time.monotonic()
     listed = _zkraft("topics", "--bootstrap-server", bootstrap, "--command-config", str(wrong), "--list")
     _assert_refused_in_one_line(listed, time.monotonic() - started, INVALID_CREDENTIALS)
+    started = time.monotonic()  # the same file on a SASL_SSL Kafka listener (kafka-acls.sh's --command-config)
+    acls = _zkraft("acls", "--bootstrap-server", secure_cluster["kafka"], "--command-config", str(wrong), "--list")
+    _assert_refused_in_one_line(acls, time.monotonic() - started, INVALID_CREDENTIALS)
     # A client with the admin's certificate and no login calls as User:CN=admin, who may do nothing.
     certificate_only = {"tls": _client_security(secure_cluster)["tls"]}
     with Admin(bootstrap, **certificate_only) as admin:
@@ -498,11 +501,18 @@ def test_a_wrong_password_or_an_unknown_user_is_refused_on_the_grpc_port_in_one_
         assert "no-login" not in admin.list_topics() and "secure-sdk" in admin.list_topics()
 
 
-def _acls(secure_cluster: dict, *args: str) -> None:
-    zk = ("--authorizer-properties", f"zookeeper.connect={secure_cluster['quorum']}")
-    tls = ("--zk-tls-config-file", secure_cluster["security"]["zookeeper_client_properties"])
-    added = _zkraft("acls", *zk, *tls, "--add", "--allow-principal", "User:alice", *args)
+def _acls(secure_cluster: dict, *args: str, kafka_protocol: bool = False) -> None:
+    """`zkraft acls --add` as a user runs it on a --secure cluster: through the quorum with the ZooKeeper client
+    file, or (`kafka_protocol`) through a SASL_SSL Kafka listener with client.properties, as the admin."""
+    security = secure_cluster["security"]
+    if kafka_protocol:
+        where = ("--bootstrap-server", secure_cluster["kafka"], "--command-config", security["client_properties"])
+    else:
+        where = ("--authorizer-properties", f"zookeeper.connect={secure_cluster['quorum']}",
+                 "--zk-tls-config-file", security["zookeeper_client_properties"])  # fmt: skip
+    added = _zkraft("acls", *where, "--add", "--allow-principal", "User:alice", *args)
     assert added.returncode == 0, added.stderr
+    assert "Current ACLs for resource" in added.stdout and "principal=User:alice" in added.stdout
 
 
 def _eventually(attempt: object, refused: type[Exception] | tuple[type[Exception], ...]) -> None:
@@ -552,15 +562,15 @@ def test_a_user_without_acls_is_refused_then_allowed_one_operation_at_a_time(sec
             consumer.close()
         assert values == [b"from alice"], values
 
-    for attempt, refused, acl in (
-        (create, TopicAuthorizationFailedError, ("--operation", "Create", "--topic", topic)),
-        (produce, TopicAuthorizationFailedError, ("--operation", "Write", "--topic", topic)),
+    for attempt, refused, acl, kafka_protocol in (
+        (create, TopicAuthorizationFailedError, ("--operation", "Create", "--topic", topic), False),
+        (produce, TopicAuthorizationFailedError, ("--operation", "Write", "--topic", topic), True),
         (consume, (TopicAuthorizationFailedError, GroupAuthorizationFailedError),
-         ("--consumer", "--topic", topic, "--group", "alice-group")),
+         ("--consumer", "--topic", topic, "--group", "alice-group"), False),
     ):  # fmt: skip
         with pytest.raises(refused):
             attempt()
-        _acls(secure_cluster, *acl)
+        _acls(secure_cluster, *acl, kafka_protocol=kafka_protocol)
         _eventually(attempt, refused)
 
 
