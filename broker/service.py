@@ -352,8 +352,8 @@ class BrokerService(BrokerServicer):
         if login is None:
             return pb.SaslAuthenticateResponse(
                 error_code=errors.IllegalSaslStateError.code,
-                error_message="this broker's gRPC port takes no SASL login (its security protocol is not SASL_SSL "
-                "or SASL_PLAINTEXT): connect with security.protocol=SSL or PLAINTEXT",
+                error_message="this broker's gRPC port takes no SASL login (its listener GRPC is not SASL_SSL): "
+                "connect with security.protocol=SSL or PLAINTEXT",
             )
         return await login.authenticate(request)
 
