@@ -116,11 +116,6 @@ def kafka_zookeeper_tls(props: Mapping[str, str]) -> TlsConfig | None:
     return require_hostname_verification(tls, "zookeeper.ssl.endpoint.identification.algorithm")
 
 
-def kafka_client_sasl_file(path: Path | None) -> SaslCredentials | None:
-    """`--command-config FILE` of a Kafka-style tool: its SASL login, None without a file or SASL."""
-    return None if path is None else kafka_client_sasl(read_config_file(path))
-
-
 def kafka_client_tls_file(path: Path | None) -> TlsConfig | None:
     """`--command-config FILE` of a Kafka-style tool: its TLS, None without a file."""
     return None if path is None else kafka_client_tls(read_config_file(path))

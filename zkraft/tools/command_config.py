@@ -17,7 +17,6 @@ from typing import Any
 from runtime.client_config import (
     kafka_client_sasl,
     kafka_client_tls,
-    kafka_client_tls_file,
     kafka_zookeeper_tls,
     read_config_file,
 )
@@ -36,19 +35,6 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
         help="client properties: security.protocol=SASL_SSL, sasl.mechanism, sasl.jaas.config, "
         "ssl.truststore.location, ssl.keystore.location (PEM)",
     )
-
-
-def tls_of(ns: argparse.Namespace, attribute: str = "command_config") -> TlsConfig | None:
-    """The TLS of `--command-config` (or the tool's own flag for it, e.g. kafka-leader-election's
-    `--admin.config`); ToolUsageError, one line, when the file or a property is wrong."""
-    from zkraft.tools.topics import ToolUsageError  # here: topics itself takes --command-config
-
-    path = getattr(ns, attribute, None)
-    try:
-        return kafka_client_tls_file(None if path is None else Path(path))
-    except TlsConfigError as error:
-        flag = "--" + attribute.replace("_", "-") if attribute == "command_config" else "--admin.config"
-        raise ToolUsageError(f"{flag}: {error}") from None
 
 
 def security_of(ns: argparse.Namespace, attribute: str = "command_config") -> dict[str, Any]:
