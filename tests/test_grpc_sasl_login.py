@@ -40,6 +40,7 @@ class Credentials:
 
     def __init__(self) -> None:
         self.users = {"alice": CREDENTIAL}
+        self.on_user_deleted: list = []
 
     async def credential(self, user: str, mechanism: str):  # type: ignore[no-untyped-def]
         return self.users.get(user) if mechanism == MECHANISM else None
@@ -117,8 +118,14 @@ def test_sessions_end_after_connections_max_reauth_ms_and_unknown_tokens_are_ref
     clock.now_s += 2
     with pytest.raises(Unauthenticated, match=r"^the SASL session expired \(connections.max.reauth.ms\)"):
         login.principal(f"Bearer {answer.session_token}")
+    live = _log_in(login, "alice", "alice-secret").session_token
     del credentials.users["alice"]  # KIP-368: a deleted user is refused at its next login
     assert _log_in(login, "alice", "alice-secret").error_message == INVALID
+    assert login.principal(f"Bearer {live}") == "User:alice"
+    for deleted in credentials.on_user_deleted:  # the /config/changes notification reaches the cache
+        deleted("alice")
+    with pytest.raises(Unauthenticated, match="not known to this broker"):  # and her sessions end with it
+        login.principal(f"Bearer {live}")
     with pytest.raises(Unauthenticated, match="not known to this broker"):
         login.principal("Bearer made-up")
     with pytest.raises(Unauthenticated, match="is not 'Bearer <session token>'"):

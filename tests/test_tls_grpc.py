@@ -608,6 +608,36 @@ def test_only_brokers_may_call_the_replica_rpcs(secure_cluster: dict) -> None:
     assert "not known to this broker" in (unauthenticated.value.details() or "")
 
 
+def test_a_deleted_user_is_refused_at_once_on_the_grpc_ports(secure_cluster: dict) -> None:
+    """A gRPC session is not a connection the broker can close: deleting alice's credential ends her sessions as
+    the /config/changes notification reaches each broker, and her next login is refused."""
+    alice = _alice(secure_cluster)
+    ca = Path(secure_cluster["security"]["ca_file"])
+    first = secure_cluster["brokers"].split(",")[0]
+    admin_tls = TlsConfig(ca.parent / "admin.pem", ca)
+    with grpc_channels.sync_channel(first, admin_tls) as channel:
+        session = GrpcSaslSession(first, channel, alice["sasl"], 10.0)  # type: ignore[arg-type]
+        session.ensure()
+        metadata = (("authorization", f"Bearer {session.token}"),)
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        stub.Metadata(broker_pb2.MetadataRequest(all_topics=True), timeout=10, metadata=metadata)  # served
+        zk_tls = ("--zk-tls-config-file", secure_cluster["security"]["zookeeper_client_properties"])
+        deleted = _zkraft("configs", "--zookeeper", secure_cluster["quorum"], *zk_tls, "--alter", "--entity-type",
+                          "users", "--entity-name", "alice", "--delete-config", "SCRAM-SHA-512")  # fmt: skip
+        assert deleted.returncode == 0, deleted.stderr
+
+        def refused() -> bool:
+            try:
+                stub.Metadata(broker_pb2.MetadataRequest(all_topics=True), timeout=10, metadata=metadata)
+            except grpc.RpcError as error:
+                return error.code() == grpc.StatusCode.UNAUTHENTICATED
+            return False
+
+        wait_until(refused, ACL_PROPAGATION_S, interval_s=0.2, message="alice's session outlived her credential")
+        with pytest.raises(SaslAuthenticationFailedError, match=f"^{INVALID_CREDENTIALS}$"):
+            GrpcSaslSession(first, channel, alice["sasl"], 10.0).ensure()  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------- a node with another CA's certificate
 
 

@@ -15,9 +15,11 @@ credentials with SASL mechanism SCRAM-SHA-512", UNSUPPORTED_SASL_MECHANISM, ILLE
 
 A session lives `connections.max.reauth.ms` (KIP-368; 0: until the broker stops): an expired token is refused and
 the client logs in again, which is when a deleted user is refused, as KIP-368's re-authentication does on a Kafka
-connection. Tokens are 256 random bits, held only in this broker's memory (a restarted broker refuses old tokens,
-and clients log in again). Both tables are bounded: an exchange left half done is dropped after
-`EXCHANGE_TIMEOUT_S` or when `EXCHANGES_MAX` newer ones wait, the oldest session when `SESSIONS_MAX` are live.
+connection. A token is not a connection the broker could close, so a user whose last credential is deleted also
+loses its sessions at once (`end_sessions_of`, called by the credential cache's notification). Tokens are 256
+random bits, held only in this broker's memory (a restarted broker refuses old tokens, and clients log in again).
+Both tables are bounded: an exchange left half done is dropped after `EXCHANGE_TIMEOUT_S` or when `EXCHANGES_MAX`
+newer ones wait, the oldest session when `SESSIONS_MAX` are live.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class GrpcSaslLogin:
         self._now_s = now_s
         self._pending: dict[str, _Pending] = {}  # exchange id -> exchange, oldest first
         self._sessions: dict[str, _Session] = {}  # token -> session, oldest first
+        if credentials is not None:
+            credentials.on_user_deleted.append(self.end_sessions_of)
 
     # ------------------------------------------------------------------ the SaslAuthenticate RPC
 
@@ -158,6 +162,15 @@ class GrpcSaslLogin:
             if expires_at_s is None or expires_at_s >= now_s:
                 break
             del self._sessions[first]
+
+    def end_sessions_of(self, username: str) -> None:
+        """The user was deleted: its tokens are refused from now on (a scan: deletions are rare)."""
+        principal = f"User:{username}"
+        ended = [token for token, session in self._sessions.items() if session.principal == principal]
+        for token in ended:
+            del self._sessions[token]
+        if ended:
+            self._log.info("grpc_sasl_sessions_ended", principal=principal, sessions=len(ended))
 
     # ------------------------------------------------------------------ later calls
 
