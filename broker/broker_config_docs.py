@@ -24,7 +24,12 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
         "Listeners to publish to ZooKeeper for clients to use, if different than the <code>listeners</code> config "
         "property."
     ),
-    "listener.security.protocol.map": "Map between listener names and security protocols.",
+    # Kafka's first sentence, then where zkraft's gRPC port stands in it (the listener GRPC).
+    "listener.security.protocol.map": (
+        "Map between listener names and security protocols. The broker's gRPC port is the listener GRPC: "
+        "GRPC:SASL_SSL makes it require a SASL login (or a client certificate, with "
+        "listener.name.grpc.ssl.client.auth=required); without a GRPC entry it takes security.inter.broker.protocol."
+    ),
     "log.dirs": "The directories in which the log data is kept.",
     "log.dir": "The directory in which the log data is kept (supplemental for log.dirs property)",
     "zookeeper.connect": (

@@ -373,11 +373,13 @@ def from_properties(properties: Mapping[str, str]) -> BrokerConfig:
 
 def _check_tls(config: BrokerConfig) -> None:
     """Build the TLS settings once here, so that a bad one is refused at start with one line."""
-    from broker.tls_settings import grpc_tls, zookeeper_tls
+    from broker.tls_settings import grpc_requires_sasl, grpc_tls, zookeeper_tls
 
     try:
         tls_configs = (grpc_tls(config), zookeeper_tls(config))
-    except TlsConfigError as exc:
+        if grpc_requires_sasl(config):  # the gRPC port's own SASL settings (listener.name.grpc.* or the broker's)
+            listener_sasl_settings("GRPC", config.given)
+    except (TlsConfigError, SaslConfigError) as exc:
         raise BrokerConfigError(str(exc)) from None
     for tls in tls_configs:
         for path in (tls.keystore_file, tls.truststore_file) if tls is not None else ():

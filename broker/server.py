@@ -31,6 +31,7 @@ from broker.config import BrokerConfig
 from broker.config_changes import ConfigChangeListener
 from broker.damaged_logs import publish_damage_claim
 from broker.group.api import build_group_api
+from broker.grpc_authentication import GrpcAuthentication
 from broker.kafka_listener import KafkaListenerServer
 from broker.listener_tls import listener_tls_config, server_context
 from broker.log import LogConfig, dir_failure
@@ -46,9 +47,10 @@ from broker.replica_manager import ReplicaManager
 from broker.request_bounds import BytesInFlight
 from broker.sasl.authenticator import SaslListener
 from broker.sasl.credential_cache import ScramCredentialCache
+from broker.sasl.grpc_login import GrpcSaslLogin
 from broker.sasl.settings import listener_sasl_settings
 from broker.service import BrokerService, add_broker_service
-from broker.tls_settings import grpc_tls, zookeeper_tls
+from broker.tls_settings import grpc_requires_sasl, grpc_tls, zookeeper_tls
 from broker.topic_config import log_config_for
 from client.kafka.structs import TopicPartition
 from client.kafka.znodes import (
@@ -255,6 +257,7 @@ class Broker:
             raise BrokerStartupError(
                 f"cannot serve metrics on {config.metrics_host}:{config.metrics_port}: {exc}"
             ) from None
+        service.authentication = await self._grpc_authentication()
         self.server = grpc.aio.server(options=grpc_server_options(config))
         self.requests_in_flight = BytesInFlight(config.queued_max_request_bytes, self.log)
         add_broker_service(service, self.server, self.requests_in_flight, config.request_timeout_ms / 1000, self.log)
@@ -327,14 +330,30 @@ class Broker:
 
     async def _sasl_listener(self, listener_name: str, security_protocol: str) -> SaslListener | None:
         """A SASL_ listener's authentication (broker/sasl/), with the SCRAM credentials every such listener
-        shares, loaded from /config/users on first need; None for a listener without SASL."""
+        shares; None for a listener without SASL."""
         if not security_protocol.startswith("SASL_"):
             return None
+        credentials = await self._scram_credentials()
+        return SaslListener(listener_sasl_settings(listener_name, self.config.given), credentials)
+
+    async def _scram_credentials(self) -> ScramCredentialCache:
+        """The SCRAM credentials every SASL listener and the gRPC port share, loaded from /config/users once."""
         if self.scram_credentials is None:
             assert self.zk is not None
             self.scram_credentials = ScramCredentialCache(self.zk, self.log)
             await self.scram_credentials.start()
-        return SaslListener(listener_sasl_settings(listener_name, self.config.given), self.scram_credentials)
+        return self.scram_credentials
+
+    async def _grpc_authentication(self) -> GrpcAuthentication:
+        """How the gRPC port knows its callers (broker/grpc_authentication.py): a SASL login when its listener
+        GRPC is SASL_SSL, client certificates with ssl.client.auth=required."""
+        config = self.config
+        tls = grpc_tls(config)
+        login = None
+        if grpc_requires_sasl(config):
+            settings = listener_sasl_settings(GRPC_LISTENER_NAME, config.given)
+            login = GrpcSaslLogin(settings, await self._scram_credentials(), self.log)
+        return GrpcAuthentication(login, mutual_tls=tls is not None and tls.client_auth == "required")
 
     def _start_housekeeping(self, replicas: ReplicaManager) -> None:
         """Retention and compaction tasks over every log (broker/log_housekeeping.py)."""

@@ -35,9 +35,16 @@ def add_broker_service(
     service: BrokerServicer, server: grpc.aio.Server, budget: BytesInFlight, wait_for_room_s: float, logger: Any
 ) -> None:
     """`broker_pb2_grpc.add_BrokerServicer_to_server`, except that each request waits for room in `budget`
-    (queued.max.request.bytes) before it is parsed, and Fetch answers bytes it encoded itself."""
+    (queued.max.request.bytes) before it is parsed, and Fetch answers bytes it encoded itself. A port that
+    authenticates (broker/grpc_authentication.py) refuses an unauthenticated call before reading its bytes."""
     handlers = {}
     authorizing = getattr(service, "authorizer", None) is not None  # no authorizer: no guard, nothing runs
+    authentication = getattr(service, "authentication", None)
+    # A principal is needed by a SASL port (to refuse calls without a login) and by the authorizer's checks on a
+    # port that knows its callers; on one that knows no one every call is User:ANONYMOUS, the checks' default.
+    authenticating = authentication is not None and (
+        authentication.login is not None or (authorizing and authentication.knows_callers)
+    )
     for method in _SERVICE.methods:
         request_type = getattr(pb, method.input_type.name)
         response_type = getattr(pb, method.output_type.name)
@@ -50,6 +57,8 @@ def add_broker_service(
             wait_for_room_s,
             logger,
         )
+        if authenticating:
+            handler = authentication.wrap(method.name, handler)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             handler,
             request_deserializer=None,  # raw bytes: parsed by bounded_handler once they fit in the budget
@@ -76,6 +85,8 @@ class BrokerService(BrokerServicer):
         self.groups: Any = None  # the GroupApi (broker/group/api.py), for the group RPCs (set by the server)
         # The AclAuthorizer (broker/authorizer) when `authorizer.class.name` names it; None: every request allowed.
         self.authorizer: Any = None
+        # Who calls the gRPC port (broker/grpc_authentication.py; set by the server): None, everyone is ANONYMOUS.
+        self.authentication: Any = None
 
     # The broker's parts, for the Kafka listener's handlers (broker/kafka_api): they translate Kafka's requests
     # into calls on the same parts the gRPC methods below use.
@@ -333,6 +344,18 @@ class BrokerService(BrokerServicer):
                     removing_replicas=ra.removing,
                 )
         return response
+
+    async def SaslAuthenticate(
+        self, request: pb.SaslAuthenticateRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SaslAuthenticateResponse:
+        login = getattr(self.authentication, "login", None)
+        if login is None:
+            return pb.SaslAuthenticateResponse(
+                error_code=errors.IllegalSaslStateError.code,
+                error_message="this broker's gRPC port takes no SASL login (its listener GRPC is not SASL_SSL): "
+                "connect with security.protocol=SSL or PLAINTEXT",
+            )
+        return await login.authenticate(request)
 
     async def controller_admin_call(self, method: str, *args: Any) -> tuple[int, dict[TopicPartition, Any]]:
         """The controller's admin API `method`; NOT_CONTROLLER when this broker is not the active controller."""

@@ -6,13 +6,19 @@ Kafka's tools take `--command-config client.properties` (AdminClientConfig / Com
 ZKClientConfig names (`zookeeper.client.secure=true`, `zookeeper.ssl.trustStore.location`,
 `zookeeper.ssl.keyStore.location`, `zookeeper.ssl.hostnameVerification`). Both come out as one
 runtime.tls.TlsConfig (None: plaintext), which runtime.grpc_channels turns into gRPC credentials.
+
+The SASL half of `security.protocol=SASL_SSL` (SaslConfigs): `sasl.mechanism` and the user in `sasl.jaas.config`
+(`ScramLoginModule` or `PlainLoginModule required username="..." password="...";`), or librdkafka's
+`sasl.username` / `sasl.password`, come out as SaslCredentials, which the SDK logs in with on the brokers' gRPC ports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.jaas import JaasConfigError, parse_jaas_config
 from runtime.properties import PropertiesError, read_properties_file
 from runtime.tls import (
     TlsConfig,
@@ -25,6 +31,44 @@ from runtime.tls import (
 # Kafka's SecurityProtocol names; the SASL half of SASL_* is authentication, not transport.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+CLIENT_SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+
+
+@dataclass(frozen=True, slots=True)
+class SaslCredentials:
+    """Who a client logs in as, and how (sasl.mechanism)."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
+def kafka_client_sasl(props: Mapping[str, str]) -> SaslCredentials | None:
+    """SASL from Kafka client properties: None unless security.protocol is SASL_SSL or SASL_PLAINTEXT."""
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise TlsConfigError(f"security.protocol: {protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+    if protocol not in SASL_PROTOCOLS:
+        return None
+    mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()  # Kafka's default, not served here
+    if mechanism not in CLIENT_SASL_MECHANISMS:
+        raise TlsConfigError(
+            f"sasl.mechanism: {mechanism} is not served; give one of {', '.join(CLIENT_SASL_MECHANISMS)}"
+        )
+    username, password = props.get("sasl.username"), props.get("sasl.password")
+    if "sasl.jaas.config" in props:
+        try:
+            options = parse_jaas_config(props["sasl.jaas.config"]).options
+        except JaasConfigError as exc:
+            raise TlsConfigError(f"sasl.jaas.config: {exc}") from None
+        username, password = options.get("username"), options.get("password")
+    if not username or password is None:
+        raise TlsConfigError(
+            f'security.protocol={protocol} needs a user: sasl.jaas.config with username="..." password="..." '
+            "(or sasl.username and sasl.password)"
+        )
+    return SaslCredentials(mechanism, username, password)
 
 
 def read_config_file(path: Path) -> dict[str, str]:

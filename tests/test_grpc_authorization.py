@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from broker.authorizer.grpc_checks import guard
+from broker.grpc_authentication import CALL_PRINCIPAL
 from client.kafka import errors
 from client.kafka.acls import AclOperation, ResourceType
 from zkraft_proto import broker_pb2 as pb
@@ -86,9 +87,58 @@ def test_group_and_cluster_requests_answer_their_error() -> None:
     assert (init.error_code, init.producer_id) == (errors.ClusterAuthorizationFailedError.code, -1)
 
 
-def test_broker_to_broker_rpcs_are_not_wrapped() -> None:
-    async def handler(request: Any, _context: Any) -> Any:
-        return request
+INTER_BROKER = ("LeaderAndIsr", "UpdateMetadata", "StopReplica", "ControlledShutdown")
 
-    for name in ("LeaderAndIsr", "UpdateMetadata", "StopReplica", "ControlledShutdown"):
-        assert guard(service(), name, handler) is handler
+
+class ClusterActionFor:
+    """Grants ClusterAction on the Cluster to one principal, nothing else."""
+
+    def __init__(self, principal: str) -> None:
+        self.principal = principal
+
+    def authorize(self, principal: str, host: str, operation: Any, resource_type: Any, name: str, log: bool = True):  # type: ignore[no-untyped-def]
+        return (principal, operation, resource_type) == (self.principal, AclOperation.CLUSTER_ACTION,
+                                                         ResourceType.CLUSTER)  # fmt: skip
+
+
+def as_principal(principal: str, name: str, request: Any, handler: Any, svc: Any) -> Any:
+    async def call() -> Any:
+        token = CALL_PRINCIPAL.set(principal)
+        try:
+            return await guard(svc, name, handler)(request, Context())
+        finally:
+            CALL_PRINCIPAL.reset(token)
+
+    return asyncio.run(call())
+
+
+def test_broker_to_broker_rpcs_need_cluster_action_where_callers_are_known() -> None:
+    """Kafka 2.8 KafkaApis: LeaderAndIsr, UpdateMetadata, StopReplica and ControlledShutdown answer
+    CLUSTER_AUTHORIZATION_FAILED without ClusterAction; a follower's Fetch answers TOPIC_AUTHORIZATION_FAILED for
+    every partition. On a port that authenticates no one they reach their handlers (a broker is not known there)."""
+
+    async def handler(request: Any, _context: Any) -> Any:
+        return getattr(pb, f"{type(request).__name__[: -len('Request')]}Response")()
+
+    broker = "User:CN=broker-1"
+    known = SimpleNamespace(authorizer=ClusterActionFor(broker), authentication=SimpleNamespace(knows_callers=True))
+    unknown = SimpleNamespace(authorizer=ClusterActionFor(broker), authentication=None)
+    for name in INTER_BROKER:
+        request = getattr(pb, f"{name}Request")()
+        assert as_principal(broker, name, request, handler, known).error_code == 0
+        refused = as_principal("User:alice", name, request, handler, known)
+        assert refused.error_code == errors.ClusterAuthorizationFailedError.code, name
+        assert as_principal("User:ANONYMOUS", name, request, handler, unknown).error_code == 0
+
+    async def fetch(request: Any, _context: Any) -> bytes:
+        return b"served"
+
+    follower = pb.FetchRequest(
+        replica_id=2, topics=[pb.FetchTopic(topic="t", partitions=[pb.FetchPartition(partition=0)])]
+    )
+    assert as_principal(broker, "Fetch", follower, fetch, known) == b"served"
+    assert as_principal("User:ANONYMOUS", "Fetch", follower, fetch, unknown) == b"served"
+    refused = pb.FetchResponse.FromString(as_principal("User:alice", "Fetch", follower, fetch, known))
+    assert [(t.topic, [(p.partition, p.error_code) for p in t.partitions]) for t in refused.responses] == [
+        ("t", [(0, errors.TopicAuthorizationFailedError.code)])
+    ]

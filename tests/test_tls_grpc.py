@@ -2,9 +2,11 @@
 
 The unit half checks the pieces a user configures (certificates, Kafka's and ZooKeeper's property names, one-line
 errors) and what gRPC itself does with them in-process; the cluster half runs `zkraft up --secure` (3 quorum
-nodes, 2 brokers) and checks what a user would: the SDK and the tools work with the files it wrote, and a
+nodes, 3 brokers) and checks what a user would: the SDK and the tools work with the files it wrote, and a
 plaintext client, a client without the CA, a ZooKeeper client without a certificate and a process posing as a
-peer are each refused at once with one line, the cluster serving on unharmed.
+peer are each refused at once with one line, the cluster serving on unharmed. On the brokers' gRPC ports the SDK
+logs in with SCRAM and the authorizer decides (a wrong password refused, a user without ACLs refused until
+`zkraft acls` allows it, a caller that is not a broker refused the replica RPCs).
 """
 
 from __future__ import annotations
@@ -33,16 +35,24 @@ from cryptography import x509
 
 from broker.config import BrokerConfigError, from_properties
 from client import Admin, Consumer, NewTopic, Producer, ZkClient
+from client.kafka import errors
 from client.kafka.client_errors import SslAuthenticationError
+from client.kafka.errors import (
+    GroupAuthorizationFailedError,
+    SaslAuthenticationFailedError,
+    TopicAuthorizationFailedError,
+)
+from client.kafka.sasl_session import GrpcSaslSession
 from client.zk.exceptions import ZkTlsError
 from quorum.register_client import QuorumClient
 from quorum.settings import SettingsError, load_node_settings
 from runtime import certificates, grpc_channels
-from runtime.client_config import kafka_client_tls, read_config_file, zookeeper_client_tls
+from runtime.client_config import kafka_client_sasl, kafka_client_tls, read_config_file, zookeeper_client_tls
 from runtime.tls import TlsConfig, TlsConfigError
+from tests.helpers import wait_until
 from tests.quorum_harness import QuorumProcesses, poll_until, subprocess_env
 from tests.test_up_cli import REPO_ROOT, _env, broker_ports, running_up
-from zkraft_proto import quorum_pb2, quorum_pb2_grpc
+from zkraft_proto import broker_pb2, broker_pb2_grpc, quorum_pb2, quorum_pb2_grpc
 
 TOOL_TIMEOUT_S = 60.0
 # A refusal is "at once": well under any connect or request timeout of the clients (10 s and more).
@@ -51,6 +61,7 @@ RECORDS = 50
 CLUSTER_WAIT_S = 30.0
 WRITES = 20
 PLAINTEXT_REFUSED = "is a TLS port and this client connects in plaintext"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 # ---------------------------------------------------------------- certificates
@@ -211,9 +222,9 @@ def test_mutual_tls_admits_only_a_certificate_from_the_ca(mutual_tls_port: str, 
 
 @pytest.fixture(scope="module")
 def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
-    quorum_base, broker_base = broker_ports(brokers=2)
+    quorum_base, broker_base = broker_ports(brokers=3)
     data_dir = tmp_path_factory.mktemp("secure") / "cluster"
-    args = ("--secure", "--brokers", "2", "--base-port", str(quorum_base), "--broker-base-port", str(broker_base))
+    args = ("--secure", "--brokers", "3", "--base-port", str(quorum_base), "--broker-base-port", str(broker_base))
     with running_up(data_dir, *args, ready_line="zkraft up: running") as up:
         cluster = up.cluster()
         yield {
@@ -255,22 +266,38 @@ def test_up_secure_writes_the_ca_the_client_files_and_a_private_cluster_json(sec
     broker = read_config_file(data_dir / "broker-1.properties")
     assert broker["security.inter.broker.protocol"] == "SSL" and broker["zookeeper.ssl.client.enable"] == "true"
     assert broker["listeners"].startswith("SASL_SSL://")
+    assert broker["listener.security.protocol.map"].endswith(",GRPC:SASL_SSL")
+    assert broker["listener.name.grpc.ssl.client.auth"] == "required"
+    assert broker["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+    assert broker["allow.everyone.if.no.acl.found"] == "false"
+    assert broker["super.users"] == "User:admin;User:CN=broker-1;User:CN=broker-2;User:CN=broker-3"
     output = secure_cluster["up"].output()
     assert f"--command-config {security['client_properties']}" in output
     assert f"-client-configuration {security['zookeeper_client_properties']}" in output
 
 
-def test_sdk_produces_and_consumes_over_tls_with_client_properties(secure_cluster: dict) -> None:
-    tls = kafka_client_tls(read_config_file(Path(secure_cluster["security"]["client_properties"])))
+def _client_security(secure_cluster: dict, **changes: str) -> dict[str, object]:
+    """The SDK's `tls` and `sasl` keywords from client.properties (with `changes`), as the tools read them."""
+    properties = {**read_config_file(Path(secure_cluster["security"]["client_properties"])), **changes}
+    return {"tls": kafka_client_tls(properties), "sasl": kafka_client_sasl(properties)}
+
+
+def test_sdk_produces_and_consumes_as_the_admin_with_client_properties(secure_cluster: dict) -> None:
+    """RF 3, acks=all: every record reaches all three brokers, whose replica fetches pass ClusterAction by their
+    certificates (User:CN=broker-N in super.users), so the ISR stays whole."""
+    security = _client_security(secure_cluster)
     bootstrap = secure_cluster["brokers"]
-    with Admin(bootstrap, tls=tls) as admin:
-        admin.create_topics([NewTopic("secure-sdk", num_partitions=2, replication_factor=2)])
-    with Producer(bootstrap, tls=tls, acks="all") as producer:
+    with Admin(bootstrap, **security) as admin:
+        admin.create_topics([NewTopic("secure-sdk", num_partitions=2, replication_factor=3)])
+    with Producer(bootstrap, **security, acks="all") as producer:
         futures = [producer.send("secure-sdk", f"record-{i}".encode()) for i in range(RECORDS)]
         producer.flush()
         assert all(f.get(timeout=30).offset >= 0 for f in futures)
+    with Admin(bootstrap, **security) as admin:
+        (topic,) = admin.describe_topics(["secure-sdk"])
+        assert [sorted(p.isr) for p in topic.partitions] == [[1, 2, 3], [1, 2, 3]]
     consumer = Consumer(
-        "secure-sdk", bootstrap_servers=bootstrap, tls=tls, auto_offset_reset="earliest", consumer_timeout_ms=20000
+        "secure-sdk", bootstrap_servers=bootstrap, **security, auto_offset_reset="earliest", consumer_timeout_ms=20000
     )
     try:
         seen: set[bytes] = set()
@@ -340,7 +367,7 @@ def test_tools_work_with_the_files_up_wrote(secure_cluster: dict) -> None:
     assert described.returncode == 0 and "Topic: tool-t\tPartitionCount: 2" in described.stdout, described.stderr
     zk_config = ("-client-configuration", security["zookeeper_client_properties"])
     ids = _zkraft("zk", "--server", secure_cluster["quorum"], *zk_config, "ls", "/brokers/ids")
-    assert ids.returncode == 0 and ids.stdout.strip() == "[1, 2]", ids.stderr
+    assert ids.returncode == 0 and ids.stdout.strip() == "[1, 2, 3]", ids.stderr
     zk_tls = ("--zk-tls-config-file", security["zookeeper_client_properties"])
     listed = _zkraft("topics", "--zookeeper", secure_cluster["quorum"], *zk_tls, "--list")
     assert listed.returncode == 0 and "tool-t" in listed.stdout.split(), listed.stderr
@@ -430,6 +457,185 @@ def _assert_cluster_unharmed(secure_cluster: dict) -> None:
         zk.close()
     for address in secure_cluster["quorum"].split(","):
         assert asyncio.run(_hello(address, zk_tls)).startswith("node "), address
+
+
+# ---------------------------------------------------------------- SASL and the authorizer on the gRPC ports
+
+INVALID_CREDENTIALS = (
+    "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+)
+ACL_PROPAGATION_S = 30.0
+ALICE_PASSWORD = "alice-secret"
+
+
+def test_a_wrong_password_or_an_unknown_user_is_refused_on_the_grpc_port_in_one_line(
+    secure_cluster: dict, tmp_path: Path
+) -> None:
+    bootstrap = secure_cluster["brokers"]
+    for changes in (
+        {"sasl.jaas.config": f'{SCRAM_MODULE} required username="admin" password="not-the-password";'},
+        {"sasl.jaas.config": f'{SCRAM_MODULE} required username="nobody" password="x";'},
+    ):
+        started = time.monotonic()
+        with pytest.raises(SaslAuthenticationFailedError, match=f"^{INVALID_CREDENTIALS}$"):
+            with Admin(bootstrap, **_client_security(secure_cluster, **changes)) as admin:
+                admin.list_topics()
+        assert time.monotonic() - started < REFUSAL_WITHIN_S
+    # The tools print Kafka's line and exit 1.
+    wrong = tmp_path / "wrong.properties"
+    properties = read_config_file(Path(secure_cluster["security"]["client_properties"]))
+    properties["sasl.jaas.config"] = f'{SCRAM_MODULE} required username="admin" password="wrong";'
+    wrong.write_text("".join(f"{k}={v}\n" for k, v in properties.items()), encoding="utf-8")
+    started = time.monotonic()
+    listed = _zkraft("topics", "--bootstrap-server", bootstrap, "--command-config", str(wrong), "--list")
+    _assert_refused_in_one_line(listed, time.monotonic() - started, INVALID_CREDENTIALS)
+    started = time.monotonic()  # the same file on a SASL_SSL Kafka listener (kafka-acls.sh's --command-config)
+    acls = _zkraft("acls", "--bootstrap-server", secure_cluster["kafka"], "--command-config", str(wrong), "--list")
+    _assert_refused_in_one_line(acls, time.monotonic() - started, INVALID_CREDENTIALS)
+    # A client with the admin's certificate and no login calls as User:CN=admin, who may do nothing.
+    certificate_only = {"tls": _client_security(secure_cluster)["tls"]}
+    with Admin(bootstrap, **certificate_only) as admin:
+        with pytest.raises(TopicAuthorizationFailedError):
+            admin.create_topics([NewTopic("no-login", num_partitions=1, replication_factor=1)])
+    with Admin(bootstrap, **_client_security(secure_cluster)) as admin:  # the brokers serve on, unharmed
+        assert "no-login" not in admin.list_topics() and "secure-sdk" in admin.list_topics()
+
+
+def _acls(secure_cluster: dict, *args: str, kafka_protocol: bool = False) -> None:
+    """`zkraft acls --add` as a user runs it on a --secure cluster: through the quorum with the ZooKeeper client
+    file, or (`kafka_protocol`) through a SASL_SSL Kafka listener with client.properties, as the admin."""
+    security = secure_cluster["security"]
+    if kafka_protocol:
+        where = ("--bootstrap-server", secure_cluster["kafka"], "--command-config", security["client_properties"])
+    else:
+        where = ("--authorizer-properties", f"zookeeper.connect={secure_cluster['quorum']}",
+                 "--zk-tls-config-file", security["zookeeper_client_properties"])  # fmt: skip
+    added = _zkraft("acls", *where, "--add", "--allow-principal", "User:alice", *args)
+    assert added.returncode == 0, added.stderr
+    assert "Current ACLs for resource" in added.stdout and "principal=User:alice" in added.stdout
+
+
+def _eventually(attempt: object, refused: type[Exception] | tuple[type[Exception], ...]) -> None:
+    """`attempt()` refused with `refused` until the new ACL reaches the brokers, then done (bounded)."""
+
+    def allowed() -> bool:
+        try:
+            attempt()  # type: ignore[operator]
+        except refused:
+            return False
+        return True
+
+    wait_until(allowed, ACL_PROPAGATION_S, interval_s=0.5, message=f"still refused ({refused})")
+
+
+def _alice(secure_cluster: dict) -> dict[str, object]:
+    """The SCRAM user alice (stored as a user does, with `zkraft configs`; again is harmless) and her SDK keywords:
+    the admin's certificate for the port's mutual TLS, her own login."""
+    zk_tls = ("--zk-tls-config-file", secure_cluster["security"]["zookeeper_client_properties"])
+    user = _zkraft("configs", "--zookeeper", secure_cluster["quorum"], *zk_tls, "--alter", "--entity-type", "users",
+                   "--entity-name", "alice", "--add-config", f"SCRAM-SHA-512=[password={ALICE_PASSWORD}]")  # fmt: skip
+    assert user.returncode == 0, user.stderr
+    jaas = f'{SCRAM_MODULE} required username="alice" password="{ALICE_PASSWORD}";'
+    return _client_security(secure_cluster, **{"sasl.jaas.config": jaas})
+
+
+def test_a_user_without_acls_is_refused_then_allowed_one_operation_at_a_time(secure_cluster: dict) -> None:
+    """As the Kafka-protocol ACL test does for librdkafka, through the SDK on the gRPC ports: alice logs in, is
+    refused to create, produce and consume, and `zkraft acls` allows each in turn."""
+    alice = _alice(secure_cluster)
+    bootstrap, topic = secure_cluster["brokers"], "alice-orders"
+
+    def create() -> None:
+        with Admin(bootstrap, **alice) as admin:
+            admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])
+
+    def produce() -> None:
+        with Producer(bootstrap, **alice, acks="all", request_timeout_ms=5000, delivery_timeout_ms=10000) as p:
+            p.send(topic, b"from alice").get(timeout=30)
+
+    def consume() -> None:
+        consumer = Consumer(topic, bootstrap_servers=bootstrap, **alice, group_id="alice-group",
+                            auto_offset_reset="earliest")  # fmt: skip
+        try:
+            values = [r.value for records in consumer.poll(timeout_ms=5000).values() for r in records]
+        finally:
+            consumer.close()
+        assert values == [b"from alice"], values
+
+    for attempt, refused, acl, kafka_protocol in (
+        (create, TopicAuthorizationFailedError, ("--operation", "Create", "--topic", topic), False),
+        (produce, TopicAuthorizationFailedError, ("--operation", "Write", "--topic", topic), True),
+        (consume, (TopicAuthorizationFailedError, GroupAuthorizationFailedError),
+         ("--consumer", "--topic", topic, "--group", "alice-group"), False),
+    ):  # fmt: skip
+        with pytest.raises(refused):
+            attempt()
+        _acls(secure_cluster, *acl, kafka_protocol=kafka_protocol)
+        _eventually(attempt, refused)
+
+
+def _replica_rpcs(address: str, tls: TlsConfig, metadata: tuple[tuple[str, str], ...] = ()) -> tuple[int, list[int]]:
+    """(LeaderAndIsr's error code, a follower Fetch's partition error codes) of a call with `tls`'s certificate."""
+    with grpc_channels.sync_channel(address, tls) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        leader_and_isr = stub.LeaderAndIsr(broker_pb2.LeaderAndIsrRequest(controller_epoch=-1), timeout=10,
+                                           metadata=metadata)  # fmt: skip
+        topics = [broker_pb2.FetchTopic(topic="secure-sdk", partitions=[broker_pb2.FetchPartition(partition=0)])]
+        fetch = stub.Fetch(broker_pb2.FetchRequest(replica_id=2, max_wait_ms=0, topics=topics), timeout=10,
+                           metadata=metadata)  # fmt: skip
+    return leader_and_isr.error_code, [p.error_code for t in fetch.responses for p in t.partitions]
+
+
+def test_only_brokers_may_call_the_replica_rpcs(secure_cluster: dict) -> None:
+    """ClusterAction, checked as Kafka 2.8's KafkaApis does: a broker's certificate passes; the admin's
+    certificate without a login (User:CN=admin) and alice's login do not."""
+    ca = Path(secure_cluster["security"]["ca_file"])
+    first = secure_cluster["brokers"].split(",")[0]
+    broker_code, broker_fetch = _replica_rpcs(first, TlsConfig(ca.parent / "broker-2.pem", ca))
+    assert broker_code != errors.ClusterAuthorizationFailedError.code
+    assert errors.TopicAuthorizationFailedError.code not in broker_fetch
+    admin_tls = TlsConfig(ca.parent / "admin.pem", ca)
+    refused = (errors.ClusterAuthorizationFailedError.code, [errors.TopicAuthorizationFailedError.code])
+    assert _replica_rpcs(first, admin_tls) == refused
+    alice = _alice(secure_cluster)
+    with grpc_channels.sync_channel(first, admin_tls) as channel:
+        session = GrpcSaslSession(first, channel, alice["sasl"], 10.0)  # type: ignore[arg-type]
+        session.ensure()
+        assert _replica_rpcs(first, admin_tls, (("authorization", f"Bearer {session.token}"),)) == refused
+    with pytest.raises(grpc.RpcError) as unauthenticated:
+        _replica_rpcs(first, admin_tls, (("authorization", "Bearer made-up"),))
+    assert unauthenticated.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "not known to this broker" in (unauthenticated.value.details() or "")
+
+
+def test_a_deleted_user_is_refused_at_once_on_the_grpc_ports(secure_cluster: dict) -> None:
+    """A gRPC session is not a connection the broker can close: deleting alice's credential ends her sessions as
+    the /config/changes notification reaches each broker, and her next login is refused."""
+    alice = _alice(secure_cluster)
+    ca = Path(secure_cluster["security"]["ca_file"])
+    first = secure_cluster["brokers"].split(",")[0]
+    admin_tls = TlsConfig(ca.parent / "admin.pem", ca)
+    with grpc_channels.sync_channel(first, admin_tls) as channel:
+        session = GrpcSaslSession(first, channel, alice["sasl"], 10.0)  # type: ignore[arg-type]
+        session.ensure()
+        metadata = (("authorization", f"Bearer {session.token}"),)
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        stub.Metadata(broker_pb2.MetadataRequest(all_topics=True), timeout=10, metadata=metadata)  # served
+        zk_tls = ("--zk-tls-config-file", secure_cluster["security"]["zookeeper_client_properties"])
+        deleted = _zkraft("configs", "--zookeeper", secure_cluster["quorum"], *zk_tls, "--alter", "--entity-type",
+                          "users", "--entity-name", "alice", "--delete-config", "SCRAM-SHA-512")  # fmt: skip
+        assert deleted.returncode == 0, deleted.stderr
+
+        def refused() -> bool:
+            try:
+                stub.Metadata(broker_pb2.MetadataRequest(all_topics=True), timeout=10, metadata=metadata)
+            except grpc.RpcError as error:
+                return error.code() == grpc.StatusCode.UNAUTHENTICATED
+            return False
+
+        wait_until(refused, ACL_PROPAGATION_S, interval_s=0.2, message="alice's session outlived her credential")
+        with pytest.raises(SaslAuthenticationFailedError, match=f"^{INVALID_CREDENTIALS}$"):
+            GrpcSaslSession(first, channel, alice["sasl"], 10.0).ensure()  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- a node with another CA's certificate

@@ -13,10 +13,15 @@ Properties are written as Kafka and ZooKeeper spell them:
 * brokers: `security.inter.broker.protocol=SSL` + `ssl.*` (the gRPC port, replica fetches, controller
   requests), `zookeeper.ssl.client.enable=true` + `zookeeper.ssl.*` (the session to the quorum, with
   the broker's certificate), and `SASL_SSL://` Kafka listeners (TLS, then a SCRAM login:
-  `sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256`).
+  `sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256`). The gRPC port is SASL_SSL too
+  (`listener.security.protocol.map=...,GRPC:SASL_SSL`) with mutual TLS
+  (`listener.name.grpc.ssl.client.auth=required`): clients log in with SCRAM, brokers call each other by
+  certificate. Kafka's AclAuthorizer is on (`authorizer.class.name`, `allow.everyone.if.no.acl.found=false`)
+  with `super.users` the admin and every broker's certificate principal (`User:CN=broker-N`).
 * clients: DIR/client.properties in Kafka's client format (`security.protocol=SASL_SSL`,
-  `sasl.mechanism=SCRAM-SHA-512`, `sasl.jaas.config` with the admin user, `ssl.truststore.*`) for
-  `--command-config` and any Kafka client, and DIR/zookeeper-client.properties in ZooKeeper's
+  `sasl.mechanism=SCRAM-SHA-512`, `sasl.jaas.config` with the admin user, `ssl.truststore.*`, and the admin's
+  certificate as `ssl.keystore.*`, which the gRPC ports ask for) for `--command-config`, the SDK and any Kafka
+  client, and DIR/zookeeper-client.properties in ZooKeeper's
   (`zookeeper.client.secure=true`, `zookeeper.ssl.*` with the admin keystore) for
   `zkraft zk -client-configuration`.
 
@@ -29,10 +34,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from broker.authorizer import ACL_AUTHORIZER_CLASS
 from client import ZkClient
 from client.kafka.scram import store_scram_credential
 from runtime import certificates
@@ -51,6 +58,8 @@ SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 CLIENT_MECHANISM = "SCRAM-SHA-512"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 DIRECTORY_MODE = 0o700
+# Kafka's default listener.security.protocol.map, and the brokers' gRPC port (the listener GRPC) as SASL_SSL.
+BROKER_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,GRPC:SASL_SSL"
 
 
 class Child(Protocol):
@@ -154,6 +163,9 @@ def client_properties(files: SecurityFiles) -> dict[str, str]:
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(files.ca_file),
         "ssl.endpoint.identification.algorithm": "https",
+        # The brokers' gRPC ports require a client certificate (mutual TLS); Kafka listeners do not ask for one.
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(files.admin_keystore),
     }
 
 
@@ -191,8 +203,14 @@ def quorum_properties(files: SecurityFiles, node: Child, zk_port: int, secure_cl
     return properties
 
 
-def broker_properties(files: SecurityFiles, broker: Child) -> dict[str, str]:
-    """A broker's TLS properties, Kafka's names: the gRPC port and inter-broker channels, its quorum session."""
+def super_users(files: SecurityFiles, brokers: Sequence[Child]) -> str:
+    """Kafka's `super.users`: the admin (its SCRAM login) and each broker by its certificate's subject."""
+    return ";".join([f"User:{files.username}", *(f"User:CN={common_name(b)}" for b in brokers)])
+
+
+def broker_properties(files: SecurityFiles, broker: Child, brokers: Sequence[Child]) -> dict[str, str]:
+    """A broker's security properties, Kafka's names: TLS and SASL on the gRPC port and the Kafka listener, the
+    inter-broker channels, its quorum session, and the authorizer. `brokers`: every broker of the cluster."""
     keystore = str(files.keystore(broker))
     return {
         "security.inter.broker.protocol": "SSL",
@@ -207,6 +225,11 @@ def broker_properties(files: SecurityFiles, broker: Child) -> dict[str, str]:
         "zookeeper.ssl.truststore.type": "PEM",
         "zookeeper.ssl.truststore.location": str(files.ca_file),
         "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+        "listener.security.protocol.map": BROKER_PROTOCOL_MAP,
+        "listener.name.grpc.ssl.client.auth": "required",
+        "authorizer.class.name": ACL_AUTHORIZER_CLASS,
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": super_users(files, brokers),
     }
 
 

@@ -207,7 +207,8 @@ class Plan:
         """One broker's properties besides its identity: its TLS when --secure, then the --override options."""
         if self.security is None:
             return overrides
-        return {**secure_setup.broker_properties(self.security, spec), **overrides}
+        every_broker: list[secure_setup.Child] = [*self.brokers, *self.resting_brokers]
+        return {**secure_setup.broker_properties(self.security, spec, every_broker), **overrides}
 
     @property
     def consoles(self) -> list[ChildSpec]:
@@ -1166,6 +1167,10 @@ def _secure_usage(plan: Plan, files: secure_setup.SecurityFiles) -> list[str]:
     kafka = [
         f"Kafka client properties: {files.client_properties}",
         f"  zkraft topics --bootstrap-server {grpc_bootstrap} --command-config {files.client_properties} --list",
+        f"authorizer on: super users {secure_setup.super_users(files, [*plan.brokers, *plan.resting_brokers])}; "
+        "allow others with",
+        f"  zkraft acls --authorizer-properties zookeeper.connect={plan.zookeeper_connect} "
+        f"--zk-tls-config-file {files.zookeeper_client_properties} --add --allow-principal User:alice ...",
     ]
     return [
         *warnings,

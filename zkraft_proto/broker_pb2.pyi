@@ -1322,3 +1322,29 @@ class ListPartitionReassignmentsResponse(_message.Message):
     error_message: str
     topics: _containers.RepeatedCompositeFieldContainer[OngoingTopicReassignment]
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OngoingTopicReassignment, _Mapping]]] = ...) -> None: ...
+
+class SaslAuthenticateRequest(_message.Message):
+    __slots__ = ("mechanism", "auth_bytes", "exchange_id")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    AUTH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    mechanism: str
+    auth_bytes: bytes
+    exchange_id: str
+    def __init__(self, mechanism: _Optional[str] = ..., auth_bytes: _Optional[bytes] = ..., exchange_id: _Optional[str] = ...) -> None: ...
+
+class SaslAuthenticateResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "auth_bytes", "exchange_id", "session_token", "session_lifetime_ms")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    AUTH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SESSION_LIFETIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    auth_bytes: bytes
+    exchange_id: str
+    session_token: str
+    session_lifetime_ms: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., auth_bytes: _Optional[bytes] = ..., exchange_id: _Optional[str] = ..., session_token: _Optional[str] = ..., session_lifetime_ms: _Optional[int] = ...) -> None: ...

@@ -179,6 +179,11 @@ class BrokerStub:
                 request_serializer=zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.SaslAuthenticate = channel.unary_unary(
+                '/zkraft.broker.Broker/SaslAuthenticate',
+                request_serializer=zkraft__proto_dot_broker__pb2.SaslAuthenticateRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_broker__pb2.SaslAuthenticateResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -366,6 +371,15 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SaslAuthenticate(self, request, context):
+        """SASL login on the gRPC port (broker/sasl/grpc_login.py): Kafka's SaslHandshake + SaslAuthenticate (KIP-43,
+        KIP-152) as one RPC, called once per step of the exchange; the last step answers a session token that later
+        calls carry in their `authorization` metadata.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -513,6 +527,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ListPartitionReassignments,
                     request_deserializer=zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsRequest.FromString,
                     response_serializer=zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'SaslAuthenticate': grpc.unary_unary_rpc_method_handler(
+                    servicer.SaslAuthenticate,
+                    request_deserializer=zkraft__proto_dot_broker__pb2.SaslAuthenticateRequest.FromString,
+                    response_serializer=zkraft__proto_dot_broker__pb2.SaslAuthenticateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1298,6 +1317,33 @@ class Broker:
             '/zkraft.broker.Broker/ListPartitionReassignments',
             zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsRequest.SerializeToString,
             zkraft__proto_dot_broker__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SaslAuthenticate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.broker.Broker/SaslAuthenticate',
+            zkraft__proto_dot_broker__pb2.SaslAuthenticateRequest.SerializeToString,
+            zkraft__proto_dot_broker__pb2.SaslAuthenticateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,11 +1,13 @@
 """The authorizer's checks on the broker's gRPC API: the same operations on the same resources as the Kafka
 listener's handlers (broker/kafka_api/), answered with the same error codes in the gRPC responses.
 
-The principal is one parameter (`grpc_principal`): `User:ANONYMOUS` until the gRPC port authenticates its callers.
-Broker-to-broker RPCs (a follower's Fetch, LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown), which
-Kafka checks as ClusterAction, are left unchecked until then: without authentication a broker cannot be told from
-a client, and checking them as User:ANONYMOUS would stop replication. `guard` wraps one servicer method; the
-broker installs guards only when it has an authorizer, so without one nothing here runs.
+The principal is the call's (`grpc_principal`: broker/grpc_authentication.py sets it from the caller's SASL session
+or certificate; User:ANONYMOUS on a port that authenticates no one). Broker-to-broker RPCs (a follower's Fetch,
+LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown) need ClusterAction on the Cluster, as Kafka 2.8's
+KafkaApis checks them, on a port that knows its callers (SASL or mutual TLS); on a port that does not, a broker
+cannot be told from a client, and checking them as User:ANONYMOUS would stop replication, so they are left
+unchecked there. `guard` wraps one servicer method; the broker installs guards only when it has an authorizer, so
+without one nothing here runs.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.grpc_authentication import ANONYMOUS, CALL_PRINCIPAL
 from client.kafka import errors
 from client.kafka.acls import CLUSTER_NAME, AclOperation, ResourceType
 from zkraft_proto import broker_pb2 as pb
 
-ANONYMOUS = "User:ANONYMOUS"
+__all__ = ["ANONYMOUS", "CHECKED_RPCS", "guard", "grpc_principal"]
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 GROUP_DENIED = errors.GroupAuthorizationFailedError.code
 CLUSTER_DENIED = errors.ClusterAuthorizationFailedError.code
@@ -29,8 +32,9 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 
 
 def grpc_principal(context: Any) -> str:
-    """Who called: User:ANONYMOUS until the gRPC port authenticates (the one place to change when it does)."""
-    return ANONYMOUS
+    """Who called: the principal broker/grpc_authentication.py found for this call (User:ANONYMOUS when the
+    port authenticates no one)."""
+    return CALL_PRINCIPAL.get()
 
 
 def grpc_client_host(context: Any) -> str:
@@ -109,10 +113,24 @@ async def _per_topic(name: str, check: Check, request: Any, handler: Handler, co
     return response
 
 
+def _knows_callers(service: Any) -> bool:
+    authentication = getattr(service, "authentication", None)
+    return authentication is not None and authentication.knows_callers
+
+
 async def _fetch(service: Any, check: Check, request: pb.FetchRequest, handler: Handler, context: Any) -> Any:
-    """A consumer's Fetch needs Read on each topic; a follower's is broker-to-broker (see the module's note)."""
+    """A consumer's Fetch needs Read on each topic; a follower's ClusterAction, else every partition answers
+    TOPIC_AUTHORIZATION_FAILED (Kafka 2.8 handleFetchRequest); see the module's note for ports that know no one."""
     if request.replica_id >= 0:
-        return await handler(request, context)
+        if not _knows_callers(service) or check.cluster(AclOperation.CLUSTER_ACTION):
+            return await handler(request, context)
+        response = pb.FetchResponse()
+        for topic in request.topics:
+            out = response.responses.add(topic=topic.topic)
+            for p in topic.partitions:
+                out.partitions.add(partition=p.partition, error_code=TOPIC_DENIED, high_watermark=-1,
+                                   last_stable_offset=-1, log_start_offset=-1)  # fmt: skip
+        return response.SerializeToString()
     refused = check.refused(AclOperation.READ, ResourceType.TOPIC, (t.topic for t in request.topics))
     if not refused:
         return await handler(request, context)
@@ -204,6 +222,9 @@ ONE_GROUP: dict[str, AclOperation] = {
     "Heartbeat": AclOperation.READ,
     "LeaveGroup": AclOperation.READ,
 }
+# Controller -> broker and broker -> controller: ClusterAction (Kafka 2.8 KafkaApis' authorizeClusterOperation in
+# handleLeaderAndIsrRequest, handleUpdateMetadataRequest, handleStopReplicaRequest, handleControlledShutdownRequest).
+INTER_BROKER = frozenset({"LeaderAndIsr", "UpdateMetadata", "StopReplica", "ControlledShutdown"})
 # The Cluster, one operation: the request answers CLUSTER_AUTHORIZATION_FAILED.
 ON_CLUSTER: dict[str, AclOperation] = {
     "ElectLeaders": AclOperation.ALTER,
@@ -306,6 +327,13 @@ async def _init_producer_id(check: Check, request: Any, handler: Handler, contex
 
 async def _checked(service: Any, name: str, check: Check, request: Any, handler: Handler, context: Any) -> Any:
     """Dispatches one RPC to its check (one-line branches only)."""
+    if name in INTER_BROKER:
+        if not _knows_callers(service) or check.cluster(AclOperation.CLUSTER_ACTION):
+            return await handler(request, context)
+        return getattr(pb, f"{name}Response")(error_code=CLUSTER_DENIED)
+    if name == "OffsetForLeaderEpoch" and check.allows(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                                       CLUSTER_NAME, False):  # fmt: skip
+        return await handler(request, context)  # a follower (KIP-320: a consumer needs Describe on each topic)
     if name in PER_TOPIC:
         return await _per_topic(name, check, request, handler, context)
     if name in NAMED:
@@ -333,7 +361,7 @@ async def _checked(service: Any, name: str, check: Check, request: Any, handler:
 
 
 CHECKED_RPCS = frozenset(
-    {*PER_TOPIC, *NAMED, *ONE_GROUP, *ON_CLUSTER, "DescribeConfigs", "AlterConfigs", "Fetch", "Metadata",
+    {*PER_TOPIC, *NAMED, *ONE_GROUP, *ON_CLUSTER, *INTER_BROKER, "DescribeConfigs", "AlterConfigs", "Fetch", "Metadata",
      "FindCoordinator", "OffsetCommit", "OffsetFetch", "ListGroups", "InitProducerId"}
 )  # fmt: skip
 

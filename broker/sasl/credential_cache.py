@@ -10,6 +10,7 @@ notification, and is refused from then on (its connections at their next re-auth
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from client.kafka.scram import (
@@ -30,6 +31,8 @@ class ScramCredentialCache:
         self._zk = zk
         self._log = logger
         self._users: dict[str, dict[str, ScramCredential]] = {}
+        # Called with a user whose last credential a notification removed (the gRPC port ends its sessions).
+        self.on_user_deleted: list[Callable[[str], None]] = []
 
     async def start(self) -> None:
         try:
@@ -58,6 +61,9 @@ class ScramCredentialCache:
         else:
             self._users.pop(user, None)
         self._log.info("scram_credentials_changed", user=user, mechanisms=sorted(credentials))
+        if not credentials:
+            for deleted in self.on_user_deleted:
+                deleted(user)
 
     async def _load(self, user: str) -> dict[str, ScramCredential]:
         path = config_entity_path(CONFIG_TYPE_USER, sanitize_user(user))

@@ -41,6 +41,7 @@ from client.kafka.types import (
     PartitionDescription,
     TopicDescription,
 )
+from runtime.client_config import SaslCredentials
 from runtime.tls import TlsConfig
 
 __all__ = [
@@ -71,13 +72,14 @@ class Admin(ReplicaAdminMixin):
         request_timeout_ms: int = 30000,
         client_id: str = "zkraft-admin",
         tls: TlsConfig | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         if isinstance(request_timeout_ms, bool) or not isinstance(request_timeout_ms, int) or request_timeout_ms < 1:
             raise KafkaConfigurationError(f"request_timeout_ms must be an int >= 1, got {request_timeout_ms!r}")
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
         self._cluster = KafkaClusterClient(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms, tls=tls
+            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms, tls=tls, sasl=sasl
         )
         self._closed = False
 

@@ -6,7 +6,9 @@ bootstrap list, asks any reachable broker for Metadata (docs/research/kafka.md
 readers on other threads never see half an update) and hands out a
 `BrokerStub` per node id over one channel per address. Calls are synchronous
 gRPC; the producer's sender thread and the consumer use `.future()` on the
-stubs for pipelining.
+stubs for pipelining. With SASL (security.protocol=SASL_SSL), each channel
+carries its broker's session token and a stub is handed out only once the
+session is live (client/kafka/sasl_session.py).
 """
 
 from __future__ import annotations
@@ -26,13 +28,23 @@ from client.kafka.client_errors import (
     SslAuthenticationError,
 )
 from client.kafka.codec import BrokerStub
-from client.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, RequestTimedOutError, UnknownServerError, error_for
+from client.kafka.errors import (
+    ERRORS_BY_NAME,
+    NONE,
+    KafkaError,
+    RequestTimedOutError,
+    SaslAuthenticationFailedError,
+    UnknownServerError,
+    error_for,
+)
+from client.kafka.sasl_session import GrpcSaslSession, SessionInterceptor
 
 # The metadata value types live with the SDK's others (the codec builds them); importable from here as before.
 from client.kafka.types import ClusterSnapshot
 from client.kafka.types import PartitionMetadata as PartitionMetadata
 from client.kafka.types import TopicMetadata as TopicMetadata
 from runtime import grpc_channels
+from runtime.client_config import SaslCredentials
 from runtime.tls import TlsConfig
 
 # Fetch responses reach fetch_max_bytes (50 MiB by default) and produce requests max_request_size: no gRPC cap.
@@ -79,6 +91,11 @@ def error_from_rpc(exc: grpc.RpcError, what: str) -> KafkaError:
             return ERRORS_BY_NAME[str(kafka_code)](message)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
         return KafkaConnectionError(message)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        # A session the broker no longer knows is a lost connection (the next call logs in again); a port that
+        # requires a login this client does not make is a setting to fix.
+        retriable = "log in again" in str(details)
+        return KafkaConnectionError(message) if retriable else SaslAuthenticationFailedError(message)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return RequestTimedOutError(message)
     return UnknownServerError(message)
@@ -94,9 +111,12 @@ class KafkaClusterClient:
         client_id: str,
         request_timeout_ms: int = 30000,
         tls: TlsConfig | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap_servers(bootstrap_servers)
         self.tls = tls  # security.protocol=SSL: every channel is TLS (runtime.grpc_channels)
+        self.sasl = sasl  # security.protocol=SASL_SSL: a login per broker (client/kafka/sasl_session.py)
+        self._sessions: dict[str, GrpcSaslSession] = {}
         self.client_id = client_id
         self.request_timeout_s = request_timeout_ms / 1000.0
         self._lock = threading.Lock()
@@ -125,10 +145,21 @@ class KafkaClusterClient:
                 stub = self._stubs.get(address)
                 if stub is None:
                     channel = grpc_channels.sync_channel(address, self.tls, GRPC_OPTIONS)
+                    if self.sasl is not None:
+                        session = GrpcSaslSession(address, channel, self.sasl, self.request_timeout_s)
+                        self._sessions[address] = session
+                        channel = grpc.intercept_channel(channel, SessionInterceptor(session))
                     self._channels[address] = channel
                     stub = codec.broker_stub(channel)
                     self._stubs[address] = stub
+        if self.sasl is not None:
+            self._sessions[address].ensure()
         return stub
+
+    @property
+    def sasl_logins(self) -> int:
+        """How many times this client logged in, over every broker (tests and benchmarks read it)."""
+        return sum(session.logins for session in list(self._sessions.values()))
 
     def stub(self, node_id: int) -> BrokerStub:
         """The stub of broker `node_id`; KafkaConnectionError if the metadata does not know it."""
@@ -165,6 +196,9 @@ class KafkaClusterClient:
         for address in self._candidate_addresses():
             try:
                 return getattr(self._stub_for_address(address), method)(request, timeout=timeout)
+            except (KafkaConnectionError, RequestTimedOutError) as exc:  # the login to this broker could not finish
+                failures.append(str(exc))
+                continue
             except grpc.RpcError as exc:
                 error = error_from_rpc(exc, f"{method} to {address}")
                 if not isinstance(error, KafkaConnectionError | RequestTimedOutError):

@@ -681,3 +681,34 @@ def list_partition_reassignments_reply(response: Response) -> dict[TopicPartitio
         for t in response.topics
         for p in t.partitions
     }
+
+
+# ---------------------------------------------------------------- SaslAuthenticate (the gRPC port's login)
+
+
+class SaslStep(NamedTuple):
+    """One step's answer: Kafka's code and message, the broker's SASL message, and what to carry on with."""
+
+    error_code: int
+    error_message: str
+    auth_bytes: bytes
+    exchange_id: str
+    session_token: str
+    session_lifetime_ms: int
+
+
+def sasl_authenticate_request(
+    mechanism: str, auth_bytes: bytes, exchange_id: str
+) -> broker_pb2.SaslAuthenticateRequest:
+    return broker_pb2.SaslAuthenticateRequest(mechanism=mechanism, auth_bytes=auth_bytes, exchange_id=exchange_id)
+
+
+def sasl_authenticate_reply(response: broker_pb2.SaslAuthenticateResponse) -> SaslStep:
+    return SaslStep(
+        response.error_code,
+        response.error_message,
+        bytes(response.auth_bytes),
+        response.exchange_id,
+        response.session_token,
+        response.session_lifetime_ms,
+    )

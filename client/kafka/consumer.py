@@ -61,6 +61,7 @@ from client.kafka.errors import (
 )
 from client.kafka.structs import TopicPartition
 from client.kafka.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ConsumerRecord, OffsetAndTimestamp
+from runtime.client_config import SaslCredentials
 from runtime.tls import TlsConfig
 
 log = logging.getLogger("zkraft.client.consumer")
@@ -131,6 +132,7 @@ class Consumer:
         max_poll_interval_ms: int = 300000,
         metadata_max_age_ms: int = 30000,
         tls: TlsConfig | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise KafkaConfigurationError(
@@ -175,7 +177,7 @@ class Consumer:
         self.client_id = client_id
         self.group_id = group_id
         self._cluster = KafkaClusterClient(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=REQUEST_TIMEOUT_MS, tls=tls
+            bootstrap_servers, client_id=client_id, request_timeout_ms=REQUEST_TIMEOUT_MS, tls=tls, sasl=sasl
         )
         self._subscription: set[str] | None = None
         self._assignment: dict[TopicPartition, _PartitionState] = {}

@@ -58,6 +58,7 @@ from client.kafka.partitioner import murmur2
 from client.kafka.record_accumulator import FutureRecordMetadata, ProducerBatch, RecordAccumulator, record_size_estimate
 from client.kafka.records import CompressionType
 from client.kafka.types import RecordMetadata
+from runtime.client_config import SaslCredentials
 from runtime.tls import TlsConfig
 
 log = logging.getLogger("zkraft.client.producer")
@@ -106,6 +107,7 @@ class Producer:
         client_id: str = "zkraft-producer",
         enable_idempotence: bool = False,
         tls: TlsConfig | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         """`acks` defaults to 1, or to all with `enable_idempotence` (which refuses acks 0 and 1)."""
         if acks is None:
@@ -137,7 +139,7 @@ class Producer:
         self._value_serializer = value_serializer
         self.client_id = client_id
         self._cluster = KafkaClusterClient(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=self.request_timeout_ms, tls=tls
+            bootstrap_servers, client_id=client_id, request_timeout_ms=self.request_timeout_ms, tls=tls, sasl=sasl
         )
         self._num_partitions: dict[str, int] = {}
         self._closed = False

@@ -196,3 +196,60 @@ def alter_scram_credentials(
         sequence=True,
         makepath=True,
     )
+
+
+# ---------------------------------------------------------------------------------------------- the client's exchange
+
+
+def _saslname(username: str) -> str:
+    """RFC 5802 §5.1: ',' and '=' in a user name are written =2C and =3D."""
+    return username.replace("=", "=3D").replace(",", "=2C")
+
+
+class ScramClientExchange:
+    """The client's side of one SCRAM exchange (RFC 5802 §3, as Kafka's ScramSaslClient runs it):
+    `client_first()`, `client_final(server_first)`, then `verify(server_final)` proves the server knew the
+    credential (a server that only replays messages cannot compute ServerSignature)."""
+
+    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None) -> None:
+        hash_name(mechanism)
+        self.mechanism = mechanism
+        self._password = password
+        self._nonce = nonce if nonce is not None else secure_random_string()
+        self._client_first_bare = f"n={_saslname(username)},r={self._nonce}"
+        self._server_signature = b""
+
+    def client_first(self) -> bytes:
+        return f"n,,{self._client_first_bare}".encode()
+
+    def client_final(self, server_first: bytes) -> bytes:
+        text = server_first.decode("utf-8", "replace")
+        fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+        try:
+            nonce, salt, iterations = fields["r"], base64.b64decode(fields["s"], validate=True), int(fields["i"])
+        except (KeyError, ValueError):
+            raise ScramCredentialError(f"Invalid SCRAM server first message: {text[:60]!r}") from None
+        if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce):
+            raise ScramCredentialError("Invalid SCRAM server first message: the server's nonce does not extend ours")
+        check_iterations(self.mechanism, iterations)  # a server may not make the client run PBKDF2 without bound
+        salted = salted_password(self.mechanism, self._password, salt, iterations)
+        without_proof = f"c=biws,r={nonce}"  # biws: base64 of the gs2 header "n,," (no channel binding)
+        auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
+        client_key = hmac_digest(self.mechanism, salted, b"Client Key")
+        signature = hmac_digest(self.mechanism, digest(self.mechanism, client_key), auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac_digest(self.mechanism, salted, b"Server Key")
+        self._server_signature = hmac_digest(self.mechanism, server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        """ScramCredentialError unless `server_final` carries the ServerSignature of this exchange."""
+        text = server_final.decode("utf-8", "replace")
+        if not text.startswith("v="):
+            raise ScramCredentialError(f"SCRAM server final message carries no signature: {text[:60]!r}")
+        try:
+            signature = base64.b64decode(text[2:], validate=True)
+        except ValueError:
+            raise ScramCredentialError("SCRAM server final message: bad base64") from None
+        if not hmac.compare_digest(signature, self._server_signature):
+            raise ScramCredentialError("Invalid server signature in the SCRAM server final message")

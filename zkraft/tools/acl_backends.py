@@ -2,7 +2,8 @@
 
 * `KafkaProtocolAcls` (`--bootstrap-server`): CreateAcls, DescribeAcls and DeleteAcls over Kafka's binary protocol
   to the first broker that answers, as the AdminClient sends them; the broker's authorizer checks the caller
-  (Alter or Describe on the Cluster) and writes the znodes.
+  (Alter or Describe on the Cluster) and writes the znodes. With `--command-config` the connection is TLS
+  (`security.protocol=SSL|SASL_SSL`) and logs in (SaslHandshake v1 + SaslAuthenticate, SCRAM or PLAIN) first.
 * `ZooKeeperAcls` (`--authorizer-properties zookeeper.connect=...`): the znodes directly, as the 2.8 tool runs an
   AclAuthorizer in its own process (change notifications included, so running brokers follow).
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import io
 import socket
+import ssl
 import struct
 import typing
 from collections.abc import Iterable
@@ -39,8 +41,11 @@ from client.kafka.acls import (
     ResourceType,
     binding_problem,
 )
+from client.kafka.scram import ScramClientExchange, ScramCredentialError
 
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
 DESCRIBE_ACLS = 29
 CREATE_ACLS = 30
 DELETE_ACLS = 31
@@ -54,10 +59,36 @@ class AclToolError(Exception):
 
 
 class KafkaProtocolAcls:
-    def __init__(self, bootstrap: str, timeout_s: float) -> None:
-        self._sock = _connect(bootstrap, timeout_s)
+    def __init__(self, bootstrap: str, timeout_s: float, tls: Any = None, sasl: Any = None) -> None:
+        """`tls`: a runtime.tls.TlsConfig for an SSL or SASL_SSL listener; `sasl`: the
+        runtime.client_config.SaslCredentials to log in with on a SASL_ listener (None: no login)."""
+        self._sock = _connect(bootstrap, timeout_s, tls)
         self._correlation = 0
         self._versions = self._negotiate()
+        if sasl is not None:
+            self._log_in(sasl)
+
+    def _log_in(self, sasl: Any) -> None:
+        """KIP-43 SaslHandshake v1, then the mechanism's messages in SaslAuthenticate v1 (KIP-152)."""
+        handshake = self._call(SASL_HANDSHAKE, 1, load_request_schema(SASL_HANDSHAKE, 1)(mechanism=sasl.mechanism))
+        if handshake.error_code != errors.NONE:
+            enabled = ", ".join(handshake.mechanisms)
+            raise AclToolError(f"the broker does not enable SASL mechanism {sasl.mechanism} (it enables {enabled})")
+        if sasl.mechanism == "PLAIN":
+            self._authenticate(f"\x00{sasl.username}\x00{sasl.password}".encode())
+            return
+        exchange = ScramClientExchange(sasl.mechanism, sasl.username, sasl.password)
+        try:
+            server_first = self._authenticate(exchange.client_first())
+            exchange.verify(self._authenticate(exchange.client_final(server_first)))
+        except ScramCredentialError as exc:
+            raise AclToolError(str(exc)) from None
+
+    def _authenticate(self, token: bytes) -> bytes:
+        answer = self._call(SASL_AUTHENTICATE, 1, load_request_schema(SASL_AUTHENTICATE, 1)(auth_bytes=token))
+        if answer.error_code != errors.NONE:
+            raise AclToolError(answer.error_message or type(errors.error_for(answer.error_code)).__name__)
+        return bytes(answer.auth_bytes)
 
     def close(self) -> None:
         self._sock.close()
@@ -186,16 +217,24 @@ def _raise_on_error(code: int, message: str | None) -> None:
         raise AclToolError(f"{type(error).__name__}: {message or error}")
 
 
-def _connect(bootstrap: str, timeout_s: float) -> socket.socket:
+def _connect(bootstrap: str, timeout_s: float, tls: Any = None) -> socket.socket:
     problems = []
     for address in (a.strip() for a in bootstrap.split(",") if a.strip()):
         host, sep, port = address.rpartition(":")
         if not sep or not port.isdigit():
             raise AclToolError(f"bad bootstrap server {address!r}: expected host:port")
         try:
-            return socket.create_connection((host, int(port)), timeout=timeout_s)
+            sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         except OSError as exc:
             problems.append(f"{address}: {exc.strerror or exc}")
+            continue
+        if tls is None:
+            return sock
+        try:
+            return tls.client_ssl_context().wrap_socket(sock, server_hostname=host)
+        except (ssl.SSLError, OSError) as exc:
+            sock.close()
+            problems.append(f"{address}: TLS handshake failed: {getattr(exc, 'reason', None) or exc}")
     raise AclToolError(f"cannot reach any broker of {bootstrap!r} ({'; '.join(problems) or 'no address'})")
 
 
@@ -212,11 +251,12 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 class ZooKeeperAcls:
     """The znodes through the quorum, on an event loop of its own (the tool is synchronous)."""
 
-    def __init__(self, connect: str, timeout_s: float) -> None:
+    def __init__(self, connect: str, timeout_s: float, tls: Any = None) -> None:
+        """`tls`: a runtime.tls.TlsConfig for a quorum port that speaks TLS (--zk-tls-config-file), else None."""
         from client.zk.aio import AsyncZkClient  # here: `zkraft --help` loads no gRPC
 
         self._loop = asyncio.new_event_loop()
-        self._zk = AsyncZkClient(connect)
+        self._zk = AsyncZkClient(connect, tls=tls)
         try:
             self._loop.run_until_complete(self._zk.start(timeout=timeout_s))
         except Exception as exc:

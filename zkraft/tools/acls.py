@@ -6,6 +6,8 @@
     zkraft acls --bootstrap-server B --remove --deny-principal User:eve --operation All --topic orders [--force]
     zkraft acls --bootstrap-server B --list [--topic orders] [--resource-pattern-type match] [--principal User:a]
     zkraft acls --authorizer-properties zookeeper.connect=Q --add ...     # the znodes directly, as 2.8 could
+    zkraft acls --authorizer-properties zookeeper.connect=Q --zk-tls-config-file zookeeper-client.properties ...
+    zkraft acls --bootstrap-server B --command-config client.properties ...  # SSL / SASL_SSL listeners
 
 `--bootstrap-server` goes through CreateAcls/DescribeAcls/DeleteAcls on a broker's Kafka listener (the broker's
 authorizer checks the caller); `--authorizer-properties zookeeper.connect=...` writes `/kafka-acl` and the change
@@ -35,6 +37,7 @@ from client.kafka.acls import (
     ResourcePattern,
     ResourceType,
 )
+from zkraft.tools import command_config
 from zkraft.tools.acl_backends import AclToolError, KafkaProtocolAcls, ZooKeeperAcls, bindings_by_pattern
 from zkraft.tools.topics import ToolError, ToolUsageError
 
@@ -65,6 +68,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idempotent", action="store_true", help="with --producer: IdempotentWrite on the cluster")
     parser.add_argument("--force", action="store_true", help="remove without asking")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S_DEFAULT, help="seconds to connect (default 30)")
+    command_config.add_zk_tls_argument(parser)  # Kafka 2.5+'s AclCommand flag, for --authorizer-properties
+    command_config.add_argument(parser)  # for --bootstrap-server: TLS and the SASL login, Kafka's client names
 
 
 def run(ns: argparse.Namespace, out: TextIO | None = None, answers: TextIO | None = None) -> int:
@@ -131,8 +136,10 @@ def _pattern_type(text: str) -> PatternType:
 def _backend(ns: argparse.Namespace) -> Any:
     try:
         if ns.bootstrap_server is not None:
-            return KafkaProtocolAcls(ns.bootstrap_server, ns.timeout)
-        return ZooKeeperAcls(_zookeeper_connect(ns.authorizer_properties), ns.timeout)
+            security = command_config.security_of(ns)
+            return KafkaProtocolAcls(ns.bootstrap_server, ns.timeout, security.get("tls"), security.get("sasl"))
+        tls = command_config.zk_tls_of(getattr(ns, "zk_tls_config_file", None))
+        return ZooKeeperAcls(_zookeeper_connect(ns.authorizer_properties), ns.timeout, tls)
     except AclToolError as exc:
         raise ToolError(str(exc)) from None
 

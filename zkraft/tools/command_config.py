@@ -1,9 +1,10 @@
-"""`--command-config client.properties`, as Kafka's tools take it: the client's TLS from Kafka's client names.
+"""`--command-config client.properties`, as Kafka's tools take it: the client's TLS and SASL from Kafka's names.
 
 Kafka's admin tools (kafka-topics, kafka-configs, kafka-consumer-groups, ...) read security settings from
-this file (`security.protocol=SSL`, `ssl.truststore.location`, `ssl.truststore.type=PEM`, ...); the
-console and perf tools read the same names from their producer/consumer properties. Both come here and
-leave as a runtime.tls.TlsConfig for the SDK's `tls=` argument (None: plaintext).
+this file (`security.protocol=SASL_SSL`, `sasl.mechanism`, `sasl.jaas.config`, `ssl.truststore.location`,
+`ssl.truststore.type=PEM`, ...); the console and perf tools read the same names from their producer/consumer
+properties. Both come here and leave as the SDK's `tls=` (a runtime.tls.TlsConfig) and `sasl=` (a
+runtime.client_config.SaslCredentials) keywords, left out when plaintext or without a login.
 """
 
 from __future__ import annotations
@@ -11,8 +12,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from runtime.client_config import kafka_client_tls, kafka_client_tls_file, kafka_zookeeper_tls, read_config_file
+from runtime.client_config import (
+    kafka_client_sasl,
+    kafka_client_tls,
+    kafka_zookeeper_tls,
+    read_config_file,
+)
 from runtime.tls import TlsConfig, TlsConfigError
 
 # The client properties that say how to connect, not what to do: the console tools take them from their
@@ -25,21 +32,29 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
         "--command-config",
         type=Path,
         metavar="FILE",
-        help="client properties: security.protocol=SSL, ssl.truststore.location, ssl.keystore.location (PEM)",
+        help="client properties: security.protocol=SASL_SSL, sasl.mechanism, sasl.jaas.config, "
+        "ssl.truststore.location, ssl.keystore.location (PEM)",
     )
 
 
-def tls_of(ns: argparse.Namespace, attribute: str = "command_config") -> TlsConfig | None:
-    """The TLS of `--command-config` (or the tool's own flag for it, e.g. kafka-leader-election's
-    `--admin.config`); ToolUsageError, one line, when the file or a property is wrong."""
-    from zkraft.tools.topics import ToolUsageError  # here: topics itself takes --command-config
+def security_of(ns: argparse.Namespace, attribute: str = "command_config") -> dict[str, Any]:
+    """The SDK keywords (`tls`, `sasl`) of `--command-config` (or the tool's own flag for it); ToolUsageError,
+    one line, when the file or a property is wrong."""
+    from zkraft.tools.topics import ToolUsageError
 
     path = getattr(ns, attribute, None)
+    if path is None:
+        return {}
+    flag = "--" + attribute.replace("_", "-") if attribute == "command_config" else "--admin.config"
     try:
-        return kafka_client_tls_file(None if path is None else Path(path))
+        return _security_keywords(read_config_file(Path(path)))
     except TlsConfigError as error:
-        flag = "--" + attribute.replace("_", "-") if attribute == "command_config" else "--admin.config"
         raise ToolUsageError(f"{flag}: {error}") from None
+
+
+def _security_keywords(properties: Mapping[str, str]) -> dict[str, Any]:
+    keywords = {"tls": kafka_client_tls(properties), "sasl": kafka_client_sasl(properties)}
+    return {key: value for key, value in keywords.items() if value is not None}
 
 
 def add_zk_tls_argument(parser: argparse.ArgumentParser) -> None:
@@ -67,10 +82,11 @@ def split_security(properties: Mapping[str, str]) -> tuple[dict[str, str], dict[
     return security, {k: v for k, v in properties.items() if k not in security}
 
 
-def tls_of_properties(properties: Mapping[str, str], where: str) -> TlsConfig | None:
+def security_of_properties(properties: Mapping[str, str], where: str) -> dict[str, Any]:
+    """The SDK keywords (`tls`, `sasl`) of a producer's or consumer's security properties."""
     from zkraft.tools.topics import ToolUsageError
 
     try:
-        return kafka_client_tls(properties)
+        return _security_keywords(properties)
     except TlsConfigError as error:
         raise ToolUsageError(f"{where}: {error}") from None

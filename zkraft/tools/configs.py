@@ -195,7 +195,7 @@ def _run_with_admin(ns: argparse.Namespace, added: dict[str, str], deleted: list
     from zkraft.tools.topics import _admin, check_hosts
 
     try:
-        with _admin(check_hosts(ns.bootstrap_server, "--bootstrap-server"), command_config.tls_of(ns)) as admin:
+        with _admin(check_hosts(ns.bootstrap_server, "--bootstrap-server"), command_config.security_of(ns)) as admin:
             if ns.alter:
                 alter_with_admin(admin, ns.entity_type, ns.entity_name, added, deleted, out)
             else:

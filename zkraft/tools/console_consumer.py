@@ -232,8 +232,7 @@ def consumer_kwargs(properties: Mapping[str, str], warn: TextIO | None = None) -
     from zkraft.tools import command_config
 
     security, properties = command_config.split_security(properties)
-    tls = command_config.tls_of_properties(security, "consumer properties")
-    kwargs: dict[str, Any] = {} if tls is None else {"tls": tls}
+    kwargs: dict[str, Any] = command_config.security_of_properties(security, "consumer properties")
     for name, text in properties.items():
         if name in BOOLEAN_PROPERTIES:
             flag = text.strip().lower()

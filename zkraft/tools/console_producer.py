@@ -106,12 +106,11 @@ def read_properties_file(path: Path) -> dict[str, str]:
 
 def producer_kwargs(properties: Mapping[str, str], warn: TextIO | None = None) -> dict[str, Any]:
     """Kafka producer properties -> `Producer(...)` keywords; unknown names are warned about and ignored.
-    The security ones (security.protocol, ssl.*) become the `tls` keyword."""
+    The security ones (security.protocol, ssl.*, sasl.*) become the `tls` and `sasl` keywords."""
     from zkraft.tools import command_config
 
     security, properties = command_config.split_security(properties)
-    tls = command_config.tls_of_properties(security, "producer properties")
-    kwargs: dict[str, Any] = {} if tls is None else {"tls": tls}
+    kwargs: dict[str, Any] = command_config.security_of_properties(security, "producer properties")
     for name, text in properties.items():
         known = PRODUCER_PROPERTIES.get(name)
         if known is None:

@@ -29,7 +29,6 @@ from typing import Any, TextIO
 
 from client.kafka.errors import KafkaError
 from client.kafka.structs import TopicPartition
-from runtime.tls import TlsConfig
 from zkraft.tools import command_config
 from zkraft.tools.topics import ToolError, ToolUsageError, check_hosts
 
@@ -329,12 +328,12 @@ def state_message(group_id: str, state: str) -> tuple[str | None, bool]:
 
 
 @contextmanager
-def _clients(bootstrap: str, tls: TlsConfig | None) -> Iterator[tuple[Any, Any]]:
+def _clients(bootstrap: str, security: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     from client import Admin, Consumer
 
-    admin = Admin(bootstrap, client_id="consumer-groups", tls=tls)
+    admin = Admin(bootstrap, client_id="consumer-groups", **security)
     try:
-        consumer = Consumer(bootstrap_servers=bootstrap, client_id="consumer-groups", tls=tls)
+        consumer = Consumer(bootstrap_servers=bootstrap, client_id="consumer-groups", **security)
         try:
             yield admin, consumer
         finally:
@@ -349,7 +348,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     try:
-        with _clients(options.bootstrap_server, command_config.tls_of(ns)) as (admin, consumer):
+        with _clients(options.bootstrap_server, command_config.security_of(ns)) as (admin, consumer):
             command = _Command(admin, consumer, options, out, err)
             match options.action:
                 case "list":

@@ -110,7 +110,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
 
     stream.write("Executing records delete operation\n")
     try:
-        with Admin(bootstrap, client_id="delete-records", tls=command_config.tls_of(ns)) as admin:
+        with Admin(bootstrap, client_id="delete-records", **command_config.security_of(ns)) as admin:
             results = admin.delete_records(dict(offsets), raise_errors=False)
     except KafkaError as error:
         raise ToolError(" ".join(str(error).split()) or type(error).__name__) from None

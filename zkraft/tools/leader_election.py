@@ -139,7 +139,7 @@ def run(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     from client import Admin
 
     try:
-        with Admin(bootstrap, client_id="leader-election", tls=command_config.tls_of(ns, "admin_config")) as admin:
+        with Admin(bootstrap, client_id="leader-election", **command_config.security_of(ns, "admin_config")) as admin:
             results = admin.perform_leader_election(ELECTION_TYPES[election_type], partitions)
     except KafkaError as error:
         raise ToolError(" ".join(str(error).split()) or type(error).__name__) from None

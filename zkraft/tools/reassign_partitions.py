@@ -707,8 +707,8 @@ def _run_api(
 
     assert options.bootstrap_server is not None
     try:
-        tls = command_config.tls_of(argparse.Namespace(command_config=options.command_config))
-        with Admin(options.bootstrap_server, client_id="reassign-partitions", tls=tls) as admin:
+        security = command_config.security_of(argparse.Namespace(command_config=options.command_config))
+        with Admin(options.bootstrap_server, client_id="reassign-partitions", **security) as admin:
             tool = ApiReassigner(admin, stream)
             match options.action:
                 case "generate":

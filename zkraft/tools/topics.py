@@ -650,10 +650,11 @@ def zk_session(hosts: str, timeout_s: float, tls: TlsConfig | None = None) -> It
 
 
 @contextlib.contextmanager
-def _admin(bootstrap: str, tls: TlsConfig | None = None) -> Iterator[Any]:
+def _admin(bootstrap: str, security: Mapping[str, Any] | None = None) -> Iterator[Any]:
+    """An Admin with the SDK's security keywords (zkraft/tools/command_config.security_of)."""
     from client import Admin
 
-    admin = Admin(bootstrap, tls=tls)
+    admin = Admin(bootstrap, **(security or {}))
     try:
         yield admin
     finally:
@@ -682,8 +683,8 @@ def run(options: TopicCommandOptions, out: TextIO | None = None) -> int:
             with zk_session(check_hosts(options.zookeeper, "--zookeeper"), options.timeout_s, zk_tls) as zk:
                 _dispatch(ZkTopicService(zk, stream), options)
         else:
-            tls = command_config.tls_of(argparse.Namespace(command_config=options.command_config))
-            with _admin(check_hosts(options.bootstrap_server or "", "--bootstrap-server"), tls) as admin:
+            security = command_config.security_of(argparse.Namespace(command_config=options.command_config))
+            with _admin(check_hosts(options.bootstrap_server or "", "--bootstrap-server"), security) as admin:
                 _dispatch(AdminTopicService(admin, stream), options)
     except (KafkaError, AdminOperationError, ZnodeDataError) as error:
         raise TopicsError(str(error)) from None
