@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.tls import TlsConfig
@@ -27,7 +27,8 @@ class ConsoleTargets:
     bootstrap_servers: str
     zookeeper: str | None  # the quorum nodes' host:port list (their gRPC ports, as zookeeper.connect)
     metrics_servers: tuple[str, ...]  # each broker's /metrics host:port; empty: no sizes, rates or charts
-    kafka_tls: TlsConfig | None = None
+    # The SDK's security keywords from --command-config (`tls`, `sasl`: command_config.security_of); empty: plaintext.
+    kafka_security: dict[str, Any] = field(default_factory=dict)
     zk_tls: TlsConfig | None = None
 
 
@@ -55,7 +56,7 @@ class ConsoleClients:
                 self.targets.bootstrap_servers,
                 client_id=CLIENT_ID,
                 request_timeout_ms=REQUEST_TIMEOUT_MS,
-                tls=self.targets.kafka_tls,
+                **self.targets.kafka_security,
             )
         return self._admin
 
@@ -73,7 +74,7 @@ class ConsoleClients:
             bootstrap_servers=self.targets.bootstrap_servers,
             client_id=CLIENT_ID,
             enable_auto_commit=False,
-            tls=self.targets.kafka_tls,
+            **self.targets.kafka_security,
         )
 
     @property

@@ -78,7 +78,7 @@ def build(ns: argparse.Namespace) -> tuple[Any, Any]:
         bootstrap_servers=bootstrap,
         zookeeper=zookeeper,
         metrics_servers=host_ports(ns.metrics_server, "--metrics-server"),
-        kafka_tls=command_config.tls_of(ns),
+        kafka_security=command_config.security_of(ns),
         zk_tls=command_config.zk_tls_of(ns.zk_tls_config_file),
     )
     clients = ConsoleClients(targets)
