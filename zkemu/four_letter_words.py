@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from quorum.facade import FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED, invariant
+from zkemu.latency_summaries import MNTR_SUMMARY_KEYS
 from zkemu.server_stats import ConnectionStats
 from zkemu.watches import Table
 
@@ -405,6 +406,8 @@ def _mntr_values(service: ZooKeeperService, data_size: bool = True) -> dict[str,
         values["open_file_descriptor_count"], values["max_file_descriptor_count"] = descriptors
     if _is_leader(service):
         values |= _leader_figures(service)
+    for summary in stats.latency_summaries:  # ServerMetrics' summaries (zkemu.latency_summaries)
+        values |= summary.values()
     return values
 
 
@@ -437,6 +440,7 @@ MNTR_KEY_ORDER = (
     "max_latency",
     "learners",
     "quorum_size",
+    *MNTR_SUMMARY_KEYS,
 )
 
 

@@ -1,6 +1,7 @@
 """What the four-letter words report about a node's client connections (ZooKeeper's ServerStats and
-the per-connection figures of `cons`): packets received and sent, request latency, and each
-connection's session.
+the per-connection figures of `cons`): packets received and sent, request latency (also by reads and
+updates, ZooKeeper's readlatency and updatelatency: zkemu.latency_summaries), and each connection's
+session.
 
 The ZooKeeper wire front end keeps these up to date (one `ConnectionStats` per client connection);
 zkemu.four_letter_words reads them. Counting is a few integer additions per request: the figures are
@@ -10,6 +11,10 @@ kept whether or not anyone asks for them, as ZooKeeper keeps them.
 from __future__ import annotations
 
 import time
+
+from quorum.facade import WAL_FSYNC
+from runtime.latency_histogram import LatencyHistogram
+from zkemu.latency_summaries import MNTR_SUMMARIES, UPDATE_OPERATIONS, MntrCounter
 
 
 class LatencyFigures:
@@ -101,6 +106,8 @@ class ConnectionStats:
             node.min_ms = latency_ms
         node.count += 1
         node.total_ms += latency_ms
+        server = self.server
+        (server.update_latency if operation in UPDATE_OPERATIONS else server.read_latency).observe(latency_ms)
 
     def reset(self) -> None:
         self.packets_received = 0
@@ -120,6 +127,12 @@ class ServerStats:
         self.packets_received = 0
         self.packets_sent = 0
         self.latency = LatencyFigures()
+        self.read_latency = LatencyHistogram(unit_s=1e-3)
+        self.update_latency = LatencyHistogram(unit_s=1e-3)
+        histograms = {"fsynctime": WAL_FSYNC, "updatelatency": self.update_latency, "readlatency": self.read_latency}
+        self.latency_summaries = tuple(
+            MntrCounter(name, histograms[name], advanced) for name, advanced in MNTR_SUMMARIES
+        )
         self.connections: dict[int, ConnectionStats] = {}  # id(stats) -> stats, in the order opened
 
     def connection_opened(self, remote: str) -> ConnectionStats:
@@ -134,6 +147,8 @@ class ServerStats:
         self.packets_received = 0
         self.packets_sent = 0
         self.latency.reset()
+        for summary in self.latency_summaries:
+            summary.reset()  # ServerStats.reset: ServerMetrics.resetAll (mntr's figures; /metrics never resets)
 
     def reset_connections(self) -> None:
         for stats in self.connections.values():
