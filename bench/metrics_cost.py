@@ -32,32 +32,16 @@ from confluent_kafka import Producer  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from tests.kafka_harness import KafkaCluster  # noqa: E402
-from tests.quorum_harness import LOOPBACK, QuorumProcesses, free_ports  # noqa: E402
+from tests.quorum_harness import LOOPBACK, MeteredQuorum, free_ports  # noqa: E402
 
 SCRAPE_INTERVAL_S = 1.0
 VALUE = b"x" * 100
 
 
-class _MeteredQuorum(QuorumProcesses):
-    """Each node's config file gets its own metricsProvider.httpPort."""
-
-    def __init__(self, root: Path, n: int, properties: dict[str, str] | None) -> None:
-        super().__init__(root, n, properties)
-        self.metrics_ports = dict(zip(sorted(self.addresses), free_ports(n), strict=True))
-
-    def command(self, node_id: int, **kwargs: Any) -> list[str]:
-        path = self.root / f"quorum-{node_id}.properties"
-        extra = f"metricsProvider.httpHost={LOOPBACK}\nmetricsProvider.httpPort={self.metrics_ports[node_id]}\n"
-        path.write_text(self.config_path.read_text(encoding="utf-8") + extra, encoding="utf-8")
-        cmd = super().command(node_id, **kwargs)
-        cmd[cmd.index(str(self.config_path))] = str(path)
-        return cmd
-
-
 class _MeteredCluster(KafkaCluster):
     def __init__(self, root: Path) -> None:
         super().__init__(root, brokers=3)
-        self.quorum = _MeteredQuorum(self.root / "quorum", 3, self.quorum.properties)
+        self.quorum = MeteredQuorum(self.root / "quorum", 3, self.quorum.properties)
         self.metrics_ports = dict(zip(self.broker_ids, free_ports(3), strict=True))
 
     def write_config(self, broker_id: int) -> Path:

@@ -16,6 +16,10 @@ etcd's style under `zkraft_`:
   applied and its proposer answered, what a client's write waits for inside the quorum.
 
 A proposal of several commands (propose_many) counts once per command, with the time of its last.
+Proposals are timed only on a node that publishes /metrics (metricsProvider.httpPort): they are on the
+write path and nothing else reads them, so without the port no clock is read for them. The disk's are
+always kept: they are few (one per save) beside the disk's own wait, and `mntr` reports fsynctime, as
+ZooKeeper's does whatever its metrics provider.
 """
 
 from __future__ import annotations

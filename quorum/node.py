@@ -95,7 +95,7 @@ class _Batch:
         self.results: list[tuple[int, bytes]] = [(0, b"")] * size
         self.remaining = size
         self.future = future
-        self.proposed_ns = time.perf_counter_ns()  # quorum.latency_metrics: appended to the leader's log
+        self.proposed_ns = 0  # quorum.latency_metrics: when appended to the leader's log, if timed
 
     def complete(self, index: int, result: bytes) -> None:
         self.results[index - self.first_index] = (index, result)
@@ -235,6 +235,8 @@ class QuorumNode:
         self._transport: NodeTransport | None = None
         self._wakeup: asyncio.Event | None = None
         self._waiters: dict[int, _Waiter] = {}
+        # Proposals are timed (quorum.latency_metrics) only when /metrics publishes them: off, no clock is read.
+        self._times_proposals = bool(settings.metrics_port)
         self._committed_seen_ns = 0  # when the Ready being handled, with committed entries, was taken
         # ReadIndex contexts unique across this node's incarnations, as etcd's request ids are (idutil.Generator
         # prefixes them with the member id and the start time): the answer to a read of an earlier incarnation,
@@ -451,7 +453,7 @@ class QuorumNode:
            entries, so it leaves only now);
         5. apply the remaining committed entries, answer reads, advance (_finish_ready).
         """
-        if self._waiters and rd.committed_entries:
+        if self._times_proposals and self._waiters and rd.committed_entries:
             self._committed_seen_ns = time.perf_counter_ns()  # quorum.latency_metrics: a proposal's commit
         in_writer = self._persists_in_writer(rd)
         timing = self._durable_apply_timing(rd, in_writer, in_task)
@@ -900,6 +902,8 @@ class QuorumNode:
         except CoreDropped as exc:
             raise errors.ProposalDroppedError(str(exc)) from None
         batch = kind(first, len(commands), future)
+        if self._times_proposals:
+            batch.proposed_ns = time.perf_counter_ns()
         waiter = _Waiter(self.core.term, batch)
         for k in range(len(commands)):
             self._waiters[first + k] = waiter
@@ -945,7 +949,7 @@ class QuorumNode:
         waiters = self._waiters
         if not waiters:
             return
-        applied_ns = time.perf_counter_ns()
+        applied_ns = time.perf_counter_ns() if self._times_proposals else 0
         for e, result in zip(entries, results, strict=True):
             w = waiters.pop(e.index, None)
             if w is None:
@@ -953,7 +957,7 @@ class QuorumNode:
             if w.term == e.term:
                 batch = w.batch
                 batch.complete(e.index, result)
-                if not batch.remaining:
+                if applied_ns and not batch.remaining:
                     proposal_applied(batch.proposed_ns, self._committed_seen_ns, applied_ns, len(batch.results))
             else:
                 w.batch.fail(errors.ProposalLostError(f"entry {e.index} was replaced by a newer leader's entry"))

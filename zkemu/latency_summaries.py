@@ -76,24 +76,22 @@ class MntrCounter:
         to_ms = histogram.unit_s * _MS_PER_S
         total_ms = (total - base_total) * to_ms
         name = self.name
+        min_ms = int(histogram.min_value * to_ms) if count and histogram.min_value != math.inf else 0
+        max_ms = int(histogram.max_value * to_ms) if count else 0
         values: dict[str, object] = {
             # AvgMinMaxCounter.getAvg: 4 decimals (HALF_UP), 0.0 with no values.
             f"avg_{name}": round(total_ms / count, 4) + 0.0 if count else 0.0,
-            f"min_{name}": int(histogram.min_value * to_ms) if count and histogram.min_value != math.inf else 0,
-            f"max_{name}": int(histogram.max_value * to_ms) if count else 0,
+            f"min_{name}": min_ms,
+            f"max_{name}": max_ms,
             f"cnt_{name}": count,
             f"sum_{name}": int(total_ms),
         }
         if self.advanced:
             for prefix, q in _MNTR_PERCENTILES:
-                values[prefix + name] = _java_round(self._percentile(since, q) * to_ms) if count else 0
+                # Read from the buckets; within the whole ms seen, as ZooKeeper's percentiles of whole ms are.
+                estimate_ms = _java_round(histogram.quantile(since, q) * to_ms) if count else 0
+                values[prefix + name] = min(max(estimate_ms, min_ms), max_ms)
         return values
-
-    def _percentile(self, counts: list[int], q: float) -> float:
-        """Read from the buckets, within the values seen (a lone value reads as itself)."""
-        histogram = self.histogram
-        estimate = histogram.quantile(counts, q)
-        return min(max(estimate, histogram.min_value), histogram.max_value)
 
 
 def _java_round(value: float) -> int:
