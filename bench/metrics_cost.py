@@ -1,6 +1,7 @@
 """What metrics cost on the hot paths: produce throughput and ZooKeeper create latency with metrics on
 (every broker and quorum node serving /metrics, scraped every second, harsher than Prometheus's default
-15 s) against off (no metrics port), same run, alternating which goes first.
+15 s; quorum leaders timing each proposal for zkraft_raft_proposal_*_duration_seconds) against off (no
+metrics port, no proposal timing), same run, alternating which goes first.
 
     python3 bench/metrics_cost.py [--rounds 2] [--records 100000] [--creates 2000]
 
@@ -8,8 +9,13 @@ Each round starts a fresh cluster (3 quorum nodes, 3 brokers, loopback) per mode
 * `produce_records_per_s`: one librdkafka producer, 100-byte records, acks=all, RF 3, 3 partitions;
 * `create_p50_ms` / `create_p99_ms`: kazoo, one create at a time (100-byte values).
 Also `counter_ns`: the per-record cost of the broker's plain-int counters against prometheus_client's
-Counter.inc (why the hot paths keep plain ints). Output: JSON lines, then a `summary` with medians and
-on/off ratios (target: within 3%). Nothing is asserted.
+Counter.inc (why the hot paths keep plain ints), and `latency_ns`: what the latency histograms cost
+per value (runtime.latency_histogram against prometheus_client's Histogram.observe), per ZooKeeper
+reply (its read or update histogram, on whatever the metrics port), per WAL fsync (two clock reads
+and a value, also always on: mntr's fsynctime) and per proposal on the leader (metrics on only). The
+micro figures are CPU time of this thread (time.thread_time), which other processes on a loaded
+machine move less than wall time. Output: JSON lines, then a `summary` with medians and on/off
+ratios (target: within 3%). Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -161,6 +167,47 @@ def counter_cost_ns() -> dict[str, float]:
     }
 
 
+def _thread_ns_per_call(fn: Any, loops: int = 200_000) -> float:
+    return round(min(timeit.repeat(fn, number=loops, repeat=5, timer=time.thread_time)) / loops * 1e9, 1)
+
+
+def latency_cost_ns() -> dict[str, float]:
+    """Per-operation cost of the latency histograms on the paths they sit on (see the module doc)."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from quorum.latency_metrics import WAL_FSYNC, proposal_applied
+    from runtime.latency_histogram import LatencyHistogram
+    from zkemu.latency_summaries import UPDATE_OPERATIONS
+    from zkemu.server_stats import ServerStats
+
+    histogram = LatencyHistogram(unit_s=1e-3)
+    prometheus = Histogram("h", "h", registry=CollectorRegistry())
+    server = ServerStats()
+    connection = server.connection_opened("127.0.0.1:1")
+
+    def reply_histogram() -> None:  # the line ConnectionStats.answered gained
+        (server.update_latency if "GETD" in UPDATE_OPERATIONS else server.read_latency).observe(0.734)
+
+    def fsync_timing() -> None:  # WriteAheadLog.wait_durable around its fdatasync
+        started_ns = time.perf_counter_ns()
+        WAL_FSYNC.observe(time.perf_counter_ns() - started_ns)
+
+    def proposal_timing() -> None:  # the leader: the clock at append, at the Ready's commit, at apply
+        proposed_ns = time.perf_counter_ns()
+        committed_ns = time.perf_counter_ns()
+        proposal_applied(proposed_ns, committed_ns, time.perf_counter_ns(), 1)
+
+    return {
+        "histogram_observe": _thread_ns_per_call(lambda: histogram.observe(0.734)),
+        "prometheus_histogram_observe": _thread_ns_per_call(lambda: prometheus.observe(0.000734)),
+        "zk_reply_accounting_total": _thread_ns_per_call(lambda: connection.answered("GETD", 5, 0.734)),
+        "zk_reply_histogram": _thread_ns_per_call(reply_histogram),
+        "wal_fsync_timing": _thread_ns_per_call(fsync_timing),
+        "proposal_timing": _thread_ns_per_call(proposal_timing),
+        "empty_call": _thread_ns_per_call(lambda: None),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -168,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--creates", type=int, default=2000)
     args = parser.parse_args(argv)
     print(json.dumps({"counter_ns": counter_cost_ns()}), flush=True)
+    print(json.dumps({"latency_ns": latency_cost_ns()}), flush=True)
     results: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     for round_index in range(args.rounds):
         order = ("off", "on") if round_index % 2 == 0 else ("on", "off")

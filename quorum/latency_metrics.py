@@ -24,6 +24,8 @@ ZooKeeper's does whatever its metrics provider.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from runtime.latency_histogram import LatencyHistogram
 
 WAL_FSYNC = LatencyHistogram(unit_s=1e-9)
@@ -40,8 +42,19 @@ RAFT_LATENCY_HISTOGRAMS: dict[str, tuple[str, LatencyHistogram]] = {
 }
 
 
+_BOUNDS_NS = PROPOSAL_COMMIT.bounds  # every nanosecond histogram's
+
+
 def proposal_applied(proposed_ns: int, committed_ns: int, applied_ns: int, commands: int) -> None:
     """A proposal of `commands` entries, appended at `proposed_ns`, was handed over committed at
-    `committed_ns` and is applied now (`applied_ns`)."""
-    PROPOSAL_COMMIT.observe_many(max(0, committed_ns - proposed_ns), commands)
-    PROPOSAL_APPLY.observe_many(applied_ns - proposed_ns, commands)
+    `committed_ns` and is applied now (`applied_ns`).
+
+    LatencyHistogram.observe_many twice, written out and without the extremes (no mntr figure reads
+    these): on the leader's write path that halves the cost, to about 0.7 µs a proposal
+    (bench/metrics_cost.py)."""
+    commit_ns = max(0, committed_ns - proposed_ns)
+    apply_ns = applied_ns - proposed_ns
+    PROPOSAL_COMMIT.counts[bisect_left(_BOUNDS_NS, commit_ns)] += commands
+    PROPOSAL_COMMIT.total += commit_ns * commands
+    PROPOSAL_APPLY.counts[bisect_left(_BOUNDS_NS, apply_ns)] += commands
+    PROPOSAL_APPLY.total += apply_ns * commands

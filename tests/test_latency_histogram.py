@@ -13,6 +13,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from quorum.latency_metrics import PROPOSAL_APPLY, PROPOSAL_COMMIT, proposal_applied
 from runtime.latency_families import SUMMARY_WINDOW_S, SummaryWindow, histogram_family, summary_family
 from runtime.latency_histogram import BUCKET_BOUNDS_S, LatencyHistogram
 from zkemu.latency_summaries import MntrCounter, mntr_keys
@@ -144,3 +145,12 @@ def test_replies_count_as_updates_when_zookeeper_gives_the_request_a_transaction
     assert sum(stats.update_latency.counts) == 7 and stats.update_latency.total == 14.0
     assert sum(stats.read_latency.counts) == 7 and stats.read_latency.total == 3.5
     assert stats.latency.count == 14  # avg_latency still counts every request
+
+
+def test_a_proposal_of_several_commands_counts_once_per_command() -> None:
+    commit_before, apply_before = sum(PROPOSAL_COMMIT.counts), sum(PROPOSAL_APPLY.counts)
+    proposal_applied(proposed_ns=1_000_000, committed_ns=2_200_000, applied_ns=2_500_000, commands=3)
+    assert sum(PROPOSAL_COMMIT.counts) == commit_before + 3 and sum(PROPOSAL_APPLY.counts) == apply_before + 3
+    # 1.2 ms to commit, 1.5 ms to apply: both in the (1 ms, 1.5 ms] bucket.
+    bucket = PROPOSAL_COMMIT.bounds.index(1_500_000)
+    assert PROPOSAL_COMMIT.counts[bucket] >= 3 and PROPOSAL_APPLY.counts[bucket] >= 3
