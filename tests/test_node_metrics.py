@@ -90,6 +90,8 @@ def test_metrics_health_and_admin_server_of_a_node(tmp_path: Path) -> None:
             monitor = json.loads(http_get(f"{admin_url}/commands/mntr")[1])
             assert monitor["command"] == "monitor" and monitor["error"] is None
             assert monitor["znode_count"] == after["znode_count"] and monitor["server_state"] == "standalone"
+            # Figures are JSON numbers, as ZooKeeper's MonitorCommand puts them (avg_latency a double).
+            assert isinstance(monitor["avg_latency"], float) and monitor["cnt_updatelatency"] >= 21
             stats = json.loads(http_get(f"{admin_url}/commands/srvr")[1])
             assert stats["server_stats"]["server_state"] == "standalone"
             conf = json.loads(http_get(f"{admin_url}/commands/conf")[1])
