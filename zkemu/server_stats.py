@@ -88,7 +88,8 @@ class ConnectionStats:
         """A reply left for a request named `operation` (ZooKeeper's op names: CREA, GETD, ...).
 
         The wire front end's hot path: a few attribute updates, no clock read (the sink sets
-        `last_response_ms` once per socket write) and no method calls (ServerStats.updateLatency)."""
+        `last_response_ms` once per socket write) and one method call, the read or update histogram's
+        observe (ServerStats.updateLatency's READ_LATENCY / UPDATE_LATENCY), about 0.2-0.4 µs."""
         self.last_operation = operation
         self.last_zxid = zxid
         self.last_latency_ms = latency_ms
@@ -99,14 +100,14 @@ class ConnectionStats:
             mine.min_ms = latency_ms
         mine.count += 1
         mine.total_ms += latency_ms
-        node = self.server.latency
+        server = self.server
+        node = server.latency
         if latency_ms > node.max_ms:
             node.max_ms = latency_ms
         if latency_ms < node.min_ms or not node.count:
             node.min_ms = latency_ms
         node.count += 1
         node.total_ms += latency_ms
-        server = self.server
         (server.update_latency if operation in UPDATE_OPERATIONS else server.read_latency).observe(latency_ms)
 
     def reset(self) -> None:
