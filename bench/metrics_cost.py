@@ -21,6 +21,7 @@ ratios (target: within 3%). Nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import sys
@@ -38,9 +39,12 @@ from confluent_kafka import Producer  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from tests.kafka_harness import KafkaCluster  # noqa: E402
-from tests.quorum_harness import LOOPBACK, MeteredQuorum, free_ports  # noqa: E402
+from tests.quorum_harness import LOOPBACK, MeteredQuorum, free_ports, wait_for_leader  # noqa: E402
 
 SCRAPE_INTERVAL_S = 1.0
+# A loaded machine can take longer than the harness's 30 s session timeout to elect a leader while the
+# brokers start too: the quorum gets this long on its own first.
+QUORUM_START_TIMEOUT_S = 180.0
 VALUE = b"x" * 100
 
 
@@ -123,7 +127,12 @@ def one_round(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"metrics-{mode}-") as root:
         cluster = _MeteredCluster(Path(root)) if mode == "on" else KafkaCluster(Path(root), brokers=3)
         with cluster:
-            cluster.start()
+            cluster.quorum.start_all()
+            asyncio.run(wait_for_leader(cluster.quorum.addresses, QUORUM_START_TIMEOUT_S))
+            for broker_id in cluster.broker_ids:
+                cluster.start_broker(broker_id, wait=False)
+            cluster.wait_registered(cluster.broker_ids, QUORUM_START_TIMEOUT_S)
+            cluster.wait_controller(QUORUM_START_TIMEOUT_S)
             cluster.create_topic("bench", partitions=3, replication_factor=3)
             scraper = _Scraper(cluster.metrics_urls()) if isinstance(cluster, _MeteredCluster) else None
             if scraper is not None:

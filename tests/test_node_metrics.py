@@ -16,13 +16,14 @@ import pytest
 from kazoo.client import KazooClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from quorum.latency_metrics import RAFT_LATENCY_HISTOGRAMS
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, MeteredQuorum, QuorumProcesses, free_ports, wait_for_leader
 from tests.real_zookeeper import four_letter_word
 
 pytestmark = pytest.mark.integration
 
-LEADER_TIMEOUT_S = 30.0
+LEADER_TIMEOUT_S = 60.0  # an upper bound: a loaded machine takes up to half of it to elect
 HTTP_TIMEOUT_S = 10.0
 WRITES = 20
 READS = 30
@@ -125,7 +126,9 @@ def assert_histogram_consistent(scrape: dict[tuple[str, tuple[tuple[str, str], .
 def test_latency_histograms_and_summaries_count_writes_and_reads(tmp_path: Path) -> None:
     """N znode writes through a follower: the leader's proposal histograms count at least N, every node's
     fsync histogram grows (the leader's by N at least: one write at a time is one fsync each), and the
-    follower's updatelatency and readlatency summaries count the client's writes and reads."""
+    follower's updatelatency and readlatency summaries count the client's writes and reads. Counts are
+    summed over the nodes where a leader's are meant: a loaded machine may elect another meanwhile, and
+    each write is timed and synced by the leader that proposed it."""
     properties = {**FAST_ZK_PROPERTIES, "4lw.commands.whitelist": "mntr,srvr"}
     with MeteredQuorum(tmp_path, n=3, properties=properties) as cluster:
         cluster.start_all()
@@ -148,17 +151,19 @@ def test_latency_histograms_and_summaries_count_writes_and_reads(tmp_path: Path)
             zk.close()
 
         after = {node_id: labelled_samples(cluster.metrics_url(node_id)) for node_id in cluster.addresses}
-        assert asyncio.run(wait_for_leader(cluster.addresses, LEADER_TIMEOUT_S))[0] == leader, "leader changed"
-        on_leader, on_follower = after[leader], after[follower]
-        for name in ("zkraft_raft_proposal_commit_duration_seconds", "zkraft_raft_proposal_apply_duration_seconds"):
-            assert on_leader[(name + "_count", ())] >= before[leader][name + "_count"] + WRITES, name
-            assert on_leader[(name + "_sum", ())] > before[leader][name + "_sum"], name
-            assert_histogram_consistent(on_leader, name)
+
+        def growth(sample: str) -> float:
+            return sum(after[node_id][(sample, ())] - before[node_id][sample] for node_id in cluster.addresses)
+
         fsync = "zkraft_disk_wal_fsync_duration_seconds"
-        assert on_leader[(fsync + "_count", ())] >= before[leader][fsync + "_count"] + WRITES
+        for name in ("zkraft_raft_proposal_commit_duration_seconds", "zkraft_raft_proposal_apply_duration_seconds"):
+            assert growth(name + "_count") >= WRITES and growth(name + "_sum") > 0, name
+        assert growth(fsync + "_count") >= WRITES
         for node_id, scrape in after.items():
             assert scrape[(fsync + "_count", ())] > before[node_id][fsync + "_count"], node_id
-            assert_histogram_consistent(scrape, fsync)
+            for name in RAFT_LATENCY_HISTOGRAMS:
+                assert_histogram_consistent(scrape, name)
+        on_follower = after[follower]
         assert on_follower[("updatelatency_count", ())] >= before[follower]["updatelatency_count"] + WRITES
         assert on_follower[("readlatency_count", ())] >= before[follower]["readlatency_count"] + READS
         for quantile in ("0.5", "0.9", "0.99"):
