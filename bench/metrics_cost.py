@@ -1,6 +1,7 @@
 """What metrics cost on the hot paths: produce throughput and ZooKeeper create latency with metrics on
 (every broker and quorum node serving /metrics, scraped every second, harsher than Prometheus's default
-15 s) against off (no metrics port), same run, alternating which goes first.
+15 s; quorum leaders timing each proposal for zkraft_raft_proposal_*_duration_seconds) against off (no
+metrics port, no proposal timing), same run, alternating which goes first.
 
     python3 bench/metrics_cost.py [--rounds 2] [--records 100000] [--creates 2000]
 
@@ -8,13 +9,19 @@ Each round starts a fresh cluster (3 quorum nodes, 3 brokers, loopback) per mode
 * `produce_records_per_s`: one librdkafka producer, 100-byte records, acks=all, RF 3, 3 partitions;
 * `create_p50_ms` / `create_p99_ms`: kazoo, one create at a time (100-byte values).
 Also `counter_ns`: the per-record cost of the broker's plain-int counters against prometheus_client's
-Counter.inc (why the hot paths keep plain ints). Output: JSON lines, then a `summary` with medians and
-on/off ratios (target: within 3%). Nothing is asserted.
+Counter.inc (why the hot paths keep plain ints), and `latency_ns`: what the latency histograms cost
+per value (runtime.latency_histogram against prometheus_client's Histogram.observe), per ZooKeeper
+reply (its read or update histogram, on whatever the metrics port), per WAL fsync (two clock reads
+and a value, also always on: mntr's fsynctime) and per proposal on the leader (metrics on only). The
+micro figures are CPU time of this thread (time.thread_time), which other processes on a loaded
+machine move less than wall time. Output: JSON lines, then a `summary` with medians and on/off
+ratios (target: within 3%). Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import sys
@@ -32,32 +39,19 @@ from confluent_kafka import Producer  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from tests.kafka_harness import KafkaCluster  # noqa: E402
-from tests.quorum_harness import LOOPBACK, QuorumProcesses, free_ports  # noqa: E402
+from tests.quorum_harness import LOOPBACK, MeteredQuorum, free_ports, wait_for_leader  # noqa: E402
 
 SCRAPE_INTERVAL_S = 1.0
+# A loaded machine can take longer than the harness's 30 s session timeout to elect a leader while the
+# brokers start too: the quorum gets this long on its own first.
+QUORUM_START_TIMEOUT_S = 180.0
 VALUE = b"x" * 100
-
-
-class _MeteredQuorum(QuorumProcesses):
-    """Each node's config file gets its own metricsProvider.httpPort."""
-
-    def __init__(self, root: Path, n: int, properties: dict[str, str] | None) -> None:
-        super().__init__(root, n, properties)
-        self.metrics_ports = dict(zip(sorted(self.addresses), free_ports(n), strict=True))
-
-    def command(self, node_id: int, **kwargs: Any) -> list[str]:
-        path = self.root / f"quorum-{node_id}.properties"
-        extra = f"metricsProvider.httpHost={LOOPBACK}\nmetricsProvider.httpPort={self.metrics_ports[node_id]}\n"
-        path.write_text(self.config_path.read_text(encoding="utf-8") + extra, encoding="utf-8")
-        cmd = super().command(node_id, **kwargs)
-        cmd[cmd.index(str(self.config_path))] = str(path)
-        return cmd
 
 
 class _MeteredCluster(KafkaCluster):
     def __init__(self, root: Path) -> None:
         super().__init__(root, brokers=3)
-        self.quorum = _MeteredQuorum(self.root / "quorum", 3, self.quorum.properties)
+        self.quorum = MeteredQuorum(self.root / "quorum", 3, self.quorum.properties)
         self.metrics_ports = dict(zip(self.broker_ids, free_ports(3), strict=True))
 
     def write_config(self, broker_id: int) -> Path:
@@ -133,7 +127,12 @@ def one_round(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"metrics-{mode}-") as root:
         cluster = _MeteredCluster(Path(root)) if mode == "on" else KafkaCluster(Path(root), brokers=3)
         with cluster:
-            cluster.start()
+            cluster.quorum.start_all()
+            asyncio.run(wait_for_leader(cluster.quorum.addresses, QUORUM_START_TIMEOUT_S))
+            for broker_id in cluster.broker_ids:
+                cluster.start_broker(broker_id, wait=False)
+            cluster.wait_registered(cluster.broker_ids, QUORUM_START_TIMEOUT_S)
+            cluster.wait_controller(QUORUM_START_TIMEOUT_S)
             cluster.create_topic("bench", partitions=3, replication_factor=3)
             scraper = _Scraper(cluster.metrics_urls()) if isinstance(cluster, _MeteredCluster) else None
             if scraper is not None:
@@ -177,6 +176,47 @@ def counter_cost_ns() -> dict[str, float]:
     }
 
 
+def _thread_ns_per_call(fn: Any, loops: int = 200_000) -> float:
+    return round(min(timeit.repeat(fn, number=loops, repeat=5, timer=time.thread_time)) / loops * 1e9, 1)
+
+
+def latency_cost_ns() -> dict[str, float]:
+    """Per-operation cost of the latency histograms on the paths they sit on (see the module doc)."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from quorum.latency_metrics import WAL_FSYNC, proposal_applied
+    from runtime.latency_histogram import LatencyHistogram
+    from zkemu.latency_summaries import UPDATE_OPERATIONS
+    from zkemu.server_stats import ServerStats
+
+    histogram = LatencyHistogram(unit_s=1e-3)
+    prometheus = Histogram("h", "h", registry=CollectorRegistry())
+    server = ServerStats()
+    connection = server.connection_opened("127.0.0.1:1")
+
+    def reply_histogram() -> None:  # the line ConnectionStats.answered gained
+        (server.update_latency if "GETD" in UPDATE_OPERATIONS else server.read_latency).observe(0.734)
+
+    def fsync_timing() -> None:  # WriteAheadLog.wait_durable around its fdatasync
+        started_ns = time.perf_counter_ns()
+        WAL_FSYNC.observe(time.perf_counter_ns() - started_ns)
+
+    def proposal_timing() -> None:  # the leader: the clock at append, at the Ready's commit, at apply
+        proposed_ns = time.perf_counter_ns()
+        committed_ns = time.perf_counter_ns()
+        proposal_applied(proposed_ns, committed_ns, time.perf_counter_ns(), 1)
+
+    return {
+        "histogram_observe": _thread_ns_per_call(lambda: histogram.observe(0.734)),
+        "prometheus_histogram_observe": _thread_ns_per_call(lambda: prometheus.observe(0.000734)),
+        "zk_reply_accounting_total": _thread_ns_per_call(lambda: connection.answered("GETD", 5, 0.734)),
+        "zk_reply_histogram": _thread_ns_per_call(reply_histogram),
+        "wal_fsync_timing": _thread_ns_per_call(fsync_timing),
+        "proposal_timing": _thread_ns_per_call(proposal_timing),
+        "empty_call": _thread_ns_per_call(lambda: None),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -184,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--creates", type=int, default=2000)
     args = parser.parse_args(argv)
     print(json.dumps({"counter_ns": counter_cost_ns()}), flush=True)
+    print(json.dumps({"latency_ns": latency_cost_ns()}), flush=True)
     results: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     for round_index in range(args.rounds):
         order = ("off", "on") if round_index % 2 == 0 else ("on", "off")

@@ -12,7 +12,8 @@ holds it to that). What it needs of the node:
   gRPC service), `role_since_s`, `follower_states`; zkemu polls these from its
   own timers, so the facade has no event stream to keep;
 * status and tuning: `status`, `read_index_rounds_in_flight`,
-  `set_commit_interest`;
+  `set_commit_interest`; the process's latency histograms (`RAFT_LATENCY_HISTOGRAMS`,
+  `WAL_FSYNC`: quorum.latency_metrics), which zkemu publishes;
 * the node's life: `run_hosted` builds and runs a node with its settings, the
   state machine and the hosted service, which gets the facade when it is
   registered.
@@ -38,6 +39,7 @@ from quorum.errors import (
     QuorumTimeoutError,
     StartupError,
 )
+from quorum.latency_metrics import RAFT_LATENCY_HISTOGRAMS, WAL_FSYNC
 from quorum.node import NodeStatus, QuorumNode
 from quorum.raft import Role
 from quorum.raft.errors import invariant
@@ -53,6 +55,8 @@ __all__ = [
     "FOUR_LETTER_WORDS",
     "FOUR_LETTER_WORDS_NOT_SERVED",
     "GRPC_OPTIONS",
+    "RAFT_LATENCY_HISTOGRAMS",
+    "WAL_FSYNC",
     "DamagedRecordError",
     "Entry",
     "EntryKind",

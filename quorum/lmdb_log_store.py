@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from typing import Any, cast
 import lmdb
 import structlog
 
+from quorum.latency_metrics import BACKEND_COMMIT
 from quorum.log_store import SAVED, SaveHandle
 from quorum.raft.types import Entry, EntryKind, HardState, PersistentState, SnapshotMeta
 from quorum.wal import WalDamage, WriteAheadLog
@@ -538,6 +540,7 @@ class LmdbLogStore:
         pending = self._pending
         if pending or repair_index:
             env = self._live_env()
+            started_ns = time.perf_counter_ns()
             with env.begin(write=True) as txn:  # aborts on exception: all or nothing
                 if pending.snapshot is not None:
                     snapshot = pending.snapshot
@@ -551,6 +554,7 @@ class LmdbLogStore:
                     self._put_meta(txn, _META_HARD_STATE, _HARD_STATE.pack(hs.term, hs.vote, hs.commit))
                 if repair_index:
                     self._raise_repair_index(txn, repair_index)
+            BACKEND_COMMIT.observe(time.perf_counter_ns() - started_ns)
             self._pending = _Pending()
         self._wal.reset()
 

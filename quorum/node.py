@@ -36,6 +36,7 @@ import structlog
 
 from quorum import errors
 from quorum.deadline import await_owned
+from quorum.latency_metrics import proposal_applied
 from quorum.lmdb_log_store import LmdbLogStore, TailCut
 from quorum.log_store import LogStore
 from quorum.raft import (
@@ -87,13 +88,14 @@ class _Apply(enum.Enum):
 class _Batch:
     """The proposals of one propose_many call: one future, resolved when the last is applied."""
 
-    __slots__ = ("first_index", "results", "remaining", "future")
+    __slots__ = ("first_index", "results", "remaining", "future", "proposed_ns")
 
     def __init__(self, first_index: int, size: int, future: asyncio.Future[list[tuple[int, bytes]]]) -> None:
         self.first_index = first_index
         self.results: list[tuple[int, bytes]] = [(0, b"")] * size
         self.remaining = size
         self.future = future
+        self.proposed_ns = 0  # quorum.latency_metrics: when appended to the leader's log, if timed
 
     def complete(self, index: int, result: bytes) -> None:
         self.results[index - self.first_index] = (index, result)
@@ -233,6 +235,9 @@ class QuorumNode:
         self._transport: NodeTransport | None = None
         self._wakeup: asyncio.Event | None = None
         self._waiters: dict[int, _Waiter] = {}
+        # Proposals are timed (quorum.latency_metrics) only when /metrics publishes them: off, no clock is read.
+        self._times_proposals = bool(settings.metrics_port)
+        self._committed_seen_ns = 0  # when the Ready being handled, with committed entries, was taken
         # ReadIndex contexts unique across this node's incarnations, as etcd's request ids are (idutil.Generator
         # prefixes them with the member id and the start time): the answer to a read of an earlier incarnation,
         # still queued at the leader when this one starts, must not answer a read of this one with its older index.
@@ -448,6 +453,8 @@ class QuorumNode:
            entries, so it leaves only now);
         5. apply the remaining committed entries, answer reads, advance (_finish_ready).
         """
+        if self._times_proposals and self._waiters and rd.committed_entries:
+            self._committed_seen_ns = time.perf_counter_ns()  # quorum.latency_metrics: a proposal's commit
         in_writer = self._persists_in_writer(rd)
         timing = self._durable_apply_timing(rd, in_writer, in_task)
         sent_early = self._send_early(rd)
@@ -895,6 +902,8 @@ class QuorumNode:
         except CoreDropped as exc:
             raise errors.ProposalDroppedError(str(exc)) from None
         batch = kind(first, len(commands), future)
+        if self._times_proposals:
+            batch.proposed_ns = time.perf_counter_ns()
         waiter = _Waiter(self.core.term, batch)
         for k in range(len(commands)):
             self._waiters[first + k] = waiter
@@ -940,12 +949,16 @@ class QuorumNode:
         waiters = self._waiters
         if not waiters:
             return
+        applied_ns = time.perf_counter_ns() if self._times_proposals else 0
         for e, result in zip(entries, results, strict=True):
             w = waiters.pop(e.index, None)
             if w is None:
                 continue
             if w.term == e.term:
-                w.batch.complete(e.index, result)
+                batch = w.batch
+                batch.complete(e.index, result)
+                if applied_ns and not batch.remaining:
+                    proposal_applied(batch.proposed_ns, self._committed_seen_ns, applied_ns, len(batch.results))
             else:
                 w.batch.fail(errors.ProposalLostError(f"entry {e.index} was replaced by a newer leader's entry"))
 

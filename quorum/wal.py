@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from quorum.latency_metrics import WAL_FSYNC
 from runtime import failpoints
 from runtime.fsync import fsync_directory, start_writeback
 
@@ -203,7 +205,9 @@ class WriteAheadLog:
         in an unknown state: the caller must not acknowledge them, nor retry (runtime.failpoints)."""
         if failpoints.ON:
             failpoints.check("fsync")
+        started_ns = time.perf_counter_ns()
         os.fdatasync(self._fd)
+        WAL_FSYNC.observe(time.perf_counter_ns() - started_ns)
 
     def _write(self, payload: bytes) -> int:
         if self._fd < 0:

@@ -452,3 +452,23 @@ async def wait_applied(addresses: Iterable[str], index: int, timeout_s: float) -
             return None
 
         return await poll_until(probe, timeout_s, lambda: f"not all applied index {index}: {_describe(last)}")
+
+
+class MeteredQuorum(QuorumProcesses):
+    """QuorumProcesses whose nodes each serve /metrics on a port of their own (metricsProvider.httpPort):
+    each node's config file is the cluster's plus its port."""
+
+    def __init__(self, root: Path, n: int = 3, properties: dict[str, str] | None = None) -> None:
+        super().__init__(root, n, properties)
+        self.metrics_ports = dict(zip(sorted(self.addresses), free_ports(n), strict=True))
+
+    def metrics_url(self, node_id: int) -> str:
+        return f"http://{LOOPBACK}:{self.metrics_ports[node_id]}/metrics"
+
+    def command(self, node_id: int, **kwargs: Any) -> list[str]:
+        path = self.root / f"quorum-{node_id}.properties"
+        extra = f"metricsProvider.httpHost={LOOPBACK}\nmetricsProvider.httpPort={self.metrics_ports[node_id]}\n"
+        path.write_text(self.config_path.read_text(encoding="utf-8") + extra, encoding="utf-8")
+        cmd = super().command(node_id, **kwargs)
+        cmd[cmd.index(str(self.config_path))] = str(path)
+        return cmd

@@ -232,6 +232,26 @@ def test_srst_resets_the_server_figures(follower: ZooKeeperService) -> None:
     assert "Latency min/avg/max: 0/0.0/0\nReceived: 0\nSent: 0\n" in text
 
 
+def test_mntr_reports_read_and_update_latency_until_srst(follower: ZooKeeperService) -> None:
+    """ServerMetrics' readlatency and updatelatency as the default provider prints them (avg_, min_, max_,
+    cnt_, sum_, p50_ ... p999_), and fsynctime's five; srst starts them over, /metrics' histograms not."""
+    connection = next(iter(follower.server_stats.connections.values()))
+    connection.answered("CREA", 9, 12.5)
+    values = mntr_values(ask(follower, "mntr"))
+    # populate's replies: two getData (3 ms) and two exists (7 ms), all reads.
+    read = {key: values[f"zk_{key}_readlatency"] for key in ("avg", "min", "max", "cnt", "sum", "p50", "p999")}
+    assert read == {"avg": "5.0", "min": "3", "max": "7", "cnt": "4", "sum": "20", "p50": "3", "p999": "7"}
+    update = {key: values[f"zk_{key}_updatelatency"] for key in ("avg", "min", "max", "cnt", "sum", "p99")}
+    assert update == {"avg": "12.5", "min": "12", "max": "12", "cnt": "1", "sum": "12", "p99": "12"}
+    assert {"zk_avg_fsynctime", "zk_cnt_fsynctime", "zk_sum_fsynctime"} <= set(values)
+    ask(follower, "srst")
+    values = mntr_values(ask(follower, "mntr"))
+    reset = {key: values[f"zk_{key}_readlatency"] for key in ("cnt", "avg", "max")}
+    assert reset == {"cnt": "0", "avg": "0.0", "max": "0"}
+    assert values["zk_cnt_updatelatency"] == "0"
+    assert sum(follower.server_stats.read_latency.counts) == 4  # what /metrics publishes never goes back
+
+
 def test_wchs_wchc_wchp_cover_zookeepers_data_watches(follower: ZooKeeperService) -> None:
     # ZooKeeper's wch* commands dump its data-watch table only (exists watches included, child
     # watches not): the same 3 watches as the real server's answer in the comparison test.

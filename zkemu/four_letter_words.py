@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from quorum.facade import FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED, invariant
+from zkemu.latency_summaries import MNTR_SUMMARY_KEYS
 from zkemu.server_stats import ConnectionStats
 from zkemu.watches import Table
 
@@ -382,7 +383,8 @@ def _mntr_values(service: ZooKeeperService, data_size: bool = True) -> dict[str,
         "server_state": _mode(service),
         "ephemerals_count": service.tree.ephemerals_count(),
         "num_alive_connections": len(stats.connections),
-        "avg_latency": _java_double(stats.latency.avg_ms),
+        # A number, as ZooKeeper's (the AdminServer's JSON has it so); mntr's text prints it as _java_double.
+        "avg_latency": round(stats.latency.avg_ms, 4) + 0.0,
         "outstanding_requests": service.admission.requests,
         "znode_count": _node_count(service),
         "global_sessions": len(service.tree.sessions()),
@@ -405,6 +407,8 @@ def _mntr_values(service: ZooKeeperService, data_size: bool = True) -> dict[str,
         values["open_file_descriptor_count"], values["max_file_descriptor_count"] = descriptors
     if _is_leader(service):
         values |= _leader_figures(service)
+    for summary in stats.latency_summaries:  # ServerMetrics' summaries (zkemu.latency_summaries)
+        values |= summary.values()
     return values
 
 
@@ -437,6 +441,7 @@ MNTR_KEY_ORDER = (
     "max_latency",
     "learners",
     "quorum_size",
+    *MNTR_SUMMARY_KEYS,
 )
 
 

@@ -3,11 +3,14 @@ AdminServer commands, and `/healthz` / `/readyz` (runtime/metrics_http.py serves
 
 ZooKeeper 3.6+'s PrometheusMetricsProvider publishes every `mntr` figure as a gauge of the same name
 (`znode_count`, `watch_count`, `ephemerals_count`, `num_alive_connections`, `outstanding_requests`,
-`avg_latency`, ...): those come from zkemu.four_letter_words, so their meaning lives once. Raft's own
-figures (term, commit and applied index, follower lag) come from the node's status.
+`avg_latency`, ...): those come from zkemu.four_letter_words, so their meaning lives once. Its
+ServerMetrics summaries `readlatency`, `updatelatency` (quantiles 0.5, 0.9, 0.99) and `fsynctime` (0.5),
+in ms, come from zkemu.latency_summaries' histograms. Raft's own figures (term, commit and applied
+index, follower lag) come from the node's status, and its latency histograms in seconds
+(zkraft_disk_wal_fsync_duration_seconds, ...) from quorum.latency_metrics through the facade.
 
 Everything is read at scrape time on the event loop (runtime.metrics_http.on_loop): the request path
-keeps no extra counter for it.
+keeps no extra counter for it beyond the histograms' bucket counts.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from quorum.facade import NodeSettings
+from quorum.facade import RAFT_LATENCY_HISTOGRAMS, NodeSettings
+from runtime.latency_families import SummaryWindow, histogram_family, summary_family
 from runtime.metrics_http import Check, JsonRoute, OpsHttpServer, check_route, on_loop, start_ops_server
 from zkemu import four_letter_words
+from zkemu.latency_summaries import MNTR_SUMMARY_KEYS
 from zkemu.service import ZooKeeperService
 
 # A node is ready once it applied all but this many committed entries (it serves reads that fresh).
@@ -42,6 +47,10 @@ def _numeric(value: object) -> float | None:
         return None  # version, server_state, peer_state: not figures
 
 
+# mntr's figures of the summaries are not gauges on /metrics: the summaries are (ZooKeeper's provider).
+_NOT_GAUGES = frozenset(MNTR_SUMMARY_KEYS)
+
+
 def _snapshot(service: ZooKeeperService) -> dict[str, Any]:
     """Everything one scrape reports, read in one go on the event loop."""
     if service.quorum is None:
@@ -55,16 +64,31 @@ class ZooKeeperCollector(Collector):
     def __init__(self, service: ZooKeeperService, loop: asyncio.AbstractEventLoop) -> None:
         self._service = service
         self._loop = loop
+        # The summaries' quantile windows (scrape-time state: only touched on the loop, by _latency_families).
+        self._windows = {
+            summary.name: (SummaryWindow(summary.histogram), summary.quantiles)
+            for summary in service.server_stats.latency_summaries
+        }
 
     def collect(self) -> Iterator[Metric]:
-        snapshot = on_loop(self._loop, lambda: _snapshot(self._service))
+        snapshot, latency = on_loop(self._loop, lambda: (_snapshot(self._service), self._latency_families()))
         for key, value in snapshot["mntr"].items():
             number = _numeric(value)
-            if number is not None:
+            if number is not None and key not in _NOT_GAUGES:
                 yield GaugeMetricFamily(key, f"ZooKeeper mntr zk_{key}", value=number)
         status = snapshot["status"]
         if status is not None:
             yield from _raft_families(status)
+        yield from latency
+
+    def _latency_families(self) -> list[Metric]:
+        """ZooKeeper's summaries in ms (ServerMetrics), then Raft's histograms in seconds."""
+        families: list[Metric] = [
+            summary_family(name, name, window, quantiles, unit_s=1e-3)
+            for name, (window, quantiles) in self._windows.items()
+        ]
+        families += [histogram_family(name, text, hist) for name, (text, hist) in RAFT_LATENCY_HISTOGRAMS.items()]
+        return families
 
 
 def _raft_families(status: Any) -> Iterator[Metric]:

@@ -1,6 +1,7 @@
 """What the four-letter words report about a node's client connections (ZooKeeper's ServerStats and
-the per-connection figures of `cons`): packets received and sent, request latency, and each
-connection's session.
+the per-connection figures of `cons`): packets received and sent, request latency (also by reads and
+updates, ZooKeeper's readlatency and updatelatency: zkemu.latency_summaries), and each connection's
+session.
 
 The ZooKeeper wire front end keeps these up to date (one `ConnectionStats` per client connection);
 zkemu.four_letter_words reads them. Counting is a few integer additions per request: the figures are
@@ -10,6 +11,10 @@ kept whether or not anyone asks for them, as ZooKeeper keeps them.
 from __future__ import annotations
 
 import time
+
+from quorum.facade import WAL_FSYNC
+from runtime.latency_histogram import LatencyHistogram
+from zkemu.latency_summaries import MNTR_SUMMARIES, UPDATE_OPERATIONS, MntrCounter
 
 
 class LatencyFigures:
@@ -83,7 +88,8 @@ class ConnectionStats:
         """A reply left for a request named `operation` (ZooKeeper's op names: CREA, GETD, ...).
 
         The wire front end's hot path: a few attribute updates, no clock read (the sink sets
-        `last_response_ms` once per socket write) and no method calls (ServerStats.updateLatency)."""
+        `last_response_ms` once per socket write) and one method call, the read or update histogram's
+        observe (ServerStats.updateLatency's READ_LATENCY / UPDATE_LATENCY), about 0.2-0.4 µs."""
         self.last_operation = operation
         self.last_zxid = zxid
         self.last_latency_ms = latency_ms
@@ -94,13 +100,15 @@ class ConnectionStats:
             mine.min_ms = latency_ms
         mine.count += 1
         mine.total_ms += latency_ms
-        node = self.server.latency
+        server = self.server
+        node = server.latency
         if latency_ms > node.max_ms:
             node.max_ms = latency_ms
         if latency_ms < node.min_ms or not node.count:
             node.min_ms = latency_ms
         node.count += 1
         node.total_ms += latency_ms
+        (server.update_latency if operation in UPDATE_OPERATIONS else server.read_latency).observe(latency_ms)
 
     def reset(self) -> None:
         self.packets_received = 0
@@ -120,6 +128,12 @@ class ServerStats:
         self.packets_received = 0
         self.packets_sent = 0
         self.latency = LatencyFigures()
+        self.read_latency = LatencyHistogram(unit_s=1e-3)
+        self.update_latency = LatencyHistogram(unit_s=1e-3)
+        histograms = {"fsynctime": WAL_FSYNC, "updatelatency": self.update_latency, "readlatency": self.read_latency}
+        self.latency_summaries = tuple(
+            MntrCounter(name, histograms[name], advanced) for name, advanced in MNTR_SUMMARIES
+        )
         self.connections: dict[int, ConnectionStats] = {}  # id(stats) -> stats, in the order opened
 
     def connection_opened(self, remote: str) -> ConnectionStats:
@@ -134,6 +148,8 @@ class ServerStats:
         self.packets_received = 0
         self.packets_sent = 0
         self.latency.reset()
+        for summary in self.latency_summaries:
+            summary.reset()  # ServerStats.reset: ServerMetrics.resetAll (mntr's figures; /metrics never resets)
 
     def reset_connections(self) -> None:
         for stats in self.connections.values():
