@@ -275,6 +275,26 @@ class QuorumProcesses:
 
             return await poll_until(probe, timeout_s, lambda: f"node {node_id} does not answer Status")
 
+    async def wait_client_ports(self, timeout_s: float) -> None:
+        """Wait until every running node accepts connections on its ZooKeeper client port.
+
+        A node answers Status (its gRPC server) before it opens that port (quorum/server.py starts the
+        ZooKeeper front end last), so a leader agreed on by a majority says nothing of the client ports."""
+        for node_id in sorted(self.addresses):
+            if not self.alive(node_id):
+                continue
+
+            async def probe(node_id: int = node_id) -> bool:
+                self.assert_alive(node_id)
+                try:
+                    _, writer = await asyncio.open_connection(LOOPBACK, self.client_ports[node_id])
+                except OSError:
+                    return False
+                writer.close()
+                return True
+
+            await poll_until(probe, timeout_s, f"node {node_id} does not accept ZooKeeper clients")
+
     # ---- logs
     def log_text(self, node_id: int) -> str:
         path = self.log_path(node_id)

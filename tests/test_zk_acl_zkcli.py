@@ -53,6 +53,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuorumProcesse
     with QuorumProcesses(tmp_path_factory.mktemp("zkcli"), n=1, properties=FAST_ZK_PROPERTIES) as processes:
         processes.start_all()
         asyncio.run(wait_for_leader(processes.addresses, timeout_s=30))
+        asyncio.run(processes.wait_client_ports(timeout_s=30))
         yield processes
 
 

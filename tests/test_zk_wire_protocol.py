@@ -68,6 +68,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuorumProcesse
     with QuorumProcesses(tmp_path_factory.mktemp("wire"), n=3, properties=properties) as processes:
         processes.start_all()
         asyncio.run(wait_for_leader(processes.addresses, timeout_s=LEADER_TIMEOUT_S))
+        asyncio.run(processes.wait_client_ports(timeout_s=LEADER_TIMEOUT_S))
         yield processes
 
 

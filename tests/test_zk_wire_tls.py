@@ -72,6 +72,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureNode]:
     with QuorumProcesses(root / "quorum", n=1, properties=properties) as processes:
         processes.start_all()
         asyncio.run(wait_for_leader(processes.addresses, timeout_s=LEADER_TIMEOUT_S))
+        asyncio.run(processes.wait_client_ports(timeout_s=LEADER_TIMEOUT_S))
         yield SecureNode(processes, material, f"{LOOPBACK}:{secure_port}")
         processes.assert_alive(1)
 
