@@ -80,7 +80,12 @@ def check_failpoints() -> None:
 
 def _quorum_start(options: argparse.Namespace) -> int:
     from quorum.settings import SettingsError, load_node_settings
+    from runtime.jaas import login_config_from_jvm_flags
 
+    if options.jaas_config is None:
+        # zkServer.sh passes SERVER_JVMFLAGS to the JVM: the JAAS file is a system property there.
+        from_flags = login_config_from_jvm_flags(os.environ.get("SERVER_JVMFLAGS", ""))
+        options.jaas_config = str(from_flags) if from_flags is not None else None
     try:
         settings = load_node_settings(options, options.config)
     except SettingsError as error:
@@ -333,6 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: when every voter is on this machine, the leader's event loop runs on one CPU and the followers' "
         "on the others, as `zkraft up` runs them; off: the scheduler decides (property quorum.cpu.placement, "
         "default off)",
+    )
+    start.add_argument(
+        "--jaas-config",
+        metavar="FILE",
+        help='JAAS file whose Server section lists the SASL DIGEST-MD5 users (user_<name>="<password>"); '
+        "also taken from -Djava.security.auth.login.config=FILE in SERVER_JVMFLAGS, as ZooKeeper takes it "
+        "(property java.security.auth.login.config)",
     )
     start.add_argument("--config", type=Path, help="Java-style .properties file")
     start.set_defaults(handler=_quorum_start)

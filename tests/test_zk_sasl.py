@@ -1,0 +1,245 @@
+"""ZooKeeper SASL DIGEST-MD5 logins (ZooKeeperServer.processSasl), on both front ends.
+
+Unit: the RFC 2831 exchange against pure-sasl's client (what kazoo runs) and our own, wrong passwords
+and malformed tokens, the JAAS file. Cluster (one shared quorum whose JAAS Server section has `bob`
+and the super user `admin`): kazoo with `sasl_options` logs in and owns a `sasl:bob` node nobody
+else may change; a wrong password is AUTH_FAILED and the server keeps serving; the SDK's client logs
+in the same way over the gRPC session stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import puresasl.client
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionClosedError, NoAuthError
+from kazoo.protocol.states import KazooState
+from kazoo.security import make_acl
+
+from client.zk.acl import make_acl as sdk_make_acl
+from client.zk.client import ZkClient
+from client.zk.digest_md5 import DigestMd5Client, DigestMd5Server, SaslError
+from client.zk.exceptions import AuthFailedError as SdkAuthFailedError
+from client.zk.exceptions import NoAuthError as SdkNoAuthError
+from runtime.jaas import JaasError, digest_client_login, digest_server_users, login_config_from_jvm_flags
+from tests.helpers import wait_until
+from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
+from zkemu import acl
+from zkemu.sasl import SaslLogins
+
+LEADER_TIMEOUT_S = 30.0
+JAAS = """
+// users of the quorum (ZooKeeper's DigestLoginModule)
+Server {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    user_admin="admin-secret"
+    user_bob="bob-secret";
+};
+Client {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    username="bob"
+    password="bob-secret";
+};
+"""
+
+
+def _puresasl_login(server: DigestMd5Server, password: str) -> puresasl.client.SASLClient:
+    """kazoo's loop (KazooClient._authenticate_with_sasl), bounded."""
+    client = puresasl.client.SASLClient(
+        host="zk-sasl-md5", service="zookeeper", mechanism="DIGEST-MD5", username="bob", password=password
+    )
+    challenge = None
+    for _ in range(4):
+        response = client.process(challenge)
+        if client.complete and not response:
+            break
+        challenge = server.evaluate(response or b"")
+    return client
+
+
+def test_digest_md5_logs_in_kazoos_client_and_ours() -> None:
+    server = DigestMd5Server({"bob": "bob-secret"})
+    assert _puresasl_login(server, "bob-secret").complete
+    assert (server.complete, server.authorization_id) == (True, "bob")
+
+    server, ours = DigestMd5Server({"bob": "bob-secret"}), DigestMd5Client("bob", "bob-secret")
+    token = ours.evaluate(b"")
+    for _ in range(2):
+        token = ours.evaluate(server.evaluate(token)) if not ours.complete else token
+    assert ours.complete and server.authorization_id == "bob"
+
+
+@pytest.mark.parametrize(
+    ("users", "password"), [({"bob": "bob-secret"}, "wrong"), ({"alice": "bob-secret"}, "bob-secret")]
+)
+def test_a_wrong_password_or_unknown_user_fails_in_one_line(users: dict[str, str], password: str) -> None:
+    with pytest.raises(SaslError, match="login of user 'bob' failed"):
+        _puresasl_login(DigestMd5Server(users), password)
+
+
+@pytest.mark.parametrize(
+    "token",
+    [b"", b"\xff\x00garbage", b'username="bob"', b'username="bob",nonce="x",cnonce="y",nc=00000001,digest-uri='
+     b'"zookeeper/zk-sasl-md5",response=0', b"a=" + b"x" * 5000, b'username="unterminated'],
+)  # fmt: skip
+def test_a_malformed_response_is_a_sasl_error_not_a_crash(token: bytes) -> None:
+    server = DigestMd5Server({"bob": "bob-secret"})
+    server.evaluate(b"")
+    with pytest.raises(SaslError):
+        server.evaluate(token)
+    with pytest.raises(SaslError, match="already finished"):
+        server.evaluate(token)
+
+
+def test_jaas_sections_and_jvm_flags(tmp_path: Path) -> None:
+    path = tmp_path / "jaas.conf"
+    path.write_text(JAAS, encoding="utf-8")
+    assert digest_server_users(path) == {"admin": "admin-secret", "bob": "bob-secret"}
+    assert digest_client_login(path) == ("bob", "bob-secret")
+    flags = f"-Xmx512m -Djava.security.auth.login.config={path} -Dzookeeper.superUser=admin"
+    assert login_config_from_jvm_flags(flags) == path
+    with pytest.raises(JaasError, match="no 'KafkaServer' section"):
+        digest_server_users(path, "KafkaServer")
+    (tmp_path / "bad.conf").write_text("Server { Foo bogus a=1; };", encoding="utf-8")
+    with pytest.raises(JaasError, match="control flag 'bogus'"):
+        digest_server_users(tmp_path / "bad.conf")
+
+
+def test_the_sasl_scheme_in_acls() -> None:
+    owned = (acl.Acl(acl.ALL, acl.SASL, "bob"),)
+    acl.check(owned, acl.WRITE, (acl.Id(acl.SASL, "bob"),), "/a")
+    acl.check(owned, acl.WRITE, (acl.Id(acl.SASL, "super"),), "/a")  # SASLAuthenticationProvider.matches
+    with pytest.raises(acl.NoAuthError):
+        acl.check(owned, acl.WRITE, (acl.Id(acl.SASL, "alice"), acl.Id(acl.DIGEST, "bob:x")), "/a")
+    assert acl.fixup("/a", (acl.Acl(acl.ALL, acl.AUTH, ""),), (acl.Id(acl.SASL, "bob"),)) == owned
+    logins = SaslLogins({"bob": "x"}, enforce_schemes=frozenset({"sasl"}))
+    assert not logins.allows((acl.Id(acl.IP, "127.0.0.1"),)) and logins.allows((acl.Id(acl.SASL, "bob"),))
+
+
+# ---------------------------------------------------------------- a quorum with SASL users
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuorumProcesses]:
+    root = tmp_path_factory.mktemp("sasl")
+    jaas = root / "jaas.conf"
+    jaas.write_text(JAAS, encoding="utf-8")
+    properties = {
+        **FAST_ZK_PROPERTIES,
+        "java.security.auth.login.config": str(jaas),
+        "zookeeper.superUser": "admin",
+    }
+    with QuorumProcesses(root, n=1, properties=properties) as processes:
+        processes.start_all()
+        asyncio.run(wait_for_leader(processes.addresses, timeout_s=LEADER_TIMEOUT_S))
+        yield processes
+
+
+def _kazoo(cluster: QuorumProcesses, user: str | None = None, password: str = "") -> KazooClient:
+    options = {"mechanism": "DIGEST-MD5", "username": user, "password": password} if user else None
+    return KazooClient(hosts=cluster.zk_address(1), timeout=4.0, sasl_options=options)
+
+
+def test_kazoo_logs_in_and_its_sasl_acl_keeps_others_out(cluster: QuorumProcesses) -> None:
+    bob, anonymous, admin = (
+        _kazoo(cluster, "bob", "bob-secret"),
+        _kazoo(cluster),
+        _kazoo(cluster, "admin", "admin-secret"),
+    )
+    for zk in (bob, anonymous, admin):
+        zk.start(timeout=30)
+    try:
+        bob.create("/bobs", b"v", acl=[make_acl("sasl", "bob", all=True), make_acl("world", "anyone", read=True)])
+        assert anonymous.get("/bobs")[0] == b"v"
+        with pytest.raises(NoAuthError):
+            anonymous.set("/bobs", b"x")
+        bob.set("/bobs", b"bob's")
+        admin.set("/bobs", b"admin's")  # zookeeper.superUser passes every check
+        assert bob.get("/bobs")[0] == b"admin's"
+    finally:
+        for zk in (bob, anonymous, admin):
+            zk.stop()
+            zk.close()
+
+
+def test_a_wrong_password_is_auth_failed_and_the_server_keeps_serving(cluster: QuorumProcesses) -> None:
+    zk = _kazoo(cluster, "bob", "wrong")
+    states: list[KazooState] = []
+    zk.add_listener(states.append)
+    try:
+        # kazoo reports CONNECTED before it logs in, so start() returns; AUTH_FAILED then ends the session.
+        zk.start(timeout=30)
+        wait_until(lambda: KazooState.LOST in states, timeout_s=10, message=f"session not lost: {states}")
+        with pytest.raises(ConnectionClosedError):
+            zk.exists("/")
+    finally:
+        zk.stop()
+        zk.close()
+    assert any(e["event"] == "sasl_auth_failed" for e in cluster.log_events(1))
+    # Raw junk as a SASL token: AUTHFAILED (-115), then the connection closes.
+    with socket.create_connection(_host_port(cluster.zk_address(1)), timeout=5) as sock:
+        sock.sendall(_frame(struct.pack(">iqi16s", 0, 0, 4000, b"\0" * 16)))
+        _read_frame(sock)
+        sock.sendall(_frame(struct.pack(">ii", 1, 102) + struct.pack(">i", 3) + b"xyz"))
+        _read_frame(sock)  # the challenge
+        sock.sendall(_frame(struct.pack(">ii", 2, 102) + struct.pack(">i", 5) + b"\xff\x00=,"[:5].ljust(5, b"a")))
+        xid, _zxid, err = struct.unpack_from(">iqi", _read_frame(sock))
+        assert (xid, err) == (2, -115)
+        assert wait_until(lambda: sock.recv(1) == b"", timeout_s=5)
+    ok = _kazoo(cluster, "bob", "bob-secret")
+    ok.start(timeout=30)
+    assert ok.exists("/") is not None
+    ok.stop()
+    ok.close()
+
+
+def test_the_sdk_logs_in_over_the_grpc_session_stream(cluster: QuorumProcesses) -> None:
+    bob = ZkClient(cluster.addresses[1], timeout=30, sasl_options={"mechanism": "DIGEST-MD5", "username": "bob",
+                                                                    "password": "bob-secret"})  # fmt: skip
+    anonymous = ZkClient(cluster.addresses[1], timeout=30)
+    bob.start()
+    anonymous.start()
+    try:
+        bob.create("/sdk", b"v", acl=[sdk_make_acl("sasl", "bob", all=True)])
+        bob.set("/sdk", b"w")
+        with pytest.raises(SdkNoAuthError):
+            anonymous.set("/sdk", b"x")
+    finally:
+        for zk in (bob, anonymous):
+            zk.stop()
+            zk.close()
+    wrong = ZkClient(cluster.addresses[1], timeout=10, sasl_options={"mechanism": "DIGEST-MD5", "username": "bob",
+                                                                      "password": "nope"})  # fmt: skip
+    with pytest.raises(SdkAuthFailedError, match="SASL login of 'bob' refused"):
+        wrong.start()
+    wrong.close()
+    with pytest.raises(ValueError, match="only DIGEST-MD5"):
+        ZkClient(cluster.addresses[1], sasl_options={"mechanism": "GSSAPI"})
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+    return _recv_exactly(sock, size)
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(data)} of {size} bytes")
+        data += chunk
+    return data
