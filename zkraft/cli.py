@@ -124,9 +124,16 @@ def _quorum_status(options: argparse.Namespace) -> int:
 
 def _broker_start(options: argparse.Namespace) -> int:
     from broker.config import BrokerConfigError, load_broker_config
+    from runtime.jaas import login_config_from_jvm_flags
 
+    # kafka-run-class.sh passes KAFKA_OPTS to the JVM: the JAAS file is a system property there.
+    jaas = (
+        Path(options.jaas_config)
+        if options.jaas_config
+        else login_config_from_jvm_flags(os.environ.get("KAFKA_OPTS", ""))
+    )
     try:
-        config = load_broker_config(options.config, options.override)
+        config = load_broker_config(options.config, options.override, jaas)
     except BrokerConfigError as error:
         raise UsageError(str(error)) from None
     from broker.server import BrokerStartupError, serve
@@ -376,6 +383,13 @@ def build_parser() -> argparse.ArgumentParser:
     broker_start.add_argument("--config", type=Path, help="server.properties file")
     broker_start.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="a property, over the file (repeatable)"
+    )
+    broker_start.add_argument(
+        "--jaas-config",
+        metavar="FILE",
+        help="JAAS file whose Client section (DigestLoginModule username/password) logs the broker in to the quorum "
+        "with SASL DIGEST-MD5, needed by zookeeper.set.acl=true; also taken from "
+        "-Djava.security.auth.login.config=FILE in KAFKA_OPTS, as Kafka takes it",
     )
     broker_start.set_defaults(handler=_broker_start)
 

@@ -92,6 +92,8 @@ class AsyncZkClient:
     `command_retry`: the `retry()` policy, an `AsyncZkRetry` or its kwargs.
     `sasl_options`: kazoo's, `{"mechanism": "DIGEST-MD5", "username": ..., "password": ...}`: every
     connection logs in with SASL DIGEST-MD5 first (a JAAS Client section, as ZooKeeper's Java client).
+    `default_acl`: the ACL of a create (or a transaction's create) given no `acl`, by path, as Kafka's
+    KafkaZkClient passes ZkData.defaultAcls(path) with every create (None: world:anyone, ZooKeeper's own).
     """
 
     def __init__(
@@ -107,8 +109,10 @@ class AsyncZkClient:
         rng: random.Random | None = None,
         tls: TlsConfig | None = None,
         sasl_options: Mapping[str, str] | None = None,
+        default_acl: Callable[[str], Sequence[ACL]] | None = None,
     ) -> None:
         addresses, chroot = parse_hosts(hosts)
+        self._default_acl = default_acl
         sasl = sasl_login(sasl_options) if sasl_options is not None else None
         self.timeout = timeout
         self.chroot = chroot
@@ -277,6 +281,8 @@ class AsyncZkClient:
         `client.zk.acl.ACL` (None: world:anyone with every permission); with makepath, the missing
         parents get the same ACL, as kazoo's ensure_path(parent, acl)."""
         entries = _acl_argument(acl, path)
+        if not entries and self._default_acl is not None:
+            entries = tuple(self._default_acl(path))
         mode = CreateMode.of(ephemeral, sequence, container, ttl_ms)
         op = CreateTxnOp(self._server_path(path), check_value(value), mode, makepath, ttl_ms=ttl_ms, acl=entries)
         reply = await self._call(codec.create_request(op), path)
@@ -357,6 +363,14 @@ class AsyncZkClient:
         return AsyncTransaction(self._commit_transaction)
 
     async def _commit_transaction(self, ops: Sequence[TxnOp]) -> list[Any]:
+        if self._default_acl is not None:
+            default = self._default_acl
+            ops = [
+                dataclasses.replace(op, acl=tuple(default(op.path)))
+                if isinstance(op, CreateTxnOp) and not op.acl
+                else op
+                for op in ops
+            ]
         server_ops = [_with_path(op, self._server_path(op.path)) for op in ops]
         reply = await self._call(codec.multi_request(server_ops), None)
         outcomes = codec.reply_op_outcomes(reply)

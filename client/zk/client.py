@@ -87,6 +87,7 @@ class ZkClient:
         rng: random.Random | None = None,
         tls: TlsConfig | None = None,
         sasl_options: Mapping[str, str] | None = None,
+        default_acl: Callable[[str], Sequence[ACL]] | None = None,
     ) -> None:
         self._loop, self._loop_thread = _SharedLoop.get()
         self._callbacks: queue.SimpleQueue[_Callback | None] = queue.SimpleQueue()
@@ -101,6 +102,7 @@ class ZkClient:
             rng=rng,
             tls=tls,
             sasl_options=sasl_options,
+            default_acl=default_acl,
         )
         self._retry = command_retry if isinstance(command_retry, ZkRetry) else ZkRetry(**(command_retry or {}))
         self.timeout = timeout
