@@ -358,7 +358,8 @@ def test_kafkas_znodes_are_the_brokers_and_the_admin_logs_in_with_the_jaas_file_
     username, password = digest_client_login(jaas)
     assert (
         username == "admin"
-        and f'CLIENT_JVMFLAGS="-Djava.security.auth.login.config={jaas}"' in secure_cluster["up"].output()
+        and f'CLIENT_JVMFLAGS="-Djava.security.auth.login.config={jaas} -Dzookeeper.fips-mode=false"'
+        in secure_cluster["up"].output()
     )
     tls = zookeeper_client_tls_file(Path(security["zookeeper_client_properties"]))
     sasl = {"mechanism": "DIGEST-MD5", "username": username, "password": password}

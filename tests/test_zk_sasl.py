@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from client.zk.exceptions import NoAuthError as SdkNoAuthError
 from runtime.jaas import JaasError, digest_client_login, digest_server_users, login_config_from_jvm_flags
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
+from tests.real_zookeeper import find_java, pyspark_jars_dir
 from zkemu import acl
 from zkemu.sasl import SaslLogins
 
@@ -243,3 +245,18 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
             raise ConnectionError(f"connection closed after {len(data)} of {size} bytes")
         data += chunk
     return data
+
+
+def test_zkcli_logs_in_with_a_jaas_client_section(cluster: QuorumProcesses, tmp_path: Path) -> None:
+    """ZooKeeper 3.9's own zkCli (Java's DigestMD5Client, which also sends an authzid) with the JAAS file."""
+    java, jars = find_java(), pyspark_jars_dir()
+    if java is None or jars is None:
+        pytest.skip("zkCli needs java and pyspark's jars")
+    jaas = tmp_path / "client-jaas.conf"
+    jaas.write_text(JAAS, encoding="utf-8")
+    script = "whoami\ncreate /zkcli-sasl v auth::cdrwa\ngetAcl /zkcli-sasl\nquit\n"
+    command = [java, f"-Djava.security.auth.login.config={jaas}", "-Dzookeeper.fips-mode=false",
+               "-cp", f"{jars}/*", "org.apache.zookeeper.ZooKeeperMain", "-server", cluster.zk_address(1)]  # fmt: skip
+    done = subprocess.run(command, input=script, capture_output=True, text=True, timeout=120)
+    assert "sasl: bob" in done.stdout, done.stdout + done.stderr
+    assert "'sasl,'bob\n: cdrwa" in done.stdout, done.stdout

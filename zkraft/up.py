@@ -1080,7 +1080,9 @@ def _zookeeper_sasl_usage(plan: Plan, files: secure_setup.SecurityFiles) -> list
     """How zkCli and kazoo log in as the admin, the ZooKeeper super user (Kafka's znodes are the brokers')."""
     return [
         f"ZooKeeper SASL login (DIGEST-MD5, admin is a super user): {files.zookeeper_client_jaas}",
-        f'  zkCli: CLIENT_JVMFLAGS="-Djava.security.auth.login.config={files.zookeeper_client_jaas}" zkCli.sh '
+        # ZooKeeper 3.9's client refuses DIGEST-MD5 while zookeeper.fips-mode is true, its default.
+        f'  zkCli: CLIENT_JVMFLAGS="-Djava.security.auth.login.config={files.zookeeper_client_jaas} '
+        f'-Dzookeeper.fips-mode=false" zkCli.sh '
         f"-server {plan.zk_connect_string} -client-configuration {files.zookeeper_client_properties}",
         f"  kazoo: KazooClient(hosts, use_ssl=True, ca={str(files.ca_file)!r}, "
         f"certfile={str(files.admin_keystore)!r}, keyfile={str(files.admin_keystore)!r}, "
