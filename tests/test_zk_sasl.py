@@ -18,6 +18,8 @@ from pathlib import Path
 
 import puresasl.client
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, NoAuthError
 from kazoo.protocol.states import KazooState
@@ -49,6 +51,11 @@ Client {
     password="bob-secret";
 };
 """
+
+
+DIRECTIVE_PIECES = [b'username="bob"', b'nonce="fixed-nonce"', b'cnonce="c"', b"nc=00000001", b"qop=auth",
+                    b'digest-uri="zookeeper/zk-sasl-md5"', b"response=0123", b'realm="zk-sasl-md5"', b"charset=utf-8",
+                    b'authzid="admin"', b'x="\\"', b"=", b'"', b"nc=2"]  # fmt: skip
 
 
 def _puresasl_login(server: DigestMd5Server, password: str) -> puresasl.client.SASLClient:
@@ -97,6 +104,18 @@ def test_a_malformed_response_is_a_sasl_error_not_a_crash(token: bytes) -> None:
         server.evaluate(token)
     with pytest.raises(SaslError, match="already finished"):
         server.evaluate(token)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=600) | st.lists(st.sampled_from(DIRECTIVE_PIECES), max_size=12).map(b",".join))
+def test_any_response_bytes_are_a_login_or_a_sasl_error(token: bytes) -> None:
+    server = DigestMd5Server({"bob": "bob-secret"}, nonce=b"fixed-nonce")
+    server.evaluate(b"")
+    try:
+        server.evaluate(token)
+    except SaslError:
+        return
+    raise AssertionError(f"{token!r} logged in without the password")
 
 
 def test_jaas_sections_and_jvm_flags(tmp_path: Path) -> None:
