@@ -24,6 +24,7 @@ system property `java.security.auth.login.config`, which operators pass as
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ __all__ = [
     "digest_server_users",
     "login_config_from_jvm_flags",
     "read_jaas_file",
+    "sasl_options_from_env",
 ]
 
 LOGIN_CONFIG_PROPERTY = "java.security.auth.login.config"
@@ -162,3 +164,14 @@ def login_config_from_jvm_flags(flags: str) -> Path | None:
         if word.startswith(prefix) and len(word) > len(prefix):
             found = Path(word[len(prefix) :])  # the last one wins, as in java's own parsing
     return found
+
+
+def sasl_options_from_env(variable: str) -> dict[str, str] | None:
+    """The ZooKeeper SASL login a Java tool would make from its JVM flags in `variable` (KAFKA_OPTS for Kafka's
+    tools, CLIENT_JVMFLAGS for zkCli): the Client section's DIGEST-MD5 login as kazoo's sasl_options, None when
+    the flags name no JAAS file. JaasError (one line) when the file is unusable."""
+    path = login_config_from_jvm_flags(os.environ.get(variable, ""))
+    if path is None:
+        return None
+    username, password = digest_client_login(path)
+    return {"mechanism": "DIGEST-MD5", "username": username, "password": password}

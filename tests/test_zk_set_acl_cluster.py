@@ -163,3 +163,26 @@ def test_set_acl_without_a_login_is_refused_in_one_line(cluster: SecuredCluster,
                           "--jaas-config", str(jaas))  # fmt: skip
     assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
     assert "refused the broker's login" in wrong.stderr
+
+
+def test_kafkas_tools_write_into_the_quorum_only_with_the_brokers_login(cluster: SecuredCluster) -> None:
+    """`zkraft topics --zookeeper` as kafka-topics.sh: refused without a login, and with KAFKA_OPTS naming the
+    JAAS file it logs in and creates the topic with Kafka's ACLs (JaasUtils.isZkSaslEnabled)."""
+
+    def topics(kafka_opts: str, topic: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "zkraft", "topics", "--zookeeper", cluster.zookeeper, "--create",
+                   "--topic", topic, "--partitions", "1", "--replication-factor", "1"]  # fmt: skip
+        env = {**subprocess_env(), "KAFKA_OPTS": kafka_opts}
+        return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    refused = topics("", "tool-anonymous")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+    made = topics(f"-Djava.security.auth.login.config={cluster.jaas}", "tool-made")
+    assert made.returncode == 0, made.stderr
+    zk = _kazoo(cluster, "admin", "admin-secret")
+    try:
+        acl, _ = zk.get_acls("/brokers/topics/tool-made")
+        assert sorted((a.id.scheme, a.id.id, a.perms) for a in acl) == [("sasl", "broker", 31), ("world", "anyone", 1)]
+    finally:
+        zk.stop()
+        zk.close()
