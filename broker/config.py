@@ -20,7 +20,7 @@ from broker.authorizer import ACL_AUTHORIZER_CLASS, AUTHORIZER_CLASSES
 from broker.listener_tls import is_ssl_property, listener_tls_config
 from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
 from broker.sasl.settings import SaslConfigError, is_listener_sasl_property, listener_sasl_settings
-from runtime.jaas import JaasError, digest_client_login
+from runtime.jaas import JaasError, optional_client_login
 from runtime.properties import PropertiesError, read_properties_file
 from runtime.tls import TlsConfigError
 
@@ -443,7 +443,7 @@ def load_broker_config(
     login = None
     if jaas_file is not None:
         try:
-            login = digest_client_login(jaas_file)
+            login = optional_client_login(jaas_file)
         except JaasError as exc:
             raise BrokerConfigError(f"java.security.auth.login.config: {exc}") from None
     if config.zookeeper_set_acl and login is None:

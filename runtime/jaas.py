@@ -38,6 +38,7 @@ __all__ = [
     "digest_client_login",
     "digest_server_users",
     "login_config_from_jvm_flags",
+    "optional_client_login",
     "read_jaas_file",
     "sasl_options_from_env",
 ]
@@ -152,6 +153,14 @@ def digest_client_login(path: Path, section: str = "Client") -> tuple[str, str]:
     raise JaasError(f'{path}: section {section} has no module with username="..." and password="..."')
 
 
+def optional_client_login(path: Path, section: str = "Client") -> tuple[str, str] | None:
+    """`digest_client_login`, or None when the file has no such section: a JAAS file made for other logins
+    (Kafka's KafkaServer or KafkaClient) means no ZooKeeper login, as JaasUtils.isZkSaslEnabled reads it."""
+    if section not in read_jaas_file(path):
+        return None
+    return digest_client_login(path, section)
+
+
 def login_config_from_jvm_flags(flags: str) -> Path | None:
     """The file of `-Djava.security.auth.login.config=FILE` in a JVM flags string, or None."""
     try:
@@ -171,7 +180,7 @@ def sasl_options_from_env(variable: str) -> dict[str, str] | None:
     tools, CLIENT_JVMFLAGS for zkCli): the Client section's DIGEST-MD5 login as kazoo's sasl_options, None when
     the flags name no JAAS file. JaasError (one line) when the file is unusable."""
     path = login_config_from_jvm_flags(os.environ.get(variable, ""))
-    if path is None:
+    login = optional_client_login(path) if path is not None else None
+    if login is None:
         return None
-    username, password = digest_client_login(path)
-    return {"mechanism": "DIGEST-MD5", "username": username, "password": password}
+    return {"mechanism": "DIGEST-MD5", "username": login[0], "password": login[1]}

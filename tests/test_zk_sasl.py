@@ -30,7 +30,13 @@ from client.zk.client import ZkClient
 from client.zk.digest_md5 import DigestMd5Client, DigestMd5Server, SaslError
 from client.zk.exceptions import AuthFailedError as SdkAuthFailedError
 from client.zk.exceptions import NoAuthError as SdkNoAuthError
-from runtime.jaas import JaasError, digest_client_login, digest_server_users, login_config_from_jvm_flags
+from runtime.jaas import (
+    JaasError,
+    digest_client_login,
+    digest_server_users,
+    login_config_from_jvm_flags,
+    optional_client_login,
+)
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, QuorumProcesses, wait_for_leader
 from tests.real_zookeeper import find_java, pyspark_jars_dir
@@ -127,6 +133,9 @@ def test_jaas_sections_and_jvm_flags(tmp_path: Path) -> None:
     assert login_config_from_jvm_flags(flags) == path
     with pytest.raises(JaasError, match="no 'KafkaServer' section"):
         digest_server_users(path, "KafkaServer")
+    kafka_only = tmp_path / "kafka.conf"  # a JAAS file for Kafka's own logins: no ZooKeeper login, no error
+    kafka_only.write_text('KafkaServer { org.apache.kafka.common.security.plain.PlainLoginModule required a="1"; };')
+    assert optional_client_login(kafka_only) is None
     (tmp_path / "bad.conf").write_text("Server { Foo bogus a=1; };", encoding="utf-8")
     with pytest.raises(JaasError, match="control flag 'bogus'"):
         digest_server_users(tmp_path / "bad.conf")
