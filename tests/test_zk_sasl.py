@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionClosedError, NoAuthError
+from kazoo.exceptions import ConnectionClosedError, NoAuthError, SessionClosedRequireSaslError
 from kazoo.protocol.states import KazooState
 from kazoo.security import make_acl
 
@@ -44,6 +44,7 @@ from zkemu import acl
 from zkemu.sasl import SaslLogins
 
 LEADER_TIMEOUT_S = 30.0
+SASL_BOB = {"mechanism": "DIGEST-MD5", "username": "bob", "password": "bob-secret"}
 JAAS = """
 // users of the quorum (ZooKeeper's DigestLoginModule)
 Server {
@@ -249,6 +250,31 @@ def test_the_sdk_logs_in_over_the_grpc_session_stream(cluster: QuorumProcesses) 
     wrong.close()
     with pytest.raises(ValueError, match="only DIGEST-MD5"):
         ZkClient(cluster.addresses[1], sasl_options={"mechanism": "GSSAPI"})
+
+
+def test_enforce_auth_closes_a_session_that_did_not_log_in(tmp_path: Path) -> None:
+    """ZooKeeper 3.7's enforce.auth.enabled / enforce.auth.schemes=sasl: kazoo without a login gets
+    SESSIONCLOSEDREQUIRESASLAUTH on its first request; with one it works."""
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(JAAS, encoding="utf-8")
+    enforced = {**FAST_ZK_PROPERTIES, "enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl",
+                "java.security.auth.login.config": str(jaas)}  # fmt: skip
+    with QuorumProcesses(tmp_path / "q", n=1, properties=enforced) as processes:
+        processes.start_all()
+        asyncio.run(wait_for_leader(processes.addresses, timeout_s=LEADER_TIMEOUT_S))
+        anonymous = KazooClient(hosts=processes.zk_address(1), timeout=4.0)
+        anonymous.start(timeout=30)
+        try:
+            with pytest.raises(SessionClosedRequireSaslError):
+                anonymous.exists("/")
+        finally:
+            anonymous.stop()
+            anonymous.close()
+        bob = KazooClient(hosts=processes.zk_address(1), timeout=4.0, sasl_options=SASL_BOB)
+        bob.start(timeout=30)
+        assert bob.exists("/") is not None
+        bob.stop()
+        bob.close()
 
 
 def _host_port(address: str) -> tuple[str, int]:
