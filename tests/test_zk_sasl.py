@@ -30,6 +30,7 @@ from client.zk.client import ZkClient
 from client.zk.digest_md5 import DigestMd5Client, DigestMd5Server, SaslError
 from client.zk.exceptions import AuthFailedError as SdkAuthFailedError
 from client.zk.exceptions import NoAuthError as SdkNoAuthError
+from quorum.settings import SettingsError, load_node_settings, properties_to_values
 from runtime.jaas import (
     JaasError,
     digest_client_login,
@@ -140,6 +141,22 @@ def test_jaas_sections_and_jvm_flags(tmp_path: Path) -> None:
     (tmp_path / "bad.conf").write_text("Server { Foo bogus a=1; };", encoding="utf-8")
     with pytest.raises(JaasError, match="control flag 'bogus'"):
         digest_server_users(tmp_path / "bad.conf")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"java.security.auth.login.config": "/nonexistent/jaas.conf"}, "cannot read the JAAS file"),
+        ({"enforce.auth.enabled": "true"}, "enforce.auth.schemes must be configured"),
+        ({"enforce.auth.enabled": "true", "enforce.auth.schemes": "kerberos"}, "scheme 'kerberos' is not available"),
+        ({"enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"}, "needs a JAAS file with a Server section"),
+    ],
+)
+def test_bad_sasl_settings_are_one_line(extra: dict[str, str], message: str) -> None:
+    base = {"node_id": 1, "data_dir": "/tmp/unused", "peers": "1=127.0.0.1:7001"}
+    values = {**base, **properties_to_values(extra, "")}
+    with pytest.raises(SettingsError, match=message):
+        load_node_settings(values, None)
 
 
 def test_the_sasl_scheme_in_acls() -> None:
