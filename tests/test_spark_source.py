@@ -421,12 +421,11 @@ def tls_cluster(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_the_source_reads_a_topic_from_a_tls_cluster_with_kafkas_ssl_options(spark, tls_cluster) -> None:
-    from client import Admin, NewTopic, Producer
+    from client import Producer
     from runtime.tls import TlsConfig
 
     tls = TlsConfig(None, tls_cluster.ca_file)
-    with Admin(tls_cluster.bootstrap_servers, tls=tls) as admin:
-        admin.create_topics([NewTopic("over-tls", num_partitions=2, replication_factor=1)])
+    tls_cluster.create_topic("over-tls", partitions=2)  # through the quorum, waiting for the leaders
     with Producer(tls_cluster.bootstrap_servers, acks="all", tls=tls) as producer:
         for i in range(20):
             producer.send("over-tls", value=b"v%d" % i, partition=i % 2)
