@@ -696,7 +696,28 @@ def client_ssl_property(key: str) -> str | None:
 
 
 def known_property(key: str) -> bool:
-    return key in _FIELD_OF_PROPERTY or _SERVER_KEY.match(key) is not None or client_ssl_property(key) is not None
+    return (
+        key in _FIELD_OF_PROPERTY
+        or _SERVER_KEY.match(key) is not None
+        or client_ssl_property(key) is not None
+        or _AUTH_PROVIDER_KEY.match(key) is not None
+    )
+
+
+# ZooKeeper's authProvider.<n>=<class> (ProviderRegistry): the zoo.cfg of a SASL ensemble names
+# SASLAuthenticationProvider so. These providers are always on here, so naming one changes nothing; a class we
+# do not serve is refused, rather than silently leaving its scheme out.
+_AUTH_PROVIDER_KEY = re.compile(r"^authProvider\.[^.\s]+$")
+AUTH_PROVIDER_CLASSES = frozenset(
+    f"org.apache.zookeeper.server.auth.{name}"
+    for name in ("SASLAuthenticationProvider", "DigestAuthenticationProvider", "IPAuthenticationProvider")
+)
+
+
+def _check_auth_provider(key: str, raw: str, where: str) -> None:
+    if str(raw).strip() not in AUTH_PROVIDER_CLASSES:
+        names = ", ".join(sorted(c.rsplit(".", 1)[1] for c in AUTH_PROVIDER_CLASSES))
+        raise SettingsError(f"{where}{key}: {str(raw).strip()!r} is not served (the providers are {names})")
 
 
 def check_property_key(key: str, where: str = "") -> None:
@@ -755,6 +776,9 @@ def properties_to_values(properties: Mapping[str, str], where: str = "") -> dict
             if node_id in server_peers:
                 raise SettingsError(f"{where}{key}: node id {node_id} is listed twice")
             server_peers[node_id] = _canonical_address(raw, f"{where}{key}")
+            continue
+        if _AUTH_PROVIDER_KEY.match(key) is not None:
+            _check_auth_provider(key, raw, where)
             continue
         ssl_name = client_ssl_property(key)
         if ssl_name is not None:

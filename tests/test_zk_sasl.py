@@ -143,6 +143,12 @@ def test_jaas_sections_and_jvm_flags(tmp_path: Path) -> None:
         digest_server_users(tmp_path / "bad.conf")
 
 
+def test_zoo_cfgs_auth_provider_lines_are_accepted() -> None:
+    provider = {"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"}
+    base = {"node_id": 1, "data_dir": "/tmp/unused", "peers": "1=127.0.0.1:7001"}
+    load_node_settings({**base, **properties_to_values(provider, "")}, None)
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -150,13 +156,13 @@ def test_jaas_sections_and_jvm_flags(tmp_path: Path) -> None:
         ({"enforce.auth.enabled": "true"}, "enforce.auth.schemes must be configured"),
         ({"enforce.auth.enabled": "true", "enforce.auth.schemes": "kerberos"}, "scheme 'kerberos' is not available"),
         ({"enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl"}, "needs a JAAS file with a Server section"),
+        ({"authProvider.1": "com.example.LdapProvider"}, "'com.example.LdapProvider' is not served"),
     ],
 )
 def test_bad_sasl_settings_are_one_line(extra: dict[str, str], message: str) -> None:
     base = {"node_id": 1, "data_dir": "/tmp/unused", "peers": "1=127.0.0.1:7001"}
-    values = {**base, **properties_to_values(extra, "")}
     with pytest.raises(SettingsError, match=message):
-        load_node_settings(values, None)
+        load_node_settings({**base, **properties_to_values(extra, "")}, None)
 
 
 def test_the_sasl_scheme_in_acls() -> None:
