@@ -38,6 +38,7 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     ),
     "zookeeper.session.timeout.ms": "Zookeeper session timeout",
     "zookeeper.connection.timeout.ms": "The max time that the client waits to establish a connection to zookeeper.",
+    "zookeeper.set.acl": "Set client to use secure ACLs",
     "num.partitions": "The default number of log partitions per topic",
     "default.replication.factor": "default replication factors for automatically created topics",
     "min.insync.replicas": (

@@ -9,6 +9,7 @@ and range-checked here so that nothing later has to.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -19,6 +20,7 @@ from broker.authorizer import ACL_AUTHORIZER_CLASS, AUTHORIZER_CLASSES
 from broker.listener_tls import is_ssl_property, listener_tls_config
 from broker.listeners import KafkaListener, ListenerConfigError, parse_listeners
 from broker.sasl.settings import SaslConfigError, is_listener_sasl_property, listener_sasl_settings
+from runtime.jaas import JaasError, optional_client_login
 from runtime.properties import PropertiesError, read_properties_file
 from runtime.tls import TlsConfigError
 
@@ -101,6 +103,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("zookeeper.connect", "zookeeper_connect", _str),
     Property("zookeeper.session.timeout.ms", "zookeeper_session_timeout_ms", _int, 1),
     Property("zookeeper.connection.timeout.ms", "zookeeper_connection_timeout_ms", _int, 1),
+    Property("zookeeper.set.acl", "zookeeper_set_acl", _bool),
     Property("num.partitions", "num_partitions", _int, 1),
     Property("default.replication.factor", "default_replication_factor", _int, 1),
     Property("min.insync.replicas", "min_insync_replicas", _int, 1),
@@ -207,6 +210,12 @@ class BrokerConfig:
     zookeeper_connect: str = "127.0.0.1:2181"
     zookeeper_session_timeout_ms: int = 6000
     zookeeper_connection_timeout_ms: int = 18000
+    # Kafka's zookeeper.set.acl: the broker creates its znodes with ZkData.defaultAcls (client.kafka.znodes);
+    # it needs a SASL login to the quorum, `zookeeper_login`.
+    zookeeper_set_acl: bool = False
+    # The JAAS Client section's (username, password) the broker logs in to the quorum with (SASL DIGEST-MD5),
+    # from `zkraft broker start --jaas-config` or -Djava.security.auth.login.config in KAFKA_OPTS. Not a property.
+    zookeeper_login: tuple[str, str] | None = field(default=None, compare=False, repr=False)
     num_partitions: int = 1
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
@@ -417,8 +426,11 @@ def _kind(prop: Property) -> str:
     }.get(prop.parse, "value")
 
 
-def load_broker_config(config_file: Path | None, overrides: Sequence[str] = ()) -> BrokerConfig:
-    """server.properties (optional) with `--override key=value` applied on top."""
+def load_broker_config(
+    config_file: Path | None, overrides: Sequence[str] = (), jaas_file: Path | None = None
+) -> BrokerConfig:
+    """server.properties (optional) with `--override key=value` applied on top; the ZooKeeper login from the
+    JAAS file's Client section (ZooKeeper's zookeeper.sasl.clientconfig default)."""
     properties: dict[str, str] = {}
     if config_file is not None:
         try:
@@ -429,7 +441,20 @@ def load_broker_config(config_file: Path | None, overrides: Sequence[str] = ()) 
         key, value = parse_override(text)
         check_key(key, "--override: ")
         properties[key] = value
-    return from_properties(properties)
+    config = from_properties(properties)
+    login = None
+    if jaas_file is not None:
+        try:
+            login = optional_client_login(jaas_file)
+        except JaasError as exc:
+            raise BrokerConfigError(f"java.security.auth.login.config: {exc}") from None
+    if config.zookeeper_set_acl and login is None:
+        # KafkaServer.initZkClient: set.acl without a secure ZooKeeper login is a SecurityException.
+        raise BrokerConfigError(
+            "zookeeper.set.acl is true, but no JAAS login for the quorum was given "
+            "(--jaas-config FILE, or -Djava.security.auth.login.config=FILE in KAFKA_OPTS, with a Client section)"
+        )
+    return dataclasses.replace(config, zookeeper_login=login) if login is not None else config
 
 
 CONFIG_FIELDS = frozenset(f.name for f in fields(BrokerConfig))

@@ -58,6 +58,7 @@ from client.kafka.znodes import (
     CLUSTER_ID_PATH,
     CONTROLLER_PATH,
     GRPC_LISTENER_NAME,
+    PERSISTENT_PATHS,
     BrokerRegistration,
     EndPoint,
     broker_path,
@@ -66,9 +67,10 @@ from client.kafka.znodes import (
     decode_controller,
     encode_broker,
     encode_cluster_id,
+    secure_default_acls,
 )
 from client.zk.aio import AsyncZkClient
-from client.zk.exceptions import NodeExistsError, NoNodeError
+from client.zk.exceptions import AuthFailedError, NodeExistsError, NoNodeError
 from client.zk.states import ZkState
 from runtime import event_loop, grpc_channels
 from runtime.halt import EXIT_STORAGE_FAILED, halt
@@ -118,6 +120,21 @@ def startup_retry_policy(config: BrokerConfig) -> dict[str, float]:
     ending the broker. Every start-up step retried is idempotent (create tolerating NodeExists, our own
     ephemeral recognised by its owner, a claim merged)."""
     return {"max_tries": -1, "max_delay": 1.0, "deadline": config.zookeeper_connection_timeout_ms / 1000}
+
+
+def zookeeper_sasl_options(config: BrokerConfig) -> dict[str, str] | None:
+    """The broker's SASL DIGEST-MD5 login to the quorum (its JAAS Client section), as kazoo's sasl_options."""
+    if config.zookeeper_login is None:
+        return None
+    username, password = config.zookeeper_login
+    return {"mechanism": "DIGEST-MD5", "username": username, "password": password}
+
+
+async def create_top_level_paths(zk: AsyncZkClient) -> None:
+    """KafkaZkClient.createTopLevelPaths: ZkData.PersistentZkPaths, each with its own default ACL (a znode
+    created later with makepath finds its parents there, instead of giving them its own ACL)."""
+    for path in PERSISTENT_PATHS:
+        await zk.ensure_path(path)
 
 
 async def ensure_cluster_id(zk: AsyncZkClient) -> str:
@@ -231,11 +248,19 @@ class Broker:
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             tls=zookeeper_tls(config),
             command_retry=startup_retry_policy(config),
+            sasl_options=zookeeper_sasl_options(config),
+            default_acl=secure_default_acls if config.zookeeper_set_acl else None,
         )
         try:
             await zk.start(timeout=config.zookeeper_connection_timeout_ms / 1000)
+        except AuthFailedError as exc:
+            raise BrokerStartupError(
+                f"the quorum at {config.zookeeper_connect} refused the broker's login: {exc}"
+            ) from None
         except Exception as exc:
             raise BrokerStartupError(f"cannot reach the quorum at {config.zookeeper_connect}: {exc}") from None
+        if config.zookeeper_set_acl:
+            await zk.retry(create_top_level_paths, zk)
         cluster_id = await zk.retry(ensure_cluster_id, zk)
         state_change = _state_change_logger(config)
         self.replicas = replicas = ReplicaManager(

@@ -29,6 +29,7 @@ from typing import Any
 from quorum.loop_options import LoopOptions
 from runtime import properties
 from runtime.cpu_placement import PLACEMENTS
+from runtime.jaas import JaasError, digest_server_users
 from runtime.message_limits import JUTE_MAX_BUFFER_BYTES_DEFAULT
 from runtime.tls import TlsConfig, TlsConfigError, from_zookeeper_properties
 
@@ -146,6 +147,17 @@ class NodeSettings:
     # ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest, `user:base64(sha1(user:password))`:
     # a session that authenticates with that digest passes every ACL check (zkemu.acl). Empty: none.
     super_digest: str = ""
+    # ZooKeeper's SASL login (DIGEST-MD5): the JAAS file whose `Server` section lists the users
+    # (`user_<name>="<password>"`), the system property java.security.auth.login.config that ZooKeeper
+    # takes from SERVER_JVMFLAGS. Empty: SASL is not served (a SASL packet is answered with a null token).
+    jaas_config_file: str = ""
+    # ZooKeeper's zookeeper.superUser: a SASL user who passes every ACL check. Empty: none.
+    sasl_super_user: str = ""
+    # ZooKeeper 3.7's enforce.auth.enabled / enforce.auth.schemes (AuthenticationHelper): every request
+    # but auth and SASL is refused with SESSIONCLOSEDREQUIRESASLAUTH, and the connection closed, until the
+    # session holds an id of one of the schemes (sasl, digest).
+    enforce_auth_enabled: bool = False
+    enforce_auth_schemes: str = ""
     # ZooKeeper's 4lw.commands.whitelist: the four-letter words answered on the client port.
     four_letter_whitelist: frozenset[str] = FOUR_LETTER_WHITELIST_DEFAULT
     # ZooKeeper's clientPort and clientPortAddress: where the ZooKeeper wire protocol (jute) is served
@@ -412,6 +424,7 @@ def _validate(settings: NodeSettings) -> None:
             f"on, got {max(settings.peers)}"
         )
     _validate_super_digest(settings.super_digest)
+    _validate_sasl(settings)
     _validate_ssl_quorum(settings)
     _validate_four_letter_whitelist(settings.four_letter_whitelist)
     if settings.election_timeout_ticks <= settings.heartbeat_interval_ticks:
@@ -447,6 +460,30 @@ def _validate_ssl_quorum(settings: NodeSettings) -> None:
     for path in (tls.keystore_file, tls.truststore_file):
         if not path.is_file():
             raise SettingsError(f"{path}: no such file (sslQuorum=true)")
+
+
+ENFORCE_AUTH_SCHEMES = ("sasl", "digest")
+
+
+def _validate_sasl(settings: NodeSettings) -> None:
+    """The JAAS file parses and names users (ServerCnxnFactory.configureSaslLogin fails start-up otherwise);
+    enforce.auth.schemes names schemes with a provider (AuthenticationHelper.validateConfiguredProperties)."""
+    if settings.jaas_config_file:
+        try:
+            digest_server_users(Path(settings.jaas_config_file))
+        except JaasError as exc:
+            raise SettingsError(f"java.security.auth.login.config: {exc}") from None
+    schemes = [s.strip() for s in settings.enforce_auth_schemes.split(",") if s.strip()]
+    for scheme in schemes:
+        if scheme not in ENFORCE_AUTH_SCHEMES:
+            raise SettingsError(
+                f"enforce.auth.schemes: authentication scheme {scheme!r} is not available "
+                f"(one of {', '.join(ENFORCE_AUTH_SCHEMES)})"
+            )
+    if settings.enforce_auth_enabled and not schemes:
+        raise SettingsError("enforce.auth.enabled is true: enforce.auth.schemes must be configured")
+    if settings.enforce_auth_enabled and "sasl" in schemes and not settings.jaas_config_file:
+        raise SettingsError("enforce.auth.schemes=sasl needs a JAAS file with a Server section (--jaas-config)")
 
 
 def _validate_super_digest(digest: str) -> None:
@@ -591,6 +628,12 @@ _FIELD_OF_PROPERTY = {
     "znode.container.maxPerMinute": "container_max_per_minute",
     "znode.container.maxNeverUsedIntervalMs": "container_max_never_used_interval_ms",
     "zookeeper.DigestAuthenticationProvider.superDigest": "super_digest",
+    "java.security.auth.login.config": "jaas_config_file",
+    "zookeeper.superUser": "sasl_super_user",
+    "enforce.auth.enabled": "enforce_auth_enabled",
+    "zookeeper.enforce.auth.enabled": "enforce_auth_enabled",
+    "enforce.auth.schemes": "enforce_auth_schemes",
+    "zookeeper.enforce.auth.schemes": "enforce_auth_schemes",
     "4lw.commands.whitelist": "four_letter_whitelist",
     # The same as a Java system property (-Dzookeeper.4lw.commands.whitelist), ZooKeeper's other spelling.
     "zookeeper.4lw.commands.whitelist": "four_letter_whitelist",
@@ -633,6 +676,7 @@ _BOOL_FIELDS = frozenset(
         "loop_idle_leader_inline_path",
         "ssl_quorum",
         "ssl_quorum_hostname_verification",
+        "enforce_auth_enabled",
     }
 )
 
@@ -652,7 +696,28 @@ def client_ssl_property(key: str) -> str | None:
 
 
 def known_property(key: str) -> bool:
-    return key in _FIELD_OF_PROPERTY or _SERVER_KEY.match(key) is not None or client_ssl_property(key) is not None
+    return (
+        key in _FIELD_OF_PROPERTY
+        or _SERVER_KEY.match(key) is not None
+        or client_ssl_property(key) is not None
+        or _AUTH_PROVIDER_KEY.match(key) is not None
+    )
+
+
+# ZooKeeper's authProvider.<n>=<class> (ProviderRegistry): the zoo.cfg of a SASL ensemble names
+# SASLAuthenticationProvider so. These providers are always on here, so naming one changes nothing; a class we
+# do not serve is refused, rather than silently leaving its scheme out.
+_AUTH_PROVIDER_KEY = re.compile(r"^authProvider\.[^.\s]+$")
+AUTH_PROVIDER_CLASSES = frozenset(
+    f"org.apache.zookeeper.server.auth.{name}"
+    for name in ("SASLAuthenticationProvider", "DigestAuthenticationProvider", "IPAuthenticationProvider")
+)
+
+
+def _check_auth_provider(key: str, raw: str, where: str) -> None:
+    if str(raw).strip() not in AUTH_PROVIDER_CLASSES:
+        names = ", ".join(sorted(c.rsplit(".", 1)[1] for c in AUTH_PROVIDER_CLASSES))
+        raise SettingsError(f"{where}{key}: {str(raw).strip()!r} is not served (the providers are {names})")
 
 
 def check_property_key(key: str, where: str = "") -> None:
@@ -693,6 +758,7 @@ _FIELD_OF_ARGUMENT = {
     "listen": "listen",
     "peers": "peers",
     "cluster_id": "cluster_id",
+    "jaas_config": "jaas_config_file",
     **{f.name: f.name for f in fields(NodeSettings) if f.init},
 }
 
@@ -710,6 +776,9 @@ def properties_to_values(properties: Mapping[str, str], where: str = "") -> dict
             if node_id in server_peers:
                 raise SettingsError(f"{where}{key}: node id {node_id} is listed twice")
             server_peers[node_id] = _canonical_address(raw, f"{where}{key}")
+            continue
+        if _AUTH_PROVIDER_KEY.match(key) is not None:
+            _check_auth_provider(key, raw, where)
             continue
         ssl_name = client_ssl_property(key)
         if ssl_name is not None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runtime.jaas import JaasConfigError, parse_jaas_config
+from runtime.jaas import JaasError, parse_jaas_config
 from runtime.properties import PropertiesError, read_properties_file
 from runtime.tls import (
     TlsConfig,
@@ -60,7 +60,7 @@ def kafka_client_sasl(props: Mapping[str, str]) -> SaslCredentials | None:
     if "sasl.jaas.config" in props:
         try:
             options = parse_jaas_config(props["sasl.jaas.config"]).options
-        except JaasConfigError as exc:
+        except JaasError as exc:
             raise TlsConfigError(f"sasl.jaas.config: {exc}") from None
         username, password = options.get("username"), options.get("password")
     if not username or password is None:

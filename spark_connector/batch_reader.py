@@ -27,7 +27,7 @@ class ZkraftBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
-        lookup = OffsetLookup(options.bootstrap_servers)
+        lookup = OffsetLookup(options.bootstrap_servers, options.client_properties)
         tps = lookup.partitions(options.subscription)
         report = data_loss_reporter(options.fail_on_data_loss, log)
         start_spec = options.starting or OffsetSpec(StartKind.EARLIEST)

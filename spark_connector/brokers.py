@@ -21,6 +21,7 @@ from client import TopicPartition
 from client.kafka.client_errors import KafkaConnectionError, NoBrokersAvailable
 from client.kafka.cluster import ClusterSnapshot, KafkaClusterClient, error_from_rpc
 from client.kafka.errors import NONE, KafkaError, LeaderNotAvailableError, UnknownTopicOrPartitionError, error_for
+from client.kafka.security_config import client_tls
 from spark_connector.offsets import PartitionOffsets
 from spark_connector.options import OffsetSpec, OptionError, StartKind, Subscription
 from zkraft_proto import broker_pb2
@@ -32,7 +33,9 @@ REQUEST_TIMEOUT_MS = 30_000
 OFFSET_LOOKUP_DEADLINE_S = 30.0
 RETRY_BACKOFF_S = 0.1
 
-_clients: dict[str, KafkaClusterClient] = {}
+# Kafka's security properties of a query (SourceOptions.client_properties): part of what names a client.
+ClientProperties = tuple[tuple[str, str], ...]
+_clients: dict[tuple[str, ClientProperties], KafkaClusterClient] = {}
 _clients_lock = threading.Lock()
 
 
@@ -40,17 +43,22 @@ class TopicGoneError(KafkaError):
     """A topic or partition the query was reading is no longer in the cluster metadata (deleted)."""
 
 
-def cluster_client(bootstrap_servers: str) -> KafkaClusterClient:
-    """This process's client for `bootstrap_servers` (created on first use, kept for the worker's life)."""
-    client = _clients.get(bootstrap_servers)
+def cluster_client(bootstrap_servers: str, client_properties: ClientProperties = ()) -> KafkaClusterClient:
+    """This process's client for `bootstrap_servers` with Kafka's security properties `client_properties`
+    (created on first use, kept for the worker's life)."""
+    key = (bootstrap_servers, client_properties)
+    client = _clients.get(key)
     if client is None:
         with _clients_lock:
-            client = _clients.get(bootstrap_servers)
+            client = _clients.get(key)
             if client is None:
                 client = KafkaClusterClient(
-                    bootstrap_servers, client_id="zkraft-spark", request_timeout_ms=REQUEST_TIMEOUT_MS
+                    bootstrap_servers,
+                    client_id="zkraft-spark",
+                    request_timeout_ms=REQUEST_TIMEOUT_MS,
+                    tls=client_tls(dict(client_properties)),
                 )
-                _clients[bootstrap_servers] = client
+                _clients[key] = client
     return client
 
 
@@ -63,8 +71,13 @@ def retriable(exc: Exception) -> bool:
 class OffsetLookup:
     """Driver-side view of the subscribed partitions and their offsets."""
 
-    def __init__(self, bootstrap_servers: str, deadline_s: float = OFFSET_LOOKUP_DEADLINE_S) -> None:
-        self.client = cluster_client(bootstrap_servers)
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        client_properties: ClientProperties = (),
+        deadline_s: float = OFFSET_LOOKUP_DEADLINE_S,
+    ) -> None:
+        self.client = cluster_client(bootstrap_servers, client_properties)
         self.deadline_s = deadline_s
 
     def partitions(self, subscription: Subscription) -> set[TopicPartition]:

@@ -57,7 +57,7 @@ class _RangeReader:
     def __init__(self, r: OffsetRange) -> None:
         self.r = r
         self.tp = TopicPartition(r.topic, r.partition)
-        self.client: KafkaClusterClient = cluster_client(r.settings.bootstrap_servers)
+        self.client: KafkaClusterClient = cluster_client(r.settings.bootstrap_servers, r.settings.client_properties)
         self.report = data_loss_reporter(r.settings.fail_on_data_loss, log)
         self.timeout_s = r.settings.fetch_timeout_ms / 1000.0
         self._fetch_calls: dict[grpc.Channel, grpc.UnaryUnaryMultiCallable] = {}
@@ -205,7 +205,9 @@ class _RangeReader:
 
     def _exists(self) -> bool:
         try:
-            return bool(OffsetLookup(self.r.settings.bootstrap_servers).existing([self.tp]))
+            return bool(
+                OffsetLookup(self.r.settings.bootstrap_servers, self.r.settings.client_properties).existing([self.tp])
+            )
         except Exception as exc:
             if retriable(exc):
                 return True  # cannot tell yet: retry the fetch
@@ -214,7 +216,7 @@ class _RangeReader:
     def _skip_lost(self, position: int) -> int | None:
         """OFFSET_OUT_OF_RANGE at `position`: report, then the earliest available offset inside the range."""
         until = self.r.until_offset
-        lookup = OffsetLookup(self.r.settings.bootstrap_servers)
+        lookup = OffsetLookup(self.r.settings.bootstrap_servers, self.r.settings.client_properties)
         try:
             earliest = lookup.earliest([self.tp])[self.tp]
             latest = lookup.latest([self.tp])[self.tp]

@@ -7,7 +7,9 @@ property is meant (`kafka.bootstrap.servers` or `bootstrap.servers`);
 anything else, and any contradiction (two subscription kinds, `latest` as a
 batch start), raises `OptionError` whose message names the option
 (docs/research/spark.md §2.1). Kafka's forbidden consumer properties get Kafka's
-explanation.
+explanation. Kafka's security properties (`kafka.security.protocol`,
+`kafka.ssl.*`, `kafka.sasl.*`) pass through to the client as given
+(client.kafka.security_config), which refuses a name Kafka does not know.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from enum import Enum
 from client import TopicPartition
 from client.kafka.client_errors import KafkaConfigurationError
 from client.kafka.cluster import parse_bootstrap_servers
+from client.kafka.security_config import UnknownSecurityPropertyError, client_tls, is_security_name
+from runtime.tls import TlsConfigError
 from spark_connector.offsets import (
     EARLIEST,
     LATEST,
@@ -109,6 +113,10 @@ class SourceOptions:
     offset_lookup_retries: int = OFFSET_LOOKUP_RETRIES_DEFAULT
     offset_lookup_retry_interval_ms: int = OFFSET_LOOKUP_RETRY_INTERVAL_MS_DEFAULT
     given: frozenset[str] = frozenset()  # which options the user set (lower case), for mode-specific checks
+    # Kafka's security properties as given (without `kafka.`), sorted: the clients' TLS and login.
+    client_properties: tuple[
+        tuple[str, str], ...
+    ] = ()  # which options the user set (lower case), for mode-specific checks
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +128,7 @@ class SinkOptions:
     linger_ms: int = 5
     batch_size: int = 16384
     compression_type: str | None = None
+    client_properties: tuple[tuple[str, str], ...] = ()  # as SourceOptions'
 
 
 # Lower-case option -> the spelling used in messages. Kafka client properties come with and without `kafka.`.
@@ -180,6 +189,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             opts, "fetchoffset.retryintervalms", 0, OFFSET_LOOKUP_RETRY_INTERVAL_MS_DEFAULT
         ),
         given=given,
+        client_properties=_security(client),
     )
 
 
@@ -228,6 +238,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         linger_ms=_int_at_least(client, "linger.ms", 0, 5),
         batch_size=_positive_int(client, "batch.size", "kafka.batch.size") or 16384,
         compression_type=None if compression == "none" else compression,
+        client_properties=_security(client),
     )
 
 
@@ -247,7 +258,7 @@ def _split(
             continue
         if key in known:
             opts[key] = str(value)
-        elif bare in client_properties:
+        elif bare in client_properties or is_security_name(bare):
             if bare in client and client[bare] != str(value):
                 raise OptionError(f"options {bare} and kafka.{bare} are both set, to different values")
             client[bare] = str(value)
@@ -257,6 +268,18 @@ def _split(
             names = sorted([*known.values(), *(f"kafka.{p}" for p in client_properties)])
             raise OptionError(f"unknown option {raw_key!r}; known options: {', '.join(names)}")
     return opts, client
+
+
+def _security(client: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The security properties, checked now (a bad file or name fails the query at once, naming the option)."""
+    props = {key: value for key, value in client.items() if is_security_name(key)}
+    try:
+        client_tls(props)
+    except UnknownSecurityPropertyError as exc:
+        raise OptionError(f"unknown option 'kafka.{exc.name}': not a Kafka client security property") from None
+    except TlsConfigError as exc:
+        raise OptionError(f"option kafka.{exc}") from None  # the message starts with the property's name
+    return tuple(sorted(props.items()))
 
 
 def _bootstrap(client: Mapping[str, str]) -> str:

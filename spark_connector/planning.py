@@ -41,6 +41,7 @@ class ReadSettings:
     fail_on_data_loss: bool
     fetch_timeout_ms: int
     fetch_max_bytes: int
+    client_properties: tuple[tuple[str, str], ...] = ()  # Kafka's security properties (SourceOptions')
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ def read_settings(options: SourceOptions) -> ReadSettings:
         fail_on_data_loss=options.fail_on_data_loss,
         fetch_timeout_ms=options.fetch_timeout_ms,
         fetch_max_bytes=options.fetch_max_bytes,
+        client_properties=options.client_properties,
     )
 
 
@@ -104,7 +105,7 @@ class ZkraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def lookup(self) -> OffsetLookup:
         if self._lookup is None:
-            self._lookup = OffsetLookup(self.options.bootstrap_servers)
+            self._lookup = OffsetLookup(self.options.bootstrap_servers, self.options.client_properties)
         return self._lookup
 
     # ------------------------------------------------------------------ driver

@@ -394,3 +394,46 @@ def test_the_sink_round_trips(spark, cluster, tmp_path) -> None:
     copied = reader(spark, cluster, stream=False, subscribe="copied", includeHeaders="true").collect()
     assert sorted((r.key.decode(), r.value.decode()) for r in copied) == sorted((k, v) for k, v, _ in rows)
     assert all([(h.key, h.value) for h in r.headers] == [("from", b"sunk")] for r in copied)
+
+
+# --------------------------------------------------------------------------- a TLS cluster
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory):
+    """One broker whose gRPC port (what the source fetches through) serves TLS only, with Kafka's ssl.* names."""
+    from tests.kafka_harness import KafkaCluster
+    from tests.tls_material import make_tls_material
+
+    root = tmp_path_factory.mktemp("kafka-tls")
+    material = make_tls_material(root / "pki")
+    tls = {
+        "security.inter.broker.protocol": "SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(material.server_keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(material.ca_file),
+    }
+    with KafkaCluster(root / "cluster", brokers=1, broker_properties=tls) as kafka:
+        kafka.start()
+        kafka.ca_file = material.ca_file
+        yield kafka
+
+
+def test_the_source_reads_a_topic_from_a_tls_cluster_with_kafkas_ssl_options(spark, tls_cluster) -> None:
+    from client import Producer
+    from runtime.tls import TlsConfig
+
+    tls = TlsConfig(None, tls_cluster.ca_file)
+    tls_cluster.create_topic("over-tls", partitions=2)  # through the quorum, waiting for the leaders
+    with Producer(tls_cluster.bootstrap_servers, acks="all", tls=tls) as producer:
+        for i in range(20):
+            producer.send("over-tls", value=b"v%d" % i, partition=i % 2)
+        producer.flush(60)
+    security = {
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": str(tls_cluster.ca_file),
+    }
+    df = reader(spark, tls_cluster, stream=False, subscribe="over-tls", **security)
+    assert sorted(r.value for r in df.select("value").collect()) == sorted(b"v%d" % i for i in range(20))

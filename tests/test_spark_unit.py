@@ -175,6 +175,24 @@ def test_batch_and_stream_specific_rules() -> None:
         check_for_stream(parse_source_options({**BOOT, "subscribe": "a", "endingOffsets": "latest"}))
 
 
+def test_kafkas_security_options_pass_through_and_unknown_ones_are_refused(tmp_path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read until a client connects", encoding="utf-8")
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
+    security = {"kafka.security.protocol": "SASL_SSL", "kafka.ssl.truststore.location": str(ca),
+                "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": "x required;"}  # fmt: skip
+    parsed = parse_source_options({**base, **security})
+    assert dict(parsed.client_properties) == {k.removeprefix("kafka."): v for k, v in security.items()}
+    sink = parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:9092", **security})
+    assert dict(sink.client_properties)["security.protocol"] == "SASL_SSL"
+    with pytest.raises(OptionError, match="unknown option 'kafka.ssl.trustore.location'"):
+        parse_source_options({**base, "kafka.ssl.trustore.location": str(ca)})
+    with pytest.raises(OptionError, match="option kafka.ssl.truststore.location is not set"):
+        parse_source_options({**base, "kafka.security.protocol": "SSL"})
+    with pytest.raises(OptionError, match="option kafka.security.protocol: 'TLS' is not one of"):
+        parse_source_options({**base, "kafka.security.protocol": "TLS"})
+
+
 def test_sink_options() -> None:
     sink = parse_sink_options({**BOOT, "topic": "t", "kafka.acks": "1", "checkpointLocation": "/x"})
     assert (sink.topic, sink.acks, sink.include_headers) == ("t", "1", False)

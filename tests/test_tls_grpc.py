@@ -43,11 +43,18 @@ from client.kafka.errors import (
     TopicAuthorizationFailedError,
 )
 from client.kafka.sasl_session import GrpcSaslSession
-from client.zk.exceptions import ZkTlsError
+from client.zk.exceptions import NoAuthError, ZkTlsError
 from quorum.register_client import QuorumClient
 from quorum.settings import SettingsError, load_node_settings
 from runtime import certificates, grpc_channels
-from runtime.client_config import kafka_client_sasl, kafka_client_tls, read_config_file, zookeeper_client_tls
+from runtime.client_config import (
+    kafka_client_sasl,
+    kafka_client_tls,
+    read_config_file,
+    zookeeper_client_tls,
+    zookeeper_client_tls_file,
+)
+from runtime.jaas import digest_client_login
 from runtime.tls import TlsConfig, TlsConfigError
 from tests.helpers import wait_until
 from tests.quorum_harness import QuorumProcesses, poll_until, subprocess_env
@@ -373,6 +380,30 @@ def test_tools_work_with_the_files_up_wrote(secure_cluster: dict) -> None:
     assert listed.returncode == 0 and "tool-t" in listed.stdout.split(), listed.stderr
     status = _zkraft("quorum", "status", "--server", secure_cluster["quorum"], *zk_config)
     assert status.returncode == 0 and status.stdout.count("follower") == 2, status.stderr
+
+
+def test_kafkas_znodes_are_the_brokers_and_the_admin_logs_in_with_the_jaas_file_up_wrote(secure_cluster: dict) -> None:
+    """zookeeper.set.acl on --secure brokers: a ZooKeeper client with the admin certificate but no SASL login reads
+    Kafka's znodes and changes none; with the JAAS file `up` wrote for clients it is the ZooKeeper super user."""
+    security = secure_cluster["security"]
+    jaas = Path(security["zookeeper_jaas_config"])
+    assert stat.S_IMODE(os.stat(jaas).st_mode) == 0o600
+    username, password = digest_client_login(jaas)
+    assert (
+        username == "admin"
+        and f'CLIENT_JVMFLAGS="-Djava.security.auth.login.config={jaas} -Dzookeeper.fips-mode=false"'
+        in secure_cluster["up"].output()
+    )
+    tls = zookeeper_client_tls_file(Path(security["zookeeper_client_properties"]))
+    sasl = {"mechanism": "DIGEST-MD5", "username": username, "password": password}
+    with ZkClient(secure_cluster["quorum"], timeout=30, tls=tls) as anonymous:
+        assert anonymous.get_children("/brokers/ids") == ["1", "2"]
+        with pytest.raises(NoAuthError):
+            anonymous.set("/controller", b"garbage")
+        with pytest.raises(NoAuthError):
+            anonymous.get("/config/users/admin")  # the SCRAM credentials: the brokers' alone
+    with ZkClient(secure_cluster["quorum"], timeout=30, tls=tls, sasl_options=sasl) as admin:
+        assert b"SCRAM-SHA-512" in admin.get("/config/users/admin")[0]
 
 
 def _assert_refused_in_one_line(result: subprocess.CompletedProcess[str], took_s: float, expected: str) -> None:

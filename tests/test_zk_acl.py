@@ -85,7 +85,7 @@ def test_fixup(entries: tuple[Acl, ...], ids: tuple[Id, ...], fixed: tuple[Acl, 
         ((), ()),  # empty list
         ((Acl(ALL, "auth", ""),), (LOCAL,)),  # auth without a digest id
         ((Acl(ALL, "world", "somebody"),), ()),
-        ((Acl(ALL, "sasl", "x"),), ()),  # no provider for the scheme
+        ((Acl(ALL, "x509", "x"),), ()),  # no provider for the scheme
         ((Acl(ALL, "digest", "alice"),), ()),  # not user:hash
         ((Acl(ALL, "digest", "a:b:c"),), ()),
         ((Acl(ALL, "digest", "alice:"),), ()),

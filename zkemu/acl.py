@@ -5,11 +5,12 @@ Everything here follows ZooKeeper 3.9 (research quorum.md §1.10):
 * `check` is `ZooKeeperServer.checkACL`: an empty list is open, a `super` id
   passes everything, else one entry granting the permission must match
   (world:anyone, or an id of the same scheme that the scheme's provider
-  matches: digest by string equality, ip by address prefix);
+  matches: digest by string equality, ip by address prefix, sasl by equality
+  or a user named `super`, SASLAuthenticationProvider.matches);
 * `fixup` is `PrepRequestProcessor.fixupACL`: duplicates dropped, an empty
-  list, an unknown scheme, a malformed digest or ip id, or an `auth` entry
-  from a caller without an authenticated (digest) id is INVALIDACL; `auth`
-  becomes the caller's digest ids;
+  list, an unknown scheme, a malformed digest, ip or sasl id, or an `auth`
+  entry from a caller without an authenticated (digest or sasl) id is
+  INVALIDACL; `auth` becomes the caller's digest and sasl ids;
 * `digest_of` is `DigestAuthenticationProvider.generateDigest`;
 * `masked` is FinalRequestProcessor's getACL answer to a caller without
   ADMIN (ZOOKEEPER-1392): digest hashes replaced by `x`.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
+import re
 import struct
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -40,6 +42,7 @@ __all__ = [
     "OPEN_ACL_UNSAFE",
     "READ",
     "READ_ACL_UNSAFE",
+    "SASL",
     "WRITE",
     "Acl",
     "Id",
@@ -62,9 +65,12 @@ READ, WRITE, CREATE, DELETE, ADMIN = 1, 2, 4, 8, 16
 ALL = READ | WRITE | CREATE | DELETE | ADMIN
 _PERM_LETTERS = (("c", CREATE), ("d", DELETE), ("r", READ), ("w", WRITE), ("a", ADMIN))  # zkCli's order
 
-WORLD, AUTH, DIGEST, IP, SUPER = "world", "auth", "digest", "ip", "super"
-# Schemes with a provider (ProviderRegistry's defaults); `world` only as world:anyone, `auth` only in a request.
-_PROVIDER_SCHEMES = frozenset({DIGEST, IP})
+WORLD, AUTH, DIGEST, IP, SUPER, SASL = "world", "auth", "digest", "ip", "super", "sasl"
+# Schemes with a provider (ProviderRegistry's defaults, and SASLAuthenticationProvider, which every
+# SASL-enabled ZooKeeper registers); `world` only as world:anyone, `auth` only in a request.
+_PROVIDER_SCHEMES = frozenset({DIGEST, IP, SASL})
+# Providers whose isAuthenticated is true: their ids stand in for an `auth` ACL entry.
+_AUTHENTICATED_SCHEMES = frozenset({DIGEST, SASL})
 
 
 class Id(NamedTuple):
@@ -119,6 +125,8 @@ def check(acl: Sequence[Acl], perm: int, ids: Sequence[Id], path: str) -> None:
 def _matches(scheme: str, id_: str, acl_expr: str) -> bool:
     if scheme == DIGEST:
         return id_ == acl_expr
+    if scheme == SASL:
+        return id_ == "super" or id_ == acl_expr
     return _ip_matches(id_, acl_expr)
 
 
@@ -153,7 +161,13 @@ def _valid_id(scheme: str, id_: str) -> bool:
         return len(_java_split(id_, ":")) == 2
     if scheme == IP:
         return _ip_network(id_) is not None
+    if scheme == SASL:
+        # SASLAuthenticationProvider.isValid: what KerberosName accepts (a name with `@` must be name[/host]@realm).
+        return "@" not in id_ or _KERBEROS_NAME.fullmatch(id_) is not None
     return False
+
+
+_KERBEROS_NAME = re.compile(r"([^/@]+)(/([^/@]+))?(@([^/@]+))?")
 
 
 def _java_split(text: str, sep: str) -> list[str]:
@@ -173,8 +187,8 @@ def fixup(path: str, acl: Sequence[Acl], ids: Sequence[Id]) -> tuple[Acl, ...]:
         if entry.scheme == WORLD and entry.id == "anyone":
             fixed.append(entry)
         elif entry.scheme == AUTH:
-            # Only authenticated ids stand in for `auth` (digest; ip's provider is not "authenticated").
-            mine = [Acl(entry.perms, who.scheme, who.id) for who in ids if who.scheme == DIGEST]
+            # Only authenticated ids stand in for `auth` (digest, sasl; ip's provider is not "authenticated").
+            mine = [Acl(entry.perms, who.scheme, who.id) for who in ids if who.scheme in _AUTHENTICATED_SCHEMES]
             if not mine:
                 raise InvalidAclError(message_for(Code.INVALIDACL, path))
             fixed.extend(mine)
@@ -242,7 +256,7 @@ def client_infos(ids: Iterable[Id]) -> list[tuple[str, str]]:
     for who in sorted(ids, key=_connection_set_bucket):
         if who.scheme == DIGEST:
             user = who.id.split(":", 1)[0]
-        elif who.scheme == IP:
+        elif who.scheme in (IP, SASL):
             user = who.id
         else:
             user = ""

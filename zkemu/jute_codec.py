@@ -461,6 +461,11 @@ def _auth(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
     req.auth.auth = reader.buffer()
 
 
+def _sasl(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    """GetSASLRequest{buffer token}: one token of the session's SASL login (zkemu.sasl)."""
+    req.sasl.token = reader.buffer()
+
+
 def _set_watches(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
     op = req.set_watches
     op.relative_zxid = reader.long()
@@ -500,7 +505,7 @@ def _who_am_i(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
 
 
 def _answered_here(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
-    """reconfig and sasl: the record is skipped; the core answers the request with no op in its turn
+    """reconfig: the record is skipped; the core answers the request with no op in its turn
     and the encoder writes ZooKeeper's answer for the opcode (JuteEncoder._fixed_reply)."""
     reader.pos = reader.end
 
@@ -536,7 +541,7 @@ _DECODERS: dict[int, Decoder] = {
     OP_CHECK_WATCHES: _check_watches,
     OP_WHO_AM_I: _who_am_i,
     OP_RECONFIG: _answered_here,
-    OP_SASL: _answered_here,
+    OP_SASL: _sasl,
 }
 # What a multi may hold (MultiOperationRecord), and a multiRead.
 _MULTI_OP_DECODERS: dict[int, Decoder] = {
@@ -837,8 +842,11 @@ class JuteEncoder:
             if fast is not None:
                 fast(out, resp.xid, zxid, resp)
                 return
-        if opcode in (OP_RECONFIG, OP_SASL, OP_UNKNOWN, OP_MARSHALLING_ERROR):
+        if opcode in (OP_RECONFIG, OP_UNKNOWN, OP_MARSHALLING_ERROR):
             self._fixed_reply(opcode, resp.xid, zxid, out)
+            return
+        elif opcode == OP_SASL:
+            self._sasl_reply(resp, out)
             return
         elif opcode == OP_AUTH:
             zxid = 0  # ZooKeeperServer.processPacket answers auth with zxid 0
@@ -861,14 +869,19 @@ class JuteEncoder:
         _write_body(out, opcode, resp)
         out[at] = _REPLY_HEADER.pack(16 + _length(out, at + 1), resp.xid, zxid, 0)
 
+    def _sasl_reply(self, resp: zk_pb2.Response, out: list[bytes]) -> None:
+        """ReplyHeader{xid, 0, err} + SetSASLResponse{buffer token} (ZooKeeperServer.processSasl): a null token
+        from a server without SASL and after a failed login, which then closes the connection."""
+        token = resp.sasl_token if resp.HasField("sasl_token") and not resp.err else None
+        size = 4 + (len(token) if token is not None else 0)
+        out.append(_REPLY_HEADER.pack(16 + size, resp.xid, 0, resp.err))
+        _buffer(out, token or b"", null=token is None)
+        if resp.err:
+            self.close_after = True
+
     def _fixed_reply(self, opcode: int, xid: int, zxid: int, out: list[bytes]) -> None:
         """The answers ZooKeeper gives without the core's help (the core answered an op-less request)."""
-        if opcode == OP_SASL:
-            # A server without SASL (no JAAS section): processSasl's NullPointerException is caught and
-            # the reply is OK with a null token, zxid 0 (ZooKeeperServer.processSasl).
-            out.append(_REPLY_HEADER.pack(16 + 4, xid, 0, 0))
-            out.append(_INT.pack(-1))
-        elif opcode == OP_RECONFIG:
+        if opcode == OP_RECONFIG:
             # reconfigEnabled=false: PrepRequestProcessor throws ReconfigDisabledException.
             out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.RECONFIGDISABLED))
         elif opcode == OP_MARSHALLING_ERROR:

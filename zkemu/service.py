@@ -34,6 +34,7 @@ from zkemu.errors import AuthFailedError, Code, NoAuthError, ZkError, message_fo
 from zkemu.events import EventType
 from zkemu.paths import validate_path
 from zkemu.request_checks import write_problem
+from zkemu.sasl import DigestMd5Server, SaslError, SaslLogins
 from zkemu.server_stats import ServerStats
 from zkemu.session_intake import Received, Refused, add_service
 from zkemu.session_outbox import SessionOutbox, Sink
@@ -58,6 +59,9 @@ KEEPER_STATE_SYNC_CONNECTED = 3
 # Heartbeats a reconnecting client's server may take to apply what the client has seen.
 CATCH_UP_HEARTBEATS = 3
 WRITE_OPS = frozenset({"create", "delete", "set_data", "check", "multi", "set_acl"})
+# What a connection may send before it holds an id of an enforced scheme (ZooKeeperServer.processPacket
+# answers auth and sasl before AuthenticationHelper.enforceAuthentication).
+_LOGIN_OPS = frozenset({"auth", "sasl"})
 LINEARIZABLE_READ_OPS = frozenset(
     {"get_data", "exists", "get_children", "get_all_children_number", "get_ephemerals", "multi_read"}
 )
@@ -82,6 +86,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self._jute_server: asyncio.Server | None = None
         self._secure_jute_server: Any = None  # zkemu.jute_server's TLS server (secureClientPort)
         self.log = structlog.get_logger("zk").bind(node=settings.node_id)
+        self.sasl = SaslLogins.from_settings(settings)  # the JAAS Server section's users, read once
 
     # ---- HostedService (quorum.facade)
     def register(self, quorum: QuorumFacade, server: grpc.aio.Server) -> None:
@@ -262,6 +267,10 @@ class SessionConnection:
         # in Txn.auth, for the ACL checks at apply (zkemu.tree).
         self.auth_ids: tuple[acl.Id, ...] = (acl.Id(acl.IP, self.peer_host),)
         self._auth_pb = [zk_pb2.Id(scheme=i.scheme, id=i.id) for i in self.auth_ids]
+        self._sasl_server: DigestMd5Server | None = None  # this connection's SASL login, once begun
+        # enforce.auth.enabled: requests other than a login are refused until the connection has an id of the
+        # enforced schemes (zkemu.sasl). False when not enforced: one attribute test a request.
+        self._must_authenticate = not service.sasl.allows(self.auth_ids)
         self.outbound = SessionOutbox(sink, self._replies_sent)
         self.abort_status: tuple[grpc.StatusCode, str] | None = None
         # Requests in the order they came, until their replies are queued; a
@@ -553,6 +562,11 @@ class SessionConnection:
             if self._closed:
                 return
             op = req.WhichOneof("op")
+            if self._must_authenticate and op not in _LOGIN_OPS:
+                if run:
+                    self._dispatch_writes(run, size_bytes)
+                self._refuse_unauthenticated(req)
+                return
             if op in WRITE_OPS:
                 run.append((req, op))
                 continue
@@ -843,11 +857,45 @@ class SessionConnection:
         except AuthFailedError as exc:
             self.service.log.warning("auth_failed", session_id=self.session_id, scheme=r.scheme, reason=str(exc))
             return self._reply(req, err=Code.AUTHFAILED, error_message=str(exc))
-        added = tuple(i for i in ids if i not in self.auth_ids)
-        self.auth_ids += added
-        self._auth_pb = [zk_pb2.Id(scheme=i.scheme, id=i.id) for i in self.auth_ids]
+        self._add_auth_ids(ids)
         self.service.log.info("auth_succeeded", session_id=self.session_id, scheme=r.scheme, ids=len(self.auth_ids))
         return self._reply(req)
+
+    def _sasl(self, req: zk_pb2.Request) -> zk_pb2.Response:
+        """One SASL token of the connection's login (ZooKeeperServer.processSasl, zkemu.sasl); answered
+        with zxid 0. A failed login answers AUTHFAILED and the connection ends (`_flush_replies`)."""
+        try:
+            self._sasl_server, outcome = self.service.sasl.step(self._sasl_server, req.sasl.token)
+        except SaslError as exc:
+            self.service.log.warning("sasl_auth_failed", session_id=self.session_id, reason=str(exc))
+            return zk_pb2.Response(xid=req.xid, zxid=0, err=Code.AUTHFAILED, error_message=str(exc))
+        if outcome.ids:
+            self._add_auth_ids(outcome.ids)
+            self.service.log.info("sasl_auth_succeeded", session_id=self.session_id, user=outcome.ids[0].id)
+        response = zk_pb2.Response(xid=req.xid, zxid=0)
+        if outcome.token is not None:
+            response.sasl_token = outcome.token
+        return response
+
+    def _add_auth_ids(self, ids: tuple[acl.Id, ...]) -> None:
+        self.auth_ids += tuple(i for i in ids if i not in self.auth_ids)
+        self._auth_pb = [zk_pb2.Id(scheme=i.scheme, id=i.id) for i in self.auth_ids]
+        self._must_authenticate = not self.service.sasl.allows(self.auth_ids)
+
+    def _refuse_unauthenticated(self, req: zk_pb2.Request) -> None:
+        """AuthenticationHelper.enforceAuthentication: SESSIONCLOSEDREQUIRESASLAUTH, then the connection closes."""
+        self.service.log.warning(
+            "auth_required", session_id=self.session_id, schemes=sorted(self.service.sasl.enforce_schemes)
+        )
+        slot = _Slot(req.xid)
+        self._order.append(slot)
+        self._order.append(_Slot(ends_stream=True))
+        message = "session closed: the server requires authentication by " + ", ".join(
+            sorted(self.service.sasl.enforce_schemes)
+        )
+        self._answer(
+            slot, zk_pb2.Response(xid=req.xid, zxid=0, err=Code.SESSIONCLOSEDREQUIRESASLAUTH, error_message=message)
+        )
 
     def _who_am_i(self, req: zk_pb2.Request) -> zk_pb2.Response:
         infos = [zk_pb2.ClientInfo(auth_scheme=s, user=u) for s, u in acl.client_infos(self.auth_ids)]
@@ -1017,6 +1065,7 @@ _READ_HANDLERS: dict[str, Callable[[SessionConnection, zk_pb2.Request], zk_pb2.R
     "get_acl": SessionConnection._get_acl,
     "auth": SessionConnection._auth,
     "who_am_i": SessionConnection._who_am_i,
+    "sasl": SessionConnection._sasl,
     "check_watches": SessionConnection._check_watches,
     "multi_read": SessionConnection._multi_read,
 }

@@ -81,7 +81,12 @@ def check_failpoints() -> None:
 
 def _quorum_start(options: argparse.Namespace) -> int:
     from quorum.settings import SettingsError, load_node_settings
+    from runtime.jaas import login_config_from_jvm_flags
 
+    if options.jaas_config is None:
+        # zkServer.sh passes SERVER_JVMFLAGS to the JVM: the JAAS file is a system property there.
+        from_flags = login_config_from_jvm_flags(os.environ.get("SERVER_JVMFLAGS", ""))
+        options.jaas_config = str(from_flags) if from_flags is not None else None
     try:
         settings = load_node_settings(options, options.config)
     except SettingsError as error:
@@ -120,9 +125,16 @@ def _quorum_status(options: argparse.Namespace) -> int:
 
 def _broker_start(options: argparse.Namespace) -> int:
     from broker.config import BrokerConfigError, load_broker_config
+    from runtime.jaas import login_config_from_jvm_flags
 
+    # kafka-run-class.sh passes KAFKA_OPTS to the JVM: the JAAS file is a system property there.
+    jaas = (
+        Path(options.jaas_config)
+        if options.jaas_config
+        else login_config_from_jvm_flags(os.environ.get("KAFKA_OPTS", ""))
+    )
     try:
-        config = load_broker_config(options.config, options.override)
+        config = load_broker_config(options.config, options.override, jaas)
     except BrokerConfigError as error:
         raise UsageError(str(error)) from None
     from broker.server import BrokerStartupError, serve
@@ -345,6 +357,13 @@ def build_parser() -> argparse.ArgumentParser:
         "on the others, as `zkraft up` runs them; off: the scheduler decides (property quorum.cpu.placement, "
         "default off)",
     )
+    start.add_argument(
+        "--jaas-config",
+        metavar="FILE",
+        help='JAAS file whose Server section lists the SASL DIGEST-MD5 users (user_<name>="<password>"); '
+        "also taken from -Djava.security.auth.login.config=FILE in SERVER_JVMFLAGS, as ZooKeeper takes it "
+        "(property java.security.auth.login.config)",
+    )
     start.add_argument("--config", type=Path, help="Java-style .properties file")
     start.set_defaults(handler=_quorum_start)
 
@@ -375,6 +394,13 @@ def build_parser() -> argparse.ArgumentParser:
     broker_start.add_argument("--config", type=Path, help="server.properties file")
     broker_start.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="a property, over the file (repeatable)"
+    )
+    broker_start.add_argument(
+        "--jaas-config",
+        metavar="FILE",
+        help="JAAS file whose Client section (DigestLoginModule username/password) logs the broker in to the quorum "
+        "with SASL DIGEST-MD5, needed by zookeeper.set.acl=true; also taken from "
+        "-Djava.security.auth.login.config=FILE in KAFKA_OPTS, as Kafka takes it",
     )
     broker_start.set_defaults(handler=_broker_start)
 

@@ -27,6 +27,12 @@ Properties are written as Kafka and ZooKeeper spell them:
 
 The admin user ("admin", a random password) is recorded in cluster.json; `store_admin_credential` stores
 its SCRAM credentials in /config/users/admin once the quorum has a leader, before the brokers start.
+
+ZooKeeper SASL (DIGEST-MD5): DIR/security/zookeeper-jaas.conf holds the quorum's `Server` section (the users
+`broker`, with a random password kept in the file, and `admin`, the ZooKeeper super user through
+`zookeeper.superUser`) and the brokers' `Client` section; brokers run with `zookeeper.set.acl=true`, so
+Kafka's znodes get Kafka's ACLs. DIR/zookeeper-client-jaas.conf, beside zookeeper-client.properties, is the
+admin's `Client` section for zkCli (`-Djava.security.auth.login.config` in CLIENT_JVMFLAGS) and Kafka's tools.
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ from typing import Any, Protocol
 from broker.authorizer import ACL_AUTHORIZER_CLASS
 from client import ZkClient
 from client.kafka.scram import store_scram_credential
+from client.kafka.znodes import PERSISTENT_PATHS, secure_default_acls
 from runtime import certificates
+from runtime.jaas import JaasError, digest_client_login, digest_server_users
 from runtime.tls import TlsConfig
 
 SECURITY_DIR = "security"
@@ -57,6 +65,11 @@ PASSWORD_BYTES = 18  # 24 URL-safe characters
 SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 CLIENT_MECHANISM = "SCRAM-SHA-512"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+# ZooKeeper's SASL users: the brokers' login to the quorum (zookeeper.set.acl) and the JAAS files' names.
+BROKER_ZK_USER = "broker"
+DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+ZOOKEEPER_JAAS = "zookeeper-jaas.conf"
+ZOOKEEPER_CLIENT_JAAS = "zookeeper-client-jaas.conf"
 DIRECTORY_MODE = 0o700
 # Kafka's default listener.security.protocol.map, and the brokers' gRPC port (the listener GRPC) as SASL_SSL.
 BROKER_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,GRPC:SASL_SSL"
@@ -81,6 +94,8 @@ class SecurityFiles:
     zookeeper_client_properties: Path
     username: str
     password: str
+    zookeeper_jaas: Path | None = None  # the quorum's Server and the brokers' Client sections (0600)
+    zookeeper_client_jaas: Path | None = None  # the admin's Client section, for zkCli and Kafka's tools
 
     def keystore(self, child: Child) -> Path:
         return self.directory / f"{common_name(child)}.pem"
@@ -98,6 +113,7 @@ class SecurityFiles:
             "zookeeper_client_properties": str(self.zookeeper_client_properties),
             "username": self.username,
             "password": self.password,
+            **({"zookeeper_jaas_config": str(self.zookeeper_client_jaas)} if self.zookeeper_client_jaas else {}),
         }
 
 
@@ -125,6 +141,8 @@ def prepare(root: Path, children: list[Child], cluster_file: Path) -> SecurityFi
         zookeeper_client_properties=root / ZOOKEEPER_CLIENT_PROPERTIES,
         username=ADMIN_USER,
         password=_recorded_password(cluster_file) or secrets.token_urlsafe(PASSWORD_BYTES),
+        zookeeper_jaas=directory / ZOOKEEPER_JAAS,
+        zookeeper_client_jaas=root / ZOOKEEPER_CLIENT_JAAS,
     )
     for child in children:
         if not files.keystore(child).is_file():
@@ -135,7 +153,39 @@ def prepare(root: Path, children: list[Child], cluster_file: Path) -> SecurityFi
         certificates.issue_keystore(authority, files.admin_keystore, ADMIN_USER, ())
     certificates.write_secret(files.client_properties, _text(client_properties(files)).encode())
     certificates.write_secret(files.zookeeper_client_properties, _text(zookeeper_client_properties(files)).encode())
+    _write_zookeeper_jaas(files)
     return files
+
+
+def _digest_module(options: dict[str, str]) -> str:
+    lines = "".join(f'\n    {key}="{value}"' for key, value in options.items())
+    return f"    {DIGEST_LOGIN_MODULE} required{lines};\n"
+
+
+def _write_zookeeper_jaas(files: SecurityFiles) -> None:
+    """The quorum's and brokers' JAAS file (a broker password made once and kept in it), and the admin's."""
+    assert files.zookeeper_jaas is not None and files.zookeeper_client_jaas is not None
+    broker_password = _kept_broker_password(files.zookeeper_jaas) or secrets.token_urlsafe(PASSWORD_BYTES)
+    users = {f"user_{ADMIN_USER}": files.password, f"user_{BROKER_ZK_USER}": broker_password}
+    server = "Server {\n" + _digest_module(users) + "};\n"
+    broker = "Client {\n" + _digest_module({"username": BROKER_ZK_USER, "password": broker_password}) + "};\n"
+    admin = "Client {\n" + _digest_module({"username": files.username, "password": files.password}) + "};\n"
+    certificates.write_secret(files.zookeeper_jaas, (server + broker).encode())
+    certificates.write_secret(files.zookeeper_client_jaas, admin.encode())
+
+
+def _kept_broker_password(path: Path) -> str | None:
+    try:
+        return digest_server_users(path).get(BROKER_ZK_USER)
+    except JaasError:
+        return None
+
+
+def broker_zookeeper_login(files: SecurityFiles) -> dict[str, str]:
+    """The brokers' SASL login to the quorum as the SDK's (and kazoo's) sasl_options."""
+    assert files.zookeeper_jaas is not None
+    username, password = digest_client_login(files.zookeeper_jaas)
+    return {"mechanism": "DIGEST-MD5", "username": username, "password": password}
 
 
 def _recorded_password(cluster_file: Path) -> str | None:
@@ -200,6 +250,8 @@ def quorum_properties(files: SecurityFiles, node: Child, zk_port: int, secure_cl
             "ssl.trustStore.location": str(files.ca_file),
             "ssl.trustStore.type": "PEM",
         }
+    if files.zookeeper_jaas is not None:
+        properties |= {"java.security.auth.login.config": str(files.zookeeper_jaas), "zookeeper.superUser": ADMIN_USER}
     return properties
 
 
@@ -230,6 +282,8 @@ def broker_properties(files: SecurityFiles, broker: Child, brokers: Sequence[Chi
         "authorizer.class.name": ACL_AUTHORIZER_CLASS,
         "allow.everyone.if.no.acl.found": "false",
         "super.users": super_users(files, brokers),
+        # Kafka's znodes get Kafka's ACLs; the broker logs in with the JAAS file's Client section (--jaas-config).
+        **({"zookeeper.set.acl": "true"} if files.zookeeper_jaas is not None else {}),
     }
 
 
@@ -237,7 +291,15 @@ def store_admin_credential(zookeeper_connect: str, files: SecurityFiles, timeout
     """The admin user's SCRAM credentials in /config/users/admin, as kafka-configs.sh stores them.
 
     Called once the quorum has a leader and before the brokers start, so the admin logs in from the first
-    connection; a second `zkraft up --secure` stores the recorded password again (new salts, same login)."""
-    with ZkClient(zookeeper_connect, timeout=timeout_s, tls=files.admin_tls) as zk:
+    connection; a second `zkraft up --secure` stores the recorded password again (new salts, same login).
+    Written as the brokers' ZooKeeper user with Kafka's ACLs (after Kafka's top-level paths, each with its own),
+    as an operator runs kafka-configs.sh with the brokers' JAAS file: /config/users is theirs alone."""
+    sasl = broker_zookeeper_login(files) if files.zookeeper_jaas is not None else None
+    default_acl = secure_default_acls if sasl is not None else None
+    with ZkClient(zookeeper_connect, timeout=timeout_s, tls=files.admin_tls, sasl_options=sasl,
+                  default_acl=default_acl) as zk:  # fmt: skip
+        if sasl is not None:
+            for path in PERSISTENT_PATHS:
+                zk.ensure_path(path)
         for mechanism in SASL_MECHANISMS:
             store_scram_credential(zk, files.username, mechanism, files.password)

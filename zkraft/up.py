@@ -1071,7 +1071,10 @@ def _with_security(cluster_plan: Plan) -> Plan:
     if secure_client_port_served():
         # ZooKeeper's secureClientPort takes the wire port: no plaintext clientPort beside it.
         quorum = [replace(spec, cmd=_without_plain_client_port(spec.cmd)) for spec in quorum]
-    return replace(cluster_plan, quorum=quorum, security=files)
+    # zookeeper.set.acl: each broker logs in to the quorum with the JAAS file's Client section.
+    jaas = ("--jaas-config", str(files.zookeeper_jaas)) if files.zookeeper_jaas is not None else ()
+    brokers = [replace(spec, cmd=(*spec.cmd, *jaas)) for spec in cluster_plan.brokers]
+    return replace(cluster_plan, quorum=quorum, brokers=brokers, security=files)
 
 
 def _without_plain_client_port(cmd: tuple[str, ...]) -> tuple[str, ...]:
@@ -1178,6 +1181,21 @@ def _secure_usage(plan: Plan, files: secure_setup.SecurityFiles) -> list[str]:
         *(kafka if plan.brokers else []),
         f"ZooKeeper client configuration: {files.zookeeper_client_properties}",
         f"  zkraft zk --server {plan.zookeeper_connect} -client-configuration {files.zookeeper_client_properties} ls /",
+        *(_zookeeper_sasl_usage(plan, files) if files.zookeeper_client_jaas is not None else []),
+    ]
+
+
+def _zookeeper_sasl_usage(plan: Plan, files: secure_setup.SecurityFiles) -> list[str]:
+    """How zkCli and kazoo log in as the admin, the ZooKeeper super user (Kafka's znodes are the brokers')."""
+    return [
+        f"ZooKeeper SASL login (DIGEST-MD5, admin is a super user): {files.zookeeper_client_jaas}",
+        # ZooKeeper 3.9's client refuses DIGEST-MD5 while zookeeper.fips-mode is true, its default.
+        f'  zkCli: CLIENT_JVMFLAGS="-Djava.security.auth.login.config={files.zookeeper_client_jaas} '
+        f'-Dzookeeper.fips-mode=false" zkCli.sh '
+        f"-server {plan.zk_connect_string} -client-configuration {files.zookeeper_client_properties}",
+        f"  kazoo: KazooClient(hosts, use_ssl=True, ca={str(files.ca_file)!r}, "
+        f"certfile={str(files.admin_keystore)!r}, keyfile={str(files.admin_keystore)!r}, "
+        f"sasl_options={{'mechanism': 'DIGEST-MD5', 'username': {files.username!r}, 'password': <in cluster.json>}})",
     ]
 
 

@@ -344,6 +344,12 @@ class WhoAmIRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class SaslRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: bytes
+    def __init__(self, token: _Optional[bytes] = ...) -> None: ...
+
 class ReadOp(_message.Message):
     __slots__ = ("get_data", "get_children")
     GET_DATA_FIELD_NUMBER: _ClassVar[int]
@@ -367,7 +373,7 @@ class CloseRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("xid", "create", "delete", "set_data", "check", "multi", "get_data", "exists", "get_children", "sync", "get_ephemerals", "get_all_children_number", "add_watch", "remove_watches", "set_watches", "ping", "close", "set_acl", "get_acl", "auth", "who_am_i", "multi_read", "check_watches")
+    __slots__ = ("xid", "create", "delete", "set_data", "check", "multi", "get_data", "exists", "get_children", "sync", "get_ephemerals", "get_all_children_number", "add_watch", "remove_watches", "set_watches", "ping", "close", "set_acl", "get_acl", "auth", "who_am_i", "multi_read", "sasl", "check_watches")
     XID_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
@@ -390,6 +396,7 @@ class Request(_message.Message):
     AUTH_FIELD_NUMBER: _ClassVar[int]
     WHO_AM_I_FIELD_NUMBER: _ClassVar[int]
     MULTI_READ_FIELD_NUMBER: _ClassVar[int]
+    SASL_FIELD_NUMBER: _ClassVar[int]
     CHECK_WATCHES_FIELD_NUMBER: _ClassVar[int]
     xid: int
     create: CreateOp
@@ -413,11 +420,12 @@ class Request(_message.Message):
     auth: AuthRequest
     who_am_i: WhoAmIRequest
     multi_read: MultiReadRequest
+    sasl: SaslRequest
     check_watches: CheckWatchesRequest
-    def __init__(self, xid: _Optional[int] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., exists: _Optional[_Union[ExistsRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ..., sync: _Optional[_Union[SyncRequest, _Mapping]] = ..., get_ephemerals: _Optional[_Union[GetEphemeralsRequest, _Mapping]] = ..., get_all_children_number: _Optional[_Union[GetAllChildrenNumberRequest, _Mapping]] = ..., add_watch: _Optional[_Union[AddWatchRequest, _Mapping]] = ..., remove_watches: _Optional[_Union[RemoveWatchesRequest, _Mapping]] = ..., set_watches: _Optional[_Union[SetWatchesRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., get_acl: _Optional[_Union[GetAclRequest, _Mapping]] = ..., auth: _Optional[_Union[AuthRequest, _Mapping]] = ..., who_am_i: _Optional[_Union[WhoAmIRequest, _Mapping]] = ..., multi_read: _Optional[_Union[MultiReadRequest, _Mapping]] = ..., check_watches: _Optional[_Union[CheckWatchesRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, xid: _Optional[int] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., exists: _Optional[_Union[ExistsRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ..., sync: _Optional[_Union[SyncRequest, _Mapping]] = ..., get_ephemerals: _Optional[_Union[GetEphemeralsRequest, _Mapping]] = ..., get_all_children_number: _Optional[_Union[GetAllChildrenNumberRequest, _Mapping]] = ..., add_watch: _Optional[_Union[AddWatchRequest, _Mapping]] = ..., remove_watches: _Optional[_Union[RemoveWatchesRequest, _Mapping]] = ..., set_watches: _Optional[_Union[SetWatchesRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., get_acl: _Optional[_Union[GetAclRequest, _Mapping]] = ..., auth: _Optional[_Union[AuthRequest, _Mapping]] = ..., who_am_i: _Optional[_Union[WhoAmIRequest, _Mapping]] = ..., multi_read: _Optional[_Union[MultiReadRequest, _Mapping]] = ..., sasl: _Optional[_Union[SaslRequest, _Mapping]] = ..., check_watches: _Optional[_Union[CheckWatchesRequest, _Mapping]] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("xid", "zxid", "err", "error_message", "path", "stat", "data", "children", "results", "paths", "number", "exists", "acls", "client_infos", "null_data")
+    __slots__ = ("xid", "zxid", "err", "error_message", "path", "stat", "data", "children", "results", "paths", "number", "exists", "acls", "client_infos", "sasl_token", "null_data")
     XID_FIELD_NUMBER: _ClassVar[int]
     ZXID_FIELD_NUMBER: _ClassVar[int]
     ERR_FIELD_NUMBER: _ClassVar[int]
@@ -432,6 +440,7 @@ class Response(_message.Message):
     EXISTS_FIELD_NUMBER: _ClassVar[int]
     ACLS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_INFOS_FIELD_NUMBER: _ClassVar[int]
+    SASL_TOKEN_FIELD_NUMBER: _ClassVar[int]
     NULL_DATA_FIELD_NUMBER: _ClassVar[int]
     xid: int
     zxid: int
@@ -447,8 +456,9 @@ class Response(_message.Message):
     exists: bool
     acls: _containers.RepeatedCompositeFieldContainer[Acl]
     client_infos: _containers.RepeatedCompositeFieldContainer[ClientInfo]
+    sasl_token: bytes
     null_data: bool
-    def __init__(self, xid: _Optional[int] = ..., zxid: _Optional[int] = ..., err: _Optional[int] = ..., error_message: _Optional[str] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ..., data: _Optional[bytes] = ..., children: _Optional[_Iterable[str]] = ..., results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., paths: _Optional[_Iterable[str]] = ..., number: _Optional[int] = ..., exists: _Optional[bool] = ..., acls: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ..., client_infos: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ..., null_data: _Optional[bool] = ...) -> None: ...
+    def __init__(self, xid: _Optional[int] = ..., zxid: _Optional[int] = ..., err: _Optional[int] = ..., error_message: _Optional[str] = ..., path: _Optional[str] = ..., stat: _Optional[_Union[Stat, _Mapping]] = ..., data: _Optional[bytes] = ..., children: _Optional[_Iterable[str]] = ..., results: _Optional[_Iterable[_Union[OpResult, _Mapping]]] = ..., paths: _Optional[_Iterable[str]] = ..., number: _Optional[int] = ..., exists: _Optional[bool] = ..., acls: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ..., client_infos: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ..., sasl_token: _Optional[bytes] = ..., null_data: _Optional[bool] = ...) -> None: ...
 
 class ClientInfo(_message.Message):
     __slots__ = ("auth_scheme", "user")

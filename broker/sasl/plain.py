@@ -15,12 +15,12 @@ import hmac
 from collections.abc import Mapping
 
 from broker.sasl.errors import SaslAuthenticationFailed, SaslCredentialsRejected
-from runtime.jaas import JaasConfigError, JaasLoginModule, parse_jaas_config
+from runtime.jaas import JaasError, JaasModule, parse_jaas_config
 
-__all__ = ["JaasConfigError", "JaasLoginModule", "authenticate_plain", "parse_jaas_config", "plain_users"]
+__all__ = ["JaasError", "JaasModule", "authenticate_plain", "parse_jaas_config", "plain_users"]
 
 
-def plain_users(module: JaasLoginModule) -> dict[str, str]:
+def plain_users(module: JaasModule) -> dict[str, str]:
     """The `user_<name>` options: Kafka's PlainServerCallbackHandler's user table."""
     return {key[len("user_") :]: value for key, value in module.options.items() if key.startswith("user_")}
 

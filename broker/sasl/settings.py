@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.sasl.plain import JaasConfigError, parse_jaas_config, plain_users
+from broker.sasl.plain import JaasError, parse_jaas_config, plain_users
 from client.kafka.scram import SCRAM_MECHANISMS
 
 PLAIN = "PLAIN"
@@ -90,7 +90,7 @@ def _plain_users(prefix: str, properties: Mapping[str, str], listener_name: str)
         )
     try:
         users = plain_users(parse_jaas_config(text))
-    except JaasConfigError as exc:
+    except JaasError as exc:
         raise SaslConfigError(f"{key}: {exc}") from None
     if not users:
         raise SaslConfigError(f'{key}: no user_<name>="<password>" option, so no PLAIN user could log in')

@@ -32,6 +32,7 @@ from typing import Any
 
 from client.kafka.errors import InvalidTopicError
 from client.kafka.structs import TopicPartition
+from client.zk.acl import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 # --- paths (ZkData.scala) -------------------------------------------------------------
 
@@ -77,6 +78,25 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     PRODUCER_ID_BLOCK_PATH,
     LOG_DIR_EVENT_NOTIFICATION_PATH,
 ) + tuple(f"{CONFIG_PATH}/{t}" for t in CONFIG_TYPES)
+
+# ZkData.SensitiveRootPaths: with zookeeper.set.acl only their creator may even read them (SCRAM credentials,
+# broker configs with secrets, delegation tokens).
+SENSITIVE_ROOT_PATHS: tuple[str, ...] = (f"{CONFIG_PATH}/{CONFIG_TYPE_USER}", f"{CONFIG_PATH}/{CONFIG_TYPE_BROKER}",
+                                         "/delegation_token")  # fmt: skip
+
+
+def is_sensitive_path(path: str) -> bool:
+    return path.startswith(SENSITIVE_ROOT_PATHS)
+
+
+def secure_default_acls(path: str) -> list[ACL]:
+    """ZkData.defaultAcls(isSecure=true, path) of Kafka 2.8: the creator (its authenticated ids) may do
+    everything, and everyone else may read, except under a sensitive root path; the old consumers' /consumers
+    stays open (consumers of every principal write there)."""
+    if path == CONSUMERS_PATH:
+        return list(OPEN_ACL_UNSAFE)
+    return list(CREATOR_ALL_ACL) if is_sensitive_path(path) else [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+
 
 # ZkVersion: -1 matches any version in a conditional write; -2 is "no such node" inside Kafka.
 MATCH_ANY_VERSION = -1

@@ -27,7 +27,7 @@ import dataclasses
 import inspect
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ from client.zk import codec
 from client.zk.acl import ACL, check_acl_list
 from client.zk.codec import Reply, WireRequest
 from client.zk.connection import ZkSession
+from client.zk.digest_md5 import DIGEST_MD5
 from client.zk.exceptions import (
     InvalidACLError,
     NodeExistsError,
@@ -65,6 +66,20 @@ CallbackDispatcher = Callable[[Callable[..., Any], tuple[Any, ...]], None]
 Listener = Callable[[ZkState], Any]
 
 
+def sasl_login(options: Mapping[str, str]) -> tuple[str, str]:
+    """(username, password) from kazoo's sasl_options; ValueError naming what is wrong."""
+    mechanism = str(options.get("mechanism", "")).upper()
+    if mechanism != DIGEST_MD5:
+        raise ValueError(f"sasl_options: mechanism {options.get('mechanism')!r} is not supported (only DIGEST-MD5)")
+    unknown = set(options) - {"mechanism", "username", "password", "service"}
+    if unknown:
+        raise ValueError(f"sasl_options: unknown option(s) {', '.join(sorted(unknown))}")
+    username, password = options.get("username"), options.get("password")
+    if not username or password is None:
+        raise ValueError("sasl_options: DIGEST-MD5 needs a username and a password")
+    return str(username), str(password)
+
+
 class AsyncZkClient:
     """A ZooKeeper session over the zkraft quorum's gRPC session stream.
 
@@ -75,6 +90,10 @@ class AsyncZkClient:
     `linearizable_reads`: every read is a Raft ReadIndex read, not just
     sequentially consistent (docs/DESIGN.md §4.4).
     `command_retry`: the `retry()` policy, an `AsyncZkRetry` or its kwargs.
+    `sasl_options`: kazoo's, `{"mechanism": "DIGEST-MD5", "username": ..., "password": ...}`: every
+    connection logs in with SASL DIGEST-MD5 first (a JAAS Client section, as ZooKeeper's Java client).
+    `default_acl`: the ACL of a create (or a transaction's create) given no `acl`, by path, as Kafka's
+    KafkaZkClient passes ZkData.defaultAcls(path) with every create (None: world:anyone, ZooKeeper's own).
     """
 
     def __init__(
@@ -89,14 +108,18 @@ class AsyncZkClient:
         callback_dispatcher: CallbackDispatcher | None = None,
         rng: random.Random | None = None,
         tls: TlsConfig | None = None,
+        sasl_options: Mapping[str, str] | None = None,
+        default_acl: Callable[[str], Sequence[ACL]] | None = None,
     ) -> None:
         addresses, chroot = parse_hosts(hosts)
+        self._default_acl = default_acl
+        sasl = sasl_login(sasl_options) if sasl_options is not None else None
         self.timeout = timeout
         self.chroot = chroot
         self._paths = Chroot(chroot)
         self._dispatcher = callback_dispatcher
         self._session = ZkSession(
-            addresses, self._paths, session_timeout_ms, linearizable_reads, self._emit, randomize_hosts, rng, tls
+            addresses, self._paths, session_timeout_ms, linearizable_reads, self._emit, randomize_hosts, rng, tls, sasl
         )
         if isinstance(command_retry, AsyncZkRetry):
             self._retry = command_retry
@@ -258,6 +281,8 @@ class AsyncZkClient:
         `client.zk.acl.ACL` (None: world:anyone with every permission); with makepath, the missing
         parents get the same ACL, as kazoo's ensure_path(parent, acl)."""
         entries = _acl_argument(acl, path)
+        if not entries and self._default_acl is not None:
+            entries = tuple(self._default_acl(path))
         mode = CreateMode.of(ephemeral, sequence, container, ttl_ms)
         op = CreateTxnOp(self._server_path(path), check_value(value), mode, makepath, ttl_ms=ttl_ms, acl=entries)
         reply = await self._call(codec.create_request(op), path)
@@ -338,6 +363,14 @@ class AsyncZkClient:
         return AsyncTransaction(self._commit_transaction)
 
     async def _commit_transaction(self, ops: Sequence[TxnOp]) -> list[Any]:
+        if self._default_acl is not None:
+            default = self._default_acl
+            ops = [
+                dataclasses.replace(op, acl=tuple(default(op.path)))
+                if isinstance(op, CreateTxnOp) and not op.acl
+                else op
+                for op in ops
+            ]
         server_ops = [_with_path(op, self._server_path(op.path)) for op in ops]
         reply = await self._call(codec.multi_request(server_ops), None)
         outcomes = codec.reply_op_outcomes(reply)

@@ -30,7 +30,7 @@ import logging
 import queue
 import random
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -86,6 +86,8 @@ class ZkClient:
         randomize_hosts: bool = True,
         rng: random.Random | None = None,
         tls: TlsConfig | None = None,
+        sasl_options: Mapping[str, str] | None = None,
+        default_acl: Callable[[str], Sequence[ACL]] | None = None,
     ) -> None:
         self._loop, self._loop_thread = _SharedLoop.get()
         self._callbacks: queue.SimpleQueue[_Callback | None] = queue.SimpleQueue()
@@ -99,6 +101,8 @@ class ZkClient:
             callback_dispatcher=self._dispatch,
             rng=rng,
             tls=tls,
+            sasl_options=sasl_options,
+            default_acl=default_acl,
         )
         self._retry = command_retry if isinstance(command_retry, ZkRetry) else ZkRetry(**(command_retry or {}))
         self.timeout = timeout

@@ -170,6 +170,15 @@ def auth_request(scheme: str, credential: bytes) -> WireRequest:
     return zk_pb2.Request(auth=zk_pb2.AuthRequest(scheme=scheme, auth=credential))
 
 
+def sasl_request(token: bytes) -> WireRequest:
+    return zk_pb2.Request(sasl=zk_pb2.SaslRequest(token=token))
+
+
+def sasl_token(reply: Reply) -> bytes | None:
+    """The server's next SASL token (None: a null token, from a server without SASL)."""
+    return reply.raw.sasl_token if reply.raw.HasField("sasl_token") else None
+
+
 def who_am_i_request() -> WireRequest:
     return zk_pb2.Request(who_am_i=zk_pb2.WhoAmIRequest())
 

@@ -40,7 +40,9 @@ import grpc
 
 from client.zk import codec
 from client.zk.codec import ClientMessage, ConnectReply, Reply, WireEvent, WireRequest
+from client.zk.digest_md5 import DigestMd5Client, SaslError
 from client.zk.exceptions import (
+    AuthFailedError,
     BadArgumentsError,
     ConnectionClosedError,
     ConnectionLoss,
@@ -87,6 +89,8 @@ CONNECT_ROUND_BACKOFF_BASE_S = 0.05
 CONNECT_ROUND_BACKOFF_MAX_S = 1.0
 # stop() waits this long at most for the server to acknowledge the close.
 CLOSE_REPLY_WAIT_MAX_S = 5.0
+# A DIGEST-MD5 login takes two rounds (RFC 2831 §2.1); a server asking for more is refused.
+SASL_ROUNDS_MAX = 4
 # The keepalive timer never spins: at least this long between its checks.
 KEEPALIVE_CHECK_MIN_S = 0.001
 
@@ -120,12 +124,15 @@ class ZkSession:
         randomize_hosts: bool = True,
         rng: random.Random | None = None,
         tls: TlsConfig | None = None,
+        sasl: tuple[str, str] | None = None,
     ) -> None:
         if session_timeout_ms <= 0:
             raise ValueError(f"session_timeout_ms must be > 0, got {session_timeout_ms}")
         self._rng = rng or random.Random()
         self._tls = tls  # zookeeper.client.secure: every channel is TLS (runtime.grpc_channels)
-        self._fatal: ZkTlsError | None = None
+        # (username, password) of a SASL DIGEST-MD5 login run on every connection before its first request.
+        self._sasl = sasl
+        self._fatal: ZkTlsError | AuthFailedError | None = None
         self._tls_doubt: str | None = None
         self.hosts = list(hosts)
         if randomize_hosts:
@@ -250,6 +257,8 @@ class ZkSession:
                 raise ConnectionClosedError()
             case KeeperState.EXPIRED_SESSION:
                 raise SessionExpiredError(f"session {self.session_id:#x} expired; start() makes a new session")
+            case KeeperState.AUTH_FAILED:
+                raise AuthFailedError(str(self._fatal))
         if self._closing:
             raise ConnectionClosedError("the client is stopping")
         if len(self._outbox) + len(self._inflight) >= OUTSTANDING_REQUESTS_MAX:
@@ -282,9 +291,9 @@ class ZkSession:
                 self._suspend(host, reason)
         except SessionExpiredError as exc:
             self._lose(KeeperState.EXPIRED_SESSION, str(exc))
-        except ZkTlsError as exc:
+        except (ZkTlsError, AuthFailedError) as exc:
             self._fatal = exc
-            self._lose(KeeperState.CLOSED, str(exc))
+            self._lose(KeeperState.AUTH_FAILED if isinstance(exc, AuthFailedError) else KeeperState.CLOSED, str(exc))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # loop boundary: a bug here must fail the callers, not hang them
@@ -345,7 +354,10 @@ class ZkSession:
     async def _connect_to(self, host: str, attempt_s: float) -> tuple[grpc.aio.StreamStreamCall, ConnectReply]:
         call = zk_pb2_grpc.ZooKeeperStub(self._channel(host)).Session()
         try:
-            return call, await self._handshake(call, host, attempt_s)
+            reply = await self._handshake(call, host, attempt_s)
+            if self._sasl is not None:
+                await self._sasl_login(call, host, attempt_s)
+            return call, reply
         except BaseException:
             call.cancel()
             raise
@@ -376,6 +388,40 @@ class ZkSession:
                 raise SessionExpiredError(f"session {self.session_id:#x} expired (server {host} does not know it)")
             raise _ConnectFailed("server refused to create a session")
         return parsed
+
+    async def _sasl_login(self, call: grpc.aio.StreamStreamCall, host: str, attempt_s: float) -> None:
+        """DIGEST-MD5 on the new connection, before anything else (ZooKeeperSaslClient; the server's ids are
+        per connection). AuthFailedError when the server refuses the login: no retry can fix a password."""
+        assert self._sasl is not None
+        login = DigestMd5Client(*self._sasl)
+        token = login.evaluate(b"")
+        for _ in range(SASL_ROUNDS_MAX):
+            self._xid += 1
+            try:
+                async with asyncio.timeout(attempt_s):
+                    await call.write(codec.request_message(self._xid, codec.sasl_request(token)))
+                    msg = await call.read()
+            except TimeoutError:
+                raise _ConnectFailed(f"no answer to the SASL login within {attempt_s:.3g} s") from None
+            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                raise _ConnectFailed(_rpc_error_text(exc)) from None
+            if msg is grpc.aio.EOF:
+                raise _ConnectFailed(await _end_status_text(call))
+            reply = codec.parse_server_message(msg)
+            if not isinstance(reply, Reply):
+                raise _ConnectFailed(f"protocol error: expected a SASL reply, got {type(reply).__name__}")
+            if reply.err:
+                raise AuthFailedError(f"SASL login of {self._sasl[0]!r} refused by {host}: {reply.message}")
+            challenge = codec.sasl_token(reply)
+            if challenge is None:
+                raise AuthFailedError(f"{host} does not serve SASL logins (no JAAS Server section)")
+            try:
+                token = login.evaluate(challenge)
+            except SaslError as exc:
+                raise AuthFailedError(f"SASL login to {host}: {exc}") from None
+            if login.complete:
+                return
+        raise AuthFailedError(f"SASL login to {host} did not finish within {SASL_ROUNDS_MAX} rounds")
 
     async def _serve(self, host: str, call: grpc.aio.StreamStreamCall, reply: ConnectReply) -> str:
         """Run one connection until it breaks; returns why it did."""

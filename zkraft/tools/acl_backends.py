@@ -253,10 +253,17 @@ class ZooKeeperAcls:
 
     def __init__(self, connect: str, timeout_s: float, tls: Any = None) -> None:
         """`tls`: a runtime.tls.TlsConfig for a quorum port that speaks TLS (--zk-tls-config-file), else None."""
+        from client.kafka.znodes import secure_default_acls
         from client.zk.aio import AsyncZkClient  # here: `zkraft --help` loads no gRPC
+        from runtime.jaas import JaasError, sasl_options_from_env
 
+        # kafka-acls.sh logs in when KAFKA_OPTS names a JAAS file, and creates with Kafka's ACLs then.
+        try:
+            sasl = sasl_options_from_env("KAFKA_OPTS")
+        except JaasError as exc:
+            raise AclToolError(f"KAFKA_OPTS: {exc}") from None
         self._loop = asyncio.new_event_loop()
-        self._zk = AsyncZkClient(connect, tls=tls)
+        self._zk = AsyncZkClient(connect, tls=tls, sasl_options=sasl, default_acl=secure_default_acls if sasl else None)
         try:
             self._loop.run_until_complete(self._zk.start(timeout=timeout_s))
         except Exception as exc:

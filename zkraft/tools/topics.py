@@ -630,9 +630,18 @@ def _first_result(result: Any) -> Any:
 @contextlib.contextmanager
 def zk_session(hosts: str, timeout_s: float, tls: TlsConfig | None = None) -> Iterator[Any]:
     from client import ZkClient
+    from client.kafka.znodes import secure_default_acls
     from client.zk.exceptions import ZkException
+    from runtime.jaas import JaasError, sasl_options_from_env
 
-    client = ZkClient(hosts, timeout=timeout_s, tls=tls)
+    # Kafka's tools log in when KAFKA_OPTS names a JAAS file, and then create with Kafka's ACLs
+    # (KafkaZkClient's isSecure = JaasUtils.isZkSaslEnabled): what zookeeper.set.acl brokers let write.
+    try:
+        sasl = sasl_options_from_env("KAFKA_OPTS")
+    except JaasError as error:
+        raise TopicsError(f"KAFKA_OPTS: {error}") from None
+    default_acl = secure_default_acls if sasl is not None else None
+    client = ZkClient(hosts, timeout=timeout_s, tls=tls, sasl_options=sasl, default_acl=default_acl)
     try:
         client.start()
     except (ZkException, OSError, ValueError) as error:

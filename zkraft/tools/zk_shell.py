@@ -514,8 +514,14 @@ _PROMPT_STATES: dict[str, str] = {ZkState.CONNECTED: "CONNECTED", ZkState.SUSPEN
 
 def _default_client_factory(hosts: str, timeout_s: float, session_timeout_ms: int, tls: TlsConfig | None = None) -> Any:
     from client import ZkClient  # imported late: the whole SDK, only when a session is opened
+    from runtime.jaas import JaasError, sasl_options_from_env
 
-    return ZkClient(hosts, timeout=timeout_s, session_timeout_ms=session_timeout_ms, tls=tls)
+    # zkCli.sh passes CLIENT_JVMFLAGS to the JVM: a JAAS file there makes the session log in (SASL DIGEST-MD5).
+    try:
+        sasl = sasl_options_from_env("CLIENT_JVMFLAGS")
+    except JaasError as error:
+        raise ShellError(f"CLIENT_JVMFLAGS: {error}") from None
+    return ZkClient(hosts, timeout=timeout_s, session_timeout_ms=session_timeout_ms, tls=tls, sasl_options=sasl)
 
 
 def _dispose(client: Any) -> None:
