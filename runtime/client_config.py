@@ -116,6 +116,13 @@ def kafka_zookeeper_tls(props: Mapping[str, str]) -> TlsConfig | None:
     return require_hostname_verification(tls, "zookeeper.ssl.endpoint.identification.algorithm")
 
 
+def kafka_client_security(props: Mapping[str, str]) -> dict[str, object]:
+    """The SDK's security keywords of Kafka client properties: `tls` (TlsConfig) and `sasl` (SaslCredentials),
+    each only when the properties ask for it, so that `Producer(..., **kafka_client_security(props))` works."""
+    keywords = {"tls": kafka_client_tls(props), "sasl": kafka_client_sasl(props)}
+    return {key: value for key, value in keywords.items() if value is not None}
+
+
 def kafka_client_tls_file(path: Path | None) -> TlsConfig | None:
     """`--command-config FILE` of a Kafka-style tool: its TLS, None without a file."""
     return None if path is None else kafka_client_tls(read_config_file(path))

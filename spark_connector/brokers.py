@@ -21,7 +21,7 @@ from client import TopicPartition
 from client.kafka.client_errors import KafkaConnectionError, NoBrokersAvailable
 from client.kafka.cluster import ClusterSnapshot, KafkaClusterClient, error_from_rpc
 from client.kafka.errors import NONE, KafkaError, LeaderNotAvailableError, UnknownTopicOrPartitionError, error_for
-from client.kafka.security_config import client_tls
+from client.kafka.security_config import client_security
 from spark_connector.offsets import PartitionOffsets
 from spark_connector.options import OffsetSpec, OptionError, StartKind, Subscription
 from zkraft_proto import broker_pb2
@@ -56,7 +56,7 @@ def cluster_client(bootstrap_servers: str, client_properties: ClientProperties =
                     bootstrap_servers,
                     client_id="zkraft-spark",
                     request_timeout_ms=REQUEST_TIMEOUT_MS,
-                    tls=client_tls(dict(client_properties)),
+                    **client_security(dict(client_properties)),
                 )
                 _clients[key] = client
     return client

@@ -22,7 +22,7 @@ from enum import Enum
 from client import TopicPartition
 from client.kafka.client_errors import KafkaConfigurationError
 from client.kafka.cluster import parse_bootstrap_servers
-from client.kafka.security_config import UnknownSecurityPropertyError, client_tls, is_security_name
+from client.kafka.security_config import UnknownSecurityPropertyError, client_security, is_security_name
 from runtime.tls import TlsConfigError
 from spark_connector.offsets import (
     EARLIEST,
@@ -274,7 +274,7 @@ def _security(client: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The security properties, checked now (a bad file or name fails the query at once, naming the option)."""
     props = {key: value for key, value in client.items() if is_security_name(key)}
     try:
-        client_tls(props)
+        client_security(props)
     except UnknownSecurityPropertyError as exc:
         raise OptionError(f"unknown option 'kafka.{exc.name}': not a Kafka client security property") from None
     except TlsConfigError as exc:

@@ -28,7 +28,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from client import Producer
-from client.kafka.security_config import client_tls
+from client.kafka.security_config import client_security
 from spark_connector.options import OptionError, SinkOptions
 
 # A task waits this long at most for its records to be acknowledged.
@@ -95,7 +95,7 @@ def producer_for(options: SinkOptions) -> Producer:
                     batch_size=options.batch_size,
                     compression_type=options.compression_type,
                     client_id="zkraft-spark-sink",
-                    tls=client_tls(dict(options.client_properties)),
+                    **client_security(dict(options.client_properties)),
                 )
                 _producers[options] = producer
     return producer

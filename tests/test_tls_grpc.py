@@ -244,11 +244,13 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
         }
 
 
-def _zkraft(*args: str) -> subprocess.CompletedProcess[str]:
+def _zkraft(*args: str, jaas: str | None = None) -> subprocess.CompletedProcess[str]:
+    """A zkraft tool; `jaas`: the JAAS file it logs in to the quorum with, passed as Kafka's tools take it."""
+    env = _env() if jaas is None else {**_env(), "KAFKA_OPTS": f"-Djava.security.auth.login.config={jaas}"}
     return subprocess.run(
         [sys.executable, "-m", "zkraft", *args],
         cwd=REPO_ROOT,
-        env=_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=TOOL_TIMEOUT_S,
@@ -397,7 +399,7 @@ def test_kafkas_znodes_are_the_brokers_and_the_admin_logs_in_with_the_jaas_file_
     tls = zookeeper_client_tls_file(Path(security["zookeeper_client_properties"]))
     sasl = {"mechanism": "DIGEST-MD5", "username": username, "password": password}
     with ZkClient(secure_cluster["quorum"], timeout=30, tls=tls) as anonymous:
-        assert anonymous.get_children("/brokers/ids") == ["1", "2"]
+        assert anonymous.get_children("/brokers/ids") == ["1", "2", "3"]
         with pytest.raises(NoAuthError):
             anonymous.set("/controller", b"garbage")
         with pytest.raises(NoAuthError):
@@ -541,7 +543,8 @@ def _acls(secure_cluster: dict, *args: str, kafka_protocol: bool = False) -> Non
     else:
         where = ("--authorizer-properties", f"zookeeper.connect={secure_cluster['quorum']}",
                  "--zk-tls-config-file", security["zookeeper_client_properties"])  # fmt: skip
-    added = _zkraft("acls", *where, "--add", "--allow-principal", "User:alice", *args)
+    jaas = None if kafka_protocol else security["broker_jaas_config"]  # set.acl: /kafka-acl is the brokers'
+    added = _zkraft("acls", *where, "--add", "--allow-principal", "User:alice", *args, jaas=jaas)
     assert added.returncode == 0, added.stderr
     assert "Current ACLs for resource" in added.stdout and "principal=User:alice" in added.stdout
 
@@ -560,11 +563,14 @@ def _eventually(attempt: object, refused: type[Exception] | tuple[type[Exception
 
 
 def _alice(secure_cluster: dict) -> dict[str, object]:
-    """The SCRAM user alice (stored as a user does, with `zkraft configs`; again is harmless) and her SDK keywords:
-    the admin's certificate for the port's mutual TLS, her own login."""
-    zk_tls = ("--zk-tls-config-file", secure_cluster["security"]["zookeeper_client_properties"])
+    """The SCRAM user alice (stored as a user does, with `zkraft configs` logged in to the quorum as the brokers:
+    zookeeper.set.acl keeps /config/users the brokers'; again is harmless) and her SDK keywords: the admin's
+    certificate for the port's mutual TLS, her own login."""
+    security = secure_cluster["security"]
+    zk_tls = ("--zk-tls-config-file", security["zookeeper_client_properties"])
     user = _zkraft("configs", "--zookeeper", secure_cluster["quorum"], *zk_tls, "--alter", "--entity-type", "users",
-                   "--entity-name", "alice", "--add-config", f"SCRAM-SHA-512=[password={ALICE_PASSWORD}]")  # fmt: skip
+                   "--entity-name", "alice", "--add-config", f"SCRAM-SHA-512=[password={ALICE_PASSWORD}]",
+                   jaas=security["broker_jaas_config"])  # fmt: skip
     assert user.returncode == 0, user.stderr
     jaas = f'{SCRAM_MODULE} required username="alice" password="{ALICE_PASSWORD}";'
     return _client_security(secure_cluster, **{"sasl.jaas.config": jaas})
@@ -654,7 +660,8 @@ def test_a_deleted_user_is_refused_at_once_on_the_grpc_ports(secure_cluster: dic
         stub.Metadata(broker_pb2.MetadataRequest(all_topics=True), timeout=10, metadata=metadata)  # served
         zk_tls = ("--zk-tls-config-file", secure_cluster["security"]["zookeeper_client_properties"])
         deleted = _zkraft("configs", "--zookeeper", secure_cluster["quorum"], *zk_tls, "--alter", "--entity-type",
-                          "users", "--entity-name", "alice", "--delete-config", "SCRAM-SHA-512")  # fmt: skip
+                          "users", "--entity-name", "alice", "--delete-config", "SCRAM-SHA-512",
+                          jaas=secure_cluster["security"]["broker_jaas_config"])  # fmt: skip
         assert deleted.returncode == 0, deleted.stderr
 
         def refused() -> bool:

@@ -114,6 +114,9 @@ class SecurityFiles:
             "username": self.username,
             "password": self.password,
             **({"zookeeper_jaas_config": str(self.zookeeper_client_jaas)} if self.zookeeper_client_jaas else {}),
+            # Kafka's tools that write Kafka's znodes with --zookeeper log in as the brokers do (KAFKA_OPTS), as
+            # Kafka's docs ask: with zookeeper.set.acl a znode is its creator's, and the brokers must read it.
+            **({"broker_jaas_config": str(self.zookeeper_jaas)} if self.zookeeper_jaas else {}),
         }
 
 

@@ -1196,6 +1196,10 @@ def _zookeeper_sasl_usage(plan: Plan, files: secure_setup.SecurityFiles) -> list
         f"  kazoo: KazooClient(hosts, use_ssl=True, ca={str(files.ca_file)!r}, "
         f"certfile={str(files.admin_keystore)!r}, keyfile={str(files.admin_keystore)!r}, "
         f"sasl_options={{'mechanism': 'DIGEST-MD5', 'username': {files.username!r}, 'password': <in cluster.json>}})",
+        # zookeeper.set.acl: a znode is its creator's, so what a tool writes for the brokers (a SCRAM user, an ACL)
+        # must be written as the brokers, as Kafka's docs ask of kafka-configs.sh and kafka-acls.sh.
+        f"Kafka's tools with --zookeeper write as the brokers: KAFKA_OPTS=-Djava.security.auth.login.config="
+        f"{files.zookeeper_jaas}",
     ]
 
 

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from runtime.client_config import kafka_client_tls
+from runtime.client_config import kafka_client_security, kafka_client_tls
 from runtime.tls import TlsConfig
 
-__all__ = ["SECURITY_PROPERTIES", "UnknownSecurityPropertyError", "check_names", "client_tls", "is_security_name"]
+__all__ = [
+    "SECURITY_PROPERTIES",
+    "UnknownSecurityPropertyError",
+    "check_names",
+    "client_security",
+    "client_tls",
+    "is_security_name",
+]
 
 SECURITY_PROPERTIES = frozenset(
     {
@@ -81,3 +88,10 @@ def client_tls(props: Mapping[str, str]) -> TlsConfig | None:
     Raises TlsConfigError or UnknownSecurityPropertyError with one line."""
     check_names(props)
     return kafka_client_tls(props)
+
+
+def client_security(props: Mapping[str, str]) -> dict[str, object]:
+    """The SDK's `tls` and `sasl` keywords of these properties (runtime.client_config.kafka_client_security);
+    raises TlsConfigError or UnknownSecurityPropertyError with one line."""
+    check_names(props)
+    return kafka_client_security(props)

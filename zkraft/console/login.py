@@ -1,6 +1,9 @@
-"""The console's login (`zkraft up --secure`): a user and password checked against the SCRAM credentials in
-`/config/users/<user>`, the credentials the brokers' SASL/SCRAM logins check (RFC 5802 §3: the password's
-salted key must give the stored key), then a signed session cookie.
+"""The console's login (`zkraft up --secure`): a user and password checked as the brokers check them, then a
+signed session cookie. Where the console's own client logs in with SASL (a --secure cluster), the check is a
+SCRAM login of that user to the brokers' gRPC ports (`broker_verifier`): with zookeeper.set.acl the credentials
+in `/config/users` are the brokers' alone to read. Elsewhere the console reads `/config/users/<user>` and
+checks the password against the stored SCRAM credentials itself (`zk_verifier`; RFC 5802 §3: the password's
+salted key must give the stored key).
 
 The cookie is `user|expiry|HMAC-SHA256` under a secret drawn when the console starts, so a restart logs
 everyone out and nothing is stored server-side. The console then acts with the cluster's client.properties:
@@ -60,6 +63,32 @@ def zk_verifier(clients: Any) -> Callable[[str, str], bool]:
             return False
 
     return verify
+
+
+def broker_verifier(clients: Any) -> Callable[[str, str], bool]:
+    """Checks a login by logging in as that user to the brokers' gRPC ports with the console's own SASL
+    mechanism and TLS (a SaslAuthenticate exchange, as any SDK client's first call makes it)."""
+
+    def verify(user: str, password: str) -> bool:
+        from client import Admin
+        from client.kafka.errors import SaslAuthenticationFailedError
+        from runtime.client_config import SaslCredentials
+
+        security = clients.targets.kafka_security
+        sasl = SaslCredentials(security["sasl"].mechanism, user, password)
+        try:
+            with Admin(clients.targets.bootstrap_servers, **{**security, "sasl": sasl}) as admin:
+                admin.list_topics()  # the first call logs in
+        except SaslAuthenticationFailedError:
+            return False
+        return True
+
+    return verify
+
+
+def verifier_for(clients: Any) -> Callable[[str, str], bool]:
+    """`broker_verifier` where the console's client logs in with SASL, else `zk_verifier`."""
+    return broker_verifier(clients) if "sasl" in clients.targets.kafka_security else zk_verifier(clients)
 
 
 class LoginGate:

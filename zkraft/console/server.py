@@ -61,7 +61,7 @@ def build(ns: argparse.Namespace) -> tuple[Any, Any]:
     """(the Starlette app, its state) from the command line; ToolUsageError for a bad option."""
     from zkraft.console.app import ConsoleState, build_app
     from zkraft.console.clients import ConsoleClients, ConsoleTargets
-    from zkraft.console.login import LoginGate, zk_verifier
+    from zkraft.console.login import LoginGate, verifier_for
     from zkraft.console.rates import RateSampler
     from zkraft.tools import command_config
     from zkraft.tools.topics import ToolUsageError
@@ -83,7 +83,7 @@ def build(ns: argparse.Namespace) -> tuple[Any, Any]:
     )
     clients = ConsoleClients(targets)
     sampler = RateSampler(targets.metrics_servers) if targets.metrics_servers else None
-    gate = LoginGate(zk_verifier(clients)) if ns.require_login else None
+    gate = LoginGate(verifier_for(clients)) if ns.require_login else None
     state = ConsoleState(clients, sampler, gate)
     return build_app(state), state
 

@@ -14,12 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from runtime.client_config import (
-    kafka_client_sasl,
-    kafka_client_tls,
-    kafka_zookeeper_tls,
-    read_config_file,
-)
+from runtime.client_config import kafka_client_security, kafka_zookeeper_tls, read_config_file
 from runtime.tls import TlsConfig, TlsConfigError
 
 # The client properties that say how to connect, not what to do: the console tools take them from their
@@ -53,8 +48,7 @@ def security_of(ns: argparse.Namespace, attribute: str = "command_config") -> di
 
 
 def _security_keywords(properties: Mapping[str, str]) -> dict[str, Any]:
-    keywords = {"tls": kafka_client_tls(properties), "sasl": kafka_client_sasl(properties)}
-    return {key: value for key, value in keywords.items() if value is not None}
+    return kafka_client_security(properties)
 
 
 def add_zk_tls_argument(parser: argparse.ArgumentParser) -> None:
