@@ -214,6 +214,7 @@ class QuorumNode:
             durable_notice=settings.raft_durable_notice,
             lazy_follower_commits=settings.raft_lazy_follower_commits,
             deferred_replication=settings.raft_deferred_replication,
+            campaign_on_leader_loss=settings.raft_campaign_on_leader_loss,
         )
         rng = rng or random.Random()
         self.core = Raft(config, state, rng, applied=self.state_machine.applied_index())
@@ -359,6 +360,7 @@ class QuorumNode:
             on_snapshot_done=self._on_snapshot_done,
             log=self.log,
             tls=self.settings.peer_tls,
+            on_stream_broken=self._on_stream_broken,
         )
         transport.start()
         self.start_loop(transport)
@@ -702,12 +704,14 @@ class QuorumNode:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    def _guard(self, fn: Any, *args: Any) -> None:
-        """Run a core call; an invariant violation stops the node instead of corrupting state."""
+    def _guard(self, fn: Any, *args: Any) -> Any:
+        """Run a core call and return what it returns; an invariant violation stops the node instead of
+        corrupting state (then None)."""
         try:
-            fn(*args)
+            return fn(*args)
         except InvariantViolation as exc:
             self._die(exc)
+            return None
 
     def _die(self, exc: BaseException) -> None:
         if self._fatal is None:
@@ -832,6 +836,15 @@ class QuorumNode:
     def _on_unreachable(self, peer: int) -> None:
         self._guard(self.core.report_unreachable, peer)
         self._wake()
+
+    def _on_stream_broken(self, peer: int) -> None:
+        """A live stream to `peer` broke hard (PeerTransport's on_stream_broken): if `peer` is our leader,
+        the core starts a pre-election now instead of waiting out the election timeout
+        (Raft.leader_unreachable, RaftConfig.campaign_on_leader_loss)."""
+        term = self.core.term
+        if self._guard(self.core.leader_unreachable, peer):
+            self.log.info("leader_stream_broken", leader=peer, term=term, action="pre_election")
+            self._wake()
 
     def _on_snapshot_done(self, peer: int, ok: bool) -> None:
         self._guard(self.core.report_snapshot, peer, ok)
