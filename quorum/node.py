@@ -252,6 +252,8 @@ class QuorumNode:
         self._stopping = False
         self._fatal: BaseException | None = None
         self._stopped: asyncio.Event | None = None
+        # Resolved at this node's next change of role or leader (leadership_changed), then replaced.
+        self._leadership_notice: asyncio.Future[None] | None = None
 
     # ---------------------------------------------------------------- startup
     def _reconcile_log_with_applied_state(self, state: PersistentState) -> PersistentState:
@@ -728,6 +730,9 @@ class QuorumNode:
     def _on_soft_state(self, soft: SoftState) -> None:
         old = self._soft
         self._soft = soft
+        notice, self._leadership_notice = self._leadership_notice, None
+        if notice is not None and not notice.done():
+            notice.set_result(None)
         if soft.role != old.role:
             self._place()
             self.role_since_s = time.monotonic()
@@ -1023,6 +1028,17 @@ class QuorumNode:
             index = await self.read_index(timeout_s)
             await self.wait_applied(index, timeout_s)
         return self.state_machine.read(key), self.core.applied_index
+
+    async def leadership_changed(self, timeout_s: float) -> None:
+        """Return at this node's next change of role or of the leader it knows, or after `timeout_s`.
+
+        What a request that found no leader waits on (an election is under way): it goes on the moment
+        the election is decided, instead of polling. Costs nothing until someone waits."""
+        notice = self._leadership_notice
+        if notice is None:
+            notice = self._leadership_notice = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(notice), timeout_s)
 
     # ------------------------------------------------------------- operations
     def status(self) -> NodeStatus:

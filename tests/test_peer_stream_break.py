@@ -15,10 +15,11 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 
+import pytest
 import structlog
 
 from quorum.raft.types import Message, MessageType
-from quorum.transport import PeerTransport
+from quorum.transport import PeerTransport, broke_hard
 from tests.quorum_harness import free_ports, poll_until, subprocess_env
 
 DEADLINE_S = 20.0
@@ -125,3 +126,18 @@ def test_a_peer_that_was_never_there_is_unreachable_but_no_stream_of_it_broke() 
             assert broken == []
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize(
+    ("code", "live", "broken"),
+    [
+        ("UNAVAILABLE", True, True),  # the connection reset (the peer's process died) or refused
+        ("INTERNAL", True, True),  # gRPC's report of a reset under a write, now and then
+        ("UNAVAILABLE", False, False),  # refused from the start: nothing new about the peer
+        ("FAILED_PRECONDITION", True, False),  # the peer refused us (another cluster): an answer
+        ("DEADLINE_EXCEEDED", True, False),  # slow, not gone
+        ("CANCELLED", True, False),
+    ],
+)
+def test_which_ends_of_a_stream_say_the_peer_is_gone(code: str, live: bool, broken: bool) -> None:
+    assert broke_hard(code, live) is broken
