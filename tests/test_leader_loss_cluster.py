@@ -95,8 +95,16 @@ def test_a_restarted_follower_changes_no_term(cluster: QuorumProcesses) -> None:
             await writers.acked_at_least(acked + WRITES_AFTER_FAULT, "writes stalled after a follower restarted")
         finally:
             await writers.stop()
-        statuses = {i: await node_status(a) for i, a in cluster.addresses.items()}
-        assert {(s.term, s.leader) for s in statuses.values()} == {(term, leader)}, statuses
+
+        async def settled() -> dict[int, tuple[int, int]] | None:
+            """Every node's (term, leader) once the restarted one follows too; at once if a term moved."""
+            views = {i: await node_status(a) for i, a in cluster.addresses.items()}
+            seen = {i: (v.term, v.leader) for i, v in views.items()}
+            moved = any(t != term for t, _ in seen.values())
+            return seen if moved or all(lead == leader for _, lead in seen.values()) else None
+
+        seen = await poll_until(settled, LEADER_TIMEOUT_S, "the restarted follower never followed the leader")
+        assert set(seen.values()) == {(term, leader)}, f"a follower's restart changed the leadership: {seen}"
         for node_id in (leader, other):
             assert not cluster.log_events(node_id, "leader_stream_broken")
         await check_nothing_lost(cluster, writers.log)
