@@ -43,7 +43,7 @@ _SAFE_TO_RETRY = {"NOT_LEADER", "PROPOSAL_DROPPED", "PROPOSAL_LOST", "SHUTTING_D
 # The pause before a proposal is tried again where no server helped: none knew a leader, or every
 # server the proposal went to since the last answer did not answer at all.
 RETRY_PAUSE_S = 0.01
-PROPOSE_ATTEMPTS_MAX = 1000  # a bound besides the deadline
+PROPOSE_ATTEMPTS_MAX = 10_000  # a bound besides the deadline: a few attempts per pause at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +140,7 @@ class QuorumClient:
 
     async def _propose_with_retry(self, commands: list[bytes]) -> Sequence[pb.ProposeResult]:
         deadline = time.monotonic() + self._timeout_s
-        silent: set[str] = set()  # servers that did not answer since the last one that did
+        silent: set[str] = set()  # servers that did not answer at all during this call (gone, or not up yet)
         for attempt in range(1, PROPOSE_ATTEMPTS_MAX + 1):
             address = self._leader
             remaining = deadline - time.monotonic()
@@ -151,19 +151,19 @@ class QuorumClient:
                 code, _leader_id, leader_address = _error_of(exc)
                 if code not in _SAFE_TO_RETRY or time.monotonic() >= deadline or attempt == PROPOSE_ATTEMPTS_MAX:
                     raise QuorumClientError(code, exc.details() or code, code in _SAFE_TO_RETRY) from None
-                if _server_answered(exc):
-                    silent.clear()
+                answered = _server_answered(exc)
+                if answered:
+                    silent.discard(address)
                 else:
                     silent.add(address)
                 self._leader = leader_address or self._next_server(address)
-                # A pause only where no server helped: none knew a leader, or every one tried since the
-                # last answer was silent, or the leader named is one that just did not answer (a follower
-                # names a dead leader until its stream to it breaks).
-                if not leader_address and (_server_answered(exc) or len(silent) >= len(self._servers)):
-                    silent.clear()
+                # A pause only where no server helped: none knew a leader; or the leader named is one that
+                # did not answer (a follower names a dead leader until its stream to it breaks); or no
+                # server answered at all.
+                if (answered and not leader_address) or leader_address in silent:
                     await asyncio.sleep(RETRY_PAUSE_S)
-                elif leader_address in silent:
-                    silent.discard(leader_address)
+                elif len(silent) >= len(self._servers):
+                    silent.clear()
                     await asyncio.sleep(RETRY_PAUSE_S)
         raise AssertionError("unreachable: the last attempt raises")
 
