@@ -106,6 +106,11 @@ class QuorumClient:
             await ch.close(grace=None)
         self._channels.clear()
 
+    @property
+    def leader(self) -> str:
+        """The server proposals go to now: after a proposal returns, the one that answered it (the leader)."""
+        return self._leader
+
     # ---- proposals
     async def propose(self, command: bytes) -> Proposal:
         fut: asyncio.Future[Proposal] = asyncio.get_running_loop().create_future()
