@@ -4,7 +4,7 @@ Raft tolerates lost messages, so the transport never blocks the node: each
 peer has a bounded queue drained by one sender task into a long-lived
 client stream; while a peer is unreachable its messages are dropped and the
 node is told (`on_unreachable`), which puts that follower back into probing.
-A stream that carried messages and then breaks hard (gRPC UNAVAILABLE: the
+A stream that carried messages and then breaks hard (BROKEN_STREAM_CODES: the
 connection was refused or reset, as when the peer's process died) is told
 apart (`on_stream_broken`): a follower whose stream to its leader broke
 campaigns at once instead of waiting out its election timeout
