@@ -1,6 +1,7 @@
 """Quorum benchmark: committed writes/s, commit latency and leader failover on a 3-node loopback cluster.
 
     python3 bench/quorum_bench.py [--seconds 5] [--runs 3] [--failovers 5] [--inflight 1,256]
+                                  [--steady-seconds 30] [--real-zookeeper]
 
 Every figure goes through the node's proposal path (`QuorumClient.set`: one
 Propose RPC per event-loop turn, acknowledged after commit on a majority with
@@ -24,21 +25,28 @@ Measurements, in the order they run:
   is the three nodes' CPU time (utime + stime) over the window per write: other
   load on the machine moves it much less than writes/s, so it is the figure to
   compare two versions of the code on a busy machine.
+* `steady` (on the failover cluster, before its first kill): elections under
+  steady load with no fault: `--steady-inflight` writers for `--steady-seconds`
+  while every node's Status is polled; `term_changes` (the highest term seen at
+  the end over the one at the start) and `elections_per_minute` must be 0: a
+  follower campaigns at once only when its stream to the leader breaks hard
+  (RaftConfig.campaign_on_leader_loss), never on load alone.
 * `failover` (per round): one writer keeps one proposal in flight; the
   leader is SIGKILLed; `failover_s` is the time from the kill to the first
-  write acknowledged by the new leader. Terms only grow, so a write
-  acknowledged before the last status poll (every 10 ms) in which every
-  survivor still answered in the old term cannot be the new leader's: it is
-  a reply the old leader sent just before it died, counted in
-  `acks_from_old_leader_after_kill` and skipped. A write acknowledged later
-  was answered by the new leader's Propose RPC, so its index was assigned in
-  the new term. `leader_known_s` is when a survivor was first seen naming a
-  leader of a newer term, so `failover_s - leader_known_s` is the client's
-  rediscovery. The killed node is then restarted and `rejoin_s` is the time
+  write acknowledged by the new leader: the first acknowledgement after the
+  kill from another server than the killed one (only the leader answers a
+  proposal). A reply the old leader sent just before it died is counted in
+  `acks_from_old_leader_after_kill` and skipped. `leader_known_s` is when a
+  survivor was first seen naming a leader of a newer term (Status polled every
+  10 ms, late on a loaded machine), so `failover_s - leader_known_s` is
+  roughly the client's rediscovery. The killed node is then restarted and `rejoin_s` is the time
   until it follows the leader of the new term and has applied everything that
   leader had committed when the node came back.
+* `failover` with `"system": "zookeeper"` (`--real-zookeeper`): the same
+  rounds on a real 3-node Apache ZooKeeper with a kazoo writer
+  (bench/real_zookeeper_failover.py), after zkraft's.
 * `summary`: medians over runs for throughput and latency; median, min and
-  max over failover rounds.
+  max over failover rounds (and ZooKeeper's); elections per minute.
 
 Processes come from `tests/quorum_harness.py` (`QuorumProcesses`, default
 timeouts, loop threads placed by role as `zkraft up` runs them). All nodes listen on 127.0.0.1; every wait has a
@@ -78,11 +86,12 @@ from tests.quorum_harness import BENCH_QUORUM_PROPERTIES, QuorumProcesses, Statu
 CLUSTER_SIZE = 3
 STATUS_TIMEOUT_S = 1.0
 STATUS_POLL_S = 0.01
-LEADER_TIMEOUT_S = 30.0
+LEADER_TIMEOUT_S = 120.0  # a loaded machine starts three nodes slowly
 REJOIN_TIMEOUT_S = 60.0
 FAILOVER_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 30.0
 STEADY_WRITES_BEFORE_KILL = 50
+STEADY_POLL_S = 0.1
 STEADY_TIMEOUT_S = 20.0
 CLIENT_REQUEST_TIMEOUT_S = 10.0
 BASELINE_MAP_SIZE_BYTES = 1 << 30
@@ -205,7 +214,7 @@ async def measure_throughput(
 
 async def throughput_run(root: Path, run: int, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
     results = []
-    with QuorumProcesses(root / f"run-{run}", n=CLUSTER_SIZE, properties=BENCH_QUORUM_PROPERTIES) as procs:
+    with QuorumProcesses(root / f"run-{run}", n=CLUSTER_SIZE, properties=node_properties(args)) as procs:
         procs.start_all()
         await wait_for_leader(procs.addresses, LEADER_TIMEOUT_S)
         for inflight in args.inflight:
@@ -220,6 +229,44 @@ async def throughput_run(root: Path, run: int, args: argparse.Namespace, payload
     return results
 
 
+# ---------------------------------------------------------------- elections under steady load
+async def steady_elections(
+    procs: QuorumProcesses, poller: StatusPoller, client: QuorumClient, args: argparse.Namespace, payload: bytes
+) -> dict[str, Any]:
+    """Terms and leaders every node reports while `--steady-inflight` writers load the cluster, no fault."""
+    addresses = procs.addresses
+    ids = sorted(addresses)
+    start = await _statuses(poller, addresses, ids)
+    term_at_start = max(s.term for s in start.values())
+    leaders: set[tuple[int, int]] = {(s.term, s.leader) for s in start.values() if s.leader}
+    polls = unanswered = 0
+    loading = asyncio.create_task(
+        measure_throughput(client, args.steady_inflight, args.warmup, args.steady_seconds, "steady", payload)
+    )
+    while not loading.done():
+        live = await _statuses(poller, addresses, ids)
+        polls += 1
+        unanswered += len(ids) - len(live)
+        leaders |= {(s.term, s.leader) for s in live.values() if s.leader}
+        await asyncio.wait({loading}, timeout=STEADY_POLL_S)
+    load = loading.result()
+    end = await _statuses(poller, addresses, ids)
+    term_changes = max(s.term for s in end.values()) - term_at_start
+    window_s = args.warmup + args.steady_seconds
+    return {
+        "measure": "steady",
+        "inflight": args.steady_inflight,
+        "seconds": round(window_s, 3),
+        "writes_per_s": load["writes_per_s"],
+        "errors": load["errors"],
+        "term_changes": term_changes,
+        "elections_per_minute": round(term_changes * 60 / window_s, 3),
+        "leaders_seen": sorted(leaders),
+        "status_polls": polls,
+        "status_unanswered": unanswered,
+    }
+
+
 # ---------------------------------------------------------------- failover
 @dataclass(slots=True)
 class _Writer:
@@ -227,7 +274,7 @@ class _Writer:
 
     client: QuorumClient
     payload: bytes
-    acks: list[tuple[int, int, int]] = field(default_factory=list)  # (call ns, ack ns, log index)
+    acks: list[tuple[int, int, int, str]] = field(default_factory=list)  # (call ns, ack ns, log index, server)
     errors: list[tuple[int, str]] = field(default_factory=list)  # (ns, error code)
     stopped: bool = False
 
@@ -244,19 +291,13 @@ class _Writer:
                 self.errors.append((time.perf_counter_ns(), exc.code))
                 await asyncio.sleep(0.005)
                 continue
-            self.acks.append((t0, time.perf_counter_ns(), p.index))
+            self.acks.append((t0, time.perf_counter_ns(), p.index, self.client.leader))
 
 
 @dataclass(slots=True)
 class _TermWatch:
-    """What polling the survivors' Status (every STATUS_POLL_S) saw after the kill.
+    """What polling the survivors' Status (every STATUS_POLL_S) saw after the kill."""
 
-    `all_old_ns` is the start of the latest poll in which every survivor answered
-    in the old term. Terms only grow, so at that instant no survivor could lead
-    in a newer term: an acknowledgement received by then came from the old leader.
-    """
-
-    all_old_ns: int = 0
     seen_ns: int = 0  # when a survivor first reported a leader in a newer term
     new_leader: int = 0
     new_term: int = 0
@@ -267,10 +308,7 @@ async def _watch_terms(
 ) -> None:
     deadline = time.monotonic() + FAILOVER_TIMEOUT_S
     while time.monotonic() < deadline:
-        started_ns = time.perf_counter_ns()
         live = await _statuses(poller, addresses, survivors)
-        if len(live) == len(survivors) and all(s.term <= old_term for s in live.values()):
-            watch.all_old_ns = started_ns
         for s in live.values():
             if s.term > old_term and s.leader in survivors:
                 watch.seen_ns, watch.new_leader, watch.new_term = time.perf_counter_ns(), s.leader, s.term
@@ -329,13 +367,13 @@ async def failover_round(procs: QuorumProcesses, poller: StatusPoller, writer: _
         await asyncio.wait_for(watcher, FAILOVER_TIMEOUT_S + 1)
     finally:
         watcher.cancel()
-    not_before_ns = max(kill_ns, watch.all_old_ns)
+    killed = addresses[leader_id]
     await _wait_for(
-        lambda: any(t1 > not_before_ns for _, t1, _ in writer.acks[n_acks:]),
+        lambda: any(server != killed for _, _, _, server in writer.acks[n_acks:]),
         FAILOVER_TIMEOUT_S,
         "no write was acknowledged by the new leader",
     )
-    t0, t1, index = next(a for a in writer.acks[n_acks:] if a[1] > not_before_ns)
+    t0, t1, index, _ = next(a for a in writer.acks[n_acks:] if a[3] != killed)
     errors_during: dict[str, int] = {}
     for t, code in writer.errors[n_errors:]:
         if t <= t1:
@@ -351,8 +389,8 @@ async def failover_round(procs: QuorumProcesses, poller: StatusPoller, writer: _
         "leader_known_s": round((watch.seen_ns - kill_ns) / 1e9, 4),
         "kill_reaped_s": round((dead_ns - kill_ns) / 1e9, 4),
         "first_write_index": index,
-        "max_index_acked_before_kill": max((i for _, a, i in writer.acks[:n_acks]), default=0),
-        "acks_from_old_leader_after_kill": sum(1 for _, a, _ in writer.acks[n_acks:] if kill_ns < a <= not_before_ns),
+        "max_index_acked_before_kill": max((a[2] for a in writer.acks[:n_acks]), default=0),
+        "acks_from_old_leader_after_kill": sum(1 for a in writer.acks[n_acks:] if a[3] == killed),
         "first_write_call_to_ack_s": round((t1 - t0) / 1e9, 4),
         "client_errors_before_first_write": errors_during,
     }
@@ -365,13 +403,17 @@ async def failover_round(procs: QuorumProcesses, poller: StatusPoller, writer: _
 
 async def failover_rounds(root: Path, args: argparse.Namespace, payload: bytes) -> list[dict[str, Any]]:
     results = []
-    with QuorumProcesses(root / "failover", n=CLUSTER_SIZE, properties=BENCH_QUORUM_PROPERTIES) as procs:
+    with QuorumProcesses(root / "failover", n=CLUSTER_SIZE, properties=node_properties(args)) as procs:
         procs.start_all()
         await wait_for_leader(procs.addresses, LEADER_TIMEOUT_S)
         async with (
             QuorumClient(list(procs.addresses.values()), request_timeout_s=CLIENT_REQUEST_TIMEOUT_S) as client,
             StatusPoller(STATUS_TIMEOUT_S) as poller,  # status polls on channels of their own
         ):
+            if args.steady_seconds:
+                steady = await steady_elections(procs, poller, client, args, payload)
+                emit(steady)
+                results.append(steady)
             writer = _Writer(client, payload)
             writer_task = asyncio.create_task(writer.run("failover"))
             try:
@@ -398,7 +440,7 @@ async def failover_rounds(root: Path, args: argparse.Namespace, payload: bytes) 
 
 # ---------------------------------------------------------------- summary and main
 def summarize(
-    baseline: dict[str, Any], runs: list[dict[str, Any]], failovers: list[dict[str, Any]], args: argparse.Namespace
+    baseline: dict[str, Any], runs: list[dict[str, Any]], records: list[dict[str, Any]], args: argparse.Namespace
 ) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "measure": "summary",
@@ -420,21 +462,38 @@ def summarize(
             ),
             "errors": sum(sum(r["errors"].values()) for r in mine),
         }
-    ok = [f["failover_s"] for f in failovers if "failover_s" in f]
+    failovers = [r for r in records if r["measure"] == "failover" and "system" not in r]
     known = [f["leader_known_s"] for f in failovers if "leader_known_s" in f]
     summary["failover"] = {
-        "rounds": len(failovers),
-        "failed_rounds": len(failovers) - len(ok),
-        "median_s": median_or_none(ok),
-        "min_s": min(ok) if ok else None,
-        "max_s": max(ok) if ok else None,
+        **_failover_figures(failovers),
         "leader_known_median_s": median_or_none(known),
         "rejoin_median_s": median_or_none([f.get("rejoin_s") for f in failovers]),
     }
+    real = [r for r in records if r["measure"] == "failover" and r.get("system") == "zookeeper"]
+    if args.real_zookeeper:
+        summary["failover_real_zookeeper"] = _failover_figures(real)
+    steady = [r for r in records if r["measure"] == "steady"]
+    if steady:
+        summary["steady"] = {
+            "term_changes": sum(r["term_changes"] for r in steady),
+            "elections_per_minute": steady[0]["elections_per_minute"],
+            "writes_per_s": steady[0]["writes_per_s"],
+        }
     return summary
 
 
-def setup_record(root: Path) -> dict[str, Any]:
+def _failover_figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [f["failover_s"] for f in rounds if "failover_s" in f]
+    return {
+        "rounds": len(rounds),
+        "failed_rounds": len(rounds) - len(ok),
+        "median_s": median_or_none(ok),
+        "min_s": min(ok) if ok else None,
+        "max_s": max(ok) if ok else None,
+    }
+
+
+def setup_record(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     defaults = NodeSettings(node_id=1, data_dir=root, listen="127.0.0.1:1", peers={1: "127.0.0.1:1"})
     return {
         "measure": "setup",
@@ -450,7 +509,20 @@ def setup_record(root: Path) -> dict[str, Any]:
             "heartbeat_interval_ticks": defaults.heartbeat_interval_ticks,
             "snapshot_interval_entries": defaults.snapshot_interval_entries,
         },
+        "properties": node_properties(args),
     }
+
+
+def node_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The nodes' properties: the benchmarks' (tests/quorum_harness.py), then every --property."""
+    return {**BENCH_QUORUM_PROPERTIES, **dict(args.property)}
+
+
+def _property(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return key.strip(), value.strip()
 
 
 def _positive_ints(text: str) -> list[int]:
@@ -468,25 +540,58 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--inflight", type=_positive_ints, default=[1, 256], help="in-flight levels (default 1,256)")
     p.add_argument("--payload-bytes", type=int, default=100, help="value size of each write (default 100)")
     p.add_argument("--failovers", type=int, default=5, help="leader kills (default 5)")
+    p.add_argument(
+        "--steady-seconds",
+        type=float,
+        default=30.0,
+        help="window counting elections under steady load before the kills (default 30; 0: none)",
+    )
+    p.add_argument("--steady-inflight", type=int, default=256, help="writers of that window (default 256)")
+    p.add_argument(
+        "--real-zookeeper",
+        action="store_true",
+        help="the same failover rounds on a real 3-node ZooKeeper with kazoo (java and pyspark's jars)",
+    )
     p.add_argument("--baseline-seconds", type=float, default=2.0, help="LMDB fsync baseline duration (default 2)")
+    p.add_argument(
+        "--property",
+        type=_property,
+        action="append",
+        default=[],
+        help="a node property for every cluster, e.g. raft.campaign.on.leader.loss=false (repeatable)",
+    )
     p.add_argument("--dir", type=Path, default=None, help="parent directory of the data (default: the temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the data directory (node logs) after the run")
     args = p.parse_args(argv)
     if args.seconds <= 0 or args.warmup < 0 or args.runs < 0 or args.failovers < 0 or args.payload_bytes < 0:
         p.error("--seconds must be > 0; --warmup, --runs, --failovers, --payload-bytes must be >= 0")
+    if args.steady_seconds < 0 or args.steady_inflight < 1:
+        p.error("--steady-seconds must be >= 0 and --steady-inflight >= 1")
+    if args.real_zookeeper:
+        from tests.real_zookeeper import unavailable_reason
+
+        reason = unavailable_reason()
+        if reason is not None:
+            p.error(f"--real-zookeeper cannot run here: {reason}")
     return args
 
 
 async def bench(root: Path, args: argparse.Namespace) -> None:
     payload = os.urandom(args.payload_bytes)
-    emit(setup_record(root))
+    emit(setup_record(root, args))
     baseline = lmdb_fsync_baseline(root, args.baseline_seconds, payload)
     emit(baseline)
     runs: list[dict[str, Any]] = []
     for run in range(1, args.runs + 1):
         runs += await throughput_run(root, run, args, payload)
-    failovers = await failover_rounds(root, args, payload) if args.failovers else []
-    emit(summarize(baseline, runs, failovers, args))
+    records = await failover_rounds(root, args, payload) if args.failovers or args.steady_seconds else []
+    if args.real_zookeeper and args.failovers:
+        from bench import real_zookeeper_failover
+
+        records += await asyncio.to_thread(
+            real_zookeeper_failover.failover_rounds, root / "real-zookeeper", args.failovers, payload
+        )
+    emit(summarize(baseline, runs, records, args))
 
 
 def _raise_keyboard_interrupt(signum: int, _frame: object) -> None:

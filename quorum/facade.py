@@ -10,7 +10,8 @@ holds it to that). What it needs of the node:
 * leadership: `is_leader`, `leader_id`, `term`, `leader_address` (where a
   follower forwards writes: forwarding is the application's, over its own
   gRPC service), `role_since_s`, `follower_states`; zkemu polls these from its
-  own timers, so the facade has no event stream to keep;
+  own timers, so the facade has no event stream to keep; a write that finds
+  no leader waits on `leadership_changed` (bounded) instead of a fixed pause;
 * status and tuning: `status`, `read_index_rounds_in_flight`,
   `set_commit_interest`; the process's latency histograms (`RAFT_LATENCY_HISTOGRAMS`,
   `WAL_FSYNC`: quorum.latency_metrics), which zkemu publishes;
@@ -99,6 +100,7 @@ class QuorumFacade:
         "set_commit_interest",
         "status",
         "read_index_rounds_in_flight",
+        "leadership_changed",
     )
 
     def __init__(self, node: QuorumNode) -> None:
@@ -120,6 +122,8 @@ class QuorumFacade:
         self.set_commit_interest: Callable[[bool], None] = node.set_commit_interest
         self.status: Callable[[], NodeStatus] = node.status
         self.read_index_rounds_in_flight: Callable[[], int] = node.read_index_rounds_in_flight
+        # Returns at this node's next change of role or leader, or after the timeout (an election's end).
+        self.leadership_changed: Callable[[float], Coroutine[Any, Any, None]] = node.leadership_changed
 
     # The Raft core's fields every request reads (a reply's zxid, the write router's decision): read
     # here in one hop, as zkemu read them before there was a facade, not through a QuorumNode property.

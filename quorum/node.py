@@ -216,6 +216,7 @@ class QuorumNode:
             durable_notice=settings.raft_durable_notice,
             lazy_follower_commits=settings.raft_lazy_follower_commits,
             deferred_replication=settings.raft_deferred_replication,
+            campaign_on_leader_loss=settings.raft_campaign_on_leader_loss,
         )
         rng = rng or random.Random()
         self.core = Raft(config, state, rng, applied=self.state_machine.applied_index())
@@ -256,6 +257,8 @@ class QuorumNode:
         self._stopping = False
         self._fatal: BaseException | None = None
         self._stopped: asyncio.Event | None = None
+        # Resolved at this node's next change of role or leader (leadership_changed), then replaced.
+        self._leadership_notice: asyncio.Future[None] | None = None
 
     # ---------------------------------------------------------------- startup
     def _reconcile_log_with_applied_state(self, state: PersistentState) -> PersistentState:
@@ -364,6 +367,7 @@ class QuorumNode:
             on_snapshot_done=self._on_snapshot_done,
             log=self.log,
             tls=self.settings.peer_tls,
+            on_stream_broken=self._on_stream_broken,
         )
         transport.start()
         self.start_loop(transport)
@@ -709,12 +713,14 @@ class QuorumNode:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    def _guard(self, fn: Any, *args: Any) -> None:
-        """Run a core call; an invariant violation stops the node instead of corrupting state."""
+    def _guard(self, fn: Any, *args: Any) -> Any:
+        """Run a core call and return what it returns; an invariant violation stops the node instead of
+        corrupting state (then None)."""
         try:
-            fn(*args)
+            return fn(*args)
         except InvariantViolation as exc:
             self._die(exc)
+            return None
 
     def _die(self, exc: BaseException) -> None:
         if self._fatal is None:
@@ -731,6 +737,9 @@ class QuorumNode:
     def _on_soft_state(self, soft: SoftState) -> None:
         old = self._soft
         self._soft = soft
+        notice, self._leadership_notice = self._leadership_notice, None
+        if notice is not None and not notice.done():
+            notice.set_result(None)
         if soft.role != old.role:
             self._place()
             self.role_since_s = time.monotonic()
@@ -839,6 +848,15 @@ class QuorumNode:
     def _on_unreachable(self, peer: int) -> None:
         self._guard(self.core.report_unreachable, peer)
         self._wake()
+
+    def _on_stream_broken(self, peer: int) -> None:
+        """A live stream to `peer` broke hard (PeerTransport's on_stream_broken): if `peer` is our leader,
+        the core starts a pre-election now instead of waiting out the election timeout
+        (Raft.leader_unreachable, RaftConfig.campaign_on_leader_loss)."""
+        term = self.core.term
+        if self._guard(self.core.leader_unreachable, peer):
+            self.log.info("leader_stream_broken", leader=peer, term=term, action="pre_election")
+            self._wake()
 
     def _on_snapshot_done(self, peer: int, ok: bool) -> None:
         self._guard(self.core.report_snapshot, peer, ok)
@@ -1023,6 +1041,17 @@ class QuorumNode:
             index = await self.read_index(timeout_s)
             await self.wait_applied(index, timeout_s)
         return self.state_machine.read(key), self.core.applied_index
+
+    async def leadership_changed(self, timeout_s: float) -> None:
+        """Return at this node's next change of role or of the leader it knows, or after `timeout_s`.
+
+        What a request that found no leader waits on (an election is under way): it goes on the moment
+        the election is decided, instead of polling. Costs nothing until someone waits."""
+        notice = self._leadership_notice
+        if notice is None:
+            notice = self._leadership_notice = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(notice), timeout_s)
 
     # ------------------------------------------------------------- operations
     def status(self) -> NodeStatus:

@@ -5,7 +5,10 @@ Tests and benchmarks use it against `quorum.state.machine=register`.
 Proposals made concurrently are coalesced into one `Propose` RPC per event
 loop turn (up to `batch_max` commands), so many callers cost few messages.
 `NOT_LEADER` answers name the leader; the client switches to it and retries
-proposals that were certainly not applied.
+proposals that were certainly not applied. A server that does not answer at
+all (its process is gone) is passed over for the next one at once; a pause
+comes only when no server helped (the quorum's servers hold a proposal that
+finds no leader until the election is decided, so the client need not poll).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ class QuorumClientError(Exception):
 
 # Codes whose proposals were certainly not applied, so a retry cannot duplicate them.
 _SAFE_TO_RETRY = {"NOT_LEADER", "PROPOSAL_DROPPED", "PROPOSAL_LOST", "SHUTTING_DOWN", "UNAVAILABLE"}
+# The pause before a proposal is tried again where no server helped: none knew a leader, or every
+# server the proposal went to since the last answer did not answer at all.
+RETRY_PAUSE_S = 0.01
+PROPOSE_ATTEMPTS_MAX = 10_000  # a bound besides the deadline: a few attempts per pause at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,12 @@ def _error_of(exc: grpc.aio.AioRpcError) -> tuple[str, int, str]:
     code = str(md.get("error-code", exc.code().name))
     leader = int(md.get("leader-id", "0") or 0)
     return code, leader, str(md.get("leader-address", ""))
+
+
+def _server_answered(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether a quorum server sent this error (quorum.service.abort_with names its code), rather than
+    gRPC, which found no server there (refused, reset: UNAVAILABLE)."""
+    return any(key == "error-code" for key, _ in exc.trailing_metadata() or ())
 
 
 class QuorumClient:
@@ -93,6 +106,11 @@ class QuorumClient:
             await ch.close(grace=None)
         self._channels.clear()
 
+    @property
+    def leader(self) -> str:
+        """The server proposals go to now: after a proposal returns, the one that answered it (the leader)."""
+        return self._leader
+
     # ---- proposals
     async def propose(self, command: bytes) -> Proposal:
         fut: asyncio.Future[Proposal] = asyncio.get_running_loop().create_future()
@@ -127,21 +145,32 @@ class QuorumClient:
 
     async def _propose_with_retry(self, commands: list[bytes]) -> Sequence[pb.ProposeResult]:
         deadline = time.monotonic() + self._timeout_s
-        attempt = 0
-        while True:
-            attempt += 1
+        silent: set[str] = set()  # servers that did not answer at all during this call (gone, or not up yet)
+        for attempt in range(1, PROPOSE_ATTEMPTS_MAX + 1):
             address = self._leader
             remaining = deadline - time.monotonic()
             try:
                 reply = await self._stub(address).Propose(pb.ProposeRequest(commands=commands), timeout=remaining)
                 return reply.results
             except grpc.aio.AioRpcError as exc:
-                code, leader_id, leader_address = _error_of(exc)
-                if code not in _SAFE_TO_RETRY or time.monotonic() >= deadline or attempt > 200:
+                code, _leader_id, leader_address = _error_of(exc)
+                if code not in _SAFE_TO_RETRY or time.monotonic() >= deadline or attempt == PROPOSE_ATTEMPTS_MAX:
                     raise QuorumClientError(code, exc.details() or code, code in _SAFE_TO_RETRY) from None
-                self._leader = leader_address if leader_address else self._next_server(address)
-                if not leader_address:
-                    await asyncio.sleep(0.05)  # no leader known yet: an election is under way
+                answered = _server_answered(exc)
+                if answered:
+                    silent.discard(address)
+                else:
+                    silent.add(address)
+                self._leader = leader_address or self._next_server(address)
+                # A pause only where no server helped: none knew a leader; or the leader named is one that
+                # did not answer (a follower names a dead leader until its stream to it breaks); or no
+                # server answered at all.
+                if (answered and not leader_address) or leader_address in silent:
+                    await asyncio.sleep(RETRY_PAUSE_S)
+                elif len(silent) >= len(self._servers):
+                    silent.clear()
+                    await asyncio.sleep(RETRY_PAUSE_S)
+        raise AssertionError("unreachable: the last attempt raises")
 
     def _next_server(self, address: str) -> str:
         k = self._servers.index(address) if address in self._servers else -1

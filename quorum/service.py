@@ -7,6 +7,7 @@ rebuild the typed error and follow the leader.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
@@ -31,6 +32,8 @@ _STATUS_OF: dict[type[errors.QuorumError], grpc.StatusCode] = {
 }
 
 DEFAULT_READ_TIMEOUT_S = 5.0
+# Changes of role or leader a proposal that found no leader waits through before it is answered.
+LEADERSHIP_CHANGES_MAX = 16
 
 
 async def abort_with(context: grpc.aio.ServicerContext, exc: errors.QuorumError) -> NoReturn:
@@ -132,10 +135,30 @@ class QuorumService(pb_grpc.QuorumServicer):
         if remaining is not None:
             timeout_s = min(timeout_s, max(remaining, 0.0))
         try:
-            results = await self._node.propose_many(list(request.commands), timeout_s)
+            results = await self._propose(list(request.commands), timeout_s)
         except errors.QuorumError as exc:
             await abort_with(context, exc)
         return pb.ProposeResponse(results=[pb.ProposeResult(index=i, value=v) for i, v in results])
+
+    async def _propose(self, commands: list[bytes], timeout_s: float) -> list[tuple[int, bytes]]:
+        """Propose `commands`; while no leader is known (an election is under way) wait for the election
+        to be decided, up to two election timeouts (a split vote, then a second election) within
+        `timeout_s`: then this node leads and proposes, or the NotLeaderError names the new leader. The
+        client does not have to poll the servers meanwhile."""
+        node = self._node
+        now_s = time.monotonic()
+        deadline_s = now_s + timeout_s
+        election_s = node.settings.election_timeout_ticks * node.settings.tick_ms / 1000
+        leader_wait_end_s = min(deadline_s, now_s + 2 * election_s)
+        for _ in range(LEADERSHIP_CHANGES_MAX):
+            try:
+                return await node.propose_many(commands, max(deadline_s - time.monotonic(), 0.0))
+            except errors.NotLeaderError as exc:
+                wait_s = leader_wait_end_s - time.monotonic()
+                if exc.leader_id or wait_s <= 0:
+                    raise
+                await node.leadership_changed(wait_s)
+        return await node.propose_many(commands, max(deadline_s - time.monotonic(), 0.0))
 
     async def Read(self, request: pb.ReadRequest, context: Any) -> pb.ReadResponse:  # noqa: N802
         remaining = context.time_remaining()

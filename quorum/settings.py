@@ -92,11 +92,12 @@ class NodeSettings:
     snapshot_trailing_bytes: int = 16 << 20
     inflight_appends_max: int = 64
     # The Raft protocol's extensions (RaftConfig: durable_notice, lazy_follower_commits,
-    # deferred_replication) and the Ready loop's (quorum.loop_options.LoopOptions, the `loop` property);
-    # all on by default, the loop correct with any of them off.
+    # deferred_replication, campaign_on_leader_loss) and the Ready loop's (quorum.loop_options.LoopOptions,
+    # the `loop` property); all on by default, the loop correct with any of them off.
     raft_durable_notice: bool = True
     raft_lazy_follower_commits: bool = True
     raft_deferred_replication: bool = True
+    raft_campaign_on_leader_loss: bool = True
     loop_inline_persist_entries_max: int = 16
     loop_apply_ahead_during_save: bool = True
     loop_prepare_while_committing: bool = True
@@ -604,6 +605,7 @@ _FIELD_OF_PROPERTY = {
     "raft.durable.notice": "raft_durable_notice",
     "raft.lazy.follower.commits": "raft_lazy_follower_commits",
     "raft.deferred.replication": "raft_deferred_replication",
+    "raft.campaign.on.leader.loss": "raft_campaign_on_leader_loss",
     "quorum.loop.inline.persist.entries.max": "loop_inline_persist_entries_max",
     "quorum.loop.apply.ahead.during.save": "loop_apply_ahead_during_save",
     "quorum.loop.prepare.while.committing": "loop_prepare_while_committing",
@@ -669,6 +671,7 @@ _BOOL_FIELDS = frozenset(
         "raft_durable_notice",
         "raft_lazy_follower_commits",
         "raft_deferred_replication",
+        "raft_campaign_on_leader_loss",
         "loop_apply_ahead_during_save",
         "loop_prepare_while_committing",
         "loop_leader_sends_before_apply",

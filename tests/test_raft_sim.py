@@ -106,6 +106,8 @@ def test_the_simulation_exercises_every_fault_and_feature() -> None:
         "lazy_commit_changes",
         "self_commits",
         "applied_ahead",
+        "leader_loss_reports",
+        "leader_loss_campaigns",
     ):
         assert getattr(total, name) > 0, f"no {name} in 40 seeds: {total}"
     assert total.acked > 1000 and total.reads_answered > 500

@@ -62,7 +62,8 @@ __all__ = [
     "WriteRouter",
 ]
 
-# How long a write may wait for a leader (elections take about one election timeout).
+# How long a write waits for the leadership this server sees to change (QuorumFacade.leadership_changed:
+# an election decided, a new leader's first append) before it decides again where to go.
 NO_LEADER_POLL_S = 0.02
 FORWARD_BATCH_MAX = 2048
 # Why a refused write is not submitted again (SessionWrite.may_retry): ConnectionLoss says it.
@@ -204,7 +205,7 @@ class WriteRouter:
                     # Refused on the spot (a leadership transfer, too much uncommitted data): the
                     # refusal came without a pause, so let the loop move the leader on first.
                     _not_taken(turn, lost=False)
-                    await asyncio.sleep(NO_LEADER_POLL_S)
+                    await self._quorum.leadership_changed(NO_LEADER_POLL_S)
                     continue
                 except QuorumError as exc:
                     raise ConnectionLossError(str(exc)) from None
@@ -215,13 +216,14 @@ class WriteRouter:
                     break
                 except RetryElsewhere:
                     _not_taken(turn, lost=False)
-                    await asyncio.sleep(NO_LEADER_POLL_S)  # let an election or a new leader's first append land
+                    # Let an election or a new leader's first append land.
+                    await self._quorum.leadership_changed(NO_LEADER_POLL_S)
                     continue
                 except TimeoutError:
                     raise ConnectionLossError(LEADER_DID_NOT_ANSWER) from None
             else:
                 _not_taken(turn, lost=True)
-                await asyncio.sleep(NO_LEADER_POLL_S)  # an election is under way
+                await self._quorum.leadership_changed(NO_LEADER_POLL_S)  # an election is under way
         await self._quorum.wait_applied(zxid, max(deadline - time.monotonic(), 0.5))
         return zxid, zk_pb2.TxnResult.FromString(raw)
 
@@ -341,7 +343,7 @@ class WriteRouter:
         for item in items:
             item.write.unplace()
         if pause_s:
-            await asyncio.sleep(pause_s)
+            await self._quorum.leadership_changed(pause_s)
         outcomes = await asyncio.gather(*(self._submit_alone(item) for item in items))
         for item, outcome in zip(items, outcomes, strict=True):
             if isinstance(outcome, ConnectionLossError):

@@ -33,6 +33,11 @@ class RaftConfig:
     # While the leader and enough followers streaming without trouble make a quorum, the others get new
     # entries late (Raft._deferred_followers). Off: every follower gets each entry at once, as in etcd.
     deferred_replication: bool = True
+    # A follower told that its stream to the leader broke (Raft.leader_unreachable: refused or reset, not a
+    # silence) starts a pre-election at once instead of waiting out its election timeout; while it looks
+    # for a new leader it grants pre-votes to the best candidate only. Acts only with pre_vote and
+    # check_quorum on, which keep it from disturbing a leader that is alive. Off: such reports are ignored.
+    campaign_on_leader_loss: bool = True
 
     def __post_init__(self) -> None:
         if self.node_id < 1:

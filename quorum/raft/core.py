@@ -115,6 +115,10 @@ class Raft:
         self._ready_outstanding = False
         self._persisted: Ready | None = None  # the outstanding Ready, once persisted() took note of it
         self._lazy_commits = False
+        # While this node looks for a new leader after its stream to the old one broke (leader_unreachable):
+        # the best candidate it has seen, as (last log term, last index, id); None otherwise.
+        self._leader_lost: tuple[int, int, int] | None = None
+        self._lost_round = b""  # the context of that pre-election's PRE_VOTEs, which their answers echo
         self._become_follower(self.term, NO_LEADER)
 
     # --------------------------------------------------------------- settings
@@ -204,6 +208,7 @@ class Raft:
         self._uncommitted_bytes = 0
         self._bcast_pending = False
         self._leader_durable = 0
+        self._leader_lost = None
 
     def _become_follower(self, term: int, leader: int) -> None:
         self._reset(term)
@@ -252,6 +257,7 @@ class Raft:
         self._election_elapsed += 1
         if self._election_elapsed >= self._randomized_election_timeout:
             self._election_elapsed = 0
+            self._leader_lost = None  # from here on, the plain rules (_rank_pre_vote)
             self._campaign(_Campaign.PRE_ELECTION if self.config.pre_vote else _Campaign.ELECTION)
 
     def _tick_heartbeat(self) -> None:
@@ -282,7 +288,7 @@ class Raft:
         return active >= self.config.quorum
 
     # --------------------------------------------------------------- campaign
-    def _campaign(self, kind: _Campaign) -> None:
+    def _campaign(self, kind: _Campaign, round_tag: bytes = b"") -> None:
         if kind is _Campaign.PRE_ELECTION:
             self._become_pre_candidate()
             vote_type = MT.PRE_VOTE
@@ -294,7 +300,7 @@ class Raft:
         if self._poll(self.node_id, True, self.log_incomplete):
             self._won_vote(kind)
             return
-        context = CAMPAIGN_TRANSFER if kind is _Campaign.TRANSFER else b""
+        context = CAMPAIGN_TRANSFER if kind is _Campaign.TRANSFER else round_tag
         for p in self._peers:
             self._send(
                 Message(
@@ -400,6 +406,40 @@ class Raft:
             pr.become_probe()
             self._bcast_pending = True  # deferred followers may be needed for the quorum now
 
+    def leader_unreachable(self, peer: int) -> bool:
+        """The runner's transport saw its stream to `peer` break hard: the connection refused or reset
+        right after it carried messages, not a mere silence. If `peer` is this follower's leader, start
+        a pre-election now instead of waiting out the election timeout (RaftConfig.campaign_on_leader_loss);
+        returns whether it did.
+
+        A ZooKeeper follower does the same: when its connection to the
+        leader drops it goes LOOKING at once (Follower.followLeader, then
+        FastLeaderElection), which is why its failover takes well under an
+        election timeout. Safety does not depend on the report's truth: a
+        pre-election changes no term and no vote (thesis §9.6). What keeps it
+        from disturbing a leader that is alive is check-quorum's leader
+        stickiness: a node that still hears from its leader ignores the
+        pre-vote, so a follower whose own link flapped gets no grant while the
+        leader and the others make a majority, and follows the leader again
+        at its next heartbeat, in the same term. When the leader is dead, every
+        follower's stream to it breaks, so each has lost its lease too and
+        grants (with 3 voters one grant wins, with 5 two): `_rank_pre_vote`
+        has them grant the best candidate only, so that two such followers do
+        not win pre-elections at once and split the real votes. The election
+        timer keeps running meanwhile: at its timeout the usual rules return.
+        """
+        config = self.config
+        if not (config.campaign_on_leader_loss and config.pre_vote and config.check_quorum):
+            return False
+        if self.role is not Role.FOLLOWER or peer == NO_LEADER or peer != self.leader_id:
+            return False
+        # A tag of this round, which the answers echo: a grant to an earlier round of ours, given while
+        # its voter too had lost the leader, must not count once that voter follows the leader again.
+        self._lost_round = b"leader-lost:%d" % self._rng.randrange(0, 1 << 62)
+        self._campaign(_Campaign.PRE_ELECTION, self._lost_round)
+        self._leader_lost = self._candidate_key()
+        return True
+
     def report_snapshot(self, peer: int, ok: bool) -> None:
         pr = self._progress.get(peer) if self.role is Role.LEADER else None
         if pr is None or pr.state is not ProgressState.SNAPSHOT:
@@ -461,6 +501,8 @@ class Raft:
             self._step_candidate(m)
 
     def _handle_vote_request(self, m: Message) -> None:
+        if m.type is MT.PRE_VOTE and self._leader_lost is not None and self._rank_pre_vote(m):
+            return
         can_vote = (
             self.vote == m.frm
             or (self.vote == NO_VOTE and self.leader_id == NO_LEADER)
@@ -469,12 +511,46 @@ class Raft:
         resp_type = MT.VOTE_RESP if m.type is MT.VOTE else MT.PRE_VOTE_RESP
         if can_vote and self.log.is_up_to_date(m.index, m.log_term):
             # A grant answers in the candidate's term (for a pre-vote, the future term).
-            self._send(Message(resp_type, m.frm, self.node_id, m.term, log_incomplete=self.log_incomplete))
+            self._send(
+                Message(resp_type, m.frm, self.node_id, m.term, log_incomplete=self.log_incomplete, context=m.context)
+            )
             if m.type is MT.VOTE:
                 self._election_elapsed = 0
                 self.vote = m.frm
         else:
-            self._send(Message(resp_type, m.frm, self.node_id, self.term, reject=True))
+            self._send(Message(resp_type, m.frm, self.node_id, self.term, reject=True, context=m.context))
+
+    def _candidate_key(self) -> tuple[int, int, int]:
+        return (self.log.last_term, self.log.last_index, self.node_id)
+
+    def _rank_pre_vote(self, m: Message) -> bool:
+        """A pre-vote while this node looks for a new leader after its stream to the old one broke
+        (`leader_unreachable`): granted only to the best candidate seen since, ranked as ZooKeeper's
+        FastLeaderElection.totalOrderPredicate ranks votes (the more up-to-date log, then the higher id).
+        Returns whether `m` was answered here (refused); a grant follows the usual rules.
+
+        Every follower of a dead leader campaigns at once, so without a rank
+        each would grant the others' pre-votes, all would win, and the real
+        votes would split until an election timeout. A pre-candidate that
+        meets a better candidate steps back; one that refuses a worse rival
+        sends its own pre-vote to it again: the rival campaigns, so it has
+        lost its leader too and grants now, though it may have ignored the
+        first one while it still heard from the old leader.
+        """
+        best = self._leader_lost
+        assert best is not None
+        rival = (m.log_term, m.index, m.frm)
+        if rival >= best:
+            if self.role is Role.PRE_CANDIDATE:
+                self._become_follower(self.term, NO_LEADER)  # steps back: the rival's campaign wins sooner
+            self._leader_lost = rival
+            return False
+        self._send(Message(MT.PRE_VOTE_RESP, m.frm, self.node_id, self.term, reject=True, context=m.context))
+        if self.role is Role.PRE_CANDIDATE:
+            last_term, last_index, _ = self._candidate_key()
+            self._send(Message(MT.PRE_VOTE, m.frm, self.node_id, self.term + 1, log_term=last_term, index=last_index,
+                               context=self._lost_round))  # fmt: skip
+        return True
 
     # ---- follower
     def _step_follower(self, m: Message) -> None:
@@ -592,6 +668,8 @@ class Raft:
         elif t is MT.SNAPSHOT:
             self._become_follower(m.term, m.frm)
             self._handle_snapshot(m)
+        elif t is MT.PRE_VOTE_RESP and self._leader_lost is not None and m.context != self._lost_round:
+            pass  # an answer to an earlier round of ours (leader_unreachable says why it must not count)
         elif (t is MT.PRE_VOTE_RESP and self.role is Role.PRE_CANDIDATE) or (
             t is MT.VOTE_RESP and self.role is Role.CANDIDATE
         ):

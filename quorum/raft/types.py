@@ -130,7 +130,9 @@ class Message:
     reject_hint: int = 0
     snapshot: SnapshotMeta | None = None
     # ReadIndex request id (HEARTBEAT, READ_INDEX*), or b"transfer" on a VOTE
-    # caused by leadership transfer (bypasses the leader lease, etcd campaignTransfer).
+    # caused by leadership transfer (bypasses the leader lease, etcd campaignTransfer),
+    # or the round of a pre-election on a broken leader stream (PRE_VOTE; Raft.leader_unreachable).
+    # VOTE_RESP and PRE_VOTE_RESP echo their request's.
     context: bytes = b""
     # APPEND_RESP, HEARTBEAT_RESP: the follower does not need COMMIT messages
     # (Raft.set_lazy_commits); it learns the commit index from the next APPEND

@@ -53,12 +53,17 @@ WITHHOLD_COMMITTED_RATE = 0.3
 PERSISTED_REPORT_RATE = 0.5
 # The core's protocol extensions (RaftConfig): each seed draws every one on or off (on more often, as
 # deployed), from a generator of its own; a test forces one on or off over many seeds.
-EXTENSIONS = ("durable_notice", "lazy_follower_commits", "deferred_replication")
+EXTENSIONS = ("durable_notice", "lazy_follower_commits", "deferred_replication", "campaign_on_leader_loss")
 EXTENSION_ON_RATE = 0.75
 # How often the runner applies the committed entries earlier Readies made durable before it persists
 # the Ready's own (the node's loop does so before or during its save: quorum.node._durable_apply_timing).
 APPLY_AHEAD_RATE = 0.5
 LAZY_TOGGLE_RATE = 0.05  # per tick: a node gains or loses its last client session
+# Reports of a broken stream to the leader (Raft.leader_unreachable), from a generator of their own: a
+# crashed leader's followers each learn of it with this chance (their stream was live), and per tick a
+# follower of a leader that is alive is told its stream broke (a flapping link) with one of these chances.
+STREAM_BREAK_SEEN_RATES = (1.0, 0.5)
+FLAP_RATES = (0.0, 0.02, 0.1)
 # Snapshots a node keeps in its snapshot store (the newest ones).
 SNAPSHOTS_KEPT = 3
 # More messages in flight than this is a storm (two nodes answering each other forever, and
@@ -122,6 +127,9 @@ class SimResult:
     lazy_commit_changes: int = 0
     # A follower committed entries no leader had counted yet (on the leader's DURABLE notice).
     self_commits: int = 0
+    # Stream breaks reported to followers (a crashed leader's, a flapping link), and the campaigns they began.
+    leader_loss_reports: int = 0
+    leader_loss_campaigns: int = 0
     # Committed entries applied (and acknowledged) before the Ready's own entries were persisted.
     applied_ahead: int = 0
     committed: int = 0
@@ -288,6 +296,10 @@ class Cluster:
         self.persisted_rng = random.Random(seed * LAZY_SEED_FACTOR + 3)
         # Whether the runner applies durable committed entries before persisting: its own generator too.
         self.apply_ahead_rng = random.Random(seed * LAZY_SEED_FACTOR + 5)
+        # Which followers hear of a broken stream to their leader, and when a link flaps: its own generator too.
+        self.break_rng = random.Random(seed * LAZY_SEED_FACTOR + 6)
+        self.stream_break_seen_rate = self.break_rng.choice(STREAM_BREAK_SEEN_RATES)
+        self.flap_rate = self.break_rng.choice(FLAP_RATES)
         self.verbose = verbose
         self.out = out or (lambda line: print(line, file=sys.stdout))
         self.inv = Invariants()
@@ -398,6 +410,23 @@ class Cluster:
         if self.chaos:
             delay = self.rng.randint(1, self.profile.restart_ticks_max) * TICK_UNITS
             self._schedule(delay, _EV_RESTART, None, None, node.id)
+        for other in self.nodes.values():
+            # Its followers' streams to it break at once (the kernel resets a dead process's connections).
+            core = self._running(other)  # a paused follower hears of it once it runs again: left out
+            if core is not None and core.leader_id == node.id and self.break_rng.random() < self.stream_break_seen_rate:
+                self._report_stream_break(other, node.id)
+
+    def _report_stream_break(self, node: SimNode, peer: int) -> None:
+        """The transport tells `node` its stream to `peer` broke (Raft.leader_unreachable)."""
+        core = node.core
+        assert core is not None
+        self.result.leader_loss_reports += 1
+        if core.leader_unreachable(peer):
+            self.result.leader_loss_campaigns += 1
+            if self.verbose:
+                self._trace(f"n{node.id} lost its stream to leader n{peer}: pre-election at once")
+        self._drain(node)
+        self._after(node)
 
     def _after(self, node: SimNode) -> None:
         """Checks after every event that touched `node` (O(1) unless something new happened)."""
@@ -682,8 +711,20 @@ class Cluster:
             self._liveness_probe()
         self._schedule(TICK_UNITS, _EV_TICK, None, None, 0)
 
+    def _flap(self) -> None:
+        """A follower of a leader that is alive is told its stream to the leader broke (a flapping link)."""
+        if not self.flap_rate or self.break_rng.random() >= self.flap_rate:
+            return
+        node = self.nodes[self.break_rng.choice(self.voters)]
+        core = self._running(node)
+        if core is not None and core.role is Role.FOLLOWER and core.leader_id in self.nodes:
+            leader = self.nodes[core.leader_id].core
+            if leader is not None and leader.role is Role.LEADER:
+                self._report_stream_break(node, core.leader_id)
+
     def _chaos(self) -> None:
         prof, rng = self.profile, self.rng
+        self._flap()
         if self.lazy_rng.random() < LAZY_TOGGLE_RATE:
             node = self.nodes[self.lazy_rng.choice(self.voters)]
             lazy = self.lazy_rng.random() < 0.5

@@ -330,6 +330,7 @@ class LoopCluster:
             "raft_durable_notice": o["durable_notice"],
             "raft_lazy_follower_commits": o["lazy_follower_commits"],
             "raft_deferred_replication": o["deferred_replication"],
+            "raft_campaign_on_leader_loss": o["campaign_on_leader_loss"],
             "loop_inline_persist_entries_max": rng.choice(INLINE_ENTRIES_ON) if o["inline_persist_entries_max"] else 0,
             "loop_apply_ahead_during_save": o["apply_ahead_during_save"],
             "loop_prepare_while_committing": o["prepare_while_committing"],
@@ -389,6 +390,10 @@ class LoopCluster:
         m.node = None
         m.writer = None
         self.result.crashes += 1
+        for other in self.members.values():
+            # Its followers' streams to it break (PeerTransport's on_stream_broken): each may campaign at once.
+            if other.node is not None and other.life.alive and other.node.core.leader_id == m.id:
+                self._in_loop(other.node._on_stream_broken, m.id)  # noqa: SLF001 (the transport's report)
         if self.verbose:
             self._trace(f"n{m.id} CRASH ({fatal or 'killed'}); {lost} writes lost (not durable, or still queued)")
         delay = self.rng.randint(1, self.profile.restart_ticks_max) * TICK_UNITS if self.chaos else TICK_UNITS

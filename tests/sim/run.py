@@ -14,6 +14,11 @@ With --loop, the seeds run real QuorumNodes, the node's own Ready loop
 forces one on or off (and implies --loop):
 
     python3 -m tests.sim.run --loop --seeds 0:5000 --loop-option ready_in_handler=off --jobs 2
+
+With --flapping, the seeds run the flapping-links scenario (tests/sim/flapping.py):
+stream breaks reported under a healthy leader must elect nobody new.
+
+    python3 -m tests.sim.run --flapping --seeds 0:2000 --nodes 5
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import time
 from collections.abc import Iterator
 
 from tests.sim.cluster import EXTENSIONS, SimResult, SimulationError, run_seed
+from tests.sim.flapping import run_flapping_seed
 from tests.sim.node_loop import LOOP_OPTIONS, LoopResult, run_loop_seed
 
 DEFAULT_STEPS = 3000
@@ -76,6 +82,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="force a protocol extension on or off, e.g. durable_notice=off (default: each seed draws them)",
     )
     p.add_argument("--loop", action="store_true", help="simulate real QuorumNodes: the node's Ready loop")
+    p.add_argument("--flapping", action="store_true", help="the flapping-links scenario (tests/sim/flapping.py)")
     p.add_argument(
         "--loop-option",
         type=_loop_option,
@@ -86,17 +93,23 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("-v", "--verbose", action="store_true", help="print the event trace (one seed)")
     args = p.parse_args(argv)
     args.loop = args.loop or bool(args.loop_option)
+    if args.flapping and (args.loop or args.option):
+        p.error("--flapping runs the core alone with its own options: no --loop, --loop-option or --option")
     if args.steps is None:
         args.steps = DEFAULT_LOOP_STEPS if args.loop else DEFAULT_STEPS
     return args
 
 
 Result = SimResult | LoopResult
+# Passed through `forced` (the worker processes take one tuple): run the flapping-links scenario.
+FLAPPING = "--flapping"
 
 
 def _run(seed: int, nodes: int, steps: int, forced: dict[str, bool], loop: bool, verbose: bool = False) -> Result:
     if loop:
         return run_loop_seed(seed, nodes, steps, verbose=verbose, forced=forced)
+    if forced.get(FLAPPING):
+        return run_flapping_seed(seed, nodes, steps, verbose=verbose)
     return run_seed(seed, nodes, steps, verbose=verbose, forced=forced)
 
 
@@ -121,7 +134,7 @@ def sweep(
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    forced = dict(args.option) | dict(args.loop_option)
+    forced = dict(args.option) | dict(args.loop_option) | ({FLAPPING: True} if args.flapping else {})
     if args.seed is not None:
         try:
             result = _run(args.seed, args.nodes, args.steps, forced, args.loop, verbose=args.verbose)
@@ -140,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAILED {error}", file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - started
     rate = done / elapsed if elapsed > 0 else float("inf")
-    what = "node loop" if args.loop else "core"
+    what = "node loop" if args.loop else "flapping links" if args.flapping else "core"
     print(
         f"{done} seeds ({what}, {args.seeds.start}:{args.seeds.stop}, {args.nodes} nodes, {args.steps} steps): "
         f"{done - len(failures)} passed, {len(failures)} failed in {elapsed:.1f}s ({rate:.1f} seeds/s)"
