@@ -19,14 +19,22 @@ class Entry(_message.Message):
     def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., data: _Optional[bytes] = ..., kind: _Optional[int] = ...) -> None: ...
 
 class SnapshotMeta(_message.Message):
-    __slots__ = ("index", "term", "voters")
+    __slots__ = ("index", "term", "voters", "learners", "observers", "config_index", "config_context")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     VOTERS_FIELD_NUMBER: _ClassVar[int]
+    LEARNERS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVERS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     index: int
     term: int
     voters: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., voters: _Optional[_Iterable[int]] = ...) -> None: ...
+    learners: _containers.RepeatedScalarFieldContainer[int]
+    observers: _containers.RepeatedScalarFieldContainer[int]
+    config_index: int
+    config_context: bytes
+    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., voters: _Optional[_Iterable[int]] = ..., learners: _Optional[_Iterable[int]] = ..., observers: _Optional[_Iterable[int]] = ..., config_index: _Optional[int] = ..., config_context: _Optional[bytes] = ...) -> None: ...
 
 class RaftMessage(_message.Message):
     __slots__ = ("type", "to", "term", "log_term", "index", "entries", "commit", "reject", "reject_hint", "snapshot", "has_snapshot", "context", "lazy_commits", "log_incomplete")
