@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19zkraft_proto/quorum.proto\x12\rzkraft.quorum\"@\n\x05\x45ntry\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0c\n\x04kind\x18\x04 \x01(\r\"\x8e\x01\n\x0cSnapshotMeta\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\x0e\n\x06voters\x18\x03 \x03(\r\x12\x10\n\x08learners\x18\x04 \x03(\r\x12\x11\n\tobservers\x18\x05 \x03(\r\x12\x14\n\x0c\x63onfig_index\x18\x06 \x01(\x04\x12\x16\n\x0e\x63onfig_context\x18\x07 \x01(\x0c\"\xc4\x02\n\x0bRaftMessage\x12\x0c\n\x04type\x18\x01 \x01(\r\x12\n\n\x02to\x18\x02 \x01(\r\x12\x0c\n\x04\x66rom\x18\x03 \x01(\r\x12\x0c\n\x04term\x18\x04 \x01(\x04\x12\x10\n\x08log_term\x18\x05 \x01(\x04\x12\r\n\x05index\x18\x06 \x01(\x04\x12%\n\x07\x65ntries\x18\x07 \x03(\x0b\x32\x14.zkraft.quorum.Entry\x12\x0e\n\x06\x63ommit\x18\x08 \x01(\x04\x12\x0e\n\x06reject\x18\t \x01(\x08\x12\x13\n\x0breject_hint\x18\n \x01(\x04\x12-\n\x08snapshot\x18\x0b \x01(\x0b\x32\x1b.zkraft.quorum.SnapshotMeta\x12\x14\n\x0chas_snapshot\x18\x0c \x01(\x08\x12\x0f\n\x07\x63ontext\x18\r \x01(\x0c\x12\x14\n\x0clazy_commits\x18\x0e \x01(\x08\x12\x16\n\x0elog_incomplete\x18\x0f \x01(\x08\"c\n\tRaftBatch\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0cpeers_digest\x18\x02 \x01(\t\x12,\n\x08messages\x18\x03 \x03(\x0b\x32\x1a.zkraft.quorum.RaftMessage\"\x0b\n\tStreamAck\"l\n\rSnapshotChunk\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12+\n\x07message\x18\x02 \x01(\x0b\x32\x1a.zkraft.quorum.RaftMessage\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0c\n\x04last\x18\x04 \x01(\x08\"(\n\x0bSnapshotAck\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"F\n\x0cHelloRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0cpeers_digest\x18\x02 \x01(\t\x12\x0c\n\x04\x66rom\x18\x03 \x01(\r\"Y\n\rHelloResponse\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0cpeers_digest\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\r\x12\r\n\x05peers\x18\x04 \x01(\t\"^\n\x11\x46\x65tchStateRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0cpeers_digest\x18\x02 \x01(\t\x12\x0c\n\x04\x66rom\x18\x03 \x01(\r\x12\x11\n\tmin_index\x18\x04 \x01(\x04\"\"\n\x0eProposeRequest\x12\x10\n\x08\x63ommands\x18\x01 \x03(\x0c\"-\n\rProposeResult\x12\r\n\x05value\x18\x01 \x01(\x0c\x12\r\n\x05index\x18\x02 \x01(\x04\"@\n\x0fProposeResponse\x12-\n\x07results\x18\x01 \x03(\x0b\x32\x1c.zkraft.quorum.ProposeResult\"0\n\x0bReadRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x14\n\x0clinearizable\x18\x02 \x01(\x08\"C\n\x0cReadResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x15\n\rapplied_index\x18\x03 \x01(\x04\"\x0f\n\rStatusRequest\"V\n\x10\x46ollowerProgress\x12\n\n\x02id\x18\x01 \x01(\r\x12\x13\n\x0bmatch_index\x18\x02 \x01(\x04\x12\x12\n\nnext_index\x18\x03 \x01(\x04\x12\r\n\x05state\x18\x04 \x01(\t\"\xa7\x02\n\x0eStatusResponse\x12\n\n\x02id\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0c\n\x04term\x18\x04 \x01(\x04\x12\x0e\n\x06leader\x18\x05 \x01(\r\x12\x16\n\x0eleader_address\x18\x06 \x01(\t\x12\x14\n\x0c\x63ommit_index\x18\x07 \x01(\x04\x12\x15\n\rapplied_index\x18\x08 \x01(\x04\x12\x12\n\nlast_index\x18\t \x01(\x04\x12\x13\n\x0b\x66irst_index\x18\n \x01(\x04\x12\x16\n\x0esnapshot_index\x18\x0b \x01(\x04\x12\x32\n\tfollowers\x18\x0c \x03(\x0b\x32\x1f.zkraft.quorum.FollowerProgress\x12\x12\n\ncluster_id\x18\r \x01(\t\"+\n\x19TransferLeadershipRequest\x12\x0e\n\x06target\x18\x01 \x01(\r\",\n\x1aTransferLeadershipResponse\x12\x0e\n\x06leader\x18\x01 \x01(\r2\xad\x02\n\x08RaftPeer\x12>\n\x06Stream\x12\x18.zkraft.quorum.RaftBatch\x1a\x18.zkraft.quorum.StreamAck(\x01\x12M\n\x0fInstallSnapshot\x12\x1c.zkraft.quorum.SnapshotChunk\x1a\x1a.zkraft.quorum.SnapshotAck(\x01\x12\x42\n\x05Hello\x12\x1b.zkraft.quorum.HelloRequest\x1a\x1c.zkraft.quorum.HelloResponse\x12N\n\nFetchState\x12 .zkraft.quorum.FetchStateRequest\x1a\x1c.zkraft.quorum.SnapshotChunk0\x01\x32\xc5\x02\n\x06Quorum\x12H\n\x07Propose\x12\x1d.zkraft.quorum.ProposeRequest\x1a\x1e.zkraft.quorum.ProposeResponse\x12?\n\x04Read\x12\x1a.zkraft.quorum.ReadRequest\x1a\x1b.zkraft.quorum.ReadResponse\x12\x45\n\x06Status\x12\x1c.zkraft.quorum.StatusRequest\x1a\x1d.zkraft.quorum.StatusResponse\x12i\n\x12TransferLeadership\x12(.zkraft.quorum.TransferLeadershipRequest\x1a).zkraft.quorum.TransferLeadershipResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19zkraft_proto/quorum.proto\x12\rzkraft.quorum\"@\n\x05\x45ntry\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0c\n\x04kind\x18\x04 \x01(\r\"\x8e\x01\n\x0cSnapshotMeta\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\x0e\n\x06voters\x18\x03 \x03(\r\x12\x10\n\x08learners\x18\x04 \x03(\r\x12\x11\n\tobservers\x18\x05 \x03(\r\x12\x14\n\x0c\x63onfig_index\x18\x06 \x01(\x04\x12\x16\n\x0e\x63onfig_context\x18\x07 \x01(\x0c\"\xc4\x02\n\x0bRaftMessage\x12\x0c\n\x04type\x18\x01 \x01(\r\x12\n\n\x02to\x18\x02 \x01(\r\x12\x0c\n\x04\x66rom\x18\x03 \x01(\r\x12\x0c\n\x04term\x18\x04 \x01(\x04\x12\x10\n\x08log_term\x18\x05 \x01(\x04\x12\r\n\x05index\x18\x06 \x01(\x04\x12%\n\x07\x65ntries\x18\x07 \x03(\x0b\x32\x14.zkraft.quorum.Entry\x12\x0e\n\x06\x63ommit\x18\x08 \x01(\x04\x12\x0e\n\x06reject\x18\t \x01(\x08\x12\x13\n\x0breject_hint\x18\n \x01(\x04\x12-\n\x08snapshot\x18\x0b \x01(\x0b\x32\x1b.zkraft.quorum.SnapshotMeta\x12\x14\n\x0chas_snapshot\x18\x0c \x01(\x08\x12\x0f\n\x07\x63ontext\x18\r \x01(\x0c\x12\x14\n\x0clazy_commits\x18\x0e \x01(\x08\x12\x16\n\x0elog_incomplete\x18\x0f \x01(\x08\"c\n\tRaftBatch\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0cpeers_digest\x18\x02 \x01(\t\x12,\n\x08messages\x18\x03 \x03(\x0b\x32\x1a.zkraft.quorum.RaftMessage\"\x0b\n\tStreamAck\"l\n\rSnapshotChunk\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12+\n\x07message\x18\x02 \x01(\x0b\x32\x1a.zkraft.quorum.RaftMessage\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0c\n\x04last\x18\x04 \x01(\x08\"(\n\x0bSnapshotAck\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"F\n\x0cHelloRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0cpeers_digest\x18\x02 \x01(\t\x12\x0c\n\x04\x66rom\x18\x03 \x01(\r\"j\n\rHelloResponse\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0cpeers_digest\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\r\x12\r\n\x05peers\x18\x04 \x01(\t\x12\x0f\n\x07members\x18\x05 \x01(\t\"^\n\x11\x46\x65tchStateRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0cpeers_digest\x18\x02 \x01(\t\x12\x0c\n\x04\x66rom\x18\x03 \x01(\r\x12\x11\n\tmin_index\x18\x04 \x01(\x04\"\"\n\x0eProposeRequest\x12\x10\n\x08\x63ommands\x18\x01 \x03(\x0c\"-\n\rProposeResult\x12\r\n\x05value\x18\x01 \x01(\x0c\x12\r\n\x05index\x18\x02 \x01(\x04\"@\n\x0fProposeResponse\x12-\n\x07results\x18\x01 \x03(\x0b\x32\x1c.zkraft.quorum.ProposeResult\"0\n\x0bReadRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x14\n\x0clinearizable\x18\x02 \x01(\x08\"C\n\x0cReadResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x15\n\rapplied_index\x18\x03 \x01(\x04\"\x0f\n\rStatusRequest\"V\n\x10\x46ollowerProgress\x12\n\n\x02id\x18\x01 \x01(\r\x12\x13\n\x0bmatch_index\x18\x02 \x01(\x04\x12\x12\n\nnext_index\x18\x03 \x01(\x04\x12\r\n\x05state\x18\x04 \x01(\t\"\x83\x03\n\x0eStatusResponse\x12\n\n\x02id\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0c\n\x04term\x18\x04 \x01(\x04\x12\x0e\n\x06leader\x18\x05 \x01(\r\x12\x16\n\x0eleader_address\x18\x06 \x01(\t\x12\x14\n\x0c\x63ommit_index\x18\x07 \x01(\x04\x12\x15\n\rapplied_index\x18\x08 \x01(\x04\x12\x12\n\nlast_index\x18\t \x01(\x04\x12\x13\n\x0b\x66irst_index\x18\n \x01(\x04\x12\x16\n\x0esnapshot_index\x18\x0b \x01(\x04\x12\x32\n\tfollowers\x18\x0c \x03(\x0b\x32\x1f.zkraft.quorum.FollowerProgress\x12\x12\n\ncluster_id\x18\r \x01(\t\x12\x0e\n\x06voters\x18\x0e \x03(\r\x12\x10\n\x08learners\x18\x0f \x03(\r\x12\x11\n\tobservers\x18\x10 \x03(\r\x12\x14\n\x0c\x63onfig_index\x18\x11 \x01(\x04\x12\x0f\n\x07members\x18\x12 \x01(\t\"I\n\x17\x43hangeMembershipRequest\x12\x0c\n\x04kind\x18\x01 \x01(\r\x12\x0f\n\x07node_id\x18\x02 \x01(\r\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\")\n\x18\x43hangeMembershipResponse\x12\r\n\x05index\x18\x01 \x01(\x04\"+\n\x19TransferLeadershipRequest\x12\x0e\n\x06target\x18\x01 \x01(\r\",\n\x1aTransferLeadershipResponse\x12\x0e\n\x06leader\x18\x01 \x01(\r2\xad\x02\n\x08RaftPeer\x12>\n\x06Stream\x12\x18.zkraft.quorum.RaftBatch\x1a\x18.zkraft.quorum.StreamAck(\x01\x12M\n\x0fInstallSnapshot\x12\x1c.zkraft.quorum.SnapshotChunk\x1a\x1a.zkraft.quorum.SnapshotAck(\x01\x12\x42\n\x05Hello\x12\x1b.zkraft.quorum.HelloRequest\x1a\x1c.zkraft.quorum.HelloResponse\x12N\n\nFetchState\x12 .zkraft.quorum.FetchStateRequest\x1a\x1c.zkraft.quorum.SnapshotChunk0\x01\x32\xaa\x03\n\x06Quorum\x12H\n\x07Propose\x12\x1d.zkraft.quorum.ProposeRequest\x1a\x1e.zkraft.quorum.ProposeResponse\x12?\n\x04Read\x12\x1a.zkraft.quorum.ReadRequest\x1a\x1b.zkraft.quorum.ReadResponse\x12\x45\n\x06Status\x12\x1c.zkraft.quorum.StatusRequest\x1a\x1d.zkraft.quorum.StatusResponse\x12i\n\x12TransferLeadership\x12(.zkraft.quorum.TransferLeadershipRequest\x1a).zkraft.quorum.TransferLeadershipResponse\x12\x63\n\x10\x43hangeMembership\x12&.zkraft.quorum.ChangeMembershipRequest\x1a\'.zkraft.quorum.ChangeMembershipResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,31 +48,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLOREQUEST']._serialized_start=848
   _globals['_HELLOREQUEST']._serialized_end=918
   _globals['_HELLORESPONSE']._serialized_start=920
-  _globals['_HELLORESPONSE']._serialized_end=1009
-  _globals['_FETCHSTATEREQUEST']._serialized_start=1011
-  _globals['_FETCHSTATEREQUEST']._serialized_end=1105
-  _globals['_PROPOSEREQUEST']._serialized_start=1107
-  _globals['_PROPOSEREQUEST']._serialized_end=1141
-  _globals['_PROPOSERESULT']._serialized_start=1143
-  _globals['_PROPOSERESULT']._serialized_end=1188
-  _globals['_PROPOSERESPONSE']._serialized_start=1190
-  _globals['_PROPOSERESPONSE']._serialized_end=1254
-  _globals['_READREQUEST']._serialized_start=1256
-  _globals['_READREQUEST']._serialized_end=1304
-  _globals['_READRESPONSE']._serialized_start=1306
-  _globals['_READRESPONSE']._serialized_end=1373
-  _globals['_STATUSREQUEST']._serialized_start=1375
-  _globals['_STATUSREQUEST']._serialized_end=1390
-  _globals['_FOLLOWERPROGRESS']._serialized_start=1392
-  _globals['_FOLLOWERPROGRESS']._serialized_end=1478
-  _globals['_STATUSRESPONSE']._serialized_start=1481
-  _globals['_STATUSRESPONSE']._serialized_end=1776
-  _globals['_TRANSFERLEADERSHIPREQUEST']._serialized_start=1778
-  _globals['_TRANSFERLEADERSHIPREQUEST']._serialized_end=1821
-  _globals['_TRANSFERLEADERSHIPRESPONSE']._serialized_start=1823
-  _globals['_TRANSFERLEADERSHIPRESPONSE']._serialized_end=1867
-  _globals['_RAFTPEER']._serialized_start=1870
-  _globals['_RAFTPEER']._serialized_end=2171
-  _globals['_QUORUM']._serialized_start=2174
-  _globals['_QUORUM']._serialized_end=2499
+  _globals['_HELLORESPONSE']._serialized_end=1026
+  _globals['_FETCHSTATEREQUEST']._serialized_start=1028
+  _globals['_FETCHSTATEREQUEST']._serialized_end=1122
+  _globals['_PROPOSEREQUEST']._serialized_start=1124
+  _globals['_PROPOSEREQUEST']._serialized_end=1158
+  _globals['_PROPOSERESULT']._serialized_start=1160
+  _globals['_PROPOSERESULT']._serialized_end=1205
+  _globals['_PROPOSERESPONSE']._serialized_start=1207
+  _globals['_PROPOSERESPONSE']._serialized_end=1271
+  _globals['_READREQUEST']._serialized_start=1273
+  _globals['_READREQUEST']._serialized_end=1321
+  _globals['_READRESPONSE']._serialized_start=1323
+  _globals['_READRESPONSE']._serialized_end=1390
+  _globals['_STATUSREQUEST']._serialized_start=1392
+  _globals['_STATUSREQUEST']._serialized_end=1407
+  _globals['_FOLLOWERPROGRESS']._serialized_start=1409
+  _globals['_FOLLOWERPROGRESS']._serialized_end=1495
+  _globals['_STATUSRESPONSE']._serialized_start=1498
+  _globals['_STATUSRESPONSE']._serialized_end=1885
+  _globals['_CHANGEMEMBERSHIPREQUEST']._serialized_start=1887
+  _globals['_CHANGEMEMBERSHIPREQUEST']._serialized_end=1960
+  _globals['_CHANGEMEMBERSHIPRESPONSE']._serialized_start=1962
+  _globals['_CHANGEMEMBERSHIPRESPONSE']._serialized_end=2003
+  _globals['_TRANSFERLEADERSHIPREQUEST']._serialized_start=2005
+  _globals['_TRANSFERLEADERSHIPREQUEST']._serialized_end=2048
+  _globals['_TRANSFERLEADERSHIPRESPONSE']._serialized_start=2050
+  _globals['_TRANSFERLEADERSHIPRESPONSE']._serialized_end=2094
+  _globals['_RAFTPEER']._serialized_start=2097
+  _globals['_RAFTPEER']._serialized_end=2398
+  _globals['_QUORUM']._serialized_start=2401
+  _globals['_QUORUM']._serialized_end=2827
 # @@protoc_insertion_point(module_scope)
