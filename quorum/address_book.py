@@ -31,12 +31,13 @@ def decode_addresses(context: bytes) -> dict[int, str]:
 
 
 def member_addresses(membership: Membership, bootstrap: Mapping[int, str], known: Mapping[int, str]) -> dict[int, str]:
-    """The address of every member of `membership`: from its context first, then those known from the start
-    (the data dir's peer list) or learned since (a join's answer)."""
+    """The address of every member of `membership`: from its context first, then the peer list the cluster
+    started with (the data dir's, whatever a later start's --peers says), then those learned otherwise (a
+    join's answer, this start's --peers)."""
     book = decode_addresses(membership.context)
     out: dict[int, str] = {}
     for member in membership.members:
-        address = book.get(member) or known.get(member) or bootstrap.get(member)
+        address = book.get(member) or bootstrap.get(member) or known.get(member)
         if address:
             out[member] = address
     return out
