@@ -27,6 +27,7 @@ from quorum.raft.membership import (
     decode_config,
     encode_config,
 )
+from quorum.raft.recovery import reconcile
 from quorum.raft.types import Entry, EntryKind, HardState, MessageType, PersistentState, Role, SnapshotMeta
 from quorum.snapshot_store import SnapshotStore
 from tests.sim.cluster import MEMBERSHIP_CHANGES, SimulationError, run_seed
@@ -325,3 +326,14 @@ def test_simulated_membership_changes_keep_every_invariant(nodes: int) -> None:
             changes += result.changes
     assert not failures, f"{len(failures)} seeds failed:\n" + "\n".join(failures)
     assert changes >= MEMBERSHIP_SEEDS, f"only {changes} membership changes in {MEMBERSHIP_SEEDS // 2} seeds"
+
+
+def test_a_log_rebased_on_the_applied_state_keeps_the_configuration_it_held() -> None:
+    change = ConfChange(ChangeKind.ADD_OBSERVER, 5, b"ctx")
+    config = Membership((1, 2, 3), (), (5,), b"ctx")
+    entries = (Entry(1, 1), Entry(2, 1, encode_config(change, config), EntryKind.CONFIG), Entry(3, 1))
+    state = PersistentState(hard_state=HardState(1, 1, 3), entries=entries)
+    # The state machine applied entry 5 of term 1; the log (its tail cut) ends at 3.
+    recovery = reconcile(state, 5, 1, (1, 2, 3), 1, cut=True)
+    assert recovery.rebase is not None
+    assert recovery.rebase.observers == (5,) and recovery.rebase.config_index == 2
