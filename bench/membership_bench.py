@@ -81,7 +81,7 @@ async def bench(root: Path, args: argparse.Namespace) -> None:
         await wait_for_leader(addresses, TIMEOUT_S)
         async with QuorumClient(list(addresses.values()), request_timeout_s=10.0) as client:
             emit(await fill(client, args.entries, payload))
-            before = await measure_throughput(client, args.inflight, 1.0, args.seconds, "before", payload)
+            before = await measure_throughput(client, args.inflight, 3.0, args.seconds, "before", payload)
             emit({"measure": "before", **before})
             procs.start(NEW_NODE)
             await wait_serving(procs.addresses[NEW_NODE], TIMEOUT_S)
