@@ -38,6 +38,7 @@ next Ready); the protocol is unchanged by it.
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -74,6 +75,7 @@ from quorum.raft.types import (
 
 MT = MessageType
 NO_LEADER = 0
+_KIND = operator.attrgetter("kind")
 # A follower's answers to its leader, which carry its lazy_commits wish.
 _FOLLOWER_ANSWERS = frozenset({MessageType.APPEND_RESP, MessageType.HEARTBEAT_RESP})
 # Committed entries handed out per Ready: bounds the apply latency of one loop turn.
@@ -236,6 +238,7 @@ class Raft:
             (self._configs[-1][0], self._configs[-1][2]) if self._configs else self._base_config
         )
         m = self._membership
+        self._quorum = m.quorum
         self._peers = tuple(p for p in m.members if p != self.node_id)
         self._voter_peers = tuple(p for p in m.voters if p != self.node_id)
         self._is_voter = self.node_id in m.voters
@@ -250,6 +253,7 @@ class Raft:
             # A removed follower may have committed on our DURABLE notice and shown it to its clients: reads
             # must still wait for that (_read_floor).
             self._removed_durable = max(self._removed_durable, self._progress.pop(p).durable_sent)
+        self._voter_progress = tuple(self._progress[v] for v in m.voters)
         if self._lead_transferee not in m.voters:
             self._lead_transferee = NO_LEADER
 
@@ -351,6 +355,7 @@ class Raft:
             pr.recent_active = True
             self._progress[v] = pr
         self._progress[self.node_id].match = self.log.stable_index
+        self._voter_progress = tuple(self._progress[v] for v in self._membership.voters)
         # Raft §8: commit an entry of our own term before serving reads or
         # counting replicas of older entries.
         self.log.append([Entry(nxt, self.term, b"", EntryKind.NOOP)])
@@ -395,7 +400,7 @@ class Raft:
                 active += 1
             if v != self.node_id:
                 pr.recent_active = False
-        return active >= self._membership.quorum
+        return active >= self._quorum
 
     # --------------------------------------------------------------- campaign
     def _campaign(self, kind: _Campaign) -> None:
@@ -443,12 +448,12 @@ class Raft:
                 self._incomplete_votes.add(voter)
         granted_count = sum(1 for g in self._votes.values() if g)
         complete_count = granted_count - len(self._incomplete_votes)
-        return complete_count >= self._membership.quorum or granted_count == len(voters)
+        return complete_count >= self._quorum or granted_count == len(voters)
 
     def _lost_vote(self) -> bool:
         """Whether the election can no longer be won (_poll): a rejection rules out every voter's grant,
         and the voters yet to answer cannot bring the other grants to a quorum."""
-        voter_count, quorum = len(self._membership.voters), self._membership.quorum
+        voter_count, quorum = len(self._membership.voters), self._quorum
         rejected = sum(1 for g in self._votes.values() if not g)
         if rejected > voter_count - quorum:
             return True
@@ -683,7 +688,7 @@ class Raft:
             return
         last_new = self.log.maybe_append(m.index, m.log_term, m.commit, m.entries)
         if last_new is not None:
-            if m.entries and (self._configs or any(e.kind is EntryKind.CONFIG for e in m.entries)):
+            if m.entries and (self._configs or EntryKind.CONFIG in map(_KIND, m.entries)):
                 self._configs_after_append(m.index, m.entries)
             self._send(Message(MT.APPEND_RESP, m.frm, self.node_id, self.term, index=last_new))
             return
@@ -722,7 +727,7 @@ class Raft:
         index (Log Matching), so holding it durably here and the leader holding
         its log durably through that index makes two copies.
         """
-        if self._membership.quorum != 2 or not self._is_voter or self._config_index > self.log.committed:
+        if self._quorum != 2 or not self._is_voter or self._config_index > self.log.committed:
             return  # two copies are a majority only of a settled configuration of 3 voters that counts us
         index = min(self._leader_durable, self.log.stable_index)
         if index > self.log.committed and self.log.term(index) == self.term:
@@ -845,7 +850,7 @@ class Raft:
             # follower rejects this one and the leader goes back to probing.
             self._send_append(m.frm)
         voters = self._membership.voters
-        if m.context and m.frm in voters and self._read_only.ack(m.frm, m.context, voters) >= self._membership.quorum:
+        if m.context and m.frm in voters and self._read_only.ack(m.frm, m.context, voters) >= self._quorum:
             for req in self._read_only.release_through(m.context):
                 self._answer_read(req.requester, req.index, req.context)
 
@@ -885,9 +890,8 @@ class Raft:
 
     def _maybe_commit(self) -> bool:
         # Only the voters of the latest configuration count, this leader too only when it is one (§4.2.2).
-        progress = self._progress
-        matches = sorted((progress[v].match for v in self._membership.voters), reverse=True)
-        candidate = matches[self._membership.quorum - 1]
+        matches = sorted([pr.match for pr in self._voter_progress], reverse=True)
+        candidate = matches[self._quorum - 1]
         # Raft §5.4.2: only entries of the current term commit by counting.
         if candidate <= self.log.committed or self.log.term(candidate) != self.term:
             return False
@@ -983,7 +987,7 @@ class Raft:
         none): its clients learn the commit two network hops sooner.
         """
         stable = self.log.stable_index
-        if not self.config.durable_notice or self._membership.quorum != 2 or self.log.term(stable) != self.term:
+        if not self.config.durable_notice or self._quorum != 2 or self.log.term(stable) != self.term:
             return
         if not self._is_voter or self._config_index > self.log.committed:
             return  # while the configuration changes, commits go by counting only
@@ -1037,7 +1041,7 @@ class Raft:
                 lazy.append(p)
             else:
                 serving.append(p)
-        return (serving + lazy)[max(0, self._membership.quorum - streaming) :]
+        return (serving + lazy)[max(0, self._quorum - streaming) :]
 
     def _bcast_heartbeat(self) -> None:
         context = self._read_only.last_context()
@@ -1077,7 +1081,7 @@ class Raft:
         committed entries to the next Ready (the runner sends the messages before it applies them);
         without messages there is nothing to send first, and a second Ready would only cost time."""
         invariant(not self._ready_outstanding, "ready() called twice without advance()")
-        if self.role is Role.LEADER and self._removed_leader_done():
+        if not self._is_voter and self.role is Role.LEADER and self._removed_leader_done():
             self._step_down_removed()
         if self._bcast_pending and self.role is Role.LEADER:
             self._bcast_append()
