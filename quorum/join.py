@@ -8,6 +8,7 @@ leader sends it a snapshot and the log, whose configuration entries name every m
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import grpc
@@ -20,6 +21,8 @@ from zkraft_proto import quorum_pb2 as pb
 from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
 JOIN_TIMEOUT_S = 5.0
+JOIN_ATTEMPTS_MAX = 6  # a busy member may miss one deadline
+JOIN_RETRY_DELAY_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +33,21 @@ class JoinAnswer:
 
 
 async def ask_to_join(settings: NodeSettings) -> JoinAnswer | None:
-    """The cluster's answer at `settings.join`; None when nobody answered (a restart does not need one)."""
+    """The cluster's answer at `settings.join`, asked for JOIN_ATTEMPTS_MAX times at most; None when nobody
+    answered (a restart does not need one: its data dir knows the cluster)."""
+    reply = None
     async with grpc_channels.aio_channel(settings.join, settings.peer_tls, GRPC_OPTIONS) as channel:
-        try:
-            reply = await pb_grpc.RaftPeerStub(channel).Hello(
-                pb.HelloRequest(cluster_id=settings.cluster_id, **{"from": settings.node_id}), timeout=JOIN_TIMEOUT_S
-            )
-        except grpc.aio.AioRpcError:
-            return None
+        for _ in range(JOIN_ATTEMPTS_MAX):
+            try:
+                reply = await pb_grpc.RaftPeerStub(channel).Hello(
+                    pb.HelloRequest(cluster_id=settings.cluster_id, **{"from": settings.node_id}),
+                    timeout=JOIN_TIMEOUT_S,
+                )
+                break
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(JOIN_RETRY_DELAY_S)
+    if reply is None:
+        return None
     if reply.cluster_id != settings.cluster_id:
         raise errors.StartupError(
             f"cannot join: {settings.join} belongs to cluster '{reply.cluster_id}', not '{settings.cluster_id}'"

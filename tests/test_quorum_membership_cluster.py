@@ -36,16 +36,15 @@ WRITE_TIMEOUT_S = 5.0
 
 
 class MemberProcesses(QuorumProcesses):
-    """Nodes 1-3 start with --peers; the others with --join (no peer list) through a running member."""
-
-    join_via = 1
+    """Nodes 1-3 start with --peers; the others with --join (no peer list) through a running node."""
 
     def command(self, node_id: int, **kw: object) -> list[str]:
         cmd = super().command(node_id, peers=peers_text({i: self.addresses[i] for i in BOOTSTRAP}))
         if node_id in BOOTSTRAP:
             return cmd
+        via = next(i for i in sorted(self.addresses) if i != node_id and self.alive(i))
         at = cmd.index("--peers")
-        cmd[at : at + 2] = ["--join", self.addresses[self.join_via]]
+        cmd[at : at + 2] = ["--join", self.addresses[via]]
         return cmd
 
 

@@ -394,7 +394,10 @@ class Raft:
 
     def _quorum_recently_active(self) -> bool:
         voters = self._membership.voters
-        active = 0
+        # A leader outside its configuration (its removal uncommitted, §4.2.2) counts itself too: else it would
+        # need every voter of a two-voter configuration to answer within each timeout, and step down at the
+        # first late answer, leaving its removal to a new election. Only the lease is at stake, never a commit.
+        active = 0 if self._is_voter else 1
         for v, pr in self._progress.items():
             if v in voters and (v == self.node_id or pr.recent_active):
                 active += 1

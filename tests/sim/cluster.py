@@ -862,11 +862,16 @@ class Cluster:
         core = node.core
         assert core is not None
         m = core.membership
-        kinds = [ChangeKind.REMOVE]
+        # Removing servers safely needs §4.2.3's protection against disruptive removed servers: pre-vote or
+        # check-quorum's lease (both on by default). Without either, a removed server that missed its removal
+        # keeps raising the term and its uncommitted removal may never commit.
+        kinds = [ChangeKind.REMOVE] if self.knobs["pre_vote"] or self.knobs["check_quorum"] else []
         if len(self.ids) < self.n + MEMBERS_ADDED_MAX:
             kinds += [ChangeKind.ADD_LEARNER, ChangeKind.ADD_LEARNER, ChangeKind.ADD_OBSERVER]
         if m.learners:
             kinds += [ChangeKind.PROMOTE] * 3
+        if not kinds:
+            return
         kind = rng.choice(kinds)
         if kind in (ChangeKind.ADD_LEARNER, ChangeKind.ADD_OBSERVER):
             target = max(self.ids) + 1

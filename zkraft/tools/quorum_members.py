@@ -132,7 +132,14 @@ def _promote_when_caught_up(
 
 def remove(servers: str, node_id: int, *, timeout_s: float = CHANGE_TIMEOUT_S_DEFAULT, out: TextIO,
            tls: TlsConfig | None = None) -> int:  # fmt: skip
-    leader = _leader(parse_server_list(servers), timeout_s, tls)
+    addresses = parse_server_list(servers)
+    leader = _leader(addresses, timeout_s, tls)
+    if node_id == leader.id and len(leader.voters) > 1:
+        # The leader hands over first (Raft dissertation §3.10), then the new leader removes it: no time spent
+        # by a leader outside its own configuration (§4.2.2), nor an election after it steps down.
+        target = max((p for p in leader.followers if p.id in leader.voters), key=lambda p: p.match_index).id
+        transfer_leadership(servers, target, timeout_s=timeout_s, out=out, tls=tls)
+        leader = _leader(addresses, timeout_s, tls)
     index = _change(leader.address, REMOVE, node_id, "", timeout_s, tls)
     print(f"removed node {node_id} (entry {index})", file=out, flush=True)
     return 0
