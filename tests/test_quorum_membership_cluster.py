@@ -222,7 +222,7 @@ def test_removing_the_leader_hands_over_and_writes_continue(cluster: MemberProce
 
 
 async def _observer_serves_and_never_counts(c: MemberProcesses, observer: int, voters: tuple[int, ...]) -> None:
-    async with QuorumClient([c.addresses[observer]], request_timeout_s=WRITE_TIMEOUT_S) as client:
+    async with QuorumClient([c.addresses[observer]], request_timeout_s=4 * WRITE_TIMEOUT_S) as client:
         await client.set(b"through-the-observer", b"x")  # the observer names the leader, the client follows
         assert await client.read(b"through-the-observer", linearizable=True, server=c.addresses[observer]) == b"x"
     for v in voters[1:]:
