@@ -10,11 +10,21 @@ _MESSAGE_TYPES = {t.value: t for t in MessageType}
 
 
 def snapshot_meta_to_pb(meta: SnapshotMeta) -> pb.SnapshotMeta:
-    return pb.SnapshotMeta(index=meta.index, term=meta.term, voters=meta.voters)
+    return pb.SnapshotMeta(
+        index=meta.index,
+        term=meta.term,
+        voters=meta.voters,
+        learners=meta.learners,
+        observers=meta.observers,
+        config_index=meta.config_index,
+        config_context=meta.config_context,
+    )
 
 
 def snapshot_meta_from_pb(p: pb.SnapshotMeta) -> SnapshotMeta:
-    return SnapshotMeta(p.index, p.term, tuple(p.voters))
+    return SnapshotMeta(
+        p.index, p.term, tuple(p.voters), tuple(p.learners), tuple(p.observers), p.config_index, p.config_context
+    )
 
 
 def message_to_pb(m: Message) -> pb.RaftMessage:

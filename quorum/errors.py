@@ -46,6 +46,13 @@ class QuorumTimeoutError(QuorumError):
     retriable = True
 
 
+class MembershipChangeError(QuorumError):
+    """The leader refused a membership change (one in progress, a learner not caught up, an unknown id,
+    a removal that would lose the quorum); the message says which, in one line."""
+
+    code = "MEMBERSHIP_CHANGE_REFUSED"
+
+
 class ShuttingDownError(QuorumError):
     code = "SHUTTING_DOWN"
     retriable = True

@@ -15,6 +15,8 @@ holds it to that). What it needs of the node:
 * status and tuning: `status`, `read_index_rounds_in_flight`,
   `set_commit_interest`; the process's latency histograms (`RAFT_LATENCY_HISTOGRAMS`,
   `WAL_FSYNC`: quorum.latency_metrics), which zkemu publishes;
+* membership: `configuration` (voters, learners, observers, their addresses
+  and the configuration's version) and `change_membership`;
 * the node's life: `run_hosted` builds and runs a node with its settings, the
   state machine and the hosted service, which gets the facade when it is
   registered.
@@ -27,12 +29,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc
 
 from quorum.deadline import await_owned
 from quorum.errors import (
+    MembershipChangeError,
     NotLeaderError,
     ProposalDroppedError,
     ProposalLostError,
@@ -44,6 +48,7 @@ from quorum.latency_metrics import RAFT_LATENCY_HISTOGRAMS, WAL_FSYNC
 from quorum.node import NodeStatus, QuorumNode
 from quorum.raft import Role
 from quorum.raft.errors import invariant
+from quorum.raft.membership import ChangeKind
 from quorum.raft.types import Entry, EntryKind
 from quorum.server import configure_logging, run_node
 from quorum.settings import EXTENDED_SERVER_ID_MAX, FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED, NodeSettings
@@ -58,10 +63,13 @@ __all__ = [
     "GRPC_OPTIONS",
     "RAFT_LATENCY_HISTOGRAMS",
     "WAL_FSYNC",
+    "ChangeKind",
+    "ClusterConfiguration",
     "DamagedRecordError",
     "Entry",
     "EntryKind",
     "HostedService",
+    "MembershipChangeError",
     "NodeSettings",
     "NodeStatus",
     "NotLeaderError",
@@ -83,6 +91,15 @@ __all__ = [
 ]
 
 Outcomes = list[tuple[int, bytes]]  # (log index, the state machine's result) of each command
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfiguration:
+    version: int  # the index of the entry that made it (0: the peer list the cluster started with)
+    voters: tuple[int, ...]
+    learners: tuple[int, ...]
+    observers: tuple[int, ...]
+    addresses: dict[int, str]  # host:port of every member
 
 
 class QuorumFacade:
@@ -165,7 +182,19 @@ class QuorumFacade:
 
     @property
     def voter_count(self) -> int:
-        return len(self.settings.peers)
+        return len(self._node.core.membership.voters)
+
+    def configuration(self) -> ClusterConfiguration:
+        """The configuration this node uses now (Raft dissertation §4.1: the latest in its log, committed or
+        not): what ZooKeeper's /zookeeper/config and getConfig show, `version` being its entry's index."""
+        core = self._node.core
+        m = core.membership
+        return ClusterConfiguration(core.config_index, m.voters, m.learners, m.observers, self._node.addresses)
+
+    async def change_membership(self, kind: ChangeKind, node_id: int, address: str, timeout_s: float) -> int:
+        """One single-server change, returned once committed and applied here (ZooKeeper's reconfig maps onto
+        it: -add as a learner then its promotion, -remove); MembershipChangeError says why one is refused."""
+        return await self._node.change_membership(kind, node_id, address, timeout_s)
 
     def follower_states(self) -> list[str]:
         """While leading, each follower's replication state ("probe", "replicate", "snapshot"); else []."""

@@ -65,6 +65,10 @@ _ENTRY_HEADER_BYTES = _TERM_KIND.size + _CRC.size  # 13
 _HARD_STATE = struct.Struct(">QQQ")  # term, vote, commit
 _COMPACTION = struct.Struct(">QQ")  # index, term
 _SNAPSHOT_HEAD = struct.Struct(">QQI")  # index, term, voter count; voters follow as >Q each
+# Then the rest of the configuration (quorum.raft.membership): learner and observer counts, the configuration's
+# index and its context's length; learners, observers (>Q each) and the context follow. A record written before
+# membership changes existed ends after the voters.
+_SNAPSHOT_CONFIG = struct.Struct(">IIQI")
 
 _META_HARD_STATE = b"hard_state"
 _META_COMPACTION = b"compaction"
@@ -203,13 +207,35 @@ def _unseal(key: bytes, value: bytes) -> bytes:
 
 def _encode_snapshot(meta: SnapshotMeta) -> bytes:
     voters = struct.pack(f">{len(meta.voters)}Q", *meta.voters)
-    return _SNAPSHOT_HEAD.pack(meta.index, meta.term, len(meta.voters)) + voters
+    others = meta.learners + meta.observers
+    config = _SNAPSHOT_CONFIG.pack(len(meta.learners), len(meta.observers), meta.config_index, len(meta.config_context))
+    return (
+        _SNAPSHOT_HEAD.pack(meta.index, meta.term, len(meta.voters))
+        + voters
+        + config
+        + struct.pack(f">{len(others)}Q", *others)
+        + meta.config_context
+    )
 
 
 def _decode_snapshot(payload: bytes) -> SnapshotMeta:
     index, term, voter_count = _SNAPSHOT_HEAD.unpack_from(payload)
     voters = struct.unpack_from(f">{voter_count}Q", payload, _SNAPSHOT_HEAD.size)
-    return SnapshotMeta(index=index, term=term, voters=tuple(voters))
+    at = _SNAPSHOT_HEAD.size + 8 * voter_count
+    if len(payload) <= at:
+        return SnapshotMeta(index=index, term=term, voters=tuple(voters))
+    learner_count, observer_count, config_index, context_bytes = _SNAPSHOT_CONFIG.unpack_from(payload, at)
+    at += _SNAPSHOT_CONFIG.size
+    others = struct.unpack_from(f">{learner_count + observer_count}Q", payload, at)
+    at += 8 * len(others)
+    context = bytes(payload[at : at + context_bytes])
+    if len(context) != context_bytes:
+        raise LogStoreCorruptError(
+            f"snapshot record holds {len(context)} context bytes, its header says {context_bytes}"
+        )
+    return SnapshotMeta(
+        index, term, tuple(voters), others[:learner_count], others[learner_count:], config_index, context
+    )
 
 
 def _encode_save(hard_state: HardState | None, entries: Sequence[Entry], snapshot: SnapshotMeta | None) -> bytes:

@@ -121,6 +121,10 @@ class MemoryLogStore:
         self.save(hard_state, entries, snapshot, sync=True)
         return SAVED
 
+    @property
+    def compacted_index(self) -> int:
+        return self._compacted_index
+
     def term(self, index: int) -> int | None:
         """The term of the stored entry at `index` (at the compaction point: its term), else None."""
         if index == self._compacted_index:

@@ -35,7 +35,9 @@ from typing import Any, Protocol
 import structlog
 
 from quorum import errors
+from quorum.address_book import encode_addresses, member_addresses, members_string, parse_members
 from quorum.deadline import await_owned
+from quorum.join import JoinAnswer
 from quorum.latency_metrics import proposal_applied
 from quorum.lmdb_log_store import LmdbLogStore, TailCut
 from quorum.log_store import LogStore
@@ -55,8 +57,9 @@ from quorum.raft import (
 from quorum.raft import NotLeaderError as CoreNotLeader
 from quorum.raft import ProposalDroppedError as CoreDropped
 from quorum.raft.errors import invariant
+from quorum.raft.membership import ChangeKind, ConfChange, ConfChangeError
 from quorum.raft.recovery import Recovery, RecoveryError, reconcile
-from quorum.settings import NodeSettings, parse_host_port
+from quorum.settings import NodeSettings, parse_host_port, parse_peers, peers_string
 from quorum.snapshot_store import SnapshotStore
 from quorum.state_check import StateMachineDamagedError
 from quorum.state_fetch import fetch_peer_state
@@ -155,6 +158,8 @@ class NodeTransport(Protocol):
 
     def heard_from(self, peer: int) -> None: ...
 
+    def set_peers(self, peers: dict[int, str]) -> None: ...
+
     async def close(self) -> None: ...
 
 
@@ -174,6 +179,12 @@ class NodeStatus:
     followers: tuple[tuple[int, int, int, str], ...]  # (id, match, next, state)
     cluster_id: str
     leader_changes: int = 0  # times this node saw a new leader (raft_leader_changes_total)
+    # The configuration in use (quorum.raft.membership) and every member's address, "1=h:p,...".
+    voters: tuple[int, ...] = ()
+    learners: tuple[int, ...] = ()
+    observers: tuple[int, ...] = ()
+    config_index: int = 0
+    members: str = ""
 
 
 class QuorumNode:
@@ -185,6 +196,7 @@ class QuorumNode:
         store: NodeLogStore | None = None,
         writer: Executor | None = None,
         rng: random.Random | None = None,
+        joined: JoinAnswer | None = None,
     ) -> None:
         """`store` and `writer` (the thread that saves large Readies) default to the LMDB log store in
         the data dir and a thread of our own, `rng` (the core's election timeouts) to a fresh one; the
@@ -194,9 +206,16 @@ class QuorumNode:
         self.log = structlog.get_logger("quorum").bind(node=settings.node_id)
         data_dir = Path(settings.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        self._digest = peers_digest(settings.cluster_id, settings.peers_string)
         self._store: NodeLogStore = store if store is not None else LmdbLogStore(data_dir / "raft", logger=self.log)
-        self._check_identity()
+        # The peer list the cluster started with (the data dir's identity, or what a join learned): its
+        # digest names the cluster on the wire, its ids are the first configuration (quorum.address_book).
+        self._joined = joined
+        self._bootstrap = self._bootstrap_peers()
+        self._digest = (
+            self._joined.digest
+            if self._joined is not None
+            else peers_digest(settings.cluster_id, peers_string(self._bootstrap))
+        )
         self._snapshots = SnapshotStore(data_dir / "snapshots", logger=self.log)
         self.state_machine: StateMachine = state_machine or RegisterMap(data_dir / "state", log=self.log)
         try:
@@ -209,7 +228,7 @@ class QuorumNode:
             raise
         config = RaftConfig(
             node_id=settings.node_id,
-            voters=settings.voters,
+            voters=tuple(sorted(self._bootstrap)),
             election_timeout_ticks=settings.election_timeout_ticks,
             heartbeat_interval_ticks=settings.heartbeat_interval_ticks,
             inflight_appends_max=settings.inflight_appends_max,
@@ -225,6 +244,9 @@ class QuorumNode:
         self._applied_bytes_since_snapshot = 0  # entry data applied since: the log holds it in memory
         self._last_snapshot_bytes = 0
         self._soft = SoftState(self.core.role, self.core.leader_id)
+        self._config_index_seen = self.core.config_index
+        self._addresses = self._member_addresses()
+        self._note_stored_configuration()
         self.role_since_s = time.monotonic()  # when this node took its current role (mntr's zk_leader_uptime)
         self.leader_changes = 0  # a new leader seen (not counting "none"): raft_leader_changes_total
         self._writer = writer or ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
@@ -272,7 +294,7 @@ class QuorumNode:
                 state,
                 sm.applied_index(),
                 sm.applied_term(),
-                self.settings.voters,
+                tuple(sorted(self._bootstrap)),
                 self.node_id,
                 cut=bool(self._store.tail_cuts),
             )
@@ -324,20 +346,65 @@ class QuorumNode:
             tail_cuts=len(self._store.tail_cuts),
         )
 
-    def _check_identity(self) -> None:
+    def _bootstrap_peers(self) -> dict[int, str]:
+        """The peer list the cluster started with: the data dir's (whatever this start's --peers says: the
+        configuration since is in the log), else a join's answer, else this start's --peers."""
         s = self.settings
         stored = self._store.identity()
         if stored is None:
-            return  # a new data dir: recorded by start(), once the peers agreed with us
+            if s.join and self._joined is None:
+                raise errors.StartupError(f"cannot join: no node of the cluster answered at {s.join}")
+            return parse_peers(self._joined.peers) if self._joined is not None else dict(s.peers)
         cluster_id, peers = stored
         if cluster_id != s.cluster_id:
             raise errors.ClusterMismatchError(
                 f"data dir {s.data_dir} belongs to cluster '{cluster_id}', not '{s.cluster_id}'"
             )
-        if peers != s.peers_string:
-            raise errors.ClusterMismatchError(
-                f"data dir {s.data_dir} was created with peers {peers}, but this start names {s.peers_string}"
+        self._joined = None  # a restart: the data dir knows the cluster
+        return parse_peers(peers)
+
+    def _note_stored_configuration(self) -> None:
+        """One line when this start's --peers is not the configuration the node uses (it takes the stored one)."""
+        s = self.settings
+        m = self.core.membership
+        if s.join or self._store.identity() is None:
+            return
+        given = dict(s.peers)
+        if given != {k: v for k, v in self._addresses.items() if k in m.voters} and given != self._bootstrap:
+            self.log.warning(
+                "stored_configuration_used",
+                given_peers=s.peers_string,
+                voters=list(m.voters),
+                learners=list(m.learners),
+                observers=list(m.observers),
+                config_index=self.core.config_index,
             )
+
+    def _member_addresses(self) -> dict[int, str]:
+        known = dict(self.settings.peers)
+        if self._joined is not None:
+            known.update(parse_members(self._joined.members))
+        book = member_addresses(self.core.membership, self._bootstrap, known)
+        book[self.node_id] = self.settings.advertised_address
+        return book
+
+    def _membership_changed(self) -> None:
+        """A configuration entry was appended or cut, or a snapshot brought one: reach the new members, stop
+        sending to the removed ones, say so once."""
+        self._config_index_seen = self.core.config_index
+        m = self.core.membership
+        self._addresses = self._member_addresses()
+        if self._transport is not None:
+            self._transport.set_peers(self._addresses)
+        role = m.role_of(self.node_id)
+        self.log.info(
+            "membership_changed",
+            voters=list(m.voters),
+            learners=list(m.learners),
+            observers=list(m.observers),
+            config_index=self.core.config_index,
+            member_role=role.value if role is not None else "removed",
+        )
 
     def _open_state_machine(self, state: PersistentState) -> PersistentState:
         """A state machine behind the log's compaction point restored first: its database was damaged and
@@ -351,7 +418,7 @@ class QuorumNode:
 
     async def start(self) -> None:
         if self._store.identity() is None:
-            self._store.set_identity(self.settings.cluster_id, self.settings.peers_string)
+            self._store.set_identity(self.settings.cluster_id, peers_string(self._bootstrap))
         loop = asyncio.get_running_loop()
         if self._placement is not None:
             # The writer's thread is started first, so that it does not inherit the loop thread's CPUs.
@@ -359,7 +426,7 @@ class QuorumNode:
             self._place()
         transport = PeerTransport(
             self.node_id,
-            self.settings.peers,
+            self._addresses,
             self.settings.cluster_id,
             self._digest,
             self._snapshots,
@@ -378,7 +445,10 @@ class QuorumNode:
             last_index=self.core.last_index,
             commit=self.core.commit_index,
             applied=self.core.applied_index,
-            peers=self.settings.peers_string,
+            peers=peers_string(self._addresses),
+            voters=list(self.core.membership.voters),
+            learners=list(self.core.membership.learners),
+            observers=list(self.core.membership.observers),
         )
 
     def start_loop(self, transport: NodeTransport) -> None:
@@ -398,7 +468,17 @@ class QuorumNode:
         return self._digest
 
     def address_of(self, node_id: int) -> str:
-        return self.settings.peers.get(node_id, "")
+        return self._addresses.get(node_id) or self._bootstrap.get(node_id, "")
+
+    @property
+    def bootstrap_peers(self) -> str:
+        """The peer list the cluster started with, "1=h:p,..." (its digest names the cluster on the wire)."""
+        return peers_string(self._bootstrap)
+
+    @property
+    def addresses(self) -> dict[int, str]:
+        """host:port of every member of the current configuration (quorum.address_book)."""
+        return dict(self._addresses)
 
     # -------------------------------------------------------------- the loops
     async def _ticker(self) -> None:
@@ -670,6 +750,8 @@ class QuorumNode:
                 fut.set_result(rs.index)
         self.core.advance(rd)
         self._release_applied_waiters()
+        if self.core.config_index != self._config_index_seen:
+            self._membership_changed()
         if self._log_incomplete:
             self._note_log_repaired()
         if rd.entries and self._prepares_ahead and self._loop_options.prepare_while_committing:
@@ -790,7 +872,7 @@ class QuorumNode:
         term = self.core.term_at(index)
         if term is None:
             return
-        meta = SnapshotMeta(index, term, self.settings.voters)
+        meta = self.core.snapshot_meta(index)
         writer = self._snapshots.create(meta)
         snapshot_bytes = 0
         try:
@@ -879,7 +961,7 @@ class QuorumNode:
             )
         chunks = iter(self.state_machine.snapshot_chunks())
         first = next(chunks, b"")
-        return SnapshotMeta(index, term, self.settings.voters), itertools.chain([first], chunks)
+        return self.core.snapshot_meta(index), itertools.chain([first], chunks)
 
     # -------------------------------------------------------------- proposals
     async def propose_many(self, commands: Sequence[bytes], timeout_s: float) -> list[tuple[int, bytes]]:
@@ -1071,6 +1153,11 @@ class QuorumNode:
             followers=tuple((p, m, n, st) for p, (m, n, st) in sorted(c.progress().items())),
             cluster_id=self.settings.cluster_id,
             leader_changes=self.leader_changes,
+            voters=c.membership.voters,
+            learners=c.membership.learners,
+            observers=c.membership.observers,
+            config_index=c.config_index,
+            members=members_string(c.membership, self._addresses),
         )
 
     def read_index_rounds_in_flight(self) -> int:
@@ -1099,11 +1186,41 @@ class QuorumNode:
             await asyncio.sleep(self.settings.tick_ms / 1000)
         return self.core.leader_id
 
+    async def change_membership(self, kind: ChangeKind, node_id: int, address: str, timeout_s: float) -> int:
+        """A single-server change (quorum.raft.membership), returned once committed and applied here; the new
+        configuration's context is its address book (quorum.address_book)."""
+        if self._stopping:
+            raise errors.ShuttingDownError("node is shutting down")
+        addresses = dict(self._addresses)
+        if kind in (ChangeKind.ADD_LEARNER, ChangeKind.ADD_OBSERVER):
+            if not address:
+                raise errors.MembershipChangeError(f"node {node_id}: an added node needs its host:port")
+            addresses[node_id] = address
+        elif kind is ChangeKind.REMOVE:
+            addresses.pop(node_id, None)
+        members = set(self.core.membership.members) | {node_id}
+        context = encode_addresses({k: v for k, v in addresses.items() if k in members})
+        try:
+            index = self.core.propose_conf_change(ConfChange(kind, node_id, context))
+        except CoreNotLeader as exc:
+            raise errors.NotLeaderError(exc.leader_id, self.address_of(exc.leader_id)) from None
+        except CoreDropped as exc:
+            raise errors.ProposalDroppedError(str(exc)) from None
+        except ConfChangeError as exc:
+            raise errors.MembershipChangeError(str(exc)) from None
+        term = self.core.term
+        self.log.info("membership_change_proposed", change=kind.name.lower(), changed=node_id, index=index)
+        self._wake()
+        await self.wait_applied(index, timeout_s)
+        if self.core.term_at(index) not in (term, None):
+            raise errors.ProposalLostError(f"the membership change at index {index} was replaced by a new leader")
+        return index
+
     async def stop(self, transfer_timeout_s: float | None = None) -> None:
         """Graceful stop: a leader hands over first so a rolling restart costs no election timeout."""
         if transfer_timeout_s is None:
             transfer_timeout_s = 2 * self.settings.election_timeout_ticks * self.settings.tick_ms / 1000
-        if not self._stopping and self.core.role is Role.LEADER and len(self.settings.peers) > 1:
+        if not self._stopping and self.core.role is Role.LEADER and len(self.core.membership.voters) > 1:
             new_leader = await self.transfer_leadership(0, transfer_timeout_s)
             self.log.info("leadership_transferred_on_shutdown", new_leader=new_leader)
             # Let the last messages (TimeoutNow, appends) leave before the transport closes.

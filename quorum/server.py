@@ -9,6 +9,7 @@ from typing import NoReturn, Protocol
 import grpc
 
 from quorum import errors
+from quorum.join import ask_to_join
 from quorum.lmdb_log_store import LogStoreIOError
 from quorum.node import QuorumNode
 from quorum.service import QuorumService, RaftPeerService
@@ -84,7 +85,8 @@ async def run_node(
     extension: NodeExtension | None = None,
 ) -> int:
     try:
-        node = QuorumNode(settings, state_machine)
+        joined = await ask_to_join(settings) if settings.join else None
+        node = QuorumNode(settings, state_machine, joined=joined)
     except errors.ClusterMismatchError as exc:
         if state_machine is not None:
             state_machine.close()
@@ -105,7 +107,8 @@ async def run_node(
         raise errors.StartupError(f"cannot listen on {settings.listen}: address in use or not local") from None
     await server.start()
     try:
-        await check_peers_agree(settings, node.digest)
+        if not settings.join:
+            await check_peers_agree(settings, node.digest)
     except errors.StartupError:
         await server.stop(grace=None)
         raise

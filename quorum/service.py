@@ -16,6 +16,7 @@ import grpc
 from quorum import errors
 from quorum.codec import message_from_pb, message_to_pb
 from quorum.node import QuorumNode
+from quorum.raft.membership import ChangeKind
 from quorum.raft.types import Message, MessageType
 from quorum.state_check import StateMachineDamagedError
 from zkraft_proto import quorum_pb2 as pb
@@ -29,6 +30,7 @@ _STATUS_OF: dict[type[errors.QuorumError], grpc.StatusCode] = {
     errors.ShuttingDownError: grpc.StatusCode.UNAVAILABLE,
     errors.ClusterMismatchError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.StateUnavailableError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.MembershipChangeError: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 DEFAULT_READ_TIMEOUT_S = 5.0
@@ -54,7 +56,7 @@ class RaftPeerService(pb_grpc.RaftPeerServicer):
         if cluster_id != n.cluster_id:
             msg = f"node {n.node_id} belongs to cluster '{n.cluster_id}', not '{cluster_id}'"
         elif digest != n.digest:
-            msg = f"node {n.node_id} has a different peer list: {n.settings.peers_string}"
+            msg = f"node {n.node_id} has a different peer list: {n.bootstrap_peers}"
         else:
             return
         n.log.error("peer_config_mismatch", reason=msg)
@@ -120,8 +122,13 @@ class RaftPeerService(pb_grpc.RaftPeerServicer):
 
     async def Hello(self, request: pb.HelloRequest, context: Any) -> pb.HelloResponse:  # noqa: N802
         n = self._node
+        status = n.status()
         return pb.HelloResponse(
-            cluster_id=n.cluster_id, peers_digest=n.digest, node_id=n.node_id, peers=n.settings.peers_string
+            cluster_id=n.cluster_id,
+            peers_digest=n.digest,
+            node_id=n.node_id,
+            peers=n.bootstrap_peers,
+            members=status.members,
         )
 
 
@@ -185,7 +192,27 @@ class QuorumService(pb_grpc.QuorumServicer):
             snapshot_index=s.snapshot_index,
             followers=[pb.FollowerProgress(id=p, match_index=m, next_index=n, state=st) for p, m, n, st in s.followers],
             cluster_id=s.cluster_id,
+            voters=s.voters,
+            learners=s.learners,
+            observers=s.observers,
+            config_index=s.config_index,
+            members=s.members,
         )
+
+    async def ChangeMembership(  # noqa: N802
+        self, request: pb.ChangeMembershipRequest, context: Any
+    ) -> pb.ChangeMembershipResponse:
+        try:
+            kind = ChangeKind(request.kind)
+        except ValueError:
+            await abort_with(context, errors.MembershipChangeError(f"unknown membership change kind {request.kind}"))
+        remaining = context.time_remaining()
+        timeout_s = self._node.settings.proposal_timeout_ms / 1000 if remaining is None else max(remaining, 0.0)
+        try:
+            index = await self._node.change_membership(kind, request.node_id, request.address, timeout_s)
+        except errors.QuorumError as exc:
+            await abort_with(context, exc)
+        return pb.ChangeMembershipResponse(index=index)
 
     async def TransferLeadership(  # noqa: N802
         self, request: pb.TransferLeadershipRequest, context: Any

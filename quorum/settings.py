@@ -33,8 +33,8 @@ from runtime.jaas import JaasError, digest_server_users
 from runtime.message_limits import JUTE_MAX_BUFFER_BYTES_DEFAULT
 from runtime.tls import TlsConfig, TlsConfigError, from_zookeeper_properties
 
-# Raft needs a majority of a fixed voter set; membership is static (no joint
-# consensus), so the sizes worth running are the odd ones.
+# The sizes a cluster starts with: a majority of an even size tolerates no more failures than the odd size
+# below it. Once running, single-server membership changes (`zkraft quorum add/remove`) pass through any size.
 ALLOWED_CLUSTER_SIZES = (1, 3, 5, 7)
 # With zookeeper.extendedTypesEnabled a session id carries its server id in the top byte, and 0xFF there marks a
 # TTL node's owner (EphemeralType.MAX_EXTENDED_SERVER_ID); zkemu/ephemeral_type.py decodes owners with it.
@@ -79,6 +79,9 @@ class NodeSettings:
     listen: str  # host:port this node's gRPC server binds (peers and clients share it)
     peers: dict[int, str]  # every voter, this node included: id -> host:port others dial
     cluster_id: str = "zkraft"
+    # host:port of a member of a running cluster this new node joins (quorum.join); its peer list is then
+    # only itself, and the cluster tells it the rest.
+    join: str = ""
     tick_ms: int = 50
     election_timeout_ticks: int = 12
     heartbeat_interval_ticks: int = 2
@@ -594,6 +597,7 @@ _FIELD_OF_PROPERTY = {
     "listen": "listen",
     "peers": "peers",
     "cluster.id": "cluster_id",
+    "quorum.join": "join",
     "raft.tick.ms": "tick_ms",
     "raft.election.timeout.ticks": "election_timeout_ticks",
     "raft.heartbeat.interval.ticks": "heartbeat_interval_ticks",
@@ -826,7 +830,7 @@ def _convert(name: str, raw: Any, what: str) -> Any:
         if not text.strip():
             raise SettingsError(f"{what}: must not be empty")
         return Path(text).expanduser()
-    if name == "listen":
+    if name in ("listen", "join"):
         return _canonical_address(str(raw), what)
     if name == "client_ssl":
         if not isinstance(raw, Mapping) or any(client_ssl_property(str(key)) is None for key in raw):
@@ -881,6 +885,10 @@ def load_node_settings(
         raise SettingsError("id: missing (give --id N or id=N in the config file)")
     if "data_dir" not in values:
         raise SettingsError("data dir: missing (give --data-dir DIR or dataDir=DIR in the config file)")
+    if "peers" not in values and values.get("join"):
+        if "listen" not in values:
+            raise SettingsError("listen: missing (--join needs --listen host:port, the address the others dial)")
+        values["peers"] = {values["node_id"]: values["listen"]}
     if "peers" not in values:
         raise SettingsError(
             "peers: missing (give --peers 1=host:port,... or server.N=host:port lines in the config file)"

@@ -104,6 +104,10 @@ class SnapshotWriter:
                 "index": self.meta.index,
                 "term": self.meta.term,
                 "voters": list(self.meta.voters),
+                "learners": list(self.meta.learners),
+                "observers": list(self.meta.observers),
+                "config_index": self.meta.config_index,
+                "config_context": self.meta.config_context.hex(),
                 "size_bytes": self.size_bytes,
                 "crc32": self._crc32,
             }
@@ -257,7 +261,16 @@ class SnapshotStore:
 
 
 def _meta_of(sidecar: dict[str, Any]) -> SnapshotMeta:
-    return SnapshotMeta(index=sidecar["index"], term=sidecar["term"], voters=tuple(sidecar["voters"]))
+    # Sidecars written before membership changes existed name the voters only.
+    return SnapshotMeta(
+        index=sidecar["index"],
+        term=sidecar["term"],
+        voters=tuple(sidecar["voters"]),
+        learners=tuple(sidecar.get("learners", ())),
+        observers=tuple(sidecar.get("observers", ())),
+        config_index=sidecar.get("config_index", 0),
+        config_context=bytes.fromhex(sidecar.get("config_context", "")),
+    )
 
 
 def _chunks(file: Any, chunk_bytes: int, sidecar: dict[str, Any], name: str) -> Iterator[bytes]:

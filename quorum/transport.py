@@ -306,10 +306,25 @@ class PeerTransport:
         self.on_stream_broken = on_stream_broken  # a live stream to the peer broke hard (_PeerSender.unreachable)
         self.log = log
         self._senders = {p: _PeerSender(self, p, addr) for p, addr in peers.items() if p != node_id}
+        self._closing: set[asyncio.Task[None]] = set()  # senders of removed members, closing
 
     def start(self) -> None:
         for s in self._senders.values():
             s.start()
+
+    def set_peers(self, peers: dict[int, str]) -> None:
+        """The configuration changed (quorum.raft.membership): open streams to new members (or to a member's new
+        address), close those to members no longer in it."""
+        for p in [p for p, s in self._senders.items() if peers.get(p) != s.address]:
+            sender = self._senders.pop(p)
+            task = asyncio.get_running_loop().create_task(sender.close(), name=f"raft-close-{p}")
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        for p, address in peers.items():
+            if p != self.node_id and p not in self._senders:
+                sender = _PeerSender(self, p, address)
+                self._senders[p] = sender
+                sender.start()
 
     def send(self, messages: Sequence[Message]) -> bool:
         """Queue `messages` for their peers; returns whether every one went to gRPC at once (no stream
@@ -340,4 +355,4 @@ class PeerTransport:
             sender.mark_reachable()
 
     async def close(self) -> None:
-        await asyncio.gather(*(s.close() for s in self._senders.values()))
+        await asyncio.gather(*(s.close() for s in self._senders.values()), *self._closing)

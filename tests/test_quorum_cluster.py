@@ -34,6 +34,7 @@ from tests.quorum_harness import (
     subprocess_env,
     wait_applied,
     wait_for_leader,
+    wait_serving,
 )
 from zkraft_proto import quorum_pb2 as pb
 
@@ -356,7 +357,7 @@ def assert_refused(result: subprocess.CompletedProcess[str], *words: str) -> str
     return lines[0]
 
 
-def test_node_with_another_cluster_or_peer_list_refuses_to_start(cluster: QuorumProcesses) -> None:
+def test_another_cluster_or_peer_list_is_refused_and_a_restart_keeps_its_config(cluster: QuorumProcesses) -> None:
     async def body() -> None:
         cluster.start(1)
         cluster.start(2)
@@ -378,12 +379,26 @@ def test_node_with_another_cluster_or_peer_list_refuses_to_start(cluster: Quorum
         _, leader_address = await wait_for_leader(cluster.addresses, LEADER_TIMEOUT_S)
         await final_commit_everywhere(cluster, leader_address)
 
-        # A data dir remembers the peer list and cluster it was created with.
+        # A data dir remembers the cluster it was created with, and its configuration: a restart with a stale
+        # peer list uses the stored one and says so (issue 32: the configuration lives in the log).
         cluster.kill(1)
-        moved = {**cluster.addresses, 3: f"127.0.0.1:{free_ports(1)[0]}"}
-        line = assert_refused(run_refused(cluster.command(1, peers=peers_text(moved))), "peers", "data dir")
-        assert str(cluster.data_dir(1)) in line
         assert_refused(run_refused(cluster.command(1, cluster_id="other-cluster")), "cluster", "data dir")
+        moved = {**cluster.addresses, 3: f"127.0.0.1:{free_ports(1)[0]}"}
+        stale_log = cluster.root / "logs" / "node-1-stale-peers.log"
+        with stale_log.open("wb") as log:
+            stale = subprocess.Popen(
+                cluster.command(1, peers=peers_text(moved)), cwd=REPO_ROOT, env=subprocess_env(), stdout=log,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            try:
+                await wait_serving(cluster.addresses[1], LEADER_TIMEOUT_S)
+                _, leader_address = await wait_for_leader(cluster.addresses, LEADER_TIMEOUT_S)
+                await final_commit_everywhere(cluster, leader_address)
+            finally:
+                stale.terminate()
+                stale.wait(timeout=CLI_TIMEOUT_S)
+        output = stale_log.read_text(encoding="utf-8", errors="replace")
+        assert '"event": "stored_configuration_used"' in output, output[-2000:]
 
         cluster.start(1)
         async with QuorumClient(list(cluster.addresses.values()), request_timeout_s=WRITE_TIMEOUT_S) as client:

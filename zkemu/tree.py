@@ -440,7 +440,7 @@ class ZnodeTree:
         for e in entries:
             invariant(e.index > last, f"entry {e.index} applied twice or out of order (applied {last})")
             last = e.index
-            if e.kind is EntryKind.NOOP:
+            if e.kind is not EntryKind.NORMAL:  # a new leader's no-op, a membership change
                 results.append(b"")
                 continue
             applied = self._apply_one(txn, e)

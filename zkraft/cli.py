@@ -2,6 +2,9 @@
 
     zkraft quorum start --id 1 --data-dir DIR --listen H:P --peers 1=H:P,2=H:P,3=H:P
     zkraft quorum status --server H:P[,H:P...] [--json]
+    zkraft quorum add --server H:P --id N --address H:P [--observer]
+    zkraft quorum remove --server H:P --id N
+    zkraft quorum transfer-leadership --server H:P --to N
     zkraft up --data-dir DIR
     zkraft zk --server H:P[,H:P...] [--json] [--timeout S] [CMD ARGS...]
     zkraft dump-log-segments --files F[,F...] [--print-data-log] [--deep-iteration]
@@ -120,6 +123,32 @@ def _quorum_status(options: argparse.Namespace) -> int:
     except quorum_status.ServerListError as error:
         raise UsageError(str(error)) from None
     except quorum_status.QuorumStatusError as error:
+        raise CommandError(str(error)) from None
+
+
+def _quorum_members(options: argparse.Namespace) -> int:
+    from runtime.client_config import zookeeper_client_tls_file
+    from runtime.tls import TlsConfigError
+    from zkraft.tools import quorum_members
+
+    try:
+        tls = zookeeper_client_tls_file(options.client_configuration)
+    except TlsConfigError as error:
+        raise UsageError(f"-client-configuration: {error}") from None
+    try:
+        if options.quorum_command == "add":
+            return quorum_members.add(
+                options.server, options.id, options.address, observer=options.observer, timeout_s=options.timeout,
+                catch_up_timeout_s=options.catch_up_timeout, out=sys.stdout, tls=tls,
+            )  # fmt: skip
+        if options.quorum_command == "remove":
+            return quorum_members.remove(options.server, options.id, timeout_s=options.timeout, out=sys.stdout, tls=tls)
+        return quorum_members.transfer_leadership(
+            options.server, options.to, timeout_s=options.timeout, out=sys.stdout, tls=tls
+        )
+    except quorum_members.ServerListError as error:
+        raise UsageError(str(error)) from None
+    except quorum_members.QuorumStatusError as error:
         raise CommandError(str(error)) from None
 
 
@@ -331,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     quorum = commands.add_parser("quorum", help="run or inspect a quorum node")
     quorum_commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND", parser_class=_Parser)
-    quorum.set_defaults(handler=_missing_command("zkraft quorum", "start or status"))
+    quorum.set_defaults(handler=_missing_command("zkraft quorum", "start, status, add, remove or transfer-leadership"))
 
     start = quorum_commands.add_parser(
         "start",
@@ -343,6 +372,12 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--listen", help="host:port to serve on; its port must be this node's port in --peers")
     start.add_argument("--peers", help="every voter: 1=host:port,2=host:port,3=host:port (property server.N)")
     start.add_argument("--cluster-id", help="name shared by all nodes of one cluster (property cluster.id)")
+    start.add_argument(
+        "--join",
+        metavar="HOST:PORT",
+        help="join the running cluster a member of which listens there, without --peers (property quorum.join); "
+        "then `zkraft quorum add` adds this node",
+    )
     start.add_argument(
         "--client-port",
         help="port serving ZooKeeper clients (kazoo, zkCli), 0: none (property clientPort, default 2181)",
@@ -382,6 +417,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="ZooKeeper client properties for a TLS quorum port (zookeeper.client.secure=true, zookeeper.ssl.*)",
     )
     status.set_defaults(handler=_quorum_status)
+
+    add = quorum_commands.add_parser(
+        "add", help="add a node: as a learner, promoted to voter once caught up (or as an observer)"
+    )
+    add.add_argument("--id", type=int, required=True, help="the new node's id, never used in this cluster")
+    add.add_argument("--address", required=True, help="host:port the other nodes dial to reach it")
+    add.add_argument("--observer", action="store_true", help="a non-voting member for good (ZooKeeper observer)")
+    add.add_argument(
+        "--catch-up-timeout", type=_positive_float, default=120.0,
+        help="seconds the new node may take to catch up before its promotion (default 120)",
+    )  # fmt: skip
+    remove = quorum_commands.add_parser("remove", help="remove a node from the quorum (the leader too)")
+    remove.add_argument("--id", type=int, required=True, help="the node to remove")
+    transfer = quorum_commands.add_parser("transfer-leadership", help="hand leadership to a named voter")
+    transfer.add_argument("--to", type=int, required=True, help="the voter to lead")
+    for sub in (add, remove, transfer):
+        sub.add_argument("--server", required=True, help="host:port[,host:port...] of quorum nodes")
+        sub.add_argument(
+            "--timeout", type=_positive_float, default=10.0, help="seconds to wait for each change (default 10)"
+        )
+        sub.add_argument(
+            "-client-configuration",
+            "--client-configuration",
+            dest="client_configuration",
+            type=Path,
+            metavar="FILE",
+            help="ZooKeeper client properties for a TLS quorum port",
+        )
+        sub.set_defaults(handler=_quorum_members)
 
     broker = commands.add_parser("broker", help="run a Kafka broker")
     broker_commands = broker.add_subparsers(dest="broker_command", metavar="COMMAND", parser_class=_Parser)

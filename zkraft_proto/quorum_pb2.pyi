@@ -19,14 +19,22 @@ class Entry(_message.Message):
     def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., data: _Optional[bytes] = ..., kind: _Optional[int] = ...) -> None: ...
 
 class SnapshotMeta(_message.Message):
-    __slots__ = ("index", "term", "voters")
+    __slots__ = ("index", "term", "voters", "learners", "observers", "config_index", "config_context")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     VOTERS_FIELD_NUMBER: _ClassVar[int]
+    LEARNERS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVERS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     index: int
     term: int
     voters: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., voters: _Optional[_Iterable[int]] = ...) -> None: ...
+    learners: _containers.RepeatedScalarFieldContainer[int]
+    observers: _containers.RepeatedScalarFieldContainer[int]
+    config_index: int
+    config_context: bytes
+    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., voters: _Optional[_Iterable[int]] = ..., learners: _Optional[_Iterable[int]] = ..., observers: _Optional[_Iterable[int]] = ..., config_index: _Optional[int] = ..., config_context: _Optional[bytes] = ...) -> None: ...
 
 class RaftMessage(_message.Message):
     __slots__ = ("type", "to", "term", "log_term", "index", "entries", "commit", "reject", "reject_hint", "snapshot", "has_snapshot", "context", "lazy_commits", "log_incomplete")
@@ -105,16 +113,18 @@ class HelloRequest(_message.Message):
     def __init__(self, cluster_id: _Optional[str] = ..., peers_digest: _Optional[str] = ..., **kwargs) -> None: ...
 
 class HelloResponse(_message.Message):
-    __slots__ = ("cluster_id", "peers_digest", "node_id", "peers")
+    __slots__ = ("cluster_id", "peers_digest", "node_id", "peers", "members")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     PEERS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     peers_digest: str
     node_id: int
     peers: str
-    def __init__(self, cluster_id: _Optional[str] = ..., peers_digest: _Optional[str] = ..., node_id: _Optional[int] = ..., peers: _Optional[str] = ...) -> None: ...
+    members: str
+    def __init__(self, cluster_id: _Optional[str] = ..., peers_digest: _Optional[str] = ..., node_id: _Optional[int] = ..., peers: _Optional[str] = ..., members: _Optional[str] = ...) -> None: ...
 
 class FetchStateRequest(_message.Message):
     __slots__ = ("cluster_id", "peers_digest", "min_index")
@@ -182,7 +192,7 @@ class FollowerProgress(_message.Message):
     def __init__(self, id: _Optional[int] = ..., match_index: _Optional[int] = ..., next_index: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("id", "address", "role", "term", "leader", "leader_address", "commit_index", "applied_index", "last_index", "first_index", "snapshot_index", "followers", "cluster_id")
+    __slots__ = ("id", "address", "role", "term", "leader", "leader_address", "commit_index", "applied_index", "last_index", "first_index", "snapshot_index", "followers", "cluster_id", "voters", "learners", "observers", "config_index", "members")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -196,6 +206,11 @@ class StatusResponse(_message.Message):
     SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
     FOLLOWERS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTERS_FIELD_NUMBER: _ClassVar[int]
+    LEARNERS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVERS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     id: int
     address: str
     role: str
@@ -209,7 +224,28 @@ class StatusResponse(_message.Message):
     snapshot_index: int
     followers: _containers.RepeatedCompositeFieldContainer[FollowerProgress]
     cluster_id: str
-    def __init__(self, id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader: _Optional[int] = ..., leader_address: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., followers: _Optional[_Iterable[_Union[FollowerProgress, _Mapping]]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    voters: _containers.RepeatedScalarFieldContainer[int]
+    learners: _containers.RepeatedScalarFieldContainer[int]
+    observers: _containers.RepeatedScalarFieldContainer[int]
+    config_index: int
+    members: str
+    def __init__(self, id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader: _Optional[int] = ..., leader_address: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., followers: _Optional[_Iterable[_Union[FollowerProgress, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., voters: _Optional[_Iterable[int]] = ..., learners: _Optional[_Iterable[int]] = ..., observers: _Optional[_Iterable[int]] = ..., config_index: _Optional[int] = ..., members: _Optional[str] = ...) -> None: ...
+
+class ChangeMembershipRequest(_message.Message):
+    __slots__ = ("kind", "node_id", "address")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    kind: int
+    node_id: int
+    address: str
+    def __init__(self, kind: _Optional[int] = ..., node_id: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
+class ChangeMembershipResponse(_message.Message):
+    __slots__ = ("index",)
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    def __init__(self, index: _Optional[int] = ...) -> None: ...
 
 class TransferLeadershipRequest(_message.Message):
     __slots__ = ("target",)

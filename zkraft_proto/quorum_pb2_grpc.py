@@ -259,6 +259,11 @@ class QuorumStub:
                 request_serializer=zkraft__proto_dot_quorum__pb2.TransferLeadershipRequest.SerializeToString,
                 response_deserializer=zkraft__proto_dot_quorum__pb2.TransferLeadershipResponse.FromString,
                 _registered_method=True)
+        self.ChangeMembership = channel.unary_unary(
+                '/zkraft.quorum.Quorum/ChangeMembership',
+                request_serializer=zkraft__proto_dot_quorum__pb2.ChangeMembershipRequest.SerializeToString,
+                response_deserializer=zkraft__proto_dot_quorum__pb2.ChangeMembershipResponse.FromString,
+                _registered_method=True)
 
 
 class QuorumServicer:
@@ -288,6 +293,12 @@ class QuorumServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ChangeMembership(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QuorumServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -310,6 +321,11 @@ def add_QuorumServicer_to_server(servicer, server):
                     servicer.TransferLeadership,
                     request_deserializer=zkraft__proto_dot_quorum__pb2.TransferLeadershipRequest.FromString,
                     response_serializer=zkraft__proto_dot_quorum__pb2.TransferLeadershipResponse.SerializeToString,
+            ),
+            'ChangeMembership': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeMembership,
+                    request_deserializer=zkraft__proto_dot_quorum__pb2.ChangeMembershipRequest.FromString,
+                    response_serializer=zkraft__proto_dot_quorum__pb2.ChangeMembershipResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -420,6 +436,33 @@ class Quorum:
             '/zkraft.quorum.Quorum/TransferLeadership',
             zkraft__proto_dot_quorum__pb2.TransferLeadershipRequest.SerializeToString,
             zkraft__proto_dot_quorum__pb2.TransferLeadershipResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeMembership(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zkraft.quorum.Quorum/ChangeMembership',
+            zkraft__proto_dot_quorum__pb2.ChangeMembershipRequest.SerializeToString,
+            zkraft__proto_dot_quorum__pb2.ChangeMembershipResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,6 +3,7 @@
 from quorum.raft.config import RaftConfig
 from quorum.raft.core import Raft
 from quorum.raft.errors import InvariantViolation, NotLeaderError, ProposalDroppedError, RaftError
+from quorum.raft.membership import ChangeKind, ConfChange, ConfChangeError, MemberRole, Membership
 from quorum.raft.types import (
     CAMPAIGN_TRANSFER,
     NO_VOTE,
@@ -22,6 +23,11 @@ from quorum.raft.types import (
 
 __all__ = [
     "CAMPAIGN_TRANSFER",
+    "ChangeKind",
+    "ConfChange",
+    "ConfChangeError",
+    "MemberRole",
+    "Membership",
     "NO_VOTE",
     "SENDABLE_BEFORE_PERSIST",
     "Entry",

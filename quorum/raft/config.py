@@ -38,18 +38,23 @@ class RaftConfig:
     # for a new leader it grants pre-votes to the best candidate only. Acts only with pre_vote and
     # check_quorum on, which keep it from disturbing a leader that is alive. Off: such reports are ignored.
     campaign_on_leader_loss: bool = True
+    # A learner is promoted to voter only when its log is at most this many entries behind the leader's
+    # (Raft dissertation §4.2.1: a new voter that must first catch up leaves the cluster unavailable meanwhile).
+    learner_lag_entries_max: int = 1000
 
     def __post_init__(self) -> None:
         if self.node_id < 1:
             raise ValueError(f"node id must be >= 1, got {self.node_id}")
         if len(set(self.voters)) != len(self.voters) or any(v < 1 for v in self.voters):
             raise ValueError(f"voters must be distinct ids >= 1, got {self.voters}")
-        if self.node_id not in self.voters:
-            raise ValueError(f"node {self.node_id} is not among the voters {self.voters}")
+        # `voters` is the configuration the cluster started with; a node outside it is a member added since
+        # (the log or a snapshot names it), or one joining that has no configuration yet (voters empty).
         if self.heartbeat_interval_ticks < 1:
             raise ValueError("heartbeat_interval_ticks must be >= 1")
         if self.election_timeout_ticks <= self.heartbeat_interval_ticks:
             raise ValueError("election_timeout_ticks must exceed heartbeat_interval_ticks")
+        if self.learner_lag_entries_max < 0:
+            raise ValueError("learner_lag_entries_max must be >= 0")
         if self.inflight_appends_max < 1 or self.append_entries_max < 1 or self.append_bytes_max < 1:
             raise ValueError("flow-control limits must be >= 1")
 

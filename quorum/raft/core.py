@@ -38,13 +38,23 @@ next Ready); the protocol is unchanged by it.
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
 from quorum.raft.config import RaftConfig
-from quorum.raft.errors import NotLeaderError, ProposalDroppedError, invariant
+from quorum.raft.errors import InvariantViolation, NotLeaderError, ProposalDroppedError, invariant
 from quorum.raft.log import RaftLog
+from quorum.raft.membership import (
+    ChangeKind,
+    ConfChange,
+    ConfChangeError,
+    MemberRole,
+    Membership,
+    decode_config,
+    encode_config,
+)
 from quorum.raft.progress import Progress, ProgressState
 from quorum.raft.read_only import ReadOnlyTracker
 from quorum.raft.types import (
@@ -65,6 +75,7 @@ from quorum.raft.types import (
 
 MT = MessageType
 NO_LEADER = 0
+_KIND = operator.attrgetter("kind")
 # A follower's answers to its leader, which carry its lazy_commits wish.
 _FOLLOWER_ANSWERS = frozenset({MessageType.APPEND_RESP, MessageType.HEARTBEAT_RESP})
 # Committed entries handed out per Ready: bounds the apply latency of one loop turn.
@@ -86,7 +97,6 @@ class Raft:
         self.config = config
         self.node_id = config.node_id
         self._rng = rng
-        self._peers = tuple(v for v in config.voters if v != config.node_id)
         hs = state.hard_state
         if state.snapshot is not None:
             applied = max(applied, state.snapshot.index)
@@ -119,6 +129,14 @@ class Raft:
         # the best candidate it has seen, as (last log term, last index, id); None otherwise.
         self._leader_lost: tuple[int, int, int] | None = None
         self._lost_round = b""  # the context of that pre-election's PRE_VOTEs, which their answers echo
+        # Membership (quorum.raft.membership): the configuration in force at the log's start (the snapshot's,
+        # else the one the cluster started with), then every CONFIG entry in the log as (index, term, config).
+        self._base_config = (0, Membership(config.voters))
+        if state.snapshot is not None:
+            self._base_config = (state.snapshot.config_index, membership_of(state.snapshot))
+        self._configs: list[tuple[int, int, Membership]] = []
+        self._note_configs(state.entries)
+        self._apply_membership()
         self._become_follower(self.term, NO_LEADER)
 
     # --------------------------------------------------------------- settings
@@ -188,6 +206,106 @@ class Raft:
     def lead_transferee(self) -> int:
         return self._lead_transferee
 
+    @property
+    def membership(self) -> Membership:
+        """The configuration this node uses: the latest in its log, committed or not (dissertation §4.1)."""
+        return self._membership
+
+    @property
+    def config_index(self) -> int:
+        """The index of the CONFIG entry that made `membership` (0: the configuration the cluster started with)."""
+        return self._config_index
+
+    def snapshot_meta(self, index: int) -> SnapshotMeta:
+        """The metadata of a snapshot of the state machine at `index`: its term and the configuration in force
+        there, which the snapshot carries to a follower that installs it and to this node's next start."""
+        term = self.log.term(index)
+        invariant(term is not None, f"snapshot at {index} outside the log {self.first_index - 1}..{self.last_index}")
+        assert term is not None
+        config_index, m = self._base_config
+        for i, _, c in self._configs:
+            if i > index:
+                break
+            config_index, m = i, c
+        return SnapshotMeta(index, term, m.voters, m.learners, m.observers, config_index, m.context)
+
+    # ------------------------------------------------------------- membership
+    def _note_configs(self, entries: Sequence[Entry]) -> None:
+        """Record the CONFIG entries among `entries`, which were just added to the log after every known one."""
+        for e in entries:
+            if e.kind is EntryKind.CONFIG:
+                self._configs.append((e.index, e.term, decode_membership(e.data)))
+
+    def _apply_membership(self) -> None:
+        """Use the latest configuration in the log: who is replicated to, who votes, who counts."""
+        self._config_index, self._membership = (
+            (self._configs[-1][0], self._configs[-1][2]) if self._configs else self._base_config
+        )
+        m = self._membership
+        self._quorum = m.quorum
+        self._peers = tuple(p for p in m.members if p != self.node_id)
+        self._voter_peers = tuple(p for p in m.voters if p != self.node_id)
+        self._is_voter = self.node_id in m.voters
+        if self.role is not Role.LEADER:
+            return
+        for p in self._peers:
+            if p not in self._progress:
+                # A new member: probe from our log's end, as for any follower after an election (etcd confchange).
+                self._progress[p] = Progress(self.log.last_index + 1, self.config.inflight_appends_max)
+                self._progress[p].recent_active = True
+        for p in [p for p in self._progress if p != self.node_id and p not in m.members]:
+            # A removed follower may have committed on our DURABLE notice and shown it to its clients: reads
+            # must still wait for that (_read_floor).
+            self._removed_durable = max(self._removed_durable, self._progress.pop(p).durable_sent)
+        self._voter_progress = tuple(self._progress[v] for v in m.voters)
+        if self._lead_transferee not in m.voters:
+            self._lead_transferee = NO_LEADER
+
+    def _configs_after_append(self, prev_index: int, entries: Sequence[Entry]) -> None:
+        """A follower's log took `entries` after `prev_index`: forget configurations a conflict cut away, then
+        record the new ones (a server uses the latest configuration in its log, and falls back to the one
+        before when an uncommitted change is cut: dissertation §4.1)."""
+        configs = self._configs
+        changed = False
+        while configs and configs[-1][0] > prev_index and self.log.term(configs[-1][0]) != configs[-1][1]:
+            configs.pop()
+            changed = True
+        last_known = configs[-1][0] if configs else 0
+        for e in entries:
+            if e.kind is EntryKind.CONFIG and e.index > last_known:
+                configs.append((e.index, e.term, decode_membership(e.data)))
+                changed = True
+        if changed:
+            self._apply_membership()
+
+    def _may_campaign(self) -> bool:
+        """Voters campaign; learners, observers and removed nodes do not (etcd promotable), with one exception.
+
+        A voter whose removal is in its log but not committed may be the only one holding that entry, so that
+        no voter of the configuration it leaves would vote for another (their logs are behind); the entry
+        would never commit. It campaigns, needs a majority of the new configuration (its own vote does not
+        count), leads a cluster that does not include itself until the entry commits, then steps down
+        (dissertation §4.2.2)."""
+        if self._is_voter:
+            return True
+        if self._config_index <= self.log.committed:
+            return False
+        before = self._configs[-2][2] if len(self._configs) > 1 else self._base_config[1]
+        return self.node_id in before.voters
+
+    def _removed_leader_done(self) -> bool:
+        """A leader outside its own configuration leads until that configuration commits (§4.2.2)."""
+        return not self._is_voter and self._config_index <= self.log.committed
+
+    def _step_down_removed(self) -> None:
+        """Our removal committed: hand the commit out, ask the most up-to-date voter to campaign at once
+        (leadership transfer, §3.10, instead of waiting out an election timeout), and stop leading."""
+        self._bcast_append()
+        best = max(self._voter_peers, key=lambda p: self._progress[p].match, default=NO_LEADER)
+        if best != NO_LEADER and self._progress[best].match == self.log.last_index:
+            self._send(Message(MT.TIMEOUT_NOW, best, self.node_id, self.term))
+        self._become_follower(self.term, NO_LEADER)
+
     # ----------------------------------------------------------- role changes
     def _reset(self, term: int) -> None:
         if term != self.term:
@@ -209,6 +327,7 @@ class Raft:
         self._bcast_pending = False
         self._leader_durable = 0
         self._leader_lost = None
+        self._removed_durable = 0  # as a leader: the highest DURABLE sent to a follower since removed
 
     def _become_follower(self, term: int, leader: int) -> None:
         self._reset(term)
@@ -236,11 +355,12 @@ class Raft:
         self.role = Role.LEADER
         self.leader_id = self.node_id
         nxt = self.log.last_index + 1
-        for v in self.config.voters:
+        for v in (self.node_id, *self._peers):
             pr = Progress(nxt, self.config.inflight_appends_max)
             pr.recent_active = True
             self._progress[v] = pr
         self._progress[self.node_id].match = self.log.stable_index
+        self._voter_progress = tuple(self._progress[v] for v in self._membership.voters)
         # Raft §8: commit an entry of our own term before serving reads or
         # counting replicas of older entries.
         self.log.append([Entry(nxt, self.term, b"", EntryKind.NOOP)])
@@ -255,7 +375,7 @@ class Raft:
 
     def _tick_election(self) -> None:
         self._election_elapsed += 1
-        if self._election_elapsed >= self._randomized_election_timeout:
+        if self._election_elapsed >= self._randomized_election_timeout and self._may_campaign():
             self._election_elapsed = 0
             self._leader_lost = None  # from here on, the plain rules (_rank_pre_vote)
             self._campaign(_Campaign.PRE_ELECTION if self.config.pre_vote else _Campaign.ELECTION)
@@ -279,16 +399,22 @@ class Raft:
             self._bcast_heartbeat()
 
     def _quorum_recently_active(self) -> bool:
-        active = 0
+        voters = self._membership.voters
+        # A leader outside its configuration (its removal uncommitted, §4.2.2) counts itself too: else it would
+        # need every voter of a two-voter configuration to answer within each timeout, and step down at the
+        # first late answer, leaving its removal to a new election. Only the lease is at stake, never a commit.
+        active = 0 if self._is_voter else 1
         for v, pr in self._progress.items():
-            if v == self.node_id or pr.recent_active:
+            if v in voters and (v == self.node_id or pr.recent_active):
                 active += 1
             if v != self.node_id:
                 pr.recent_active = False
-        return active >= self.config.quorum
+        return active >= self._quorum
 
     # --------------------------------------------------------------- campaign
     def _campaign(self, kind: _Campaign, round_tag: bytes = b"") -> None:
+        if not self._may_campaign():
+            return
         if kind is _Campaign.PRE_ELECTION:
             self._become_pre_candidate()
             vote_type = MT.PRE_VOTE
@@ -301,7 +427,7 @@ class Raft:
             self._won_vote(kind)
             return
         context = CAMPAIGN_TRANSFER if kind is _Campaign.TRANSFER else round_tag
-        for p in self._peers:
+        for p in self._voter_peers:
             self._send(
                 Message(
                     vote_type,
@@ -324,23 +450,25 @@ class Raft:
         won by a quorum of the other voters' grants, or by every voter's (then
         each entry that still exists on any node was vouched for: what a whole
         cluster that lost its tails can still do, quorum.raft.recovery)."""
-        if voter not in self._votes:
+        voters = self._membership.voters
+        if voter not in self._votes and voter in voters:  # a non-voter's answer decides nothing
             self._votes[voter] = granted
             if granted and log_incomplete:
                 self._incomplete_votes.add(voter)
         granted_count = sum(1 for g in self._votes.values() if g)
         complete_count = granted_count - len(self._incomplete_votes)
-        return complete_count >= self.config.quorum or granted_count == len(self.config.voters)
+        return complete_count >= self._quorum or granted_count == len(voters)
 
     def _lost_vote(self) -> bool:
         """Whether the election can no longer be won (_poll): a rejection rules out every voter's grant,
         and the voters yet to answer cannot bring the other grants to a quorum."""
+        voter_count, quorum = len(self._membership.voters), self._quorum
         rejected = sum(1 for g in self._votes.values() if not g)
-        if rejected > len(self.config.voters) - self.config.quorum:
+        if rejected > voter_count - quorum:
             return True
         complete = sum(1 for v, g in self._votes.items() if g and v not in self._incomplete_votes)
-        unanswered = len(self.config.voters) - len(self._votes)
-        return rejected > 0 and complete + unanswered < self.config.quorum
+        unanswered = voter_count - len(self._votes)
+        return rejected > 0 and complete + unanswered < quorum
 
     def _won_vote(self, kind: _Campaign) -> None:
         if kind is _Campaign.PRE_ELECTION:
@@ -379,6 +507,51 @@ class Raft:
                 f"{self.config.uncommitted_bytes_max})"
             )
 
+    def propose_conf_change(self, change: ConfChange) -> int:
+        """Append a single-server membership change (dissertation §4.1); returns its index.
+
+        Refused with ConfChangeError, in one line: while another change is uncommitted (one at a time, §4.1),
+        before this leader has committed an entry of its own term (the fix to the single-server bug the
+        dissertation's errata describe: a change may not follow an uncommitted one from an older term), a
+        promotion of a learner not caught up (§4.2.1), a removal that leaves fewer reachable voters than a
+        quorum of the new configuration, and any change the configuration itself refuses (Membership.changed).
+        """
+        self._check_can_propose(0)
+        if self._config_index > self.log.committed:
+            raise ConfChangeError(
+                f"a membership change is in progress (entry {self._config_index} is not committed yet)"
+            )
+        if not self._committed_in_current_term():
+            raise ConfChangeError("the leader has not committed an entry of its term yet; retry")
+        new = self._membership.changed(change)
+        n = change.node_id
+        if change.kind is ChangeKind.PROMOTE:
+            match, last = self._progress[n].match, self.log.last_index
+            if match + self.config.learner_lag_entries_max < last:
+                raise ConfChangeError(
+                    f"node {n} is not caught up: it holds the log through {match}, the leader's ends at {last} "
+                    f"(at most {self.config.learner_lag_entries_max} entries behind to be promoted)"
+                )
+        elif change.kind is ChangeKind.REMOVE and self._membership.role_of(n) is MemberRole.VOTER:
+            reachable = [v for v in new.voters if v == self.node_id or self._reachable(v)]
+            if len(reachable) < new.quorum:
+                raise ConfChangeError(
+                    f"removing node {n} would lose the quorum: {len(reachable)} of the remaining voters "
+                    f"{list(new.voters)} are reachable, {new.quorum} needed"
+                )
+        index = self.log.last_index + 1
+        data = encode_config(change, new)
+        self.log.append([Entry(index, self.term, data, EntryKind.CONFIG)])
+        self._uncommitted_bytes += len(data)
+        self._configs.append((index, self.term, new))
+        self._apply_membership()
+        self._bcast_pending = True
+        return index
+
+    def _reachable(self, peer: int) -> bool:
+        pr = self._progress.get(peer)
+        return pr is not None and (pr.recent_active or pr.state is ProgressState.REPLICATE)
+
     def read_index(self, context: bytes) -> None:
         m = Message(MT.READ_INDEX, self.node_id, self.node_id, self.term, context=context)
         if self.role is Role.LEADER:
@@ -388,7 +561,7 @@ class Raft:
         # otherwise dropped: there is no leader to confirm the read; the caller times out
 
     def transfer_leadership(self, target: int) -> None:
-        if self.role is not Role.LEADER or target == self.node_id or target not in self._progress:
+        if self.role is not Role.LEADER or target == self.node_id or target not in self._membership.voters:
             return
         if self._lead_transferee == target:
             return
@@ -433,6 +606,8 @@ class Raft:
             return False
         if self.role is not Role.FOLLOWER or peer == NO_LEADER or peer != self.leader_id:
             return False
+        if not self._may_campaign():  # a learner or an observer waits for the voters to elect
+            return False
         # A tag of this round, which the answers echo: a grant to an earlier round of ours, given while
         # its voter too had lost the leader, must not count once that voter follows the leader again.
         self._lost_round = b"leader-lost:%d" % self._rng.randrange(0, 1 << 62)
@@ -458,6 +633,10 @@ class Raft:
         if self.snapshot is None or meta.index > self.snapshot.index:
             self.snapshot = meta
         self.log.compact(min(compact_to, self.log.stable_index))
+        # Configurations in the compacted part: the latest of them is the log start's configuration now.
+        while self._configs and self._configs[0][0] <= self.log.compacted_index:
+            index, _, m = self._configs.pop(0)
+            self._base_config = (index, m)
         return self.log.compacted_index
 
     # --------------------------------------------------------------- messages
@@ -577,7 +756,7 @@ class Raft:
             self.leader_id = m.frm
             self._handle_snapshot(m)
         elif t is MT.TIMEOUT_NOW:
-            self._campaign(_Campaign.TRANSFER)
+            self._campaign(_Campaign.TRANSFER)  # nothing when this node is no voter
         elif t is MT.READ_INDEX_RESP:
             self._read_states.append(ReadState(m.index, m.context))
         elif t is MT.READ_INDEX:
@@ -590,6 +769,8 @@ class Raft:
             return
         last_new = self.log.maybe_append(m.index, m.log_term, m.commit, m.entries)
         if last_new is not None:
+            if m.entries and (self._configs or EntryKind.CONFIG in map(_KIND, m.entries)):
+                self._configs_after_append(m.index, m.entries)
             self._send(Message(MT.APPEND_RESP, m.frm, self.node_id, self.term, index=last_new))
             return
         # Reject with a hint: the last index whose term is <= the leader's
@@ -627,8 +808,8 @@ class Raft:
         index (Log Matching), so holding it durably here and the leader holding
         its log durably through that index makes two copies.
         """
-        if self.config.quorum != 2:
-            return
+        if self._quorum != 2 or not self._is_voter or self._config_index > self.log.committed:
+            return  # two copies are a majority only of a settled configuration of 3 voters that counts us
         index = min(self._leader_durable, self.log.stable_index)
         if index > self.log.committed and self.log.term(index) == self.term:
             self.log.commit_to(index)
@@ -651,6 +832,9 @@ class Raft:
             return
         self.log.restore(s)
         self.snapshot = s
+        self._base_config = (s.config_index, membership_of(s))
+        self._configs = []
+        self._apply_membership()
         self._send(Message(MT.APPEND_RESP, m.frm, self.node_id, self.term, index=s.index))
 
     # ---- candidate (pre or real)
@@ -748,12 +932,13 @@ class Raft:
             # Even an empty append helps: if an earlier append was lost, the
             # follower rejects this one and the leader goes back to probing.
             self._send_append(m.frm)
-        if m.context and self._read_only.ack(m.frm, m.context) >= self.config.quorum:
+        voters = self._membership.voters
+        if m.context and m.frm in voters and self._read_only.ack(m.frm, m.context, voters) >= self._quorum:
             for req in self._read_only.release_through(m.context):
                 self._answer_read(req.requester, req.index, req.context)
 
     def _leader_read_index(self, m: Message) -> None:
-        if len(self.config.voters) == 1:
+        if self._membership.voters == (self.node_id,):
             if self._committed_in_current_term():
                 self._answer_read(m.frm, self.log.committed, m.context)
             else:
@@ -765,14 +950,14 @@ class Raft:
             self._pending_reads.append(m)
             return
         if self._read_only.add(self._read_floor(), m.context, m.frm):
-            self._read_only.ack(self.node_id, m.context)
+            self._read_only.ack(self.node_id, m.context, self._membership.voters)
             self._bcast_heartbeat()
 
     def _read_floor(self) -> int:
         """The index a read issued now must see: our commit index, or further where a follower may
         have committed entries by itself on our DURABLE notice (and shown them to its clients)
         before their acknowledgement reached us. The read then waits for them to commit here."""
-        floor = self.log.committed
+        floor = max(self.log.committed, self._removed_durable)
         for p in self._peers:
             floor = max(floor, self._progress[p].durable_sent)
         return floor
@@ -787,8 +972,9 @@ class Raft:
         return self.log.term(self.log.committed) == self.term
 
     def _maybe_commit(self) -> bool:
-        matches = sorted((pr.match for pr in self._progress.values()), reverse=True)
-        candidate = matches[self.config.quorum - 1]
+        # Only the voters of the latest configuration count, this leader too only when it is one (§4.2.2).
+        matches = sorted([pr.match for pr in self._voter_progress], reverse=True)
+        candidate = matches[self._quorum - 1]
         # Raft §5.4.2: only entries of the current term commit by counting.
         if candidate <= self.log.committed or self.log.term(candidate) != self.term:
             return False
@@ -884,9 +1070,11 @@ class Raft:
         none): its clients learn the commit two network hops sooner.
         """
         stable = self.log.stable_index
-        if not self.config.durable_notice or self.config.quorum != 2 or self.log.term(stable) != self.term:
+        if not self.config.durable_notice or self._quorum != 2 or self.log.term(stable) != self.term:
             return
-        for p in self._peers:
+        if not self._is_voter or self._config_index > self.log.committed:
+            return  # while the configuration changes, commits go by counting only
+        for p in self._voter_peers:
             pr = self._progress[p]
             if pr.state is not ProgressState.REPLICATE or pr.lazy_commits or pr.match >= stable:
                 continue
@@ -924,8 +1112,9 @@ class Raft:
             return []
         serving: list[int] = []
         lazy: list[int] = []
-        streaming = 1  # the leader itself
-        for p in self._peers:
+        # Learners and observers are never deferred: they do not count, and a learner must catch up.
+        streaming = 1 if self._is_voter else 0  # the leader itself
+        for p in self._voter_peers:
             pr = self._progress[p]
             if pr.state is not ProgressState.REPLICATE or pr.stalled:
                 continue
@@ -935,7 +1124,7 @@ class Raft:
                 lazy.append(p)
             else:
                 serving.append(p)
-        return (serving + lazy)[max(0, self.config.quorum - streaming) :]
+        return (serving + lazy)[max(0, self._quorum - streaming) :]
 
     def _bcast_heartbeat(self) -> None:
         context = self._read_only.last_context()
@@ -975,6 +1164,8 @@ class Raft:
         committed entries to the next Ready (the runner sends the messages before it applies them);
         without messages there is nothing to send first, and a second Ready would only cost time."""
         invariant(not self._ready_outstanding, "ready() called twice without advance()")
+        if not self._is_voter and self.role is Role.LEADER and self._removed_leader_done():
+            self._step_down_removed()
         if self._bcast_pending and self.role is Role.LEADER:
             self._bcast_append()
         self._bcast_pending = False
@@ -1043,3 +1234,16 @@ class Raft:
                         self._bcast_pending = True
             else:
                 self._commit_durable_pair()
+
+
+def membership_of(meta: SnapshotMeta) -> Membership:
+    """The configuration a snapshot carries."""
+    return Membership(meta.voters, meta.learners, meta.observers, meta.config_context)
+
+
+def decode_membership(data: bytes) -> Membership:
+    """The configuration a CONFIG entry made; a malformed one is a bug (every node wrote it with encode_config)."""
+    try:
+        return decode_config(data)[1]
+    except ValueError as e:
+        raise InvariantViolation(f"malformed configuration entry: {e}") from e

@@ -8,6 +8,7 @@ confirms every earlier one too.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 
@@ -31,13 +32,14 @@ class ReadOnlyTracker:
         self._queue.append(context)
         return True
 
-    def ack(self, voter: int, context: bytes) -> int:
-        """Record a heartbeat response; returns how many voters confirmed that read (0 if unknown)."""
+    def ack(self, voter: int, context: bytes, voters: Container[int]) -> int:
+        """Record a heartbeat response; returns how many of `voters` (the configuration now in force: an ack
+        of a server removed since no longer counts) confirmed that read (0 if unknown)."""
         req = self._pending.get(context)
         if req is None:
             return 0
         req.acks.add(voter)
-        return len(req.acks)
+        return sum(1 for a in req.acks if a in voters)
 
     def release_through(self, context: bytes) -> list[ReadIndexRequest]:
         """Remove and return every request up to and including `context`."""

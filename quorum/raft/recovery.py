@@ -44,7 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from quorum.raft.errors import RaftError
-from quorum.raft.types import NO_VOTE, Entry, HardState, PersistentState, SnapshotMeta
+from quorum.raft.membership import decode_config
+from quorum.raft.types import NO_VOTE, Entry, EntryKind, HardState, PersistentState, SnapshotMeta
 
 
 class RecoveryError(RaftError):
@@ -80,8 +81,24 @@ def _rebased(state: PersistentState, applied: int, term: int, voters: tuple[int,
     belong to another history and are cut."""
     follows = state.term_at(applied) == term
     kept: tuple[Entry, ...] = tuple(e for e in state.entries if e.index > applied) if follows else ()
-    meta = SnapshotMeta(index=applied, term=term, voters=voters)
+    meta = _configured(SnapshotMeta(index=applied, term=term, voters=voters), state, applied)
     return replace(state, snapshot=meta, compacted_index=applied, compacted_term=term, entries=kept)
+
+
+def _configured(meta: SnapshotMeta, state: PersistentState, applied: int) -> SnapshotMeta:
+    """`meta` with the latest configuration the stored snapshot and log hold at or below `applied`
+    (quorum.raft.membership). A change in the part of the log that was cut is not known here: the leader's
+    next configuration entry or snapshot brings the node up to date."""
+    if state.snapshot is not None:
+        s = state.snapshot
+        meta = replace(meta, voters=s.voters, learners=s.learners, observers=s.observers,
+                       config_index=s.config_index, config_context=s.config_context)  # fmt: skip
+    for e in state.entries:
+        if e.index <= applied and e.kind is EntryKind.CONFIG:
+            _, m = decode_config(e.data)
+            meta = replace(meta, voters=m.voters, learners=m.learners, observers=m.observers,
+                           config_index=e.index, config_context=m.context)  # fmt: skip
+    return meta
 
 
 def recovered_hard_state(hs: HardState, evidence_term: int, last_index: int, node_id: int, cut: bool) -> HardState:

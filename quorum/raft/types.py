@@ -23,6 +23,9 @@ class EntryKind(enum.IntEnum):
     # The empty entry a new leader appends so that it can commit (and serve
     # ReadIndex) in its own term: Raft §8, etcd becomeLeader.
     NOOP = 1
+    # A membership change (quorum.raft.membership): its data is the change and the whole new configuration.
+    # Each node uses it as soon as it is in its log, committed or not (Raft dissertation §4.1).
+    CONFIG = 2
 
 
 # The values that move on every write (entries, messages, Readies and their states) are
@@ -61,6 +64,12 @@ class SnapshotMeta:
     index: int
     term: int
     voters: tuple[int, ...]
+    # The rest of the configuration in force at `index` (quorum.raft.membership), and the index of the
+    # CONFIG entry that made it (0: the configuration the cluster started with).
+    learners: tuple[int, ...] = ()
+    observers: tuple[int, ...] = ()
+    config_index: int = 0
+    config_context: bytes = b""
 
 
 class MessageType(enum.IntEnum):

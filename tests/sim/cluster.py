@@ -30,6 +30,7 @@ from quorum.log_store import MemoryLogStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.core import Raft
 from quorum.raft.errors import NotLeaderError, ProposalDroppedError
+from quorum.raft.membership import ChangeKind, ConfChange, ConfChangeError, decode_config
 from quorum.raft.types import (
     SENDABLE_BEFORE_PERSIST,
     Entry,
@@ -55,6 +56,15 @@ PERSISTED_REPORT_RATE = 0.5
 # deployed), from a generator of its own; a test forces one on or off over many seeds.
 EXTENSIONS = ("durable_notice", "lazy_follower_commits", "deferred_replication", "campaign_on_leader_loss")
 EXTENSION_ON_RATE = 0.75
+# Random membership changes (quorum.raft.membership), off unless forced on (`--option membership_changes=on`):
+# a seed without them runs exactly as before they existed. They draw from a generator of their own.
+MEMBERSHIP_CHANGES = "membership_changes"
+SIM_OPTIONS = (*EXTENSIONS, MEMBERSHIP_CHANGES)
+MEMBERSHIP_CHANGE_RATE = 0.03  # per tick
+MEMBERS_ADDED_MAX = 4  # fresh node ids a run may add
+# A removed node keeps running this many election timeouts at most (a disruptive removed server, dissertation
+# §4.2.3), then its operator stops it.
+REMOVED_LINGER_ELECTIONS_MAX = 4
 # How often the runner applies the committed entries earlier Readies made durable before it persists
 # the Ready's own (the node's loop does so before or during its save: quorum.node._durable_apply_timing).
 APPLY_AHEAD_RATE = 0.5
@@ -77,6 +87,7 @@ _EV_TICK = 0
 _EV_DELIVER = 1
 _EV_RESTART = 2
 _EV_HEAL = 3
+_EV_STOP = 4
 
 MT = MessageType
 Payload = tuple[Entry, ...]
@@ -123,6 +134,8 @@ class SimResult:
     snapshots_taken: int = 0
     snapshots_sent: int = 0
     snapshots_installed: int = 0
+    changes: int = 0
+    changes_refused: int = 0
     unsynced_lost: int = 0
     lazy_commit_changes: int = 0
     # A follower committed entries no leader had counted yet (on the leader's DURABLE notice).
@@ -281,7 +294,14 @@ class Cluster:
         self.voters = tuple(range(1, nodes + 1))
         self.knobs = draw_config(self.rng)
         self.forced = dict(forced or {})
-        self.knobs.update(draw_extensions(random.Random(seed * LAZY_SEED_FACTOR + 4), self.forced))
+        extensions = {k: v for k, v in self.forced.items() if k != MEMBERSHIP_CHANGES}
+        self.knobs.update(draw_extensions(random.Random(seed * LAZY_SEED_FACTOR + 4), extensions))
+        self.membership_changes = self.forced.get(MEMBERSHIP_CHANGES, False)
+        self.member_rng = random.Random(seed * LAZY_SEED_FACTOR + 6)
+        self.ids = list(self.voters)  # every node ever started, the added ones too
+        self.stopped: set[int] = set()  # removed nodes their operator stopped for good
+        # Vote grants seen on the wire: (term, candidate) -> voters that granted it.
+        self.grants: dict[tuple[int, int], set[int]] = {}
         self.election_ticks = int(self.knobs["election_timeout_ticks"])  # type: ignore[call-overload]
         self.profile = draw_profile(self.rng, self.election_ticks)
         # Which followers want COMMIT messages (Raft.set_lazy_commits) changes
@@ -353,8 +373,10 @@ class Cluster:
             self._world_tick()
         elif kind == _EV_RESTART:
             node = self.nodes[c]
-            if node.core is None:
+            if node.core is None and c not in self.stopped:
                 self._start(node)
+        elif kind == _EV_STOP:
+            self._stop_removed(c)
         elif kind == _EV_HEAL:
             if c == self._partition_gen and self.blocked:
                 self._heal()
@@ -398,7 +420,9 @@ class Cluster:
         self._after(node)
 
     def _config(self, node_id: int) -> RaftConfig:
-        return RaftConfig(node_id=node_id, voters=self.voters, **self.knobs)  # type: ignore[arg-type]
+        # A node added later starts with no configuration (`zkraft quorum start --join`): the log names it.
+        voters = self.voters if node_id in self.voters else ()
+        return RaftConfig(node_id=node_id, voters=voters, **self.knobs)  # type: ignore[arg-type]
 
     def _crash(self, node: SimNode, why: str) -> None:
         node.core = None
@@ -407,7 +431,7 @@ class Cluster:
         self.result.crashes += 1
         if self.verbose:
             self._trace(f"n{node.id} CRASH ({why}); {lost} unsynced writes lost")
-        if self.chaos:
+        if self.chaos and node.id not in self.stopped:
             delay = self.rng.randint(1, self.profile.restart_ticks_max) * TICK_UNITS
             self._schedule(delay, _EV_RESTART, None, None, node.id)
         for other in self.nodes.values():
@@ -443,12 +467,25 @@ class Cluster:
             if self.verbose:
                 self._trace(f"n{node.id} {node.role.value} -> {role.value} term {core.term}")
             node.role = role
+            if role in (Role.CANDIDATE, Role.PRE_CANDIDATE) and (
+                node.id in core.membership.learners + core.membership.observers
+            ):
+                raise fail(
+                    "learner", f"node {node.id} campaigns but is a non-voter in its configuration {core.membership}"
+                )
         if role is Role.LEADER and inv.check_leader(node.id, core.term):
             self.result.leaders += 1
             inv.check_new_leader(core)
-        newly = inv.check_commit(core, self._durable_on_quorum)
+            self._check_elected(node.id, core)
+        newly = inv.check_commit(core, self._durable_on_quorum(core))
         if newly is not None:
             first, last = newly
+            if role is Role.LEADER and not self._durable_on_quorum(core)(last, core.term_at(last) or -1):
+                raise fail(
+                    "commit quorum",
+                    f"leader {node.id} commits through {last} but no majority of its configuration "
+                    f"{core.membership.voters} holds it on disk",
+                )
             if role is not Role.LEADER:
                 self.result.self_commits += 1
             for other in self.nodes.values():
@@ -456,10 +493,32 @@ class Cluster:
                 if oc is not None and oc is not core and oc.role is Role.LEADER:
                     inv.check_leader_holds(oc, first, last, core.term)
 
-    def _durable_on_quorum(self, index: int, term: int) -> bool:
-        """Whether a quorum of the nodes' disks (synced writes only) hold entry (index, term)."""
-        copies = sum(1 for n in self.nodes.values() if n.disk.store.term(index) == term)
-        return copies >= len(self.nodes) // 2 + 1
+    def _durable_on_quorum(self, core: Raft) -> Callable[[int, int], bool]:
+        """Whether a majority of the voters of `core`'s configuration hold entry (index, term) on disk (synced
+        writes; a snapshot beyond the index holds it too): what a commit there needs (Raft §5.4.2, §4.1)."""
+        voters = core.membership.voters
+
+        def holds(index: int, term: int) -> bool:
+            copies = 0
+            for v in voters:
+                store = self.nodes[v].disk.store if v in self.nodes else None
+                if store is not None and (store.term(index) == term or store.compacted_index > index):
+                    copies += 1
+            return copies >= len(voters) // 2 + 1
+
+        return holds
+
+    def _check_elected(self, node_id: int, core: Raft) -> None:
+        """A new leader won the grants of a majority of its configuration's voters (the candidate's own among
+        them only when it is one); a learner's grant never counts."""
+        voters = core.membership.voters
+        granted = self.grants.get((core.term, node_id), set()) | ({node_id} if node_id in voters else set())
+        if len(granted & set(voters)) < len(voters) // 2 + 1:
+            raise fail(
+                "election",
+                f"node {node_id} leads term {core.term} with grants from {sorted(granted)}, "
+                f"its configuration's voters are {voters}",
+            )
 
     def _audit(self) -> None:
         for node in self.nodes.values():
@@ -583,7 +642,8 @@ class Cluster:
         if e.index != len(node.machine) + 1:
             raise fail("apply", f"node {node.id} applies {e.index} after {len(node.machine)}")
         node.machine.append(e)
-        self.inv.check_apply(node.id, e)
+        if self.inv.check_apply(node.id, e) and e.kind is EntryKind.CONFIG:
+            self._config_applied(e)
         data = node.proposed.pop(e.index, None)
         if data is not None and data == e.data and e.kind is EntryKind.NORMAL:
             self.inv.ack(e)  # the leader tells its client: committed
@@ -625,6 +685,8 @@ class Cluster:
                 raise fail("ready", f"node {node.id} sends snapshot {meta} it never took or installed")
             self.result.snapshots_sent += 1
         self._check_extensions_off(node, m)
+        if m.type is MT.VOTE_RESP and not m.reject:
+            self.grants.setdefault((m.term, m.to), set()).add(m.frm)
         self.result.messages += 1
         if len(self._heap) > IN_FLIGHT_MAX:
             raise fail("message storm", f"{len(self._heap)} messages in flight; last sent {_show(m)}")
@@ -726,7 +788,7 @@ class Cluster:
         prof, rng = self.profile, self.rng
         self._flap()
         if self.lazy_rng.random() < LAZY_TOGGLE_RATE:
-            node = self.nodes[self.lazy_rng.choice(self.voters)]
+            node = self.nodes[self.lazy_rng.choice(self.ids)]
             lazy = self.lazy_rng.random() < 0.5
             if node.core is not None:
                 node.core.set_lazy_commits(lazy)
@@ -744,21 +806,23 @@ class Cluster:
             # Compaction on the leader is what sends lagging followers snapshots.
             leaders = self._leaders()
             self._take_snapshot(
-                rng.choice(leaders) if leaders and rng.random() < 0.5 else self.nodes[rng.choice(self.voters)]
+                rng.choice(leaders) if leaders and rng.random() < 0.5 else self.nodes[rng.choice(self.ids)]
             )
         if prof.crash_rate and rng.random() < prof.crash_rate * self.n:
-            node = self.nodes[rng.choice(self.voters)]
+            node = self.nodes[rng.choice(self.ids)]
             if node.core is not None:
                 self._crash(node, "between readies")
         if prof.partition_rate and not self.blocked and rng.random() < prof.partition_rate:
             self._partition()
         if prof.pause_rate and rng.random() < prof.pause_rate:
-            node = self.nodes[rng.choice(self.voters)]
+            node = self.nodes[rng.choice(self.ids)]
             if node.core is not None and node.paused_until <= self.now:
                 node.paused_until = self.now + rng.randint(1, prof.pause_ticks_max) * TICK_UNITS
                 self.result.pauses += 1
                 if self.verbose:
                     self._trace(f"n{node.id} PAUSED until {node.paused_until}")
+        if self.membership_changes and self.member_rng.random() < MEMBERSHIP_CHANGE_RATE:
+            self._change_membership()
 
     def _leaders(self) -> list[SimNode]:
         return [nd for nd in self.nodes.values() if nd.core is not None and nd.core.role is Role.LEADER]
@@ -772,7 +836,7 @@ class Cluster:
         if leaders and self.rng.random() < 0.85:
             node = self.rng.choice(leaders)
         else:
-            node = self.nodes[self.rng.choice(self.voters)]
+            node = self.nodes[self.rng.choice(self.ids)]
         core = self._running(node)
         if core is None:
             return
@@ -797,7 +861,7 @@ class Cluster:
         self._after(node)
 
     def _client_read(self) -> None:
-        node = self.nodes[self.rng.choice(self.voters)]
+        node = self.nodes[self.rng.choice(self.ids)]
         core = self._running(node)
         if core is None:
             return
@@ -816,7 +880,7 @@ class Cluster:
         if not leaders:
             return
         node = self.rng.choice(leaders)
-        target = self.rng.choice([v for v in self.voters if v != node.id])
+        target = self.rng.choice([v for v in self.ids if v != node.id])
         core = self._running(node)
         if core is None:
             return
@@ -826,6 +890,73 @@ class Cluster:
         core.transfer_leadership(target)
         self._drain(node)
         self._after(node)
+
+    # --------------------------------------------------------------- membership
+    def _change_membership(self) -> None:
+        """Ask a leader for a random single-server change: add a learner or an observer (a fresh node, started
+        with no configuration), promote a learner, or remove any member, the leader itself included."""
+        leaders = [nd for nd in self._leaders() if self._running(nd) is not None]
+        if not leaders:
+            return
+        rng = self.member_rng
+        node = rng.choice(leaders)
+        core = node.core
+        assert core is not None
+        m = core.membership
+        # Removing servers safely needs §4.2.3's protection against disruptive removed servers: pre-vote or
+        # check-quorum's lease (both on by default). Without either, a removed server that missed its removal
+        # keeps raising the term and its uncommitted removal may never commit.
+        kinds = [ChangeKind.REMOVE] if self.knobs["pre_vote"] or self.knobs["check_quorum"] else []
+        if len(self.ids) < self.n + MEMBERS_ADDED_MAX:
+            kinds += [ChangeKind.ADD_LEARNER, ChangeKind.ADD_LEARNER, ChangeKind.ADD_OBSERVER]
+        if m.learners:
+            kinds += [ChangeKind.PROMOTE] * 3
+        if not kinds:
+            return
+        kind = rng.choice(kinds)
+        if kind in (ChangeKind.ADD_LEARNER, ChangeKind.ADD_OBSERVER):
+            target = max(self.ids) + 1
+        elif kind is ChangeKind.PROMOTE:
+            target = rng.choice(m.learners)
+        else:
+            target = rng.choice(m.members)
+        try:
+            index = core.propose_conf_change(ConfChange(kind, target, b"n%d" % target))
+        except (ConfChangeError, NotLeaderError, ProposalDroppedError) as e:
+            self.result.changes_refused += 1
+            if self.verbose:
+                self._trace(f"n{node.id} refuses {kind.name} n{target}: {e}")
+            return
+        self.result.changes += 1
+        if self.verbose:
+            self._trace(f"n{node.id} {kind.name} n{target} -> index {index}: {core.membership}")
+        if target not in self.nodes:
+            self.ids.append(target)
+            self.nodes[target] = SimNode(target)
+            self._start(self.nodes[target])
+        self._drain(node)
+        self._after(node)
+
+    def _config_applied(self, e: Entry) -> None:
+        """A configuration entry was applied (so committed): a node it removed is stopped by its operator, a
+        few election timeouts later (meanwhile it may disrupt, §4.2.3)."""
+        change, _ = decode_config(e.data)
+        if change.kind is ChangeKind.REMOVE and change.node_id not in self.stopped:
+            linger = self.member_rng.randint(0, REMOVED_LINGER_ELECTIONS_MAX * self.election_ticks) * TICK_UNITS
+            self._schedule(linger if self.chaos else 0, _EV_STOP, None, None, change.node_id)
+
+    def _stop_removed(self, node_id: int) -> None:
+        if node_id in self.stopped or not self._removed_for_good(node_id):
+            return
+        self.stopped.add(node_id)
+        node = self.nodes[node_id]
+        node.core = None
+        if self.verbose:
+            self._trace(f"n{node_id} STOPPED (removed)")
+
+    def _removed_for_good(self, node_id: int) -> bool:
+        """No running node's configuration names it (ids are never reused, so it stays out)."""
+        return all(nd.core is None or node_id not in nd.core.membership.members for nd in self.nodes.values())
 
     def _take_snapshot(self, node: SimNode) -> None:
         core = self._running(node)
@@ -839,7 +970,7 @@ class Cluster:
         term = core.term_at(index)
         if term is None:
             raise fail("snapshot", f"node {node.id} lost the term of applied entry {index}")
-        meta = SnapshotMeta(index, term, self.voters)
+        meta = core.snapshot_meta(index)
         compact_to = max(index - self.rng.randint(0, self.profile.snapshot_keep_max), core.first_index - 1)
         self._keep_snapshot(node, meta, tuple(node.machine[:index]))
         got = core.snapshot_taken(meta, compact_to)
@@ -853,7 +984,7 @@ class Cluster:
         self._after(node)
 
     def _partition(self) -> None:
-        rng, voters = self.rng, self.voters
+        rng, voters = self.rng, self.ids
         kind = rng.randrange(4)
         pairs: set[tuple[int, int]] = set()
         if kind == 0:  # isolate one node
@@ -897,7 +1028,7 @@ class Cluster:
             self._trace("LIVENESS: faults off, crashed nodes restart")
         for node in self.nodes.values():
             node.paused_until = 0
-            if node.core is None:
+            if node.core is None and node.id not in self.stopped:
                 self._start(node)
         start = self.ticks
         limit = start + self.liveness_ticks_max()
@@ -912,10 +1043,20 @@ class Cluster:
         self.result.liveness_ticks = self.ticks - start
         self.result.ticks = self.ticks
         self.result.committed = len(self.inv.committed)
+        members = self._members()
         for node in self.nodes.values():
-            assert node.core is not None
-            self.inv.audit_log(node.core)
-        self.inv.check_final({i: nd.machine for i, nd in self.nodes.items()})
+            if node.id in members:
+                assert node.core is not None
+                self.inv.audit_log(node.core)
+        self.inv.check_final({i: nd.machine for i, nd in self.nodes.items() if i in members})
+
+    def _members(self) -> tuple[int, ...]:
+        """The members of the single leader's configuration (every node, before any membership change)."""
+        leaders = self._leaders()
+        if not self.membership_changes or len(leaders) != 1:
+            return tuple(self.nodes)
+        assert leaders[0].core is not None
+        return leaders[0].core.membership.members
 
     def liveness_ticks_max(self) -> int:
         """Ticks allowed from the end of the faults to convergence.
@@ -932,7 +1073,7 @@ class Cluster:
 
     def _lag(self) -> int:
         lasts = [nd.core.last_index for nd in self.nodes.values() if nd.core is not None]
-        return max(lasts, default=0) - min(len(nd.machine) for nd in self.nodes.values())
+        return max(lasts, default=0) - min(len(nd.machine) for nd in self.nodes.values() if nd.id not in self.stopped)
 
     def _liveness_probe(self) -> None:
         """Each tick of the liveness phase: keep one fresh proposal on its way until it commits."""
@@ -977,7 +1118,13 @@ class Cluster:
             return False
         lead = leaders[0].id
         lengths = set()
+        members = self._members()
         for node in self.nodes.values():
+            if node.id not in members:
+                # Out of the configuration: its operator stops it once no running node names it any more.
+                if node.core is not None and self._removed_for_good(node.id):
+                    self._stop_removed(node.id)
+                continue
             core = node.core
             if core is None or (core.role is not Role.LEADER and core.leader_id != lead):
                 return False

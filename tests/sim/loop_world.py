@@ -375,5 +375,8 @@ class LoopTransport:
     def heard_from(self, peer: int) -> None:
         pass
 
+    def set_peers(self, peers: dict[int, str]) -> None:
+        pass  # the loop simulator keeps its voters fixed (membership changes: tests/sim/cluster.py)
+
     async def close(self) -> None:
         pass

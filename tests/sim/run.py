@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from tests.sim.cluster import EXTENSIONS, SimResult, SimulationError, run_seed
+from tests.sim.cluster import SIM_OPTIONS, SimResult, SimulationError, run_seed
 from tests.sim.flapping import run_flapping_seed
 from tests.sim.node_loop import LOOP_OPTIONS, LoopResult, run_loop_seed
 
@@ -55,7 +55,7 @@ def _on_off(text: str, names: tuple[str, ...]) -> tuple[str, bool]:
 
 
 def _option(text: str) -> tuple[str, bool]:
-    return _on_off(text, EXTENSIONS)
+    return _on_off(text, SIM_OPTIONS)
 
 
 def _loop_option(text: str) -> tuple[str, bool]:
@@ -79,7 +79,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         type=_option,
         action="append",
         default=[],
-        help="force a protocol extension on or off, e.g. durable_notice=off (default: each seed draws them)",
+        help="force a protocol extension on or off, e.g. durable_notice=off (default: each seed draws them); "
+        "membership_changes=on adds random membership changes",
     )
     p.add_argument("--loop", action="store_true", help="simulate real QuorumNodes: the node's Ready loop")
     p.add_argument("--flapping", action="store_true", help="the flapping-links scenario (tests/sim/flapping.py)")

@@ -59,6 +59,8 @@ class NodeStatus:
     cluster_id: str | None
     lag: int | None  # followers only, from the leader's progress; None when unknown
     error: str | None  # why an unreachable node did not answer
+    # voter, learner, observer or removed, in the configuration of the leader (else of the node itself).
+    member: str | None = None
 
     @property
     def reachable(self) -> bool:
@@ -161,14 +163,20 @@ def collect_status(
     addresses: Sequence[str], timeout_s: float = STATUS_TIMEOUT_S_DEFAULT, tls: TlsConfig | None = None
 ) -> list[NodeStatus]:
     """Ask every address in parallel and build one row per address, in the order given."""
-    workers = max(1, min(len(addresses), QUERY_THREADS_MAX))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="quorum-status") as pool:
-        answers = list(pool.map(lambda address: query_status(address, timeout_s, tls), addresses))
+    answers = query_all(addresses, timeout_s, tls)
     rows = build_rows(addresses, answers)
     answering = next((row.address for row in rows if row.reachable), None)
     if answering is not None and any(not row.reachable for row in rows):
         rows = name_unreachable(rows, query_peers(answering, timeout_s, tls))
     return rows
+
+
+def query_all(
+    addresses: Sequence[str], timeout_s: float, tls: TlsConfig | None = None
+) -> list[quorum_pb2.StatusResponse | str]:
+    workers = max(1, min(len(addresses), QUERY_THREADS_MAX))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="quorum-status") as pool:
+        return list(pool.map(lambda address: query_status(address, timeout_s, tls), addresses))
 
 
 def _find_leader(answers: Sequence[quorum_pb2.StatusResponse | str]) -> quorum_pb2.StatusResponse | None:
@@ -180,6 +188,7 @@ def _find_leader(answers: Sequence[quorum_pb2.StatusResponse | str]) -> quorum_p
 def build_rows(addresses: Sequence[str], answers: Sequence[quorum_pb2.StatusResponse | str]) -> list[NodeStatus]:
     leader = _find_leader(answers)
     match_index = {p.id: p.match_index for p in leader.followers} if leader is not None else {}
+    config = leader or next((a for a in answers if not isinstance(a, str)), None)
     rows = []
     for address, answer in zip(addresses, answers, strict=True):
         if isinstance(answer, str):
@@ -204,9 +213,37 @@ def build_rows(addresses: Sequence[str], answers: Sequence[quorum_pb2.StatusResp
                 cluster_id=answer.cluster_id or None,
                 lag=lag,
                 error=None,
+                member=_member_role(config, answer.id) if config is not None else None,
             )
         )
     return rows
+
+
+def _member_role(config: quorum_pb2.StatusResponse, node_id: int) -> str | None:
+    if not config.voters:
+        return None  # a server from before membership changes
+    if node_id in config.voters:
+        return "voter"
+    if node_id in config.learners:
+        return "learner"
+    if node_id in config.observers:
+        return "observer"
+    return "removed"
+
+
+def configuration_line(answers: Sequence[quorum_pb2.StatusResponse | str]) -> str | None:
+    """The configuration the leader (else any node answering) uses, in one line."""
+    config = _find_leader(answers) or next((a for a in answers if not isinstance(a, str)), None)
+    if config is None or not config.voters:
+        return None
+
+    def ids(values: Sequence[int]) -> str:
+        return ",".join(str(v) for v in values) or "-"
+
+    return (
+        f"configuration (index {config.config_index}): voters {ids(config.voters)}, "
+        f"learners {ids(config.learners)}, observers {ids(config.observers)}"
+    )
 
 
 def _unreachable_row(address: str, error: str) -> NodeStatus:
@@ -238,6 +275,7 @@ _COLUMNS = (
     ("applied", "applied_index"),
     ("last index", "last_index"),
     ("lag", "lag"),
+    ("member", "member"),
 )
 
 
@@ -277,12 +315,17 @@ def run(
     if not timeout_s > 0:
         raise ServerListError(f"--timeout: must be > 0 seconds, got {timeout_s}")
     addresses = parse_server_list(servers)
-    rows = collect_status(addresses, timeout_s, tls)
+    answers = query_all(addresses, timeout_s, tls)
+    rows = build_rows(addresses, answers)
+    answering = next((row.address for row in rows if row.reachable), None)
+    if answering is not None and any(not row.reachable for row in rows):
+        rows = name_unreachable(rows, query_peers(answering, timeout_s, tls))
     if not any(row.reachable for row in rows):
         reasons = "; ".join(f"{row.address}: {row.error}" for row in rows)
         raise QuorumStatusError(f"no quorum server answered ({reasons})")
     stream = out if out is not None else sys.stdout
-    stream.write((format_json(rows) if json_output else format_table(rows)) + "\n")
+    config = None if json_output else configuration_line(answers)
+    stream.write((format_json(rows) if json_output else format_table(rows)) + (f"\n{config}" if config else "") + "\n")
     stream.flush()
     if not any(row.role == "leader" or row.leader for row in rows if row.reachable):
         print("error: the quorum has no leader (election in progress, or too few nodes up)", file=sys.stderr)
