@@ -75,6 +75,27 @@ def test_an_ephemeral_of_an_expired_session_is_found_by_its_worker_or_after_the_
     assert checked.anomalies == ["ephemeral_outlived_session"] and "198.18.29.11:2181 lists w1-3" in checked.explanation
 
 
+def test_lock_nodes_read_before_the_workers_stop_name_the_worker_whose_session_holds_each() -> None:
+    """A stuck lock as data: the lowest node belongs to worker 2's session, whose last line is its release
+    that failed (so it does not know it still holds); the other node's session no worker logged."""
+    records = {
+        1: [_acquire("a", 4, 1.0)],
+        2: [{"p": 1, "k": "release", "i": 2.5, "c": None, "session": "0x2", "holder": "n-0000000003",
+             "why": "ConnectionLoss"}],
+    }  # fmt: skip
+    nodes = [
+        {"node": "n-0000000003", "czxid": 12, "owner": "0x2"},
+        {"node": "n-0000000007", "czxid": 20, "owner": "0x9"},
+    ]
+    lines = locks_check.describe_lock_nodes(nodes, records).splitlines()
+    assert lines[1:] == [
+        "  n-0000000003 (czxid 12) owned by 0x2: worker 2's session, whose last line is release of n-0000000003 "
+        "at 2.500",
+        "  n-0000000007 (czxid 20) owned by 0x9: a session no worker logged",
+    ]
+    assert locks_check.describe_lock_nodes([], records) == "lock nodes before the workers stopped: none"
+
+
 def test_workloads_by_name_and_the_mix_is_drawn_from_the_seed() -> None:
     assert set(WORKLOADS) >= {"register", "lock", "election", "sessions"}
     drawn = {resolve(MIX, seed).name for seed in range(40)}

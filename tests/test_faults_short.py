@@ -155,6 +155,9 @@ def test_each_workload_keeps_its_guarantee_under_a_fault(workload: str, tmp_path
     else:
         # The checker can tell: one act moved into the next holder's tenure is caught.
         _assert_a_forged_act_is_caught(records, locks_check.read_acts(result.root, workload))
+        # Who held which lock node was read while the workers ran (the evidence of a stuck lock).
+        assert locks_check.lock_nodes_file(result.root, workload).exists(), result.evidence
+        assert result.evidence.startswith("lock nodes before the workers stopped"), result.evidence
 
 
 def _assert_a_forged_act_is_caught(records: dict[int, list[dict[str, object]]], acts: list[dict]) -> None:

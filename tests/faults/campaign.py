@@ -7,8 +7,9 @@ The seed decides everything that is not timing: which faults (unless `kinds` is 
 (the leader or a follower, resolved when the fault starts), how long it holds, and every client's
 operations. A run goes: warm up, then for each fault: apply, hold, heal, and wait until every client has
 had a write acknowledged (the time from the heal to that is the run's convergence figure, bounded by
-CONVERGE_DEADLINE_S); then stop the clients, let the workload collect what it reads back from the healed
-cluster, and check the history with the workload's checker (workload.py; the register's: linearizability,
+CONVERGE_DEADLINE_S); then let the workload read what only its live sessions show (before_stop: who holds
+each lock node), stop the clients, let the workload collect what it reads back from the healed cluster, and
+check the history with the workload's checker (workload.py; the register's: linearizability,
 tests/linearizability.py) and the sessions (sessions_check.py: none expired while it was being served).
 Faults hold longer than both the election timeout and the session timeout, so that leaders change and
 sessions may expire while they last.
@@ -103,6 +104,7 @@ class RunResult:
     convergence_s: list[float] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
     explanation: str = ""
+    evidence: str = ""  # what the workload read while its workers still ran (before_stop), shown with anomalies
     run_s: float = 0.0
     root: Path | None = None
 
@@ -112,7 +114,8 @@ class RunResult:
         return (
             f"seed={self.seed} workload={self.workload} faults={faults or '-'} ops={self.operations} "
             f"unknown={self.unknown} "
-            f"converged_s={converge} anomalies={','.join(self.anomalies) or 'none'} run_s={self.run_s:.1f}"
+            f"converged_s={converge} anomalies={','.join(self.anomalies) or 'none'} "
+            f"run_s={self.run_s:.1f}"
         )
 
     def replay_command(self) -> str:
@@ -264,6 +267,18 @@ def _check(result: RunResult, clients: Clients) -> None:
     result.explanation = "\n".join([result.explanation, checked.explanation]).strip()
 
 
+def _before_stop(result: RunResult, clients: Clients, cluster: HostedQuorum, probe: Host) -> None:
+    """What the workload reads while its workers still hold their sessions (who holds each lock node), kept
+    in campaign.log and shown with the run's anomalies; a failed read is noted, not an anomaly (a run that
+    did not converge may have no quorum to read from)."""
+    try:
+        result.evidence = clients.workload.before_stop(cluster, probe, clients.root, clients.records())
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        result.evidence = f"{clients.workload.name} read before the workers stopped failed: {exc}"
+    if result.evidence:
+        _log(cluster.root, "before_stop", evidence=result.evidence)
+
+
 def _finish(result: RunResult, clients: Clients, cluster: HostedQuorum, probe: Host) -> None:
     """The workload's read-back from the healed cluster (an error there is the run's anomaly, not a crash)."""
     try:
@@ -294,6 +309,7 @@ def run_once(
         try:
             clients.wait_ready()
             _inject_all(result, network, cluster, clients, probe)
+            _before_stop(result, clients, cluster, probe)
         except RuntimeError as exc:  # a worker that never got ready: this run's anomaly, not the campaign's end
             result.anomalies.append("clients_not_ready")
             result.explanation = str(exc)
@@ -307,6 +323,8 @@ def run_once(
         if exits:
             result.anomalies.append("node_exited:" + "+".join(f"n{n}={c}" for n, c in sorted(exits.items())))
     _check(result, clients)
+    if result.anomalies and result.evidence:
+        result.explanation = "\n".join([result.explanation, result.evidence]).strip()
     result.run_s = time.monotonic() - started
     _log(root, "result", line=result.line())
     return result
