@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.faults import locks_check, sessions_workload
+from tests.faults.cluster import leader_of
 from tests.faults.sessions_check import expired_while_active
 from tests.faults.workloads import MIX, WORKLOADS, available, resolve
 
@@ -94,6 +95,15 @@ def test_lock_nodes_read_before_the_workers_stop_name_the_worker_whose_session_h
         "  n-0000000007 (czxid 20) owned by 0x9: a session no worker logged",
     ]
     assert locks_check.describe_lock_nodes([], records) == "lock nodes before the workers stopped: none"
+
+
+def test_the_leader_is_the_one_node_leading_with_a_majority_on_its_term() -> None:
+    def node(role: str, term: int) -> dict[str, Any]:
+        return {"role": role, "term": term, "leader": 0, "commit": 5, "applied": 5}
+
+    assert leader_of({1: node("leader", 3), 2: node("follower", 3), 3: None}) == 1
+    assert leader_of({1: node("leader", 3), 2: node("follower", 2), 3: None}) is None  # no majority on term 3
+    assert leader_of({1: node("leader", 3), 2: node("leader", 2), 3: node("follower", 3)}) is None  # two say so
 
 
 def test_workloads_by_name_and_the_mix_is_drawn_from_the_seed() -> None:

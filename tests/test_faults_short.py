@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.faults import curator, locks_check, netns
-from tests.faults.campaign import CONVERGE_DEADLINE_S, FAULT_KINDS, history_records, operations, run_once
+from tests.faults.campaign import (
+    CATCH_UP_DEADLINE_S,
+    CONVERGE_DEADLINE_S,
+    FAULT_KINDS,
+    history_records,
+    operations,
+    run_once,
+)
 from tests.faults.cluster import HostedQuorum
 from tests.faults.netns import Network
 from tests.helpers import wait_until
@@ -90,6 +97,9 @@ def test_one_fault_keeps_the_register_linearizable_and_the_cluster_converges(kin
         f"{result.line()}\nreplay: {result.replay_command()}\nevidence: {result.root}\n{result.explanation}"
     )
     assert len(result.convergence_s) == 1 and result.convergence_s[0] < CONVERGE_DEADLINE_S, result.line()
+    # The target applied what the leader had committed after the heal: for `torn`, the leader repaired the
+    # tail the follower lost (or the torn leader, now a follower, took the cut entries back).
+    assert len(result.caught_up_s) == 1 and result.caught_up_s[0] < CATCH_UP_DEADLINE_S, result.line()
     assert result.operations > 50, result.line()
     if kind == "kill":
         # The history can tell: one read moved to a value written only after it returned is caught.

@@ -7,10 +7,12 @@ The seed decides everything that is not timing: which faults (unless `kinds` is 
 (the leader or a follower, resolved when the fault starts), how long it holds, and every client's
 operations. A run goes: warm up, then for each fault: apply, hold, heal, and wait until every client has
 had a write acknowledged (the time from the heal to that is the run's convergence figure, bounded by
-CONVERGE_DEADLINE_S); then let the workload read what only its live sessions show (before_stop: who holds
-each lock node), stop the clients, let the workload collect what it reads back from the healed cluster, and
-check the history with the workload's checker (workload.py; the register's: linearizability,
-tests/linearizability.py) and the sessions (sessions_check.py: none expired while it was being served).
+CONVERGE_DEADLINE_S), and until the fault's target has applied what the leader had committed (caught_up_s:
+a node cut off, paused, restarted or with its log's tail torn is a working replica again); then let the
+workload read what only its live sessions show (before_stop: who holds each lock node), stop the clients,
+let the workload collect what it reads back from the healed cluster, and check the history with the
+workload's checker (workload.py; the register's: linearizability, tests/linearizability.py) and the
+sessions (sessions_check.py: none expired while it was being served).
 Faults hold longer than both the election timeout and the session timeout, so that leaders change and
 sessions may expire while they last.
 
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tests.faults import catch_up
 from tests.faults.cluster import ELECTION_TIMEOUT_S, HostedQuorum
 from tests.faults.injector import apply
 from tests.faults.netns import Host, Network
@@ -60,6 +63,8 @@ HOLD_MAX_S = HOLD_MIN_S + 1.5
 LEADER_DEADLINE_S = 60.0
 READY_DEADLINE_S = 60.0
 CONVERGE_DEADLINE_S = 30.0
+# From the heal until the fault's target has applied what the leader had committed when first asked after it.
+CATCH_UP_DEADLINE_S = 30.0
 WARMUP_RECORDS = 20
 SETTLE_RECORDS = 10
 POLL_S = 0.1
@@ -102,6 +107,7 @@ class RunResult:
     unknown: int = 0
     unknown_causes: Counter[str] = field(default_factory=Counter)
     convergence_s: list[float] = field(default_factory=list)
+    caught_up_s: list[float] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
     explanation: str = ""
     evidence: str = ""  # what the workload read while its workers still ran (before_stop), shown with anomalies
@@ -111,10 +117,11 @@ class RunResult:
     def line(self) -> str:
         faults = ",".join(f"{f}->n{t}" for f, t in zip(self.faults, self.targets, strict=False))
         converge = ",".join(f"{s:.2f}" for s in self.convergence_s) or "-"
+        caught_up = ",".join(f"{s:.2f}" for s in self.caught_up_s) or "-"
         return (
             f"seed={self.seed} workload={self.workload} faults={faults or '-'} ops={self.operations} "
             f"unknown={self.unknown} "
-            f"converged_s={converge} anomalies={','.join(self.anomalies) or 'none'} "
+            f"converged_s={converge} caught_up_s={caught_up} anomalies={','.join(self.anomalies) or 'none'} "
             f"run_s={self.run_s:.1f}"
         )
 
@@ -221,6 +228,17 @@ def _converged_s(clients: Clients, healed_s: float) -> float | None:
     return None if last_first is None else last_first - healed_s
 
 
+def _caught_up_s(cluster: HostedQuorum, probe: Host, target: int, healed_s: float) -> float | None:
+    """Seconds from the heal until `target` had applied what the leader had committed when asked after the
+    heal (catch_up.py); None at the deadline or when the probe failed (its error in campaign.log)."""
+    try:
+        at_s = catch_up.caught_up_at(probe, cluster.addresses, target, healed_s + CATCH_UP_DEADLINE_S)
+    except RuntimeError as exc:
+        _log(cluster.root, "catch_up_probe_failed", node=target, error=str(exc))
+        return None
+    return None if at_s is None else at_s - healed_s
+
+
 def _leader(cluster: HostedQuorum, probe: Host) -> int | None:
     return poll_for(lambda: cluster.leader(probe), LEADER_DEADLINE_S, POLL_S)
 
@@ -255,6 +273,14 @@ def _inject_all(result: RunResult, network: Network, cluster: HostedQuorum, clie
             result.anomalies.append(f"not_converged_after_{fault.kind}")
             return
         result.convergence_s.append(converged)
+        if not cluster.alive(target):
+            continue  # a disk fault's node that did not stop as it must: the run reports its exit code
+        caught_up = _caught_up_s(cluster, probe, target, healed_s)
+        _log(cluster.root, "caught_up", fault=str(fault), node=target, after_s=caught_up)
+        if caught_up is None:
+            result.anomalies.append(f"not_caught_up_after_{fault.kind}")
+            return
+        result.caught_up_s.append(caught_up)
     _wait_records(clients, SETTLE_RECORDS, CONVERGE_DEADLINE_S)
 
 

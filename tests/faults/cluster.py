@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tests.faults.netns import Host, Network
 from tests.helpers import poll_for
@@ -196,7 +196,7 @@ class HostedQuorum:
         return {node_id: proc.poll() for node_id, proc in self._procs.items()}
 
     # ---- what the nodes say
-    def roles(self, from_host: Host) -> dict[int, dict[str, object] | None]:
+    def roles(self, from_host: Host) -> dict[int, dict[str, Any] | None]:
         """Every node's role, term and leader as seen from `from_host` (None: no answer)."""
         done = from_host.run(
             [sys.executable, "-c", PROBE, json.dumps(self.addresses)], timeout_s=PROBE_TIMEOUT_S,
@@ -208,10 +208,14 @@ class HostedQuorum:
 
     def leader(self, from_host: Host) -> int | None:
         """The node that leads with a majority agreeing on its term, else None."""
-        roles = self.roles(from_host)
-        leaders = [node_id for node_id, r in roles.items() if r is not None and r["role"] == "leader"]
-        if len(leaders) != 1:
-            return None
-        term = roles[leaders[0]]["term"]  # type: ignore[index]
-        agree = [r for r in roles.values() if r is not None and r["term"] == term]
-        return leaders[0] if len(agree) > len(roles) // 2 else None
+        return leader_of(self.roles(from_host))
+
+
+def leader_of(roles: dict[int, dict[str, Any] | None]) -> int | None:
+    """In one probe's answers: the node that leads with a majority agreeing on its term, else None."""
+    leaders = [node_id for node_id, r in roles.items() if r is not None and r["role"] == "leader"]
+    if len(leaders) != 1:
+        return None
+    term = roles[leaders[0]]["term"]  # type: ignore[index]
+    agree = [r for r in roles.values() if r is not None and r["term"] == term]
+    return leaders[0] if len(agree) > len(roles) // 2 else None
