@@ -31,6 +31,7 @@ Fault kinds (node N is the target, its clients' home is node N):
 from __future__ import annotations
 
 import json
+import os
 import random
 import select
 import subprocess
@@ -63,8 +64,9 @@ HOLD_MAX_S = HOLD_MIN_S + 1.5
 LEADER_DEADLINE_S = 60.0
 READY_DEADLINE_S = 60.0
 CONVERGE_DEADLINE_S = 30.0
-# From the heal until the fault's target has applied what the leader had committed when first asked after it.
-CATCH_UP_DEADLINE_S = 30.0
+# From the heal until the fault's target has applied what the leader had committed when first asked after it:
+# generous, as a restarted node's start alone took up to 70 s on the loaded machine (cluster.START_WAIT_S).
+CATCH_UP_DEADLINE_S = 60.0
 WARMUP_RECORDS = 20
 SETTLE_RECORDS = 10
 POLL_S = 0.1
@@ -228,11 +230,11 @@ def _converged_s(clients: Clients, healed_s: float) -> float | None:
     return None if last_first is None else last_first - healed_s
 
 
-def _caught_up_s(cluster: HostedQuorum, probe: Host, target: int, healed_s: float) -> float | None:
+def _caught_up_s(cluster: HostedQuorum, watcher: catch_up.Watcher, target: int, healed_s: float) -> float | None:
     """Seconds from the heal until `target` had applied what the leader had committed when asked after the
     heal (catch_up.py); None at the deadline or when the probe failed (its error in campaign.log)."""
     try:
-        at_s = catch_up.caught_up_at(probe, cluster.addresses, target, healed_s + CATCH_UP_DEADLINE_S)
+        at_s = watcher.caught_up_at()
     except RuntimeError as exc:
         _log(cluster.root, "catch_up_probe_failed", node=target, error=str(exc))
         return None
@@ -262,26 +264,41 @@ def _inject_all(result: RunResult, network: Network, cluster: HostedQuorum, clie
         target = _resolve(fault, leader, rng)
         result.targets.append(target)
         _log(cluster.root, "fault_start", fault=str(fault), node=target, leader=leader)
-        heal = apply(fault.kind, target, network, cluster, clients.hosts)
-        time.sleep(fault.hold_s)  # the fault's scheduled length: time passing is what is tested here
-        heal()
-        healed_s = time.monotonic()
-        _log(cluster.root, "fault_healed", fault=str(fault), node=target)
-        converged = _converged_s(clients, healed_s)
-        _log(cluster.root, "converged", fault=str(fault), after_s=converged)
-        if converged is None:
-            result.anomalies.append(f"not_converged_after_{fault.kind}")
-            return
-        result.convergence_s.append(converged)
-        if not cluster.alive(target):
-            continue  # a disk fault's node that did not stop as it must: the run reports its exit code
-        caught_up = _caught_up_s(cluster, probe, target, healed_s)
-        _log(cluster.root, "caught_up", fault=str(fault), node=target, after_s=caught_up)
-        if caught_up is None:
-            result.anomalies.append(f"not_caught_up_after_{fault.kind}")
-            return
-        result.caught_up_s.append(caught_up)
+        watcher = catch_up.Watcher(probe, cluster.addresses, target)  # starts up while the fault holds
+        try:
+            if not _one_fault(result, fault, target, network, cluster, clients, watcher):
+                return
+        finally:
+            watcher.close()
     _wait_records(clients, SETTLE_RECORDS, CONVERGE_DEADLINE_S)
+
+
+def _one_fault(
+    result: RunResult, fault: Fault, target: int, network: Network, cluster: HostedQuorum, clients: Clients,
+    watcher: catch_up.Watcher,
+) -> bool:  # fmt: skip
+    """Apply, hold, heal; then the clients' convergence and the target's catch-up (False: an anomaly)."""
+    heal = apply(fault.kind, target, network, cluster, clients.hosts)
+    time.sleep(fault.hold_s)  # the fault's scheduled length: time passing is what is tested here
+    heal()
+    healed_s = time.monotonic()
+    watcher.healed(healed_s + CATCH_UP_DEADLINE_S)
+    _log(cluster.root, "fault_healed", fault=str(fault), node=target)
+    converged = _converged_s(clients, healed_s)
+    _log(cluster.root, "converged", fault=str(fault), after_s=converged)
+    if converged is None:
+        result.anomalies.append(f"not_converged_after_{fault.kind}")
+        return False
+    result.convergence_s.append(converged)
+    if not cluster.alive(target):
+        return True  # a disk fault's node that did not stop as it must: the run reports its exit code
+    caught_up = _caught_up_s(cluster, watcher, target, healed_s)
+    _log(cluster.root, "caught_up", fault=str(fault), node=target, after_s=caught_up)
+    if caught_up is None:
+        result.anomalies.append(f"not_caught_up_after_{fault.kind}")
+        return False
+    result.caught_up_s.append(caught_up)
+    return True
 
 
 def _check(result: RunResult, clients: Clients) -> None:
@@ -314,6 +331,17 @@ def _finish(result: RunResult, clients: Clients, cluster: HostedQuorum, probe: H
         result.explanation = f"{clients.workload.name} read-back failed: {exc}"
 
 
+def start_nodes(cluster: HostedQuorum) -> str | None:
+    """Start every node and wait until each logged node_started, with how long that took and the machine's
+    load in campaign.log (both campaigns); the anomaly `nodes_not_started:...` when one did not within
+    START_WAIT_S, else None."""
+    began_s = time.monotonic()
+    late = cluster.start_all_and_wait_started()
+    _log(cluster.root, "nodes_started", after_s=round(time.monotonic() - began_s, 2), late=late,
+         load_avg_1m=os.getloadavg()[0])  # fmt: skip
+    return "nodes_not_started:" + "+".join(f"n{n}" for n in late) if late else None
+
+
 def run_once(
     seed: int, root: Path, kinds: tuple[str, ...] | None = None, faults: int = 1, workload: str = "register"
 ) -> RunResult:
@@ -326,7 +354,11 @@ def run_once(
     started = time.monotonic()
     with Network() as network, HostedQuorum(network, root, NODES) as cluster:
         probe = network.add_host("probe")
-        cluster.start_all()
+        not_started = start_nodes(cluster)
+        if not_started is not None:
+            result.anomalies.append(not_started)
+            result.run_s = time.monotonic() - started
+            return result
         if _leader(cluster, probe) is None:
             result.anomalies.append("no_first_leader")
             result.run_s = time.monotonic() - started

@@ -1,13 +1,14 @@
 """Did a node catch up after a fault healed: has it applied what the leader had committed after the heal?
 
-    python -m tests.faults.catch_up --addresses '{"1": "198.18.29.10:7000", ...}' --target 2 --deadline-s 1234.5
+    python -m tests.faults.catch_up --addresses '{"1": "198.18.29.10:7000", ...}' --target 2
+    (then, on stdin, once the fault healed: the deadline, a time of the monotonic clock)
 
-Run in the probe host (campaign.py): it asks every node's Status over one channel each, every POLL_S, takes
-the commit index of the node that leads with a majority on its term, and then waits until the target's
-applied index reaches it. It prints one JSON line, {"commit": C, "at_s": T}: T the machine's monotonic time
-at the answer that showed it (shared by every namespace, as the workers' history times are), or null when
-the deadline (a monotonic time) passed first. One process polling, not one process per poll: the figure
-is the node's, not a Python start-up's.
+Started in the probe host while the fault holds (campaign.py), so that its own start-up (Python, gRPC: seconds
+on a loaded machine) is over by the heal. Told the heal, it asks every node's Status over one channel each,
+every POLL_S, takes the commit index of the node that leads with a majority on its term, and waits until the
+target's applied index reaches it. It prints one JSON line, {"commit": C, "at_s": T}: T the monotonic time of
+the answer that showed it (the clock every namespace shares, as the workers' history times do), or null when
+the deadline passed first.
 
 A node whose log lost entries it had acknowledged (a torn tail) is the case the leader must repair (Raft
 section 5.3: the leader walks its follower's next index back; quorum.raft's Progress.regressed); a node that
@@ -36,8 +37,8 @@ from zkraft_proto import quorum_pb2_grpc as pb_grpc
 
 POLL_S = 0.05
 STATUS_TIMEOUT_S = 1.0
-# The probe's own start-up (Python, gRPC) on a loaded machine, beyond the deadline it is given.
-START_MARGIN_S = 30.0
+# Beyond its deadline: the probe's last Status calls and its exit, on a loaded machine.
+EXIT_MARGIN_S = 30.0
 
 
 async def _status(stub: pb_grpc.QuorumStub) -> dict[str, Any] | None:
@@ -68,31 +69,59 @@ async def wait_caught_up(addresses: dict[int, str], target: int, deadline_s: flo
         await asyncio.gather(*(c.close() for c in channels.values()))
 
 
-def caught_up_at(probe: Host, addresses: dict[int, str], target: int, deadline_s: float) -> float | None:
-    """From the probe host: the monotonic time node `target` had applied the leader's commit index (taken
-    once it is asked), or None when `deadline_s` passed first."""
-    argv = [sys.executable, "-m", "tests.faults.catch_up", "--addresses", json.dumps(addresses),
-            "--target", str(target), "--deadline-s", repr(deadline_s)]  # fmt: skip
-    timeout_s = max(deadline_s - time.monotonic(), 0) + START_MARGIN_S
-    try:
-        done = probe.run(argv, timeout_s, capture_output=True, text=True, cwd=REPO_ROOT, env=subprocess_env())
-    except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(f"catch-up probe still running {timeout_s:.0f} s after it started") from exc
-    if done.returncode != 0:
-        raise RuntimeError(f"catch-up probe failed: {done.stderr.strip()[-500:]}")
-    return json.loads(done.stdout)["at_s"]
+class Watcher:
+    """The probe process for one fault: started while the fault holds, told the heal, asked the answer."""
+
+    def __init__(self, probe: Host, addresses: dict[int, str], target: int) -> None:
+        argv = [sys.executable, "-m", "tests.faults.catch_up", "--addresses", json.dumps(addresses),
+                "--target", str(target)]  # fmt: skip
+        self.proc = probe.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=REPO_ROOT, env=subprocess_env())  # fmt: skip
+        self.deadline_s = 0.0
+
+    def healed(self, deadline_s: float) -> None:
+        """The fault healed: from now until `deadline_s` (monotonic) the probe waits for the target."""
+        assert self.proc.stdin is not None
+        self.deadline_s = deadline_s
+        try:
+            self.proc.stdin.write(f"{deadline_s!r}\n")
+            self.proc.stdin.flush()  # communicate() closes it
+        except BrokenPipeError:
+            pass  # it died: caught_up_at says why
+
+    def caught_up_at(self) -> float | None:
+        """The monotonic time the target had caught up, None at the deadline; a failed probe raises."""
+        timeout_s = max(self.deadline_s - time.monotonic(), 0) + EXIT_MARGIN_S
+        try:
+            out, err = self.proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            self.close()
+            raise RuntimeError(f"catch-up probe still running {timeout_s:.0f} s past its wait") from exc
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"catch-up probe failed: {err.strip()[-500:]}")
+        return json.loads(out)["at_s"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--addresses", required=True, help='JSON: {"node id": "host:port", ...}')
     parser.add_argument("--target", type=int, required=True)
-    parser.add_argument("--deadline-s", type=float, required=True, help="a time of the monotonic clock")
     args = parser.parse_args(argv)
     addresses = {int(n): a for n, a in json.loads(args.addresses).items()}
     if args.target not in addresses:
         parser.error(f"--target {args.target} is not one of the nodes {sorted(addresses)}")
-    print(json.dumps(asyncio.run(wait_caught_up(addresses, args.target, args.deadline_s))))
+    told = sys.stdin.readline().strip()  # the deadline, once the fault healed
+    try:
+        deadline_s = float(told)
+    except ValueError:
+        print(f"catch_up: expected a deadline on stdin, got {told!r}", file=sys.stderr)
+        return 2
+    print(json.dumps(asyncio.run(wait_caught_up(addresses, args.target, deadline_s))))
     return 0
 
 

@@ -43,15 +43,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from tests.faults import kafka_check
-from tests.faults.campaign import Fault  # its target here: broker faults "controller" or "leader", quorum
-
-# "leader" or "follower", group "member"
+from tests.faults.campaign import Fault, start_nodes
 from tests.faults.cluster import HostedQuorum
 from tests.faults.kafka_cluster import HostedBrokers
 from tests.faults.netns import Host, Network
 from tests.helpers import poll_for
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 
+# A Fault's target here: broker faults "controller" or "leader", quorum "leader" or "follower", group "member".
 FAULT_KINDS = (
     "broker-isolate", "broker-split", "broker-pause", "broker-kill",
     "quorum-isolate", "quorum-split", "quorum-pause", "quorum-kill",
@@ -238,7 +237,9 @@ class Run:
 
 def _start_cluster(run: Run) -> str | None:
     """Quorum, observer, brokers and the topic; the anomaly when one does not come up in time."""
-    run.quorum.start_all()
+    not_started = start_nodes(run.quorum)
+    if not_started is not None:
+        return not_started
     if poll_for(lambda: run.quorum.leader(run.probe), START_DEADLINE_S, POLL_S) is None:
         return "no_first_leader"
     zk = run.brokers.zookeeper_connect
