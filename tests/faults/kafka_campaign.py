@@ -36,7 +36,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -504,9 +503,3 @@ def run_kafka_once(seed: int, root: Path, kinds: tuple[str, ...] | None = None, 
     result.run_s = time.monotonic() - started
     _log(root, "result", line=result.line())
     return result
-
-
-def summary_counts(results: list[KafkaRunResult]) -> tuple[Counter[str], Counter[str]]:
-    """Faults injected by kind and anomalies by kind, over `results`."""
-    by_kind = Counter(f.kind for r in results for f in r.faults[: len(r.targets)])
-    return by_kind, Counter(a for r in results for a in r.anomalies)
