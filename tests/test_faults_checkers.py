@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from tests.faults import locks_check, sessions_workload
 from tests.faults.cluster import leader_of
+from tests.faults.register import with_retries
 from tests.faults.sessions_check import expired_while_active
 from tests.faults.workloads import MIX, WORKLOADS, available, resolve
 
@@ -104,6 +106,24 @@ def test_the_leader_is_the_one_node_leading_with_a_majority_on_its_term() -> Non
     assert leader_of({1: node("leader", 3), 2: node("follower", 3), 3: None}) == 1
     assert leader_of({1: node("leader", 3), 2: node("follower", 2), 3: None}) is None  # no majority on term 3
     assert leader_of({1: node("leader", 3), 2: node("leader", 2), 3: node("follower", 3)}) is None  # two say so
+
+
+def test_a_read_back_retries_a_connection_loss_and_returns_what_it_read() -> None:
+    """Run 33 of the long campaign: the leader missed its check-quorum deadline on the loaded machine after
+    the last heal, the election ended every connection, and the ephemerals' read-back failed with
+    ConnectionLoss (finish_failed). A read-back now retries, bounded, as any ZooKeeper client must."""
+    answers: list[object] = [ConnectionLoss(), ConnectionLoss(), {"w1-3": 7}]
+
+    def read() -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert with_retries(read, attempts=3) == {"w1-3": 7}
+    answers[:] = [ConnectionLoss(), ConnectionLoss()]
+    with pytest.raises(ConnectionLoss):
+        with_retries(read, attempts=2)
 
 
 def test_workloads_by_name_and_the_mix_is_drawn_from_the_seed() -> None:

@@ -41,6 +41,7 @@ from tests.faults.register import (
     CONNECT_TIMEOUT_S,
     FAILURES,
     PROCESS_STRIDE,
+    READ_BACK_ATTEMPTS,
     client,
     parse_worker_args,
     stop_client,
@@ -281,6 +282,7 @@ def lock_nodes(zk: KazooClient, recipe: str) -> list[dict[str, Any]]:
     parent = lock_path(recipe)
     if not zk.exists(parent):
         return []
+    zk.sync(parent)
     rows = []
     for child in sorted(zk.get_children(parent), key=sequence):
         stat = zk.exists(f"{parent}/{child}")
@@ -300,23 +302,28 @@ def dump(args: argparse.Namespace) -> int:
     still run, the evidence of a stuck lock: which session holds which node)."""
     zk = KazooClient(hosts=args.hosts, timeout=args.session_s)
     zk.start(timeout=CONNECT_TIMEOUT_S)
-    zk.sync(lock_path(args.recipe) if zk.exists(lock_path(args.recipe)) else "/")
     if args.lock_nodes_only:
-        write_jsonl(args.out, lock_nodes(zk, args.recipe))
+        write_jsonl(args.out, with_retries(lambda: lock_nodes(zk, args.recipe), READ_BACK_ATTEMPTS))
         zk.stop()
         return 0
-    path = acts_path(args.recipe)
+    write_jsonl(args.out, with_retries(lambda: acts_now(zk, args.recipe), READ_BACK_ATTEMPTS))
+    # Left after the workers closed their sessions: none, unless a session outlived its client.
+    left = with_retries(lambda: lock_nodes(zk, args.recipe), READ_BACK_ATTEMPTS)
+    write_jsonl(Path(args.out).with_name(f"lock-nodes-{args.recipe}-after-stop.jsonl"), left)
+    zk.stop()
+    return 0
+
+
+def acts_now(zk: KazooClient, recipe: str) -> list[dict[str, Any]]:
+    """Every act znode, after a sync: its name, czxid and what the holder wrote in it."""
+    path = acts_path(recipe)
     zk.ensure_path(path)
     zk.sync(path)
     acts = []
     for child in sorted(zk.get_children(path)):
         data, stat = zk.get(f"{path}/{child}")
         acts.append({"path": child, "zxid": stat.czxid, **json.loads(data)})
-    write_jsonl(args.out, acts)
-    # Left after the workers closed their sessions: none, unless a session outlived its client.
-    write_jsonl(Path(args.out).with_name(f"lock-nodes-{args.recipe}-after-stop.jsonl"), lock_nodes(zk, args.recipe))
-    zk.stop()
-    return 0
+    return acts
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
