@@ -3,6 +3,7 @@
     sudo python3 scripts/fault_campaign.py --runs 100 --seed 1            # seeds 1..100, workloads drawn
     sudo python3 scripts/fault_campaign.py --runs 20 --workload lock     # 20 runs of the lock workload
     sudo python3 scripts/fault_campaign.py --runs 1 --seed 42 --faults split,pause --workload register  # replay
+    python3 scripts/fault_campaign.py --summary part1.out part2.out     # the figures of runs made earlier
 
 Each run (tests/faults/campaign.py) makes its hosts, starts the quorum with the commands of a multi-machine
 deployment, runs the workload's clients in hosts of their own, injects its faults, heals, measures how long
@@ -11,15 +12,15 @@ until every client has a write acknowledged, and checks the history with the wor
 once), sessions (no ephemeral outlives its expired session). The default, `mix`, draws each run's workload
 from its seed; every run's line and replay command name the workload it ran. One line per run;
 a run with an anomaly keeps its directory (histories, every node's log, campaign.log with the schedule)
-and prints the command that replays it. The summary: runs, operations, faults by kind, anomalies,
-convergence median and max. Exit 1 when any run found an anomaly.
+and prints the command that replays it. The summary: runs, operations, faults by kind, anomalies and
+the runs that had them, convergence median and max (by workload), and how soon each fault's target caught
+up. Exit 1 when any run found an anomaly.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -30,14 +31,15 @@ from tests.faults.campaign import FAULT_KINDS, RunResult, run_once  # noqa: E402
 from tests.faults.campaign_cli import (  # noqa: E402
     campaign_parser,
     exit_with,
-    figure,
     netns_reason,
     parse_campaign_args,
     run_campaign,
+    summary_of_files,
 )
 from tests.faults.workloads import MIX, WORKLOADS  # noqa: E402
 
 NAME = "fault_campaign"
+HEAL_FIGURE = "heal_to_acked_write_on_every_client"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -51,24 +53,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parse_campaign_args(parser, argv, FAULT_KINDS)
 
 
-def summary(results: list[RunResult]) -> str:
-    by_kind = Counter(f.kind for r in results for f in r.faults[: len(r.targets)])
-    by_workload = Counter(r.workload for r in results)
-    converge = [s for r in results for s in r.convergence_s]
-    per_workload = "; ".join(
-        f"{w} {figure([s for r in results if r.workload == w for s in r.convergence_s])}" for w in sorted(by_workload)
-    )
-    anomalies = Counter(a for r in results for a in r.anomalies)
-    return (
-        f"runs={len(results)} workloads={dict(sorted(by_workload.items()))} "
-        f"operations={sum(r.operations for r in results)} unknown={sum(r.unknown for r in results)} "
-        f"faults={dict(sorted(by_kind.items()))} anomalies={dict(anomalies) or 'none'} "
-        f"heal_to_acked_write_on_every_client: {figure(converge)} ({per_workload})"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.summary:
+        return summary_of_files(args.summary, HEAL_FIGURE)
     refused = netns_reason(NAME)
     if refused is not None:
         return refused
@@ -81,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     def run_one(seed: int, root: Path) -> RunResult:
         return run_once(seed, root, args.kinds, args.faults_per_run, args.workload)
 
-    return run_campaign(args, run_one, summary, "zkraft-faults-")
+    return run_campaign(args, run_one, HEAL_FIGURE, "zkraft-faults-")
 
 
 if __name__ == "__main__":

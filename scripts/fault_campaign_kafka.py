@@ -2,6 +2,7 @@
 
     sudo python3 scripts/fault_campaign_kafka.py --runs 20 --seed 1                       # seeds 1..20
     sudo python3 scripts/fault_campaign_kafka.py --runs 1 --seed 42 --faults broker-split,quorum-kill   # replay
+    python3 scripts/fault_campaign_kafka.py --summary part1.out part2.out   # the figures of runs made earlier
 
 Each run (tests/faults/kafka_campaign.py) puts 3 quorum nodes and 3 brokers on hosts of their own, started
 with the commands and server.properties of a multi-machine deployment, runs idempotent acks=all producers
@@ -10,7 +11,8 @@ and quorum nodes, heals, and checks: no acknowledged value lost, duplicated or r
 partition per generation; committed offsets never going back; one controller epoch acting at a time;
 leader epochs only growing. One line per run; a run with an anomaly keeps its directory (histories,
 every node's and broker's log, state-change.log, campaign.log with the schedule) and prints the command
-that replays it. The summary: runs, operations, faults by kind, anomalies, convergence median and max.
+that replays it. The summary: runs, operations, faults by kind, anomalies and the runs that had them,
+convergence median and max.
 Exit 1 when any run found an anomaly.
 """
 
@@ -27,14 +29,15 @@ if str(REPO_ROOT) not in sys.path:
 from tests.faults.campaign_cli import (  # noqa: E402
     campaign_parser,
     exit_with,
-    figure,
     netns_reason,
     parse_campaign_args,
     run_campaign,
+    summary_of_files,
 )
-from tests.faults.kafka_campaign import FAULT_KINDS, KafkaRunResult, run_kafka_once, summary_counts  # noqa: E402
+from tests.faults.kafka_campaign import FAULT_KINDS, KafkaRunResult, run_kafka_once  # noqa: E402
 
 NAME = "fault_campaign_kafka"
+HEAL_FIGURE = "heal_to_acked_produce_on_every_producer_and_partition"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -42,19 +45,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parse_campaign_args(parser, argv, FAULT_KINDS)
 
 
-def summary(results: list[KafkaRunResult]) -> str:
-    by_kind, anomalies = summary_counts(results)
-    converge = [s for r in results for s in r.convergence_s]
-    return (
-        f"runs={len(results)} operations={sum(r.operations for r in results)} "
-        f"unknown={sum(r.unknown for r in results)} faults={dict(sorted(by_kind.items()))} "
-        f"anomalies={dict(anomalies) or 'none'} "
-        f"heal_to_acked_produce_on_every_producer_and_partition: {figure(converge)}"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.summary:
+        return summary_of_files(args.summary, HEAL_FIGURE)
     refused = netns_reason(NAME)
     if refused is not None:
         return refused
@@ -62,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     def run_one(seed: int, root: Path) -> KafkaRunResult:
         return run_kafka_once(seed, root, args.kinds, args.faults_per_run)
 
-    return run_campaign(args, run_one, summary, "zkraft-kafka-faults-")
+    return run_campaign(args, run_one, HEAL_FIGURE, "zkraft-kafka-faults-")
 
 
 if __name__ == "__main__":

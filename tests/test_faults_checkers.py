@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from tests.faults import locks_check, sessions_workload
+from tests.faults.cluster import leader_of
+from tests.faults.register import with_retries
 from tests.faults.sessions_check import expired_while_active
 from tests.faults.workloads import MIX, WORKLOADS, available, resolve
 
@@ -73,6 +76,54 @@ def test_an_ephemeral_of_an_expired_session_is_found_by_its_worker_or_after_the_
     after = [{"node": "198.18.29.11:2181", "path": "w1-3", "owner": "0x7"}]
     checked = sessions_workload.check({1: [expired]}, after)
     assert checked.anomalies == ["ephemeral_outlived_session"] and "198.18.29.11:2181 lists w1-3" in checked.explanation
+
+
+def test_lock_nodes_read_before_the_workers_stop_name_the_worker_whose_session_holds_each() -> None:
+    """A stuck lock as data: the lowest node belongs to worker 2's session, whose last line is its release
+    that failed (so it does not know it still holds); the other node's session no worker logged."""
+    records = {
+        1: [_acquire("a", 4, 1.0)],
+        2: [{"p": 1, "k": "release", "i": 2.5, "c": None, "session": "0x2", "holder": "n-0000000003",
+             "why": "ConnectionLoss"}],
+    }  # fmt: skip
+    nodes = [
+        {"node": "n-0000000003", "czxid": 12, "owner": "0x2"},
+        {"node": "n-0000000007", "czxid": 20, "owner": "0x9"},
+    ]
+    lines = locks_check.describe_lock_nodes(nodes, records).splitlines()
+    assert lines[1:] == [
+        "  n-0000000003 (czxid 12) owned by 0x2: worker 2's session, whose last line is release of n-0000000003 "
+        "at 2.500",
+        "  n-0000000007 (czxid 20) owned by 0x9: a session no worker logged",
+    ]
+    assert locks_check.describe_lock_nodes([], records) == "lock nodes before the workers stopped: none"
+
+
+def test_the_leader_is_the_one_node_leading_with_a_majority_on_its_term() -> None:
+    def node(role: str, term: int) -> dict[str, Any]:
+        return {"role": role, "term": term, "leader": 0, "commit": 5, "applied": 5}
+
+    assert leader_of({1: node("leader", 3), 2: node("follower", 3), 3: None}) == 1
+    assert leader_of({1: node("leader", 3), 2: node("follower", 2), 3: None}) is None  # no majority on term 3
+    assert leader_of({1: node("leader", 3), 2: node("leader", 2), 3: node("follower", 3)}) is None  # two say so
+
+
+def test_a_read_back_retries_a_connection_loss_and_returns_what_it_read() -> None:
+    """Run 33 of the long campaign: the leader missed its check-quorum deadline on the loaded machine after
+    the last heal, the election ended every connection, and the ephemerals' read-back failed with
+    ConnectionLoss (finish_failed). A read-back now retries, bounded, as any ZooKeeper client must."""
+    answers: list[object] = [ConnectionLoss(), ConnectionLoss(), {"w1-3": 7}]
+
+    def read() -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert with_retries(read, attempts=3) == {"w1-3": 7}
+    answers[:] = [ConnectionLoss(), ConnectionLoss()]
+    with pytest.raises(ConnectionLoss):
+        with_retries(read, attempts=2)
 
 
 def test_workloads_by_name_and_the_mix_is_drawn_from_the_seed() -> None:

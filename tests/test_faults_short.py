@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.faults import curator, locks_check, netns
-from tests.faults.campaign import CONVERGE_DEADLINE_S, FAULT_KINDS, history_records, operations, run_once
+from tests.faults.campaign import (
+    CATCH_UP_DEADLINE_S,
+    CONVERGE_DEADLINE_S,
+    FAULT_KINDS,
+    history_records,
+    operations,
+    run_once,
+)
 from tests.faults.cluster import HostedQuorum
 from tests.faults.netns import Network
 from tests.helpers import wait_until
@@ -90,6 +97,9 @@ def test_one_fault_keeps_the_register_linearizable_and_the_cluster_converges(kin
         f"{result.line()}\nreplay: {result.replay_command()}\nevidence: {result.root}\n{result.explanation}"
     )
     assert len(result.convergence_s) == 1 and result.convergence_s[0] < CONVERGE_DEADLINE_S, result.line()
+    # The target applied what the leader had committed after the heal: for `torn`, the leader repaired the
+    # tail the follower lost (or the torn leader, now a follower, took the cut entries back).
+    assert len(result.caught_up_s) == 1 and result.caught_up_s[0] < CATCH_UP_DEADLINE_S, result.line()
     assert result.operations > 50, result.line()
     if kind == "kill":
         # The history can tell: one read moved to a value written only after it returned is caught.
@@ -155,6 +165,9 @@ def test_each_workload_keeps_its_guarantee_under_a_fault(workload: str, tmp_path
     else:
         # The checker can tell: one act moved into the next holder's tenure is caught.
         _assert_a_forged_act_is_caught(records, locks_check.read_acts(result.root, workload))
+        # Who held which lock node was read while the workers ran (the evidence of a stuck lock).
+        assert locks_check.lock_nodes_file(result.root, workload).exists(), result.evidence
+        assert result.evidence.startswith("lock nodes before the workers stopped"), result.evidence
 
 
 def _assert_a_forged_act_is_caught(records: dict[int, list[dict[str, object]]], acts: list[dict]) -> None:

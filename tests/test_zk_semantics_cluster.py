@@ -384,6 +384,57 @@ def test_a_followers_forwarded_writes_keep_their_session_order_when_the_leader_i
     _writes_across_a_leader_change(fresh_cluster, _depose_leader(fresh_cluster), session_on_leader=False)
 
 
+# Sequential creates a follower's client sends at once just before the leader is SIGKILLed, so that some are
+# on their way to it (forwarded) when it dies.
+KILLED_BURST = 200
+
+
+def test_a_write_lost_with_its_leader_ends_the_followers_client_connection(fresh_cluster: QuorumProcesses) -> None:
+    """Regression, found by the long fault campaign (run 51: the election recipe under a leader's disk
+    failure). A follower answered the writes it had forwarded to a leader that died with them with
+    CONNECTIONLOSS on a connection it kept open. kazoo's Lock then looked for its lock node at once, before
+    the new leader had committed it, created a second one, and waited on its own first node for ever.
+    ZooKeeper's follower closes its clients' connections when it loses its leader; now a write of unknown
+    outcome ends the connection, and the client's reconnect attaches its session through the log after the
+    lost write. kazoo (the wire protocol) shows it: every ConnectionLoss comes with SUSPENDED."""
+    from kazoo.client import KazooClient, KazooState
+    from kazoo.exceptions import ConnectionLoss as KazooConnectionLoss
+
+    r = roles(fresh_cluster)
+    states: list[str] = []
+    zk = KazooClient(hosts=fresh_cluster.zk_address(r.followers[0]), timeout=SESSION_MS / 1000)
+    zk.add_listener(states.append)
+    zk.start(timeout=WAIT_S)
+    try:
+        zk.ensure_path("/killed")
+        burst = [zk.create_async("/killed/n-", b"x", sequence=True) for _ in range(KILLED_BURST)]
+        fresh_cluster.kill(r.leader)
+        lost = []
+        for pending in burst:
+            try:
+                pending.get(timeout=WAIT_S)
+            except KazooConnectionLoss as exc:
+                lost.append(exc)
+        # The cluster takes the session's writes again (its reconnect, if any, attached it anew).
+        wait_until(lambda: _created(zk), WAIT_S, message="a create after the leader died")
+        if not lost:
+            pytest.skip("every create of the burst was answered before the leader died: nothing was lost")
+        assert KazooState.SUSPENDED in states, f"{len(lost)} creates got ConnectionLoss on a connection kept open"
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _created(zk: Any) -> bool:
+    from kazoo.exceptions import ConnectionLoss as KazooConnectionLoss
+
+    try:
+        zk.create("/killed/after-", b"x", sequence=True)
+    except KazooConnectionLoss:
+        return False
+    return True
+
+
 # Sequential creates one session sends at once to a leader that cannot commit them.
 LOST_BURST = 40
 # Sessions long enough to outlast the old leader's pause below (two node starts and an election).

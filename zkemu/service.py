@@ -741,8 +741,18 @@ class SessionConnection:
             # `write`: in the session's order across leader changes (zkemu.session_writes).
             _, result = await svc.router.submit(txn, svc.settings.proposal_timeout_ms / 1000, write)
         except ConnectionLossError as exc:
-            return self._reply(req, err=Code.CONNECTIONLOSS, error_message=str(exc))
+            return self._write_lost(req, str(exc))
         return self._write_response(req, op, body, result)
+
+    def _write_lost(self, req: zk_pb2.Request, message: str) -> zk_pb2.Response:
+        """A write whose outcome is unknown (its leader went away with it, or did not answer in time): the
+        connection ends, as a ZooKeeper follower that loses its leader closes its clients' connections. The
+        client reconnects, and its reconnect attaches the session through the log (_attach), after the lost
+        write if that write survives, so what the client reads next shows the write or it never will be.
+        An error on an open connection let kazoo's Lock look for its node before a new leader committed it,
+        create a second one, and wait on its own first node forever (the long fault campaign's run 51)."""
+        self.end(grpc.StatusCode.UNAVAILABLE, f"a write's outcome is unknown ({message}): reconnect")
+        return self._reply(req, err=Code.CONNECTIONLOSS, error_message=message)
 
     def _write_response(self, req: zk_pb2.Request, op: str, body: Any, result: zk_pb2.TxnResult) -> zk_pb2.Response:
         if result.err == Code.SESSIONMOVED:
@@ -1028,7 +1038,7 @@ class _GroupReplies:
         item.slot.response = self._conn._write_response(item.req, item.op, item.body, result)
 
     def failed(self, item: _GroupWrite, message: str) -> None:
-        item.slot.response = self._conn._reply(item.req, err=Code.CONNECTIONLOSS, error_message=message)
+        item.slot.response = self._conn._write_lost(item.req, message)
 
     def flush(self) -> None:
         self._conn._flush_replies()

@@ -7,9 +7,12 @@ The seed decides everything that is not timing: which faults (unless `kinds` is 
 (the leader or a follower, resolved when the fault starts), how long it holds, and every client's
 operations. A run goes: warm up, then for each fault: apply, hold, heal, and wait until every client has
 had a write acknowledged (the time from the heal to that is the run's convergence figure, bounded by
-CONVERGE_DEADLINE_S); then stop the clients, let the workload collect what it reads back from the healed
-cluster, and check the history with the workload's checker (workload.py; the register's: linearizability,
-tests/linearizability.py) and the sessions (sessions_check.py: none expired while it was being served).
+CONVERGE_DEADLINE_S), and until the fault's target has applied what the leader had committed (caught_up_s:
+a node cut off, paused, restarted or with its log's tail torn is a working replica again); then let the
+workload read what only its live sessions show (before_stop: who holds each lock node), stop the clients,
+let the workload collect what it reads back from the healed cluster, and check the history with the
+workload's checker (workload.py; the register's: linearizability, tests/linearizability.py) and the
+sessions (sessions_check.py: none expired while it was being served).
 Faults hold longer than both the election timeout and the session timeout, so that leaders change and
 sessions may expire while they last.
 
@@ -28,6 +31,7 @@ Fault kinds (node N is the target, its clients' home is node N):
 from __future__ import annotations
 
 import json
+import os
 import random
 import select
 import subprocess
@@ -37,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tests.faults import catch_up
 from tests.faults.cluster import ELECTION_TIMEOUT_S, HostedQuorum
 from tests.faults.injector import apply
 from tests.faults.netns import Host, Network
@@ -59,6 +64,9 @@ HOLD_MAX_S = HOLD_MIN_S + 1.5
 LEADER_DEADLINE_S = 60.0
 READY_DEADLINE_S = 60.0
 CONVERGE_DEADLINE_S = 30.0
+# From the heal until the fault's target has applied what the leader had committed when first asked after it:
+# generous, as a restarted node's start alone took up to 70 s on the loaded machine (cluster.START_WAIT_S).
+CATCH_UP_DEADLINE_S = 60.0
 WARMUP_RECORDS = 20
 SETTLE_RECORDS = 10
 POLL_S = 0.1
@@ -101,18 +109,22 @@ class RunResult:
     unknown: int = 0
     unknown_causes: Counter[str] = field(default_factory=Counter)
     convergence_s: list[float] = field(default_factory=list)
+    caught_up_s: list[float] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
     explanation: str = ""
+    evidence: str = ""  # what the workload read while its workers still ran (before_stop), shown with anomalies
     run_s: float = 0.0
     root: Path | None = None
 
     def line(self) -> str:
         faults = ",".join(f"{f}->n{t}" for f, t in zip(self.faults, self.targets, strict=False))
         converge = ",".join(f"{s:.2f}" for s in self.convergence_s) or "-"
+        caught_up = ",".join(f"{s:.2f}" for s in self.caught_up_s) or "-"
         return (
             f"seed={self.seed} workload={self.workload} faults={faults or '-'} ops={self.operations} "
             f"unknown={self.unknown} "
-            f"converged_s={converge} anomalies={','.join(self.anomalies) or 'none'} run_s={self.run_s:.1f}"
+            f"converged_s={converge} caught_up_s={caught_up} anomalies={','.join(self.anomalies) or 'none'} "
+            f"run_s={self.run_s:.1f}"
         )
 
     def replay_command(self) -> str:
@@ -218,6 +230,17 @@ def _converged_s(clients: Clients, healed_s: float) -> float | None:
     return None if last_first is None else last_first - healed_s
 
 
+def _caught_up_s(cluster: HostedQuorum, watcher: catch_up.Watcher, target: int, healed_s: float) -> float | None:
+    """Seconds from the heal until `target` had applied what the leader had committed when asked after the
+    heal (catch_up.py); None at the deadline or when the probe failed (its error in campaign.log)."""
+    try:
+        at_s = watcher.caught_up_at()
+    except RuntimeError as exc:
+        _log(cluster.root, "catch_up_probe_failed", node=target, error=str(exc))
+        return None
+    return None if at_s is None else at_s - healed_s
+
+
 def _leader(cluster: HostedQuorum, probe: Host) -> int | None:
     return poll_for(lambda: cluster.leader(probe), LEADER_DEADLINE_S, POLL_S)
 
@@ -241,18 +264,41 @@ def _inject_all(result: RunResult, network: Network, cluster: HostedQuorum, clie
         target = _resolve(fault, leader, rng)
         result.targets.append(target)
         _log(cluster.root, "fault_start", fault=str(fault), node=target, leader=leader)
-        heal = apply(fault.kind, target, network, cluster, clients.hosts)
-        time.sleep(fault.hold_s)  # the fault's scheduled length: time passing is what is tested here
-        heal()
-        healed_s = time.monotonic()
-        _log(cluster.root, "fault_healed", fault=str(fault), node=target)
-        converged = _converged_s(clients, healed_s)
-        _log(cluster.root, "converged", fault=str(fault), after_s=converged)
-        if converged is None:
-            result.anomalies.append(f"not_converged_after_{fault.kind}")
-            return
-        result.convergence_s.append(converged)
+        watcher = catch_up.Watcher(probe, cluster.addresses, target)  # starts up while the fault holds
+        try:
+            if not _one_fault(result, fault, target, network, cluster, clients, watcher):
+                return
+        finally:
+            watcher.close()
     _wait_records(clients, SETTLE_RECORDS, CONVERGE_DEADLINE_S)
+
+
+def _one_fault(
+    result: RunResult, fault: Fault, target: int, network: Network, cluster: HostedQuorum, clients: Clients,
+    watcher: catch_up.Watcher,
+) -> bool:  # fmt: skip
+    """Apply, hold, heal; then the clients' convergence and the target's catch-up (False: an anomaly)."""
+    heal = apply(fault.kind, target, network, cluster, clients.hosts)
+    time.sleep(fault.hold_s)  # the fault's scheduled length: time passing is what is tested here
+    heal()
+    healed_s = time.monotonic()
+    watcher.healed(healed_s + CATCH_UP_DEADLINE_S)
+    _log(cluster.root, "fault_healed", fault=str(fault), node=target)
+    converged = _converged_s(clients, healed_s)
+    _log(cluster.root, "converged", fault=str(fault), after_s=converged)
+    if converged is None:
+        result.anomalies.append(f"not_converged_after_{fault.kind}")
+        return False
+    result.convergence_s.append(converged)
+    if not cluster.alive(target):
+        return True  # a disk fault's node that did not stop as it must: the run reports its exit code
+    caught_up = _caught_up_s(cluster, watcher, target, healed_s)
+    _log(cluster.root, "caught_up", fault=str(fault), node=target, after_s=caught_up)
+    if caught_up is None:
+        result.anomalies.append(f"not_caught_up_after_{fault.kind}")
+        return False
+    result.caught_up_s.append(caught_up)
+    return True
 
 
 def _check(result: RunResult, clients: Clients) -> None:
@@ -264,6 +310,18 @@ def _check(result: RunResult, clients: Clients) -> None:
     result.explanation = "\n".join([result.explanation, checked.explanation]).strip()
 
 
+def _before_stop(result: RunResult, clients: Clients, cluster: HostedQuorum, probe: Host) -> None:
+    """What the workload reads while its workers still hold their sessions (who holds each lock node), kept
+    in campaign.log and shown with the run's anomalies; a failed read is noted, not an anomaly (a run that
+    did not converge may have no quorum to read from)."""
+    try:
+        result.evidence = clients.workload.before_stop(cluster, probe, clients.root, clients.records())
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        result.evidence = f"{clients.workload.name} read before the workers stopped failed: {exc}"
+    if result.evidence:
+        _log(cluster.root, "before_stop", evidence=result.evidence)
+
+
 def _finish(result: RunResult, clients: Clients, cluster: HostedQuorum, probe: Host) -> None:
     """The workload's read-back from the healed cluster (an error there is the run's anomaly, not a crash)."""
     try:
@@ -271,6 +329,17 @@ def _finish(result: RunResult, clients: Clients, cluster: HostedQuorum, probe: H
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         result.anomalies.append("finish_failed")
         result.explanation = f"{clients.workload.name} read-back failed: {exc}"
+
+
+def start_nodes(cluster: HostedQuorum) -> str | None:
+    """Start every node and wait until each logged node_started, with how long that took and the machine's
+    load in campaign.log (both campaigns); the anomaly `nodes_not_started:...` when one did not within
+    START_WAIT_S, else None."""
+    began_s = time.monotonic()
+    late = cluster.start_all_and_wait_started()
+    _log(cluster.root, "nodes_started", after_s=round(time.monotonic() - began_s, 2), late=late,
+         load_avg_1m=os.getloadavg()[0])  # fmt: skip
+    return "nodes_not_started:" + "+".join(f"n{n}" for n in late) if late else None
 
 
 def run_once(
@@ -285,7 +354,11 @@ def run_once(
     started = time.monotonic()
     with Network() as network, HostedQuorum(network, root, NODES) as cluster:
         probe = network.add_host("probe")
-        cluster.start_all()
+        not_started = start_nodes(cluster)
+        if not_started is not None:
+            result.anomalies.append(not_started)
+            result.run_s = time.monotonic() - started
+            return result
         if _leader(cluster, probe) is None:
             result.anomalies.append("no_first_leader")
             result.run_s = time.monotonic() - started
@@ -294,6 +367,7 @@ def run_once(
         try:
             clients.wait_ready()
             _inject_all(result, network, cluster, clients, probe)
+            _before_stop(result, clients, cluster, probe)
         except RuntimeError as exc:  # a worker that never got ready: this run's anomaly, not the campaign's end
             result.anomalies.append("clients_not_ready")
             result.explanation = str(exc)
@@ -307,6 +381,8 @@ def run_once(
         if exits:
             result.anomalies.append("node_exited:" + "+".join(f"n{n}={c}" for n, c in sorted(exits.items())))
     _check(result, clients)
+    if result.anomalies and result.evidence:
+        result.explanation = "\n".join([result.explanation, result.evidence]).strip()
     result.run_s = time.monotonic() - started
     _log(root, "result", line=result.line())
     return result

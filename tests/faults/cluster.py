@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tests.faults.netns import Host, Network
 from tests.helpers import poll_for
@@ -29,6 +29,10 @@ FAILPOINTS_ENV = "ZKRAFT_FAILPOINTS"  # runtime.failpoints
 EXIT_STORAGE_FAILED = 1  # runtime.halt: how a node whose disk failed stops
 # A restarted node's recovery (replay, tail cut) and start-up, on a loaded machine.
 RESTART_WAIT_S = 30.0
+# Every node's first start. A start costs about 1.2 s of CPU (Python, gRPC, the stores) and took 23 s at a load
+# of 26 on two cores; three nodes started beside a Kafka run took over 60 s, which ended runs as no_first_leader
+# before any node had logged node_started. The leader's deadline starts once they have.
+START_WAIT_S = 180.0
 STARTED_POLL_S = 0.1
 NODE_STARTED = '"event": "node_started"'
 PROBE_TIMEOUT_S = 30.0
@@ -166,6 +170,17 @@ class HostedQuorum:
             self.start_and_wait_started(node_id)
         return code
 
+    def start_all_and_wait_started(self, timeout_s: float = START_WAIT_S) -> list[int]:
+        """Start every node and wait (bounded) until each logged node_started or died; the nodes that did
+        neither by the deadline (a node that died shows in exit_codes())."""
+        self.start_all()
+
+        def late() -> list[int]:
+            return [n for n in self.hosts if self._started_count(n) == 0 and self.alive(n)]
+
+        poll_for(lambda: not late(), timeout_s, STARTED_POLL_S)
+        return late()
+
     def start_and_wait_started(self, node_id: int) -> bool:
         """Start the node and wait (bounded) until it logs node_started: its recovery of the data it left
         (a torn tail cut, the write-ahead log replayed) is done. False at the deadline; a node that died
@@ -196,7 +211,7 @@ class HostedQuorum:
         return {node_id: proc.poll() for node_id, proc in self._procs.items()}
 
     # ---- what the nodes say
-    def roles(self, from_host: Host) -> dict[int, dict[str, object] | None]:
+    def roles(self, from_host: Host) -> dict[int, dict[str, Any] | None]:
         """Every node's role, term and leader as seen from `from_host` (None: no answer)."""
         done = from_host.run(
             [sys.executable, "-c", PROBE, json.dumps(self.addresses)], timeout_s=PROBE_TIMEOUT_S,
@@ -208,10 +223,14 @@ class HostedQuorum:
 
     def leader(self, from_host: Host) -> int | None:
         """The node that leads with a majority agreeing on its term, else None."""
-        roles = self.roles(from_host)
-        leaders = [node_id for node_id, r in roles.items() if r is not None and r["role"] == "leader"]
-        if len(leaders) != 1:
-            return None
-        term = roles[leaders[0]]["term"]  # type: ignore[index]
-        agree = [r for r in roles.values() if r is not None and r["term"] == term]
-        return leaders[0] if len(agree) > len(roles) // 2 else None
+        return leader_of(self.roles(from_host))
+
+
+def leader_of(roles: dict[int, dict[str, Any] | None]) -> int | None:
+    """In one probe's answers: the node that leads with a majority agreeing on its term, else None."""
+    leaders = [node_id for node_id, r in roles.items() if r is not None and r["role"] == "leader"]
+    if len(leaders) != 1:
+        return None
+    term = roles[leaders[0]]["term"]  # type: ignore[index]
+    agree = [r for r in roles.values() if r is not None and r["term"] == term]
+    return leaders[0] if len(agree) > len(roles) // 2 else None

@@ -36,22 +36,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from tests.faults import kafka_check
-from tests.faults.campaign import Fault  # its target here: broker faults "controller" or "leader", quorum
-
-# "leader" or "follower", group "member"
+from tests.faults.campaign import Fault, start_nodes
 from tests.faults.cluster import HostedQuorum
 from tests.faults.kafka_cluster import HostedBrokers
 from tests.faults.netns import Host, Network
 from tests.helpers import poll_for
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 
+# A Fault's target here: broker faults "controller" or "leader", quorum "leader" or "follower", group "member".
 FAULT_KINDS = (
     "broker-isolate", "broker-split", "broker-pause", "broker-kill",
     "quorum-isolate", "quorum-split", "quorum-pause", "quorum-kill",
@@ -238,7 +236,9 @@ class Run:
 
 def _start_cluster(run: Run) -> str | None:
     """Quorum, observer, brokers and the topic; the anomaly when one does not come up in time."""
-    run.quorum.start_all()
+    not_started = start_nodes(run.quorum)
+    if not_started is not None:
+        return not_started
     if poll_for(lambda: run.quorum.leader(run.probe), START_DEADLINE_S, POLL_S) is None:
         return "no_first_leader"
     zk = run.brokers.zookeeper_connect
@@ -503,9 +503,3 @@ def run_kafka_once(seed: int, root: Path, kinds: tuple[str, ...] | None = None, 
     result.run_s = time.monotonic() - started
     _log(root, "result", line=result.line())
     return result
-
-
-def summary_counts(results: list[KafkaRunResult]) -> tuple[Counter[str], Counter[str]]:
-    """Faults injected by kind and anomalies by kind, over `results`."""
-    by_kind = Counter(f.kind for r in results for f in r.faults[: len(r.targets)])
-    return by_kind, Counter(a for r in results for a in r.anomalies)

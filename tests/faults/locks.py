@@ -2,6 +2,7 @@
 
     python -m tests.faults.locks --recipe lock --hosts 198.18.29.10:2181,... --worker 1 --seed 7 --out w1.jsonl
     python -m tests.faults.locks --dump --recipe lock --hosts ... --out acts-lock.jsonl   # read back the acts
+    python -m tests.faults.locks --dump --lock-nodes-only --recipe lock --hosts ... --out nodes.jsonl  # who holds
 
 Each worker contends, over ZooKeeper's wire protocol through kazoo, for one lock made of ephemeral sequential
 znodes (ZooKeeper's recipe, "Locks" in its recipes page): `--recipe lock` is kazoo's Lock, `--recipe election`
@@ -40,6 +41,7 @@ from tests.faults.register import (
     CONNECT_TIMEOUT_S,
     FAILURES,
     PROCESS_STRIDE,
+    READ_BACK_ATTEMPTS,
     client,
     parse_worker_args,
     stop_client,
@@ -274,26 +276,54 @@ class Holder:
             self.stop.wait(self.rng.uniform(0, self.args.pacing_max_s))
 
 
+def lock_nodes(zk: KazooClient, recipe: str) -> list[dict[str, Any]]:
+    """The lock's znodes as they are now, lowest sequence first: each with its czxid and its owner session
+    (ephemeralOwner), so that a lock nobody gets shows which session holds it."""
+    parent = lock_path(recipe)
+    if not zk.exists(parent):
+        return []
+    zk.sync(parent)
+    rows = []
+    for child in sorted(zk.get_children(parent), key=sequence):
+        stat = zk.exists(f"{parent}/{child}")
+        if stat is not None:  # deleted between the listing and the read
+            rows.append({"node": child, "czxid": stat.czxid, "owner": f"{stat.ephemeralOwner:#x}"})
+    return rows
+
+
+def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines(json.dumps(row) + "\n" for row in rows)
+
+
 def dump(args: argparse.Namespace) -> int:
-    """Every act znode (its czxid and what the holder wrote in it) as JSON lines, read after a sync."""
+    """After a sync: every act znode (its czxid and what the holder wrote in it) into --out, and the lock
+    nodes left beside it; with --lock-nodes-only, the lock nodes alone into --out (read while the workers
+    still run, the evidence of a stuck lock: which session holds which node)."""
     zk = KazooClient(hosts=args.hosts, timeout=args.session_s)
     zk.start(timeout=CONNECT_TIMEOUT_S)
-    path = acts_path(args.recipe)
-    zk.ensure_path(path)
-    zk.sync(path)
-    with open(args.out, "w", encoding="utf-8") as out:
-        for child in sorted(zk.get_children(path)):
-            data, stat = zk.get(f"{path}/{child}")
-            out.write(json.dumps({"path": child, "zxid": stat.czxid, **json.loads(data)}) + "\n")
-    # The evidence of a lock nobody gets (a run that did not converge): the lock nodes left and their owners.
-    left = Path(args.out).with_name(f"lock-nodes-{args.recipe}.jsonl")
-    with open(left, "w", encoding="utf-8") as out:
-        for child in sorted(zk.get_children(lock_path(args.recipe)) if zk.exists(lock_path(args.recipe)) else []):
-            stat = zk.exists(f"{lock_path(args.recipe)}/{child}")
-            if stat is not None:
-                out.write(json.dumps({"node": child, "czxid": stat.czxid, "owner": f"{stat.ephemeralOwner:#x}"}) + "\n")
+    if args.lock_nodes_only:
+        write_jsonl(args.out, with_retries(lambda: lock_nodes(zk, args.recipe), READ_BACK_ATTEMPTS))
+        zk.stop()
+        return 0
+    write_jsonl(args.out, with_retries(lambda: acts_now(zk, args.recipe), READ_BACK_ATTEMPTS))
+    # Left after the workers closed their sessions: none, unless a session outlived its client.
+    left = with_retries(lambda: lock_nodes(zk, args.recipe), READ_BACK_ATTEMPTS)
+    write_jsonl(Path(args.out).with_name(f"lock-nodes-{args.recipe}-after-stop.jsonl"), left)
     zk.stop()
     return 0
+
+
+def acts_now(zk: KazooClient, recipe: str) -> list[dict[str, Any]]:
+    """Every act znode, after a sync: its name, czxid and what the holder wrote in it."""
+    path = acts_path(recipe)
+    zk.ensure_path(path)
+    zk.sync(path)
+    acts = []
+    for child in sorted(zk.get_children(path)):
+        data, stat = zk.get(f"{path}/{child}")
+        acts.append({"path": child, "zxid": stat.czxid, **json.loads(data)})
+    return acts
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -301,7 +331,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         __doc__.split("\n")[0], pacing_max_s=0.02, dump_help="write every act znode to --out and exit"
     )
     parser.add_argument("--recipe", choices=DUMPED, required=True)
+    parser.add_argument("--lock-nodes-only", action="store_true", help="with --dump: only the lock nodes")
     args = parse_worker_args(parser, argv)
+    if args.lock_nodes_only and not args.dump:
+        parser.error("--lock-nodes-only goes with --dump")
     if not args.dump and args.recipe not in RECIPES:
         parser.error(f"--recipe {args.recipe} is read back only (--dump); its workers are Java")
     return args

@@ -18,6 +18,7 @@ The bounds are conservative (a later start, an earlier end), so the check finds 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ from tests.faults.workload import Checked, Records
 from tests.quorum_harness import REPO_ROOT, subprocess_env
 
 DUMP_TIMEOUT_S = 60.0
+# Read while a fault may have left no quorum (a run that did not converge): bounded, and only evidence.
+LOCK_NODES_TIMEOUT_S = 20.0
 # Kinds after which a holder may not act until it acquires afresh.
 LOSING = ("suspended", "lost")
 EXPLAINED_MAX = 5  # overlapping tenures spelled out (one late act overlaps every tenure after it)
@@ -47,21 +50,64 @@ def acts_file(root: Path, recipe: str) -> Path:
     return root / f"acts-{recipe}.jsonl"
 
 
+def lock_nodes_file(root: Path, recipe: str) -> Path:
+    """The lock nodes read while the workers still ran (locks.py's after-stop read names its own file)."""
+    return root / f"lock-nodes-{recipe}-before-stop.jsonl"
+
+
+def _read_back(cluster: HostedQuorum, probe: Host, recipe: str, out: Path, timeout_s: float, *flags: str) -> None:
+    """locks.py --dump from the probe host through every node (a sync first, so any node answers current)."""
+    hosts = ",".join(cluster.zk_address(n) for n in sorted(cluster.hosts))
+    argv = [sys.executable, "-m", "tests.faults.locks", "--dump", *flags, "--recipe", recipe, "--hosts", hosts,
+            "--out", str(out)]  # fmt: skip
+    try:
+        done = probe.run(argv, timeout_s, capture_output=True, text=True, cwd=REPO_ROOT, env=subprocess_env())
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"reading {out.name} back took over {timeout_s:g} s") from exc
+    if done.returncode != 0:
+        raise RuntimeError(f"reading {out.name} back failed: {done.stderr.strip()[-500:]}")
+
+
 def dump_acts(cluster: HostedQuorum, probe: Host, root: Path, recipe: str) -> None:
     """Read every act znode back through the healed cluster (from the probe host) into acts-<recipe>.jsonl."""
-    hosts = ",".join(cluster.zk_address(n) for n in sorted(cluster.hosts))
-    argv = [sys.executable, "-m", "tests.faults.locks", "--dump", "--recipe", recipe, "--hosts", hosts,
-            "--out", str(acts_file(root, recipe))]  # fmt: skip
-    done = probe.run(argv, DUMP_TIMEOUT_S, capture_output=True, text=True, cwd=REPO_ROOT, env=subprocess_env())
-    if done.returncode != 0:
-        raise RuntimeError(f"reading the acts back failed: {done.stderr.strip()[-500:]}")
+    _read_back(cluster, probe, recipe, acts_file(root, recipe), DUMP_TIMEOUT_S)
 
 
-def read_acts(root: Path, recipe: str) -> list[dict[str, Any]]:
-    path = acts_file(root, recipe)
+def dump_lock_nodes(cluster: HostedQuorum, probe: Host, root: Path, recipe: str) -> None:
+    """The lock nodes and their owner sessions while the workers still hold their sessions (once they stop,
+    their sessions close and the nodes go): the evidence of a lock that nobody could take."""
+    _read_back(cluster, probe, recipe, lock_nodes_file(root, recipe), LOCK_NODES_TIMEOUT_S, "--lock-nodes-only")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def read_acts(root: Path, recipe: str) -> list[dict[str, Any]]:
+    return read_jsonl(acts_file(root, recipe))
+
+
+def describe_lock_nodes(nodes: list[dict[str, Any]], records: Records) -> str:
+    """One line per lock node, lowest first: its owner session and which worker that session is (the
+    session every history line names), with that worker's last line -- so a stuck lock reads as data."""
+    if not nodes:
+        return "lock nodes before the workers stopped: none"
+    last_line: dict[str, tuple[int, dict[str, Any]]] = {}
+    for worker, rows in records.items():
+        for r in rows:
+            last_line[r["session"]] = (worker, r)  # rows are in the order written: the last one wins
+    out = ["lock nodes before the workers stopped (lowest holds the lock):"]
+    for node in nodes:
+        owner = node["owner"]
+        if owner in last_line:
+            worker, r = last_line[owner]
+            whose = f"worker {worker}'s session, whose last line is {r['k']} of {r.get('holder', '-')} at {r['i']:.3f}"
+        else:
+            whose = "a session no worker logged"
+        out.append(f"  {node['node']} (czxid {node['czxid']}) owned by {owner}: {whose}")
+    return "\n".join(out)
 
 
 def tenures(records: Records, acts: list[dict[str, Any]]) -> tuple[list[Tenure], list[str]]:

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError
@@ -36,6 +36,7 @@ KINDS = ("read", "write", "cas")
 KIND_WEIGHTS = (4, 3, 3)
 CONNECT_TIMEOUT_S = 30.0
 # What a call may raise when the cluster or the link fails (KazooTimeoutError: our per-call deadline).
+T = TypeVar("T")
 FAILURES = (KazooException, KazooTimeoutError, OSError)
 STOP_TIMEOUT_S = 5.0
 # A worker's setup (the znodes it needs) is tried this many times: a loaded machine may drop the first
@@ -47,6 +48,9 @@ SETUP_ATTEMPTS = 5
 # attempts (ClientCnxn.startConnect); so do the workers.
 RECONNECT_DELAY_MAX_S = 1.0
 SETUP_PAUSE_S = 0.5
+# The read-backs after a run (--dump) retry longer: an election then (a loaded machine's leader may miss its
+# check-quorum deadline, long after the last heal) ends every client connection, and kazoo reconnects.
+READ_BACK_ATTEMPTS = 40
 # A worker's logical process ids: worker * PROCESS_STRIDE + how many unknown outcomes it had so far.
 PROCESS_STRIDE = 100_000
 OPS_MAX = 1_000_000
@@ -111,16 +115,17 @@ def client(hosts: str, session_s: float) -> KazooClient:
     return KazooClient(hosts=hosts, timeout=session_s, randomize_hosts=False, connection_retry=retry)
 
 
-def with_retries(setup: Callable[[], object]) -> None:
-    """`setup` (idempotent: ensure_path, a create that tolerates NodeExists) until it succeeds, bounded."""
-    for attempt in range(SETUP_ATTEMPTS):
+def with_retries(setup: Callable[[], T], attempts: int = SETUP_ATTEMPTS) -> T:
+    """`setup` (idempotent: ensure_path, a create that tolerates NodeExists, a read) until it succeeds, bounded;
+    its result."""
+    for attempt in range(attempts):
         try:
-            setup()
-            return
+            return setup()
         except FAILURES:
-            if attempt == SETUP_ATTEMPTS - 1:
+            if attempt == attempts - 1:
                 raise
             time.sleep(SETUP_PAUSE_S)  # back-off between attempts, not a wait for a condition
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def worker_parser(description: str, pacing_max_s: float, dump_help: str | None = None) -> argparse.ArgumentParser:

@@ -32,6 +32,7 @@ from tests.faults.register import (
     CONNECT_TIMEOUT_S,
     FAILURES,
     PROCESS_STRIDE,
+    READ_BACK_ATTEMPTS,
     client,
     parse_worker_args,
     stop_client,
@@ -137,7 +138,8 @@ def dump(args: argparse.Namespace) -> int:
         for host in args.hosts.split(","):
             zk = KazooClient(hosts=host, timeout=args.session_s)
             zk.start(timeout=CONNECT_TIMEOUT_S)
-            for path, owner in sorted(owners_now(zk, args.op_timeout_s).items()):
+            owners = with_retries(lambda: owners_now(zk, args.op_timeout_s), READ_BACK_ATTEMPTS)  # noqa: B023
+            for path, owner in sorted(owners.items()):
                 out.write(json.dumps({"node": host, "path": path, "owner": f"{owner:#x}"}) + "\n")
             zk.stop()
     return 0

@@ -1,19 +1,22 @@
 """What the campaign runs in its client hosts: a workload, named on the command line (`--workload lock`).
 
-A workload is four things (the `Workload` protocol), and nothing else about a run depends on which one runs:
+A workload is five things (the `Workload` protocol), and nothing else about a run depends on which one runs:
 - `argv(worker, seed, hosts, out)`: the worker process started in client host `worker` (worker w homed on
   node w: `hosts` lists its home node first). The worker contract: print `ready` on stdout once connected,
   append one JSON line per operation to `out` ({"p": process, "k": kind, "i": invoke_s, "c": complete_s or
   null, ...} with the machine's monotonic clock, shared by every namespace), stop when its stdin closes.
 - `acked_write_s(rows)`: the completion times of the worker's acknowledged writes -- what the convergence
   figure waits for after each heal (every worker has one after the heal).
+- `before_stop(cluster, probe, root, records)`: after the faults, while the workers still run, collect what
+  only live sessions show (say, which session holds each lock node) into files under `root`, and return
+  it described for a person (printed with the run's anomalies); may return "".
 - `finish(cluster, probe, root)`: after the workers stopped and the faults healed, collect what only the
   cluster can tell (say, every znode the holders created) into files under `root`; may do nothing.
 - `check(records, root)`: the history's verdict, a `Checked`.
 
 The campaign and scripts/fault_campaign.py look workloads up by name in `WORKLOADS` (filled in
 tests/faults/workloads.py, so that this module imports nothing of theirs): a new workload is a class with
-these four methods and one line there.
+these five methods and one line there.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class Workload(Protocol):
     def argv(self, worker: int, seed: int, hosts: list[str], out: Path) -> list[str]: ...
 
     def acked_write_s(self, rows: Rows) -> list[float]: ...
+
+    def before_stop(self, cluster: HostedQuorum, probe: Host, root: Path, records: Records) -> str: ...
 
     def finish(self, cluster: HostedQuorum, probe: Host, root: Path) -> None: ...
 

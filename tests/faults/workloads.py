@@ -64,6 +64,9 @@ class RegisterWorkload:
     def acked_write_s(self, rows: Rows) -> list[float]:
         return [r["c"] for r in rows if r["k"] != "read" and r["c"] is not None and r.get("ok")]
 
+    def before_stop(self, cluster: HostedQuorum, probe: Host, root: Path, records: Records) -> str:
+        return ""
+
     def finish(self, cluster: HostedQuorum, probe: Host, root: Path) -> None:
         return None
 
@@ -92,6 +95,11 @@ class RecipeWorkload:
 
     def acked_write_s(self, rows: Rows) -> list[float]:
         return [r["c"] for r in rows if r["k"] == "act" and r["c"] is not None]
+
+    def before_stop(self, cluster: HostedQuorum, probe: Host, root: Path, records: Records) -> str:
+        locks_check.dump_lock_nodes(cluster, probe, root, self.name)
+        nodes = locks_check.read_jsonl(locks_check.lock_nodes_file(root, self.name))
+        return locks_check.describe_lock_nodes(nodes, records)
 
     def finish(self, cluster: HostedQuorum, probe: Host, root: Path) -> None:
         locks_check.dump_acts(cluster, probe, root, self.name)
@@ -123,6 +131,9 @@ class SessionsWorkload:
 
     def acked_write_s(self, rows: Rows) -> list[float]:
         return [r["c"] for r in rows if r["k"] == "create" and r["c"] is not None and r.get("ok")]
+
+    def before_stop(self, cluster: HostedQuorum, probe: Host, root: Path, records: Records) -> str:
+        return ""
 
     def finish(self, cluster: HostedQuorum, probe: Host, root: Path) -> None:
         sessions.dump_ephemerals(cluster, probe, root)
