@@ -78,6 +78,8 @@ PREPARE_DURING_SAVE_BYTES_MAX = 4096
 # Snapshots by bytes come no sooner than the last snapshot's size was applied, but at least every this
 # many snapshot.interval.bytes (QuorumNode._snapshot_due): the Raft log's memory stays under 4 x 64 MiB.
 SNAPSHOT_INTERVAL_STRETCH_MAX = 4
+# The earliest point of its interval a snapshot may be taken at (_roll_snapshot_scale; ZooKeeper rolls half).
+SNAPSHOT_ROLL_FLOOR = 0.5
 
 
 class _Apply(enum.Enum):
@@ -243,6 +245,9 @@ class QuorumNode:
         self._log_incomplete = self.core.log_incomplete  # logged once when it ends (_note_log_repaired)
         self._applied_bytes_since_snapshot = 0  # entry data applied since: the log holds it in memory
         self._last_snapshot_bytes = 0
+        # Its own sequence per node (and the same on every run, for the simulator), apart from the core's.
+        self._snapshot_rng = random.Random(settings.node_id)
+        self._snapshot_scale = self._roll_snapshot_scale()
         self._soft = SoftState(self.core.role, self.core.leader_id)
         self._config_index_seen = self.core.config_index
         self._addresses = self._member_addresses()
@@ -610,10 +615,18 @@ class QuorumNode:
         stays bounded."""
         interval_bytes = self.settings.snapshot_interval_bytes
         bytes_due = min(max(interval_bytes, self._last_snapshot_bytes), SNAPSHOT_INTERVAL_STRETCH_MAX * interval_bytes)
+        scale = self._snapshot_scale
         return (
-            self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries
-            or self._applied_bytes_since_snapshot >= bytes_due
+            self.core.applied_index - self._last_snapshot_index >= self.settings.snapshot_interval_entries * scale
+            or self._applied_bytes_since_snapshot >= bytes_due * scale
         )
+
+    def _roll_snapshot_scale(self) -> float:
+        """Where in its interval the next snapshot falls: between SNAPSHOT_ROLL_FLOOR and all of it, drawn
+        anew after each snapshot. ZooKeeper's SyncRequestProcessor rolls part of snapCount the same way, so
+        that the servers of an ensemble do not snapshot at once: a snapshot holds up the node's loop, and
+        two followers held up at the same index cost the leader its quorum (check-quorum steps it down)."""
+        return SNAPSHOT_ROLL_FLOOR + (1 - SNAPSHOT_ROLL_FLOOR) * self._snapshot_rng.random()
 
     def _persists_in_writer(self, rd: Ready) -> bool:
         """Whether the writer thread saves `rd`: a snapshot, or more than inline_persist_entries_max entries."""
@@ -861,6 +874,7 @@ class QuorumNode:
         self._last_snapshot_index = meta.index
         self._applied_bytes_since_snapshot = 0
         self._last_snapshot_bytes = path.stat().st_size
+        self._snapshot_scale = self._roll_snapshot_scale()
         for index in [i for i in self._waiters if i <= meta.index]:
             self._waiters.pop(index).batch.fail(
                 errors.QuorumTimeoutError(f"outcome of entry {index} unknown: replaced by a snapshot from the leader")
@@ -895,6 +909,7 @@ class QuorumNode:
         self._last_snapshot_index = index
         self._applied_bytes_since_snapshot = 0
         self._last_snapshot_bytes = snapshot_bytes
+        self._snapshot_scale = self._roll_snapshot_scale()
         self.log.info("snapshot_taken", index=index, term=term, compacted_to=compacted, size_bytes=snapshot_bytes)
 
     def _trailing_compaction_point(self, index: int) -> int:
