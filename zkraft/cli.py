@@ -319,6 +319,18 @@ def _kafka_tool_entry(
     return handler
 
 
+def _add_client_configuration(parser: argparse.ArgumentParser) -> None:
+    """zkCli's `-client-configuration FILE` (also `--client-configuration`): ZooKeeper client properties."""
+    parser.add_argument(
+        "-client-configuration",
+        "--client-configuration",
+        dest="client_configuration",
+        type=Path,
+        metavar="FILE",
+        help="ZooKeeper client properties, as zkCli takes them (zookeeper.client.secure=true, zookeeper.ssl.*)",
+    )
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -408,14 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument(
         "--timeout", type=_positive_float, default=2.0, help="seconds to wait for each server (default 2)"
     )
-    status.add_argument(
-        "-client-configuration",
-        "--client-configuration",
-        dest="client_configuration",
-        type=Path,
-        metavar="FILE",
-        help="ZooKeeper client properties for a TLS quorum port (zookeeper.client.secure=true, zookeeper.ssl.*)",
-    )
+    _add_client_configuration(status)
     status.set_defaults(handler=_quorum_status)
 
     add = quorum_commands.add_parser(
@@ -437,14 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--timeout", type=_positive_float, default=10.0, help="seconds to wait for each change (default 10)"
         )
-        sub.add_argument(
-            "-client-configuration",
-            "--client-configuration",
-            dest="client_configuration",
-            type=Path,
-            metavar="FILE",
-            help="ZooKeeper client properties for a TLS quorum port",
-        )
+        _add_client_configuration(sub)
         sub.set_defaults(handler=_quorum_members)
 
     broker = commands.add_parser("broker", help="run a Kafka broker")
@@ -527,14 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
     zk.add_argument(
         "--timeout", type=_positive_float, default=10.0, help="seconds to wait for a connection (default 10)"
     )
-    zk.add_argument(
-        "-client-configuration",
-        "--client-configuration",
-        dest="client_configuration",
-        type=Path,
-        metavar="FILE",
-        help="ZooKeeper client properties, as zkCli takes them (zookeeper.client.secure=true, zookeeper.ssl.*)",
-    )
+    _add_client_configuration(zk)
     zk.add_argument("zk_command", nargs=argparse.REMAINDER, metavar="CMD ARGS", help="zkCli command; none: a shell")
     zk.set_defaults(handler=_zk)
 
