@@ -6,8 +6,12 @@ it was caught up (docs/research/kafka.md §2.16, K24 Replica.updateFetchState):
 leader's LEO at that fetch, or the previous fetch's time when it reached the
 LEO the leader had at the previous fetch. From those:
 
-* HW = min LEO over the ISR members (the leader's own LEO included); it only
-  moves forward (K24 maybeIncrementLeaderHW).
+* HW = min LEO over the maximal ISR's members (the leader's own LEO included); it
+  only moves forward (K24 maybeIncrementLeaderHW).
+* Maximal ISR (KIP-497): while an ISR write is in flight or its outcome unknown,
+  the union of the ISR and the one written. An addition counts at once, so
+  nothing is acknowledged that the ISR ZooKeeper may already hold would lack; a
+  removal counts only once written.
 * A follower is out of sync when its LEO is behind the leader's and it has not
   been caught up for `replica.lag.time.max.ms`.
 * A follower rejoins when its LEO reaches the HW and the start offset of the
@@ -59,6 +63,13 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     # An ISR write is in flight: a second one would race on the zk version.
     isr_update_pending: bool = False
+    # KIP-497's maximal ISR while a write is unsettled (in flight, or its reply lost); empty when none is.
+    pending_maximal_isr: tuple[int, ...] = ()
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The replicas the HW and acks=all wait for: the ISR plus any an unsettled write adds (KIP-497)."""
+        return self.pending_maximal_isr or self.isr
 
     @property
     def is_leader(self) -> bool:
@@ -91,6 +102,7 @@ class Partition:
         }
         self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.leo)
         self.isr_update_pending = False
+        self.pending_maximal_isr = ()
 
     def make_follower(
         self, leader: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...], zk_version: int
@@ -104,7 +116,22 @@ class Partition:
         self.zk_version = zk_version
         self.followers = {}
         self.isr_update_pending = False
+        self.pending_maximal_isr = ()
         return changed
+
+    # ---------------------------------------------------------------- ISR writes (KIP-497)
+
+    def begin_isr_write(self, new_isr: tuple[int, ...]) -> None:
+        """A write of `new_isr` starts: its additions count for the HW and acks=all from now on."""
+        self.isr_update_pending = True
+        self.pending_maximal_isr = tuple(dict.fromkeys((*self.maximal_isr, *new_isr)))
+
+    def settle_isr_write(self, isr: tuple[int, ...], zk_version: int) -> None:
+        """ZooKeeper holds `isr` at `zk_version`: the write is settled and the maximal ISR is the ISR again."""
+        self.isr = isr
+        self.zk_version = zk_version
+        self.isr_update_pending = False
+        self.pending_maximal_isr = ()
 
     # ---------------------------------------------------------------- leader bookkeeping
 
@@ -132,7 +159,7 @@ class Partition:
         leo = self.leo
         new_hw = leo
         followers = self.followers
-        for replica in self.isr:
+        for replica in self.pending_maximal_isr or self.isr:  # maximal_isr, inlined on the fetch path
             if replica != self.local_id:
                 state = followers.get(replica)
                 follower_leo = state.leo if state is not None else -1

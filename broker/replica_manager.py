@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from broker.broker_stats import BrokerTopicStats
@@ -96,6 +97,19 @@ def _resolved(future: asyncio.Future[None], done: bool) -> bool:
     return done
 
 
+@dataclass(frozen=True, slots=True)
+class _IsrWrite:
+    """One leader's ISR write: the state written, the znode version it is conditional on, and why."""
+
+    state: PartitionState
+    zk_version: int
+    why: str
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+
 def now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
@@ -126,6 +140,8 @@ class ReplicaManager:
         # (the ISR's smallest log start offset) reaches it (Kafka's DelayedDeleteRecords).
         self._delete_records_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[None]]]] = {}
         self._isr_changes: set[TopicPartition] = set()
+        # ISR writes whose outcome is unknown (the reply was lost), sent again by the periodic ISR check.
+        self._unsettled_isr_writes: dict[TopicPartition, _IsrWrite] = {}
         self._last_isr_change_ms = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.fetchers: Any = None  # ReplicaFetcherManager, set by the server (it needs this object too)
@@ -192,10 +208,11 @@ class ReplicaManager:
             if not partition.is_leader:
                 future.set_exception(errors.NotLeaderForPartitionError(f"{partition.tp}: leadership moved"))
             elif hw >= required:
-                if len(partition.isr) < self._min_isr(partition.tp.topic):
+                # The maximal ISR, as Kafka's checkEnoughReplicasReachOffset (KIP-497): the HW counted it.
+                if len(partition.maximal_isr) < self._min_isr(partition.tp.topic):
                     future.set_exception(
                         errors.NotEnoughReplicasAfterAppendError(
-                            f"{partition.tp}: ISR {list(partition.isr)} shrank below min.insync.replicas "
+                            f"{partition.tp}: ISR {list(partition.maximal_isr)} shrank below min.insync.replicas "
                             f"{self._min_isr(partition.tp.topic)} after the append"
                         )
                     )
@@ -789,6 +806,7 @@ class ReplicaManager:
             self._start_isr_update(partition, new_isr, f"expanding ISR to add {joining}")
 
     def shrink_isrs(self) -> None:
+        self._retry_unsettled_isr_writes()
         clock = now_ms()
         lag = self.config.replica_lag_time_max_ms
         for partition in list(self.partitions.values()):
@@ -800,8 +818,11 @@ class ReplicaManager:
                 self._start_isr_update(partition, new_isr, f"shrinking ISR, out of sync replicas {lagging}")
 
     def _start_isr_update(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
-        partition.isr_update_pending = True
-        task = asyncio.create_task(self._write_isr(partition, new_isr, why))
+        partition.begin_isr_write(new_isr)
+        self._spawn(self._write_isr(partition, new_isr, why))
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 
     async def _write_isr(self, partition: Partition, new_isr: tuple[int, ...], why: str) -> None:
@@ -828,27 +849,56 @@ class ReplicaManager:
             controller_epoch=partition.controller_epoch,
             eligible_leader_replicas=eligible,
         )
+        await self._send_isr_write(partition, _IsrWrite(state, version, why))
+
+    async def _send_isr_write(self, partition: Partition, write: _IsrWrite) -> None:
+        """One attempt of `write`. A failure other than BADVERSION leaves its outcome unknown (the reply may be
+        all that was lost): the maximal ISR stays in force and the periodic ISR check sends it again until it
+        is settled (Kafka 2.8's ZooKeeper client retries a request across a connection loss)."""
+        tp = partition.tp
+        path = partition_state_path(tp.topic, tp.partition)
+        self._unsettled_isr_writes.pop(tp, None)
         try:
-            stat = await self.zk.set(path, encode_partition_state(state), version=version)
+            stat = await self.zk.set(path, encode_partition_state(write.state), version=write.zk_version)
         except BadVersionError:
-            await self._reconcile_isr(partition, path)
+            await self._reconcile_isr(partition, path, write)
             return
         except Exception as exc:
             self._log.warning("isr_update_failed", topic=tp.topic, partition=tp.partition, error=str(exc))
-            partition.isr_update_pending = False
+            if self._writes_current_epoch(partition, write):
+                self._unsettled_isr_writes[tp] = write
             return
-        partition.isr_update_pending = False
-        if not partition.is_leader or partition.leader_epoch != epoch:
+        self._isr_write_settled(partition, write, stat.version)
+
+    def _writes_current_epoch(self, partition: Partition, write: _IsrWrite) -> bool:
+        """`write` is still this leader's own (no LeaderAndIsr reset the partition since it started)."""
+        return partition.is_leader and partition.isr_update_pending and partition.leader_epoch == write.leader_epoch
+
+    def _retry_unsettled_isr_writes(self) -> None:
+        unsettled, self._unsettled_isr_writes = self._unsettled_isr_writes, {}
+        for tp, write in unsettled.items():
+            partition = self.partitions.get(tp)
+            if partition is not None and self._writes_current_epoch(partition, write):
+                self._spawn(self._send_isr_write(partition, write))
+
+    def _isr_write_settled(self, partition: Partition, write: _IsrWrite, zk_version: int) -> None:
+        """ZooKeeper holds `write` at `zk_version`: the local ISR becomes the one written."""
+        tp = partition.tp
+        if not self._writes_current_epoch(partition, write):
             return  # leadership moved while writing; the controller's state wins
-        old = partition.isr
-        partition.isr = new_isr
+        old, new_isr = partition.isr, write.state.isr
+        partition.settle_isr_write(new_isr, zk_version)
         if len(new_isr) < len(old):
             self.stats.isr_shrinks += 1
         elif len(new_isr) > len(old):
             self.stats.isr_expands += 1
-        partition.zk_version = stat.version
         self._log.info(
-            "isr_changed", topic=tp.topic, partition=tp.partition, old_isr=list(old), new_isr=list(new_isr), why=why
+            "isr_changed",
+            topic=tp.topic,
+            partition=tp.partition,
+            old_isr=list(old),
+            new_isr=list(new_isr),
+            why=write.why,
         )
         self._isr_changes.add(tp)
         self._last_isr_change_ms = now_ms()
@@ -871,25 +921,35 @@ class ReplicaManager:
             return ()
         return state.eligible_leader_replicas if stat.version == version else ()
 
-    async def _reconcile_isr(self, partition: Partition, path: str) -> None:
-        """The znode moved under us: adopt it if it is our own epoch's state, else wait for the controller."""
+    async def _reconcile_isr(self, partition: Partition, path: str, write: _IsrWrite) -> None:
+        """BADVERSION: settle `write` by reading the znode (Kafka 2.8's KafkaZkClient.conditionalUpdatePath
+        with ReplicationUtils.checkLeaderAndIsrZkData). Holding what we wrote, an earlier attempt landed and
+        only its reply was lost: adopt its version. Holding our own epoch's state, adopt that. Else the
+        controller or another leader moved on: the maximal ISR stays in force until its LeaderAndIsr."""
+        tp = partition.tp
         try:
             data, stat = await self.zk.get(path)
-            current = decode_partition_state(partition.tp.topic, partition.tp.partition, data)
-        except Exception as exc:
-            self._log.warning("isr_reconcile_failed", topic=partition.tp.topic, error=str(exc))
-            partition.isr_update_pending = False
+            current = decode_partition_state(tp.topic, tp.partition, data)
+        except Exception as exc:  # still unknown: sent again by the next periodic ISR check
+            self._log.warning("isr_reconcile_failed", topic=tp.topic, error=str(exc))
+            if self._writes_current_epoch(partition, write):
+                self._unsettled_isr_writes[tp] = write
             return
+        if current == decode_partition_state(tp.topic, tp.partition, encode_partition_state(write.state)):
+            self._log.info("isr_update_found_written", topic=tp.topic, partition=tp.partition, zk_version=stat.version)
+            self._isr_write_settled(partition, write, stat.version)
+            return
+        if not self._writes_current_epoch(partition, write):
+            return  # a LeaderAndIsr came meanwhile: the controller's state wins
         if current.leader == self.broker_id and current.leader_epoch == partition.leader_epoch:
-            partition.isr = tuple(current.isr)
-            partition.zk_version = stat.version
+            partition.settle_isr_write(tuple(current.isr), stat.version)
         self._log.info(
             "isr_update_skipped_zk_version_moved",
-            topic=partition.tp.topic,
-            partition=partition.tp.partition,
+            topic=tp.topic,
+            partition=tp.partition,
             zk_leader_epoch=current.leader_epoch,
+            zk_leader=current.leader,
         )
-        partition.isr_update_pending = False
 
     async def propagate_isr_changes(self) -> None:
         """One `/isr_change_notification/isr_change_N` listing the partitions whose ISR changed."""

@@ -101,3 +101,20 @@ def test_becoming_leader_records_the_epoch_start_offset(leader: Partition) -> No
     assert leader.leader_epoch_start_offset == 7
     assert leader.log.leader_epoch_cache.entries[-1].epoch == 1
     assert leader.log.leader_epoch_cache.entries[-1].start_offset == 7
+
+
+def test_an_isr_write_in_flight_counts_additions_at_once_and_removals_once_written(tmp_path: Path) -> None:
+    """KIP-497's maximal ISR: the HW waits for a replica being added and still for one being removed."""
+    log = PartitionLog(tmp_path / "t-0", LogConfig(), structlog.get_logger())
+    partition = Partition(TopicPartition("t", 0), 1, log)
+    partition.make_leader(leader_epoch=0, isr=(1, 2), replicas=(1, 2, 3), zk_version=0, now_ms=0)
+    log.append(batch(4), 0)
+    partition.begin_isr_write((1, 2, 3))
+    assert not partition.update_follower(2, 4, now_ms=10)  # broker 3, being added, lacks the records
+    assert partition.update_follower(3, 4, now_ms=10) and partition.high_watermark == 4
+    partition.settle_isr_write((1, 2, 3), zk_version=1)
+    log.append(batch(2), 0)
+    partition.begin_isr_write((1, 2))  # shrink out broker 3: it still counts until the write is settled
+    assert not partition.update_follower(2, 6, now_ms=20)
+    partition.settle_isr_write((1, 2), zk_version=2)
+    assert partition.maybe_increment_hw() and partition.high_watermark == 6
