@@ -366,6 +366,37 @@ def test_kafka_clients_log_in_over_sasl_ssl_with_client_properties(secure_cluste
             AdminClient({**bootstrap, **refused}).list_topics(timeout=REFUSAL_WITHIN_S)
 
 
+def test_kafka_python_reads_what_librdkafka_wrote_over_sasl_ssl(secure_cluster: dict) -> None:
+    """kafka-python, the other client the issue names, with the same client.properties: SASL_SSL, SCRAM-SHA-512,
+    the CA; it produces and reads back through the Kafka bootstrap list as the admin."""
+    import kafka
+
+    client = _librdkafka_config(read_config_file(Path(secure_cluster["security"]["client_properties"])))
+    auth = {
+        "bootstrap_servers": secure_cluster["kafka"].split(","),
+        "security_protocol": client["security.protocol"],
+        "sasl_mechanism": client["sasl.mechanism"],
+        "sasl_plain_username": client["sasl.username"],
+        "sasl_plain_password": client["sasl.password"],
+        "ssl_cafile": client["ssl.ca.location"],
+    }
+    producer = kafka.KafkaProducer(acks="all", **auth)
+    try:
+        for i in range(RECORDS):
+            producer.send("secure-kafka-python", f"kp-{i}".encode())
+        producer.flush(TOOL_TIMEOUT_S)
+    finally:
+        producer.close()
+    consumer = kafka.KafkaConsumer(
+        "secure-kafka-python", auto_offset_reset="earliest", consumer_timeout_ms=int(TOOL_TIMEOUT_S * 1000), **auth
+    )
+    try:
+        seen = {record.value for _, record in zip(range(RECORDS), consumer, strict=False)}
+    finally:
+        consumer.close()
+    assert seen == {f"kp-{i}".encode() for i in range(RECORDS)}
+
+
 def test_tools_work_with_the_files_up_wrote(secure_cluster: dict) -> None:
     security = secure_cluster["security"]
     config = ("--command-config", security["client_properties"])
