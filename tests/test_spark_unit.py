@@ -180,7 +180,8 @@ def test_kafkas_security_options_pass_through_and_unknown_ones_are_refused(tmp_p
     ca.write_text("not read until a client connects", encoding="utf-8")
     base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
     security = {"kafka.security.protocol": "SASL_SSL", "kafka.ssl.truststore.location": str(ca),
-                "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": "x required;"}  # fmt: skip
+                "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                "kafka.sasl.jaas.config": 'x.Scram required username="alice" password="secret";'}  # fmt: skip
     parsed = parse_source_options({**base, **security})
     assert dict(parsed.client_properties) == {k.removeprefix("kafka."): v for k, v in security.items()}
     sink = parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:9092", **security})
@@ -189,6 +190,8 @@ def test_kafkas_security_options_pass_through_and_unknown_ones_are_refused(tmp_p
         parse_source_options({**base, "kafka.ssl.trustore.location": str(ca)})
     with pytest.raises(OptionError, match="option kafka.ssl.truststore.location is not set"):
         parse_source_options({**base, "kafka.security.protocol": "SSL"})
+    with pytest.raises(OptionError, match="needs a user"):  # the SASL half is checked at once too
+        parse_source_options({**base, **security, "kafka.sasl.jaas.config": "x required;"})
     with pytest.raises(OptionError, match="option kafka.security.protocol: 'TLS' is not one of"):
         parse_source_options({**base, "kafka.security.protocol": "TLS"})
 
