@@ -66,11 +66,13 @@ def browser(console: tuple[UpProcess, str], tmp_path_factory: pytest.TempPathFac
 
 
 def text_of(driver: Any, css: str) -> str:
-    from selenium.common.exceptions import NoSuchElementException
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 
     try:
         return str(driver.find_element("css selector", css).text)
-    except NoSuchElementException:
+    except (NoSuchElementException, StaleElementReferenceException):
+        # Not there, or found on the page a submitted form is replacing (post/redirect/get): "" until the
+        # next look, which reads the new page.
         return ""
 
 
