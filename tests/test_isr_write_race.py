@@ -19,6 +19,7 @@ import structlog
 
 from broker.config import BrokerConfig
 from broker.log_manager import LogManager
+from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from broker.server import default_log_config
 from client.kafka.records import RecordBatchBuilder
@@ -125,6 +126,17 @@ async def settle(znode: LossyStateZnode) -> None:
         await asyncio.sleep(0)
 
 
+async def _leader_of_isr_1_2(root: Path) -> tuple[ReplicaManager, Partition, LossyStateZnode]:
+    """Broker 1 leading the partition with ISR (1, 2) in ZooKeeper, min.insync.replicas 2."""
+    config = BrokerConfig(broker_id=BROKER_ID, log_dirs=(str(root),), min_insync_replicas=2)
+    logger = structlog.get_logger("test")
+    znode = LossyStateZnode(PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1))
+    replicas = ReplicaManager(config, LogManager(config.directories, default_log_config(config), logger), znode, logger)  # type: ignore[arg-type]
+    await replicas.become_leader_or_follower(leader_and_isr(0, (1, 2), 0))
+    partition = replicas.partitions[TopicPartition(TOPIC, 0)]
+    return replicas, partition, znode
+
+
 def test_a_replica_whose_isr_addition_lost_its_reply_must_have_a_record_before_it_is_acknowledged(
     tmp_path: Path,
 ) -> None:
@@ -132,12 +144,7 @@ def test_a_replica_whose_isr_addition_lost_its_reply_must_have_a_record_before_i
 
 
 async def _lost_expansion_reply(root: Path) -> None:
-    config = BrokerConfig(broker_id=BROKER_ID, log_dirs=(str(root),), min_insync_replicas=2)
-    logger = structlog.get_logger("test")
-    znode = LossyStateZnode(PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1))
-    replicas = ReplicaManager(config, LogManager(config.directories, default_log_config(config), logger), znode, logger)  # type: ignore[arg-type]
-    await replicas.become_leader_or_follower(leader_and_isr(0, (1, 2), 0))
-    partition = replicas.partitions[TopicPartition(TOPIC, 0)]
+    replicas, partition, znode = await _leader_of_isr_1_2(root)
     # Broker 3 caught up: the leader adds it; ZooKeeper takes the write but its reply is lost.
     znode.lose_next_reply = True
     await replicas.fetch(follower_fetch(3, 0))
@@ -169,12 +176,7 @@ def test_an_isr_write_of_unknown_outcome_overtaken_by_the_controller_waits_for_i
 
 
 async def _overtaken_unknown_write(root: Path) -> None:
-    config = BrokerConfig(broker_id=BROKER_ID, log_dirs=(str(root),), min_insync_replicas=2)
-    logger = structlog.get_logger("test")
-    znode = LossyStateZnode(PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1))
-    replicas = ReplicaManager(config, LogManager(config.directories, default_log_config(config), logger), znode, logger)  # type: ignore[arg-type]
-    await replicas.become_leader_or_follower(leader_and_isr(0, (1, 2), 0))
-    partition = replicas.partitions[TopicPartition(TOPIC, 0)]
+    replicas, partition, znode = await _leader_of_isr_1_2(root)
     znode.lose_next_reply = True
     await replicas.fetch(follower_fetch(3, 0))
     await settle(znode)
