@@ -899,7 +899,7 @@ class QuorumNode:
         await self._in_writer(writer.commit)
         # The log may only forget entries whose effect is on disk.
         await self._in_writer(self.state_machine.sync)
-        compact_to = self._trailing_compaction_point(index)
+        compact_to, trailing_bytes = self._trailing_compaction_point(index)
         compacted = self.core.snapshot_taken(meta, compact_to)
         # Not beyond compact_to: a leader's snapshot stepped in while this one was written (a peer
         # handler ran during the awaits above) compacted the core past it, but the store holds that
@@ -910,22 +910,31 @@ class QuorumNode:
         self._applied_bytes_since_snapshot = 0
         self._last_snapshot_bytes = snapshot_bytes
         self._snapshot_scale = self._roll_snapshot_scale()
-        self.log.info("snapshot_taken", index=index, term=term, compacted_to=compacted, size_bytes=snapshot_bytes)
+        self.log.info(
+            "snapshot_taken",
+            index=index,
+            term=term,
+            compacted_to=compacted,
+            trailing_bytes=trailing_bytes,
+            size_bytes=snapshot_bytes,
+        )
 
-    def _trailing_compaction_point(self, index: int) -> int:
-        """Where the log compacts after a snapshot at `index`: snapshot.trailing.entries stay behind it (a
-        slightly late follower catches up by appends), but no more than snapshot.trailing.bytes of entry
-        data (they stay in memory). One walk back per snapshot, over the kept entries only."""
+    def _trailing_compaction_point(self, index: int) -> tuple[int, int]:
+        """Where the log compacts after a snapshot at `index`, and the bytes of entry data kept behind the
+        snapshot: snapshot.trailing.entries stay (a slightly late follower catches up by appends), but no
+        more than snapshot.trailing.bytes of entry data (they stay in memory). One walk back per snapshot,
+        over the kept entries only."""
         log = self.core.log
         lowest = max(0, index - self.settings.snapshot_trailing_entries, log.compacted_index)
         kept_bytes = 0
         point = index
         while point > lowest:
-            kept_bytes += len(log.entry(point).data)
-            if kept_bytes > self.settings.snapshot_trailing_bytes:
+            size = len(log.entry(point).data)
+            if kept_bytes + size > self.settings.snapshot_trailing_bytes:
                 break
+            kept_bytes += size
             point -= 1
-        return point
+        return point, kept_bytes
 
     # ---------------------------------------------------- transport callbacks
     def deliver(self, messages: Sequence[Message]) -> None:

@@ -50,11 +50,22 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _ephemeral_port_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections; one of those took a port this test had
+    probed free before `zkraft up` bound it, so the test draws its ports below this range."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii").split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_base_port(count: int = 3) -> int:
-    """A port P such that P..P+count-1 are free on loopback now (bounded random search)."""
+    """A port P such that P..P+count-1 are free on loopback now (bounded random search), as are the metrics
+    ports `zkraft up` derives from them (its METRICS_PORT_OFFSET higher), all below the ephemeral range."""
     rng = random.Random()
+    ceiling = _ephemeral_port_floor() - up_module.METRICS_PORT_OFFSET - count
     for _ in range(PORT_SEARCH_ATTEMPTS):
-        base = rng.randrange(20000, 60000)
+        base = rng.randrange(10000, ceiling)
         with contextlib.ExitStack() as stack:
             try:
                 for port in range(base, base + count):
