@@ -221,6 +221,10 @@ class QuorumFacade:
         """While leading, each follower's replication state ("probe", "replicate", "snapshot"); else []."""
         return self._node.follower_states()
 
+    def follower_states_by_id(self) -> dict[int, str]:
+        """While leading, the replication state of each member it replicates to, by id; else {}."""
+        return {member: state for member, (_match, _next, state) in self._node.core.progress().items()}
+
 
 class HostedService(Protocol):
     """A service that runs inside a quorum node process (zkemu's ZooKeeper service)."""
