@@ -26,6 +26,14 @@ from zkemu.events import EventType
 from zkemu.paths import CONFIG_PATH
 from zkemu.reconfig import Step, plan
 from zkemu.tree import AppliedTxn, ZnodeTree
+from zkraft.tools.zk_reconfig import (
+    RECONFIG_USAGE,
+    ReconfigArgs,
+    ReconfigUsageError,
+    client_config_string,
+    parse_reconfig,
+    read_members_file,
+)
 from zkraft_proto import zk_pb2 as pb
 
 PEERS = {1: "10.0.0.1:7001", 2: "10.0.0.2:7001", 3: "10.0.0.3:7001"}
@@ -205,3 +213,45 @@ def test_refusals_carry_zookeepers_code_and_one_line(
     req: pb.ReconfigRequest, current: ClusterConfiguration, code: int, message: str
 ) -> None:
     assert code_of(req, current) == (code, message)
+
+
+# ---------------------------------------------------------------- zkraft zk config / reconfig (zkCli's parsing)
+
+
+def test_reconfig_arguments_as_zkcli_reads_them(tmp_path: Path) -> None:
+    args = parse_reconfig(["-add", "Server.4=H:7004:7004;2184", "-remove", "3,5", "-v", "1a", "-s"])
+    assert args == ReconfigArgs("server.4=h:7004:7004;2184", "3,5", None, None, 0x1A, True)
+    assert parse_reconfig(["-members", "server.1=h:1:1", "-v1f"]).version == 0x1F
+    dynamic = tmp_path / "zoo.cfg.dynamic"
+    dynamic.write_text("server.1=h:1:1;2181\nserver.2=h:2:2;2182\nversion=100000000\n")
+    assert read_members_file(str(parse_reconfig(["-file", str(dynamic)]).members_file)) == (
+        "server.1=h:1:1;2181,server.2=h:2:2;2182"
+    )
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        ([], f"usage: {RECONFIG_USAGE}"),
+        (["-s"], f"usage: {RECONFIG_USAGE}"),
+        (["-add"], "Missing argument for option: add"),
+        (["-remove", "3", "-v", "zz"], "-v must be followed by a long (configuration version)"),
+        (["-members", "server.1=h:1:1", "-remove", "3"],
+         "Can't use -file or -members together with -add or -remove (mixing incremental and non-incremental modes "
+         "is not allowed)"),
+        (["-members", "x", "-file", "y"], "Can't use -file and -members together (conflicting non-incremental modes)"),
+        (["-remove", "3", "-x"], "Unrecognized option: -x"),
+    ],
+)  # fmt: skip
+def test_reconfig_arguments_zkcli_refuses(words: list[str], message: str) -> None:
+    with pytest.raises(ReconfigUsageError) as error:
+        parse_reconfig(words)
+    assert str(error.value) == message
+
+
+def test_config_c_prints_the_version_and_the_client_connect_string() -> None:
+    assert client_config_string(THREE_TEXT.replace("version=0", "version=1a")) == (
+        "1a 10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181"
+    )
+    # A member whose client address is unknown leaves an empty place, as ConfigUtils.getClientConfigStr does.
+    assert client_config_string("server.1=h:1:1:participant\nserver.2=h:2:2;h:2\nversion=5") == "5 ,h:2"

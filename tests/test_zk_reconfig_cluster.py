@@ -1,6 +1,7 @@
-"""ZooKeeper's reconfiguration as kazoo sees it, on real processes (issue 32): /zookeeper/config in ZooKeeper's
-dynamic-configuration format on every node, getConfig's watch, reconfig -add of a node started with --join
-and -remove of it, and reconfig's refusals (BADVERSION, NOAUTH, BADARGUMENTS).
+"""ZooKeeper's reconfiguration as kazoo and `zkraft zk` see it, on real processes (issue 32): /zookeeper/config in
+ZooKeeper's dynamic-configuration format on every node, getConfig's watch, kazoo's reconfig -add of a node
+started with --join and `zkraft zk reconfig -remove` of it, and reconfig's refusals (BADVERSION, NOAUTH,
+BADARGUMENTS).
 
 One cluster for the module (ids 1-3 start it, 4 joins later); the tests run in order.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -18,7 +21,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadArgumentsError, BadVersionError, NoAuthError
 
 from tests.helpers import wait_until
-from tests.quorum_harness import FAST_ZK_PROPERTIES, wait_for_leader, wait_serving
+from tests.quorum_harness import FAST_ZK_PROPERTIES, REPO_ROOT, subprocess_env, wait_for_leader, wait_serving
 from tests.test_quorum_membership_cluster import BOOTSTRAP, TIMEOUT_S, MemberProcesses
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -80,6 +83,16 @@ def config_on(c: MemberProcesses, node_id: int) -> tuple[bytes, int, int]:
         zk.close()
 
 
+def zkraft_zk(c: MemberProcesses, node_id: int, script: str) -> list[str]:
+    """The lines `zkraft zk` prints for `script`, run against `node_id`'s gRPC session service."""
+    result = subprocess.run(
+        [sys.executable, "-m", "zkraft", "zk", "--server", c.addresses[node_id]],
+        input=script, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=REPO_ROOT, env=subprocess_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.splitlines()
+
+
 def test_config_shows_every_participant_with_its_client_address(cluster: MemberProcesses) -> None:
     want = expected(cluster, BOOTSTRAP, 0)
     for node_id in BOOTSTRAP:
@@ -126,10 +139,15 @@ def test_add_a_joined_node_then_remove_it(cluster: MemberProcesses, admin: Kazoo
         for node_id in (*BOOTSTRAP, JOINER):
             wait_until(lambda n=node_id: config_on(cluster, n)[:2] == (data, stat.mzxid), TIMEOUT_S, interval_s=0.2,
                        message=f"node {node_id} shows {config_on(cluster, node_id)}")  # fmt: skip
-        data, _ = admin.reconfig(joining=None, leaving=str(JOINER), new_members=None, from_config=version)
+        # The removal through `zkraft zk` (our zkCli, on the gRPC session service of a node that may follow).
+        script = f"addauth digest super:{SUPER_PASSWORD}\nreconfig -remove {JOINER} -v {version:x}\nconfig -c\n"
+        shell = zkraft_zk(cluster, 2, script)
+        at = shell.index("Committed new configuration:")
+        data = "\n".join(shell[at + 1 : at + 5]).encode()
         removed = int(data.decode().rpartition("version=")[2], 16)
         assert data == expected(cluster, BOOTSTRAP, removed)
         assert removed > version
+        assert shell[at + 5] == f"{removed:x} " + ",".join(cluster.zk_address(i) for i in BOOTSTRAP)
         for node_id in BOOTSTRAP:
             wait_until(lambda n=node_id: config_on(cluster, n)[0] == data, TIMEOUT_S, interval_s=0.2,
                        message=f"node {node_id} still shows node {JOINER}")  # fmt: skip
