@@ -376,9 +376,9 @@ def test_conf_of_a_quorum_node(follower: ZooKeeperService) -> None:
     assert "serverId=1\n" in text and "clientPort=2181\n" in text and "maxClientCnxns=60\n" in text
     assert text.endswith(
         "membership: \n"
-        "server.1=127.0.0.1:7001:7001:participant\n"
-        "server.2=127.0.0.1:7002:7002:participant\n"
-        "server.3=127.0.0.1:7003:7003:participant\n"
+        "server.1=127.0.0.1:7001:0:participant\n"
+        "server.2=127.0.0.1:7002:0:participant\n"
+        "server.3=127.0.0.1:7003:0:participant\n"
         "version=0"
     )
 

@@ -40,9 +40,9 @@ PEERS = {1: "10.0.0.1:7001", 2: "10.0.0.2:7001", 3: "10.0.0.3:7001"}
 CLIENTS = {1: "10.0.0.1:2181", 2: "10.0.0.2:2181", 3: "10.0.0.3:2181"}
 THREE = ClusterConfiguration(0, (1, 2, 3), (), (), dict(PEERS))
 THREE_TEXT = (
-    "server.1=10.0.0.1:7001:7001:participant;10.0.0.1:2181\n"
-    "server.2=10.0.0.2:7001:7001:participant;10.0.0.2:2181\n"
-    "server.3=10.0.0.3:7001:7001:participant;10.0.0.3:2181\n"
+    "server.1=10.0.0.1:7001:0:participant;10.0.0.1:2181\n"
+    "server.2=10.0.0.2:7001:0:participant;10.0.0.2:2181\n"
+    "server.3=10.0.0.3:7001:0:participant;10.0.0.3:2181\n"
     "version=0"
 )
 
@@ -53,7 +53,7 @@ THREE_TEXT = (
 def test_the_text_is_zookeepers_quorum_verifier_string() -> None:
     assert configuration_text(THREE, CLIENTS) == THREE_TEXT
     assert parse_config(THREE_TEXT) == DynamicConfig(
-        tuple(ServerSpec(i, f"10.0.0.{i}", 7001, 7001, "participant", CLIENTS[i]) for i in (1, 2, 3)), 0
+        tuple(ServerSpec(i, f"10.0.0.{i}", 7001, 0, "participant", CLIENTS[i]) for i in (1, 2, 3)), 0
     )
 
 
@@ -62,9 +62,9 @@ def test_observers_learners_unknown_clients_and_a_hex_version() -> None:
     text = configuration_text(configuration, {1: CLIENTS[1]})
     # Node 4 is a learner still catching up: ZooKeeper shows a joining server only once its reconfig commits.
     assert text == (
-        "server.1=10.0.0.1:7001:7001:participant;10.0.0.1:2181\n"
-        "server.2=10.0.0.2:7001:7001:observer\n"
-        "server.3=10.0.0.3:7001:7001:participant\n"
+        "server.1=10.0.0.1:7001:0:participant;10.0.0.1:2181\n"
+        "server.2=10.0.0.2:7001:0:observer\n"
+        "server.3=10.0.0.3:7001:0:participant\n"
         "version=1a2b"
     )
     assert parse_config(text).version == 0x1A2B
@@ -89,7 +89,8 @@ def test_server_strings_as_zookeeper_takes_them(key: str, value: str, spec: Serv
     [
         ("server.x", "h:1:1", "'server.x' is not of the form server.<id>"),
         ("server.4", "h:1", "server.4=h:1: expected host:quorumPort:electionPort[:role][;[host:]clientPort]"),
-        ("server.4", "h:1:70000", "server.4: election port '70000' is not a port number (1-65535)"),
+        ("server.4", "h:1:70000", "server.4: election port '70000' is not a port number (0-65535)"),
+        ("server.4", "h:0:0", "server.4: quorum port '0' is not a port number (1-65535)"),
         ("server.4", "h:1:1:leader", "server.4: unrecognised peer type 'leader' (participant or observer)"),
         ("server.4", "h:1:1;h:", "client port '' is not a port number (1-65535)"),
     ],
@@ -130,8 +131,8 @@ def test_announcements_fill_the_text_and_configuration_entries_change_it(
     t, applied = tree
     base = configuration_text(THREE, {})
     t.apply([member_client(1, 2, CLIENTS[2], base)])
-    assert t.get_data(CONFIG_PATH)[0].decode() == base.replace("2:7001:7001:participant\n",
-                                                                "2:7001:7001:participant;10.0.0.2:2181\n")  # fmt: skip
+    assert t.get_data(CONFIG_PATH)[0].decode() == base.replace("2:7001:0:participant\n",
+                                                                "2:7001:0:participant;10.0.0.2:2181\n")  # fmt: skip
     t.apply([member_client(2, 1, CLIENTS[1]), member_client(3, 3, CLIENTS[3])])
     data, stat = t.get_data(CONFIG_PATH)
     assert (data.decode(), stat.mzxid, stat.mtime, stat.version) == (THREE_TEXT, 3, 1003, -1)
@@ -144,7 +145,7 @@ def test_announcements_fill_the_text_and_configuration_entries_change_it(
     assert t.get_data(CONFIG_PATH)[0].decode() == THREE_TEXT.replace("version=0", "version=5")
     t.apply([config_entry(6, ChangeKind.PROMOTE, 4, Membership((1, 2, 3, 4)))])
     data, stat = t.get_data(CONFIG_PATH)
-    assert data.decode().endswith("server.4=10.0.0.4:7001:7001:participant\nversion=6")
+    assert data.decode().endswith("server.4=10.0.0.4:7001:0:participant\nversion=6")
     assert (stat.mzxid, stat.version) == (6, -1)
     assert applied[-1].triggers[0].type is EventType.NODE_DATA_CHANGED
 
@@ -199,8 +200,8 @@ def test_members_takes_one_server_more_or_less() -> None:
         (request(leaving_servers="1,2,3"), THREE, Code.BADARGUMENTS,
          "Reconfig failed - new configuration must include at least 1 follower"),
         (request(joining_servers="server.4=h:1:2"), THREE, Code.BADARGUMENTS,
-         "server.4: quorum port 1 and election port 2 differ; one port carries Raft's elections and replication, "
-         "give it twice"),
+         "server.4: election port 2 is not the quorum port 1; one port carries Raft's elections and replication "
+         "here: give it twice, or 0"),
         (request(joining_servers="server.4=10.0.0.1:7001:7001"), THREE, Code.BADARGUMENTS,
          "server.4: 10.0.0.1:7001 is already server 1's address"),
         (request(joining_servers="server.2=10.0.0.2:7001:7001:observer"), THREE, Code.BADARGUMENTS,

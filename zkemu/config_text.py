@@ -2,8 +2,10 @@
 
 One line per member, `server.<id>=<host>:<quorumPort>:<electionPort>:<role>;<clientHost>:<clientPort>`,
 ordered by id, then `version=<hex>` (QuorumMaj.toString, QuorumPeer.QuorumServer.toString). Here one
-port carries Raft's elections and its replication, so quorumPort and electionPort are both the peer
-port; the role is `participant` for a voter and `observer` for an observer. A learner still catching up
+port carries Raft's elections and its replication: quorumPort is the peer port and electionPort is 0,
+"none of its own". It cannot repeat the peer port: ZooKeeper's own parser of these lines (QuorumServer,
+which zkCli's `config -c` and Curator's EnsembleTracker run) refuses a quorumPort equal to the
+electionPort. The role is `participant` for a voter and `observer` for an observer. A learner still catching up
 (a server being added) has no line: ZooKeeper shows a joining server only once the reconfig that adds
 it commits, which here is its promotion. The `;client` part is left out while a member's ZooKeeper
 client address is unknown (ZooKeeper accepts a server line without it). The version is the
@@ -20,6 +22,7 @@ from dataclasses import dataclass, replace
 from quorum.facade import ClusterConfiguration
 
 __all__ = [
+    "NO_ELECTION_PORT",
     "ConfigTextError",
     "DynamicConfig",
     "ServerSpec",
@@ -30,6 +33,7 @@ __all__ = [
     "render",
 ]
 
+NO_ELECTION_PORT = 0  # the election port shown: elections share the peer port (the module's docstring says why)
 PARTICIPANT = "participant"
 OBSERVER = "observer"
 _ROLES = (PARTICIPANT, OBSERVER)
@@ -90,13 +94,13 @@ def configuration_text(configuration: ClusterConfiguration, clients: Mapping[int
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             continue  # a member whose address this node never learned: nothing true to show
-        servers.append(ServerSpec(member, host, int(port), int(port), role, clients.get(member, "")))
+        servers.append(ServerSpec(member, host, int(port), NO_ELECTION_PORT, role, clients.get(member, "")))
     return render(DynamicConfig(tuple(servers), configuration.version))
 
 
-def _port(text: str, what: str) -> int:
-    if not text.isdigit() or not 0 < int(text) <= _PORT_MAX:
-        raise ConfigTextError(f"{what} {text!r} is not a port number (1-{_PORT_MAX})")
+def _port(text: str, what: str, lowest: int = 1) -> int:
+    if not text.isdigit() or not lowest <= int(text) <= _PORT_MAX:
+        raise ConfigTextError(f"{what} {text!r} is not a port number ({lowest}-{_PORT_MAX})")
     return int(text)
 
 
@@ -125,7 +129,7 @@ def parse_server(key: str, value: str) -> ServerSpec:
     if not host:
         raise ConfigTextError(f"server.{server_id}: the host is empty")
     quorum_port = _port(parts[1], f"server.{server_id}: quorum port")
-    election_port = _port(parts[2], f"server.{server_id}: election port")
+    election_port = _port(parts[2], f"server.{server_id}: election port", lowest=NO_ELECTION_PORT)
     role = parts[3].strip().lower() if len(parts) == 4 else PARTICIPANT
     if role not in _ROLES:
         raise ConfigTextError(f"server.{server_id}: unrecognised peer type {role!r} (participant or observer)")

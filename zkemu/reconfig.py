@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from quorum.facade import ChangeKind, ClusterConfiguration, MembershipChangeError, QuorumError, QuorumFacade
 from zkemu import acl
 from zkemu.config_announcer import announce
-from zkemu.config_text import OBSERVER, ConfigTextError, ServerSpec, parse_members, parse_server
+from zkemu.config_text import NO_ELECTION_PORT, OBSERVER, ConfigTextError, ServerSpec, parse_members, parse_server
 from zkemu.errors import (
     BadArgumentsError,
     BadVersionError,
@@ -99,10 +99,10 @@ def _server(key: str, value: str) -> ServerSpec:
         spec = parse_server(key if key.strip().startswith("server.") else f"server.{key.strip()}", value)
     except ConfigTextError as exc:
         raise BadArgumentsError(f"Wrong format of server string: {exc}") from None
-    if spec.quorum_port != spec.election_port:
+    if spec.election_port not in (spec.quorum_port, NO_ELECTION_PORT):
         raise BadArgumentsError(
-            f"server.{spec.server_id}: quorum port {spec.quorum_port} and election port {spec.election_port} "
-            "differ; one port carries Raft's elections and replication, give it twice"
+            f"server.{spec.server_id}: election port {spec.election_port} is not the quorum port "
+            f"{spec.quorum_port}; one port carries Raft's elections and replication here: give it twice, or 0"
         )
     return spec
 
