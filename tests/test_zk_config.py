@@ -4,15 +4,18 @@ makes before any change (zkemu.reconfig.plan), each with the code ZooKeeper's Pr
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.protocol import serialization as kz
 
 from quorum.address_book import encode_addresses
 from quorum.facade import ClusterConfiguration
 from quorum.raft.membership import ChangeKind, ConfChange, Membership, encode_config
 from quorum.raft.types import Entry, EntryKind
+from zkemu import jute_codec as jute
 from zkemu.config_text import (
     ConfigTextError,
     DynamicConfig,
@@ -256,3 +259,24 @@ def test_config_c_prints_the_version_and_the_client_connect_string() -> None:
     )
     # A member whose client address is unknown leaves an empty place, as ConfigUtils.getClientConfigStr does.
     assert client_config_string("server.1=h:1:1:participant\nserver.2=h:2:2;h:2\nversion=5") == "5 ,h:2"
+
+
+# ---------------------------------------------------------------- reconfig on the wire (kazoo's bytes)
+
+
+def test_kazoos_reconfig_decodes_with_its_nulls_and_reads_the_reply() -> None:
+    record = kz.Reconfig("server.4=h:1:0;2", None, None, 0x1A)
+    payload = struct.pack(">ii", 9, record.type) + record.serialize()
+    reader = jute.JuteReader()
+    reader.reset(payload, 0, len(payload))
+    req = pb.Request()
+    assert jute.decode_request(reader, req) == jute.OP_RECONFIG
+    assert req.reconfig.joining_servers == "server.4=h:1:0;2" and req.reconfig.cur_config_id == 0x1A
+    assert not req.reconfig.HasField("leaving_servers") and not req.reconfig.HasField("new_members")
+    encoder = jute.JuteEncoder()
+    encoder.expect(jute.OP_RECONFIG, 0.0)
+    out: list[bytes] = []
+    stat = pb.Stat(czxid=0, mzxid=0x1B, version=-1, data_length=len(THREE_TEXT))
+    encoder.encode(pb.ServerMessage(response=pb.Response(xid=9, zxid=0x1B, data=THREE_TEXT.encode(), stat=stat)), out)
+    data, got = record.deserialize(b"".join(out)[4:], 16)
+    assert (data, got.mzxid, got.version) == (THREE_TEXT.encode(), 0x1B, -1)
