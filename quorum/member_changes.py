@@ -110,7 +110,7 @@ async def add_voter_at_leader(
             if time.monotonic() > deadline:
                 await change_at_leader(node, ChangeKind.REMOVE, node_id, "", timeout_s)
                 raise errors.MembershipChangeError(
-                    f"node {node_id} did not catch up within {catch_up_timeout_s:.0f} s and was removed again "
-                    f"(is it running, started with --join?): {exc}"
+                    f"node {node_id} did not catch up within {catch_up_timeout_s:.1f} s and was removed again (is it "
+                    f"running, started with --join? `zkraft quorum add` waits for a long catch-up): {exc}"
                 ) from None
         await asyncio.sleep(CATCH_UP_POLL_S)  # the learner's progress is the leader's; polled, under the deadline

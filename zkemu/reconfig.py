@@ -35,9 +35,14 @@ from zkemu.tree import ZnodeTree
 from zkemu.write_router import WriteRouter
 from zkraft_proto import zk_pb2
 
-__all__ = ["CATCH_UP_TIMEOUT_S", "Step", "execute", "plan", "reconfigure"]
+__all__ = ["Step", "execute", "plan", "reconfigure"]
 
-CATCH_UP_TIMEOUT_S = 30.0  # a joining server's time to catch up before the reconfig gives up on it
+# A joining server's time to catch up before the reconfig gives up on it and removes it again: a third of the
+# session's timeout (at least CATCH_UP_TIMEOUT_S_MIN), since the session's pings are answered after the reconfig
+# and kazoo drops a connection whose ping goes unanswered for two thirds of it. ZooKeeper's joiner is already
+# synced when its reconfig comes; a long catch-up is `zkraft quorum add`'s, which waits as long as it takes.
+CATCH_UP_TIMEOUT_S_MIN = 2.0
+CATCH_UP_TIMEOUT_S_MAX = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +198,7 @@ async def reconfigure(
     request: zk_pb2.ReconfigRequest,
     ids: Sequence[acl.Id],
     timeout_s: float,
+    session_timeout_ms: int,
 ) -> tuple[bytes, Stat]:
     """A client's reconfig, checked, made, and answered with /zookeeper/config's new data and Stat (the
     caller has checked reconfigEnabled). Checks in PrepRequestProcessor's order: the request's own, then
@@ -200,5 +206,6 @@ async def reconfigure(
     steps = plan(request, quorum.configuration())
     entries, _ = tree.get_acl(CONFIG_PATH)
     acl.check(entries, acl.WRITE, ids, CONFIG_PATH)
-    await execute(quorum, router, steps, timeout_s, CATCH_UP_TIMEOUT_S)
+    catch_up_s = min(max(session_timeout_ms / 3000, CATCH_UP_TIMEOUT_S_MIN), CATCH_UP_TIMEOUT_S_MAX)
+    await execute(quorum, router, steps, timeout_s, catch_up_s)
     return tree.get_data(CONFIG_PATH)

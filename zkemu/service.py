@@ -795,8 +795,9 @@ class SessionConnection:
         try:
             async with svc.reconfiguring:
                 timeout_s = svc.settings.proposal_timeout_ms / 1000
+                session_timeout_ms = svc.tree.session_timeout_ms(self.session_id) or 0
                 data, stat = await reconfigure(
-                    self.quorum, svc.router, svc.tree, req.reconfig, self.auth_ids, timeout_s
+                    self.quorum, svc.router, svc.tree, req.reconfig, self.auth_ids, timeout_s, session_timeout_ms
                 )
         except ZkError as exc:
             svc.log.info("reconfig_refused", session_id=self.session_id, err=exc.code.name, reason=str(exc))
