@@ -138,10 +138,11 @@ def test_announcements_fill_the_text_and_configuration_entries_change_it(
                                                                 "2:7001:0:participant;10.0.0.2:2181\n")  # fmt: skip
     t.apply([member_client(2, 1, CLIENTS[1]), member_client(3, 3, CLIENTS[3])])
     data, stat = t.get_data(CONFIG_PATH)
-    assert (data.decode(), stat.mzxid, stat.mtime, stat.version) == (THREE_TEXT, 3, 1003, -1)
+    # mzxid is the configuration's version (0: the start-up peers), as ZooKeeper's; the mtime the change's.
+    assert (data.decode(), stat.mzxid, stat.mtime, stat.version) == (THREE_TEXT, 0, 1003, -1)
     t.apply([member_client(4, 3, CLIENTS[3])])  # nothing new: nothing written, no watch fires
-    assert t.get_data(CONFIG_PATH)[1].mzxid == 3
-    assert [trigger.path for a in applied for trigger in a.triggers] == [CONFIG_PATH] * 3
+    assert t.get_data(CONFIG_PATH)[1].mtime == 1003
+    assert [(a.zxid, trigger.path) for a in applied for trigger in a.triggers] == [(z, CONFIG_PATH) for z in (1, 2, 3)]
 
     # Node 4 joins as a learner (no line yet), then is promoted: its line appears, the others keep their client.
     t.apply([config_entry(5, ChangeKind.ADD_LEARNER, 4, Membership((1, 2, 3), (4,)))])

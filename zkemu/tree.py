@@ -544,7 +544,7 @@ class ZnodeTree:
         text = configuration_text(configuration, _config_clients(raw[_HDR:]))
         # A configuration entry carries no leader's time: the mtime stays that of the last change of the text.
         w = _Write(txn, e.index, _NODE.unpack_from(raw)[_MTIME], 0)
-        self._put_config(w, raw, text.encode())
+        self._put_config(w, raw, text.encode(), configuration.version)
         return AppliedTxn(e.index, 0, tuple(w.triggers), None, None, zk_pb2.TxnResult())
 
     def _member_client(self, w: _Write, op: zk_pb2.MemberClientTxn) -> zk_pb2.Stat:
@@ -561,14 +561,16 @@ class ZnodeTree:
         text = render(config.with_client(op.server_id, op.client_address)).encode()
         if text == raw[_HDR:]:
             return _stat_pb(_NODE.unpack_from(raw), len(raw) - _HDR)
-        return self._put_config(w, raw, text)
+        return self._put_config(w, raw, text, config.version)
 
-    def _put_config(self, w: _Write, raw: bytes, text: bytes) -> zk_pb2.Stat:
-        """/zookeeper/config's new text. Its data version stays -1 and its mzxid is the change's zxid, as
-        ZooKeeper's (DataTree.setData with the version -1 its reconfig and initConfigInZKDatabase pass)."""
+    def _put_config(self, w: _Write, raw: bytes, text: bytes, version: int) -> zk_pb2.Stat:
+        """/zookeeper/config's new text. Its data version stays -1 and its mzxid is the configuration's version,
+        as ZooKeeper's (DataTree.setData with the version -1 and the configuration's zxid that its reconfig and
+        initConfigInZKDatabase pass), also when only a client address changed: getConfig's Stat agrees with
+        the `version=` line and what `reconfig -v` takes. The watch event carries the change's zxid."""
         w.dirty = True
         h = _NODE.unpack_from(raw)
-        hdr = (h[0], w.zxid, h[2], w.time_ms, -1, h[5], h[6], h[7], h[8], h[9])
+        hdr = (h[0], version, h[2], w.time_ms, -1, h[5], h[6], h[7], h[8], h[9])
         w.txn.put(_CONFIG_KEY, _NODE.pack(*hdr) + text, db=self._nodes)
         acl = cast("bytes | None", w.txn.get(_CONFIG_KEY, db=self._acls)) if self._acls_present else None
         w.triggers.append(WatchTrigger(EventType.NODE_DATA_CHANGED, CONFIG_PATH, acl))
