@@ -15,6 +15,7 @@ from quorum.address_book import encode_addresses
 from quorum.facade import ClusterConfiguration
 from quorum.raft.membership import ChangeKind, ConfChange, Membership, encode_config
 from quorum.raft.types import Entry, EntryKind
+from quorum.settings import NodeSettings, SettingsError, load_node_settings, read_properties_file
 from zkemu import jute_codec as jute
 from zkemu.config_text import (
     ConfigTextError,
@@ -29,6 +30,7 @@ from zkemu.events import EventType
 from zkemu.paths import CONFIG_PATH
 from zkemu.reconfig import Step, plan
 from zkemu.tree import AppliedTxn, ZnodeTree
+from zkraft import up as up_module
 from zkraft.tools.zk_reconfig import (
     RECONFIG_USAGE,
     ReconfigArgs,
@@ -281,3 +283,24 @@ def test_kazoos_reconfig_decodes_with_its_nulls_and_reads_the_reply() -> None:
     encoder.encode(pb.ServerMessage(response=pb.Response(xid=9, zxid=0x1B, data=THREE_TEXT.encode(), stat=stat)), out)
     data, got = record.deserialize(b"".join(out)[4:], 16)
     assert (data, got.mzxid, got.version) == (THREE_TEXT.encode(), 0x1B, -1)
+
+
+# ---------------------------------------------------------------- reconfigEnabled
+
+
+def test_reconfig_enabled_is_zookeepers_property_off_by_default_and_on_in_zkraft_up(tmp_path: Path) -> None:
+    def settings(extra: str) -> NodeSettings:
+        config = tmp_path / "node.properties"
+        config.write_text(f"id=1\ndataDir={tmp_path}/data\nserver.1=127.0.0.1:7001\n{extra}", encoding="utf-8")
+        return load_node_settings(None, config)
+
+    assert settings("").reconfig_enabled is False
+    assert settings("reconfigEnabled=true\n").reconfig_enabled is True
+    with pytest.raises(SettingsError) as error:
+        settings("reconfigEnabled=maybe\n")
+    assert "reconfigEnabled" in str(error.value) and "\n" not in str(error.value)
+    plan = up_module.plan(tmp_path / "up", brokers=0, base_port=17001, broker_base_port=None)
+    spec = plan.quorum[0]
+    spec.config_path.parent.mkdir(parents=True, exist_ok=True)
+    up_module.write_node_config(spec, {})
+    assert read_properties_file(spec.config_path)["reconfigEnabled"] == "true"
