@@ -22,6 +22,7 @@ from kazoo.exceptions import BadArgumentsError, BadVersionError, NoAuthError
 
 from tests.helpers import wait_until
 from tests.quorum_harness import FAST_ZK_PROPERTIES, REPO_ROOT, subprocess_env, wait_for_leader, wait_serving
+from tests.real_zookeeper import four_letter_word
 from tests.test_quorum_membership_cluster import BOOTSTRAP, TIMEOUT_S, MemberProcesses
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -38,6 +39,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemberProcesse
         **FAST_ZK_PROPERTIES,
         "reconfigEnabled": "true",
         "zookeeper.DigestAuthenticationProvider.superDigest": SUPER_DIGEST,
+        "4lw.commands.whitelist": "conf,mntr",
     }
     with MemberProcesses(tmp_path_factory.mktemp("reconfig"), n=JOINER, properties=properties) as c:
         for i in BOOTSTRAP:
@@ -135,6 +137,11 @@ def test_add_a_joined_node_then_remove_it(cluster: MemberProcesses, admin: Kazoo
         for node_id in (*BOOTSTRAP, JOINER):
             wait_until(lambda n=node_id: config_on(cluster, n)[:2] == (data, stat.mzxid), TIMEOUT_S, interval_s=0.2,
                        message=f"node {node_id} shows {config_on(cluster, node_id)}")  # fmt: skip
+        # The four-letter words read the live configuration, also on the joined node (started without --peers).
+        conf = four_letter_word(cluster.zk_address(JOINER), "conf") or ""
+        assert conf.endswith("membership: \n" + data.decode()), conf
+        mntr = four_letter_word(cluster.zk_address(JOINER), "mntr") or ""
+        assert "zk_quorum_size\t4\n" in mntr, mntr
         # The removal through `zkraft zk` (our zkCli, on the gRPC session service of a node that may follow).
         script = f"addauth digest super:{SUPER_PASSWORD}\nreconfig -remove {JOINER} -v {version:x}\nconfig -c\n"
         shell = zkraft_zk(cluster, 2, script)
