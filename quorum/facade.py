@@ -16,7 +16,10 @@ holds it to that). What it needs of the node:
   `set_commit_interest`; the process's latency histograms (`RAFT_LATENCY_HISTOGRAMS`,
   `WAL_FSYNC`: quorum.latency_metrics), which zkemu publishes;
 * membership: `configuration` (voters, learners, observers, their addresses
-  and the configuration's version) and `change_membership`;
+  and the configuration's version), `change_membership` (at the leader, from any
+  node: quorum.member_changes), `add_voter` (a learner, caught up, then promoted)
+  and `entry_configuration` (the configuration a CONFIG entry makes, for a state
+  machine that shows it, as zkemu's /zookeeper/config does);
 * the node's life: `run_hosted` builds and runs a node with its settings, the
   state machine and the hosted service, which gets the facade when it is
   registered.
@@ -34,6 +37,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from quorum.address_book import decode_addresses
 from quorum.deadline import await_owned
 from quorum.errors import (
     MembershipChangeError,
@@ -45,10 +49,11 @@ from quorum.errors import (
     StartupError,
 )
 from quorum.latency_metrics import RAFT_LATENCY_HISTOGRAMS, WAL_FSYNC
+from quorum.member_changes import add_voter_at_leader, change_at_leader
 from quorum.node import NodeStatus, QuorumNode
 from quorum.raft import Role
 from quorum.raft.errors import invariant
-from quorum.raft.membership import ChangeKind
+from quorum.raft.membership import ChangeKind, decode_config
 from quorum.raft.types import Entry, EntryKind
 from quorum.server import configure_logging, run_node
 from quorum.settings import EXTENDED_SERVER_ID_MAX, FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED, NodeSettings
@@ -82,6 +87,7 @@ __all__ = [
     "StateMachine",
     "await_owned",
     "configure_logging",
+    "entry_configuration",
     "invariant",
     "is_damage",
     "mark_damaged",
@@ -100,6 +106,15 @@ class ClusterConfiguration:
     learners: tuple[int, ...]
     observers: tuple[int, ...]
     addresses: dict[int, str]  # host:port of every member
+
+
+def entry_configuration(entry: Entry) -> ClusterConfiguration:
+    """The configuration a CONFIG entry makes, as every node reads it from the entry alone (its version is the
+    entry's index, its addresses the entry's address book); ValueError when the entry's data is malformed."""
+    _, membership = decode_config(entry.data)
+    book = decode_addresses(membership.context)
+    addresses = {m: book[m] for m in membership.members if m in book}
+    return ClusterConfiguration(entry.index, membership.voters, membership.learners, membership.observers, addresses)
 
 
 class QuorumFacade:
@@ -192,13 +207,23 @@ class QuorumFacade:
         return ClusterConfiguration(core.config_index, m.voters, m.learners, m.observers, self._node.addresses)
 
     async def change_membership(self, kind: ChangeKind, node_id: int, address: str, timeout_s: float) -> int:
-        """One single-server change, returned once committed and applied here (ZooKeeper's reconfig maps onto
-        it: -add as a learner then its promotion, -remove); MembershipChangeError says why one is refused."""
-        return await self._node.change_membership(kind, node_id, address, timeout_s)
+        """One single-server change made by the leader (asked over the quorum's gRPC service when this node
+        follows), returned once committed and applied here (ZooKeeper's reconfig maps onto it: -add as a
+        learner then its promotion, -remove); MembershipChangeError says why one is refused."""
+        return await change_at_leader(self._node, kind, node_id, address, timeout_s)
+
+    async def add_voter(self, node_id: int, address: str, timeout_s: float, catch_up_timeout_s: float) -> int:
+        """Add `node_id` as a learner, then promote it once caught up (what `zkraft quorum add` does); returns
+        the promotion's index."""
+        return await add_voter_at_leader(self._node, node_id, address, timeout_s, catch_up_timeout_s)
 
     def follower_states(self) -> list[str]:
         """While leading, each follower's replication state ("probe", "replicate", "snapshot"); else []."""
         return self._node.follower_states()
+
+    def follower_states_by_id(self) -> dict[int, str]:
+        """While leading, the replication state of each member it replicates to, by id; else {}."""
+        return {member: state for member, (_match, _next, state) in self._node.core.progress().items()}
 
 
 class HostedService(Protocol):

@@ -56,9 +56,11 @@ from quorum.raft import (
 )
 from quorum.raft import NotLeaderError as CoreNotLeader
 from quorum.raft import ProposalDroppedError as CoreDropped
+from quorum.raft.core import decode_membership, membership_of
 from quorum.raft.errors import invariant
 from quorum.raft.membership import ChangeKind, ConfChange, ConfChangeError
 from quorum.raft.recovery import Recovery, RecoveryError, reconcile
+from quorum.raft.types import EntryKind
 from quorum.settings import NodeSettings, parse_host_port, parse_peers, peers_string
 from quorum.snapshot_store import SnapshotStore
 from quorum.state_check import StateMachineDamagedError
@@ -416,10 +418,26 @@ class QuorumNode:
         reopened empty, or the crash came before a leader's snapshot was installed (quorum.state_restore).
 
         Returns the log state the core starts from (its snapshot, or the whole log, replaced by the base)."""
+        self._stored_members = self._members_in(state)
         return restore_base(state, self.state_machine, self._store, self._snapshots, self._fetch_peer_state, self.log)
 
+    def _members_in(self, state: PersistentState) -> dict[int, str]:
+        """Every member of the configuration the stored log ends with (its last CONFIG entry, else its snapshot's;
+        a start-up --peers may be stale) and its address; the start-up peer list while there is none."""
+        configs = (e for e in reversed(state.entries) if e.kind is EntryKind.CONFIG)
+        membership = next((decode_membership(e.data) for e in configs), None)
+        if membership is None and state.snapshot is not None and state.snapshot.config_index:
+            membership = membership_of(state.snapshot)
+        if membership is None:
+            return dict(self._bootstrap)
+        known = dict(self.settings.peers)
+        if self._joined is not None:
+            known.update(parse_members(self._joined.members))
+        return member_addresses(membership, self._bootstrap, known)
+
     def _fetch_peer_state(self, min_index: int) -> tuple[SnapshotMeta, int]:
-        return fetch_peer_state(self.settings, self._digest, min_index, self._snapshots, self.log)
+        members = self._stored_members
+        return fetch_peer_state(self.settings, self._digest, min_index, self._snapshots, self.log, members)
 
     async def start(self) -> None:
         if self._store.identity() is None:

@@ -162,6 +162,10 @@ class NodeSettings:
     # session holds an id of one of the schemes (sasl, digest).
     enforce_auth_enabled: bool = False
     enforce_auth_schemes: str = ""
+    # ZooKeeper's reconfigEnabled: whether a client's reconfig (OpCode 16) is served; off, it is answered
+    # RECONFIGDISABLED, as ZooKeeper's default. `zkraft up` turns it on (zkCli's reconfig against a local
+    # cluster); a super user or one with WRITE on /zookeeper/config may reconfigure (ZooKeeper 3.9).
+    reconfig_enabled: bool = False
     # ZooKeeper's 4lw.commands.whitelist: the four-letter words answered on the client port.
     four_letter_whitelist: frozenset[str] = FOUR_LETTER_WHITELIST_DEFAULT
     # ZooKeeper's clientPort and clientPortAddress: where the ZooKeeper wire protocol (jute) is served
@@ -640,6 +644,7 @@ _FIELD_OF_PROPERTY = {
     "zookeeper.enforce.auth.enabled": "enforce_auth_enabled",
     "enforce.auth.schemes": "enforce_auth_schemes",
     "zookeeper.enforce.auth.schemes": "enforce_auth_schemes",
+    "reconfigEnabled": "reconfig_enabled",
     "4lw.commands.whitelist": "four_letter_whitelist",
     # The same as a Java system property (-Dzookeeper.4lw.commands.whitelist), ZooKeeper's other spelling.
     "zookeeper.4lw.commands.whitelist": "four_letter_whitelist",
@@ -684,6 +689,7 @@ _BOOL_FIELDS = frozenset(
         "ssl_quorum",
         "ssl_quorum_hostname_verification",
         "enforce_auth_enabled",
+        "reconfig_enabled",
     }
 )
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
@@ -52,14 +53,22 @@ class StateFetchError(Exception):
 
 
 def fetch_peer_state(
-    settings: NodeSettings, digest: str, min_index: int, snapshots: SnapshotStore, log: Any
+    settings: NodeSettings,
+    digest: str,
+    min_index: int,
+    snapshots: SnapshotStore,
+    log: Any,
+    members: Mapping[int, str] | None = None,
 ) -> tuple[SnapshotMeta, int]:
     """Write a peer's state, at least `min_index` recent, into `snapshots`; returns its meta and the peer's id.
 
+    `members`: who to ask and where, the members of the configuration the node's stored log ends with
+    (every member holds the committed state: observers and learners too); by default the start-up peers.
     Raises StartupError naming what each peer answered when none sent one in time."""
     timeout_s = settings.state_fetch_timeout_s
     deadline = time.monotonic() + timeout_s
-    peers = [p for p in settings.voters if p != settings.node_id]
+    addresses = dict(settings.peers if members is None else members)
+    peers = [p for p in sorted(addresses) if p != settings.node_id]
     problems: dict[int, str] = {}
     pause_s = ROUND_PAUSE_S_MIN
     log.info("state_fetch_started", min_index=min_index, peers=peers, timeout_s=timeout_s)
@@ -69,7 +78,7 @@ def fetch_peer_state(
             if remaining_s <= 0:
                 break
             try:
-                return _fetch_from(settings, digest, peer, min_index, remaining_s, snapshots), peer
+                return _fetch_from(settings, digest, addresses[peer], min_index, remaining_s, snapshots), peer
             except grpc.RpcError as exc:
                 problems[peer] = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
             except StateFetchError as exc:
@@ -89,12 +98,12 @@ def fetch_peer_state(
 
 
 def _fetch_from(
-    settings: NodeSettings, digest: str, peer: int, min_index: int, timeout_s: float, snapshots: SnapshotStore
+    settings: NodeSettings, digest: str, address: str, min_index: int, timeout_s: float, snapshots: SnapshotStore
 ) -> SnapshotMeta:
     request = pb.FetchStateRequest(cluster_id=settings.cluster_id, peers_digest=digest, min_index=min_index)
     setattr(request, "from", settings.node_id)  # `from` is a Python keyword
     writer: SnapshotWriter | None = None
-    with grpc_channels.sync_channel(settings.peers[peer], settings.peer_tls, GRPC_OPTIONS) as channel:
+    with grpc_channels.sync_channel(address, settings.peer_tls, GRPC_OPTIONS) as channel:
         _connect(channel, min(PEER_CONNECT_TIMEOUT_S, timeout_s))
         try:
             for chunk in pb_grpc.RaftPeerStub(channel).FetchState(request, timeout=timeout_s):

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from quorum.facade import ClusterConfiguration
 from quorum.raft import Role
 from quorum.raft.types import Entry, EntryKind
 from quorum.settings import (
@@ -52,6 +53,17 @@ class FakeQuorum:
     followers: dict[int, tuple[int, int, str]] = field(default_factory=dict)
     read_rounds: int = 0
     role_since_s: float = field(default_factory=time.monotonic)
+    # The configuration in use (QuorumFacade.configuration): voters are the members not observers.
+    addresses: dict[int, str] = field(default_factory=lambda: dict(PEERS_3))
+    observers: tuple[int, ...] = ()
+    version: int = 0
+
+    def configuration(self) -> ClusterConfiguration:
+        voters = tuple(m for m in sorted(self.addresses) if m not in self.observers)
+        return ClusterConfiguration(self.version, voters, (), self.observers, dict(self.addresses))
+
+    def follower_states_by_id(self) -> dict[int, str]:
+        return {m: state for m, (_match, _next, state) in self.followers.items()} if self.role is Role.LEADER else {}
 
     @property
     def is_leader(self) -> bool:
@@ -105,7 +117,7 @@ def make_service(tmp_path: Path, peers: dict[int, str], node_id: int = 1, **sett
     )
     tree = ZnodeTree(tmp_path / "node" / "zk")
     service = ZooKeeperService(node_settings, tree)
-    service.quorum = FakeQuorum()  # type: ignore[assignment]
+    service.quorum = FakeQuorum(addresses=dict(peers))  # type: ignore[assignment]
     return service
 
 
@@ -364,9 +376,9 @@ def test_conf_of_a_quorum_node(follower: ZooKeeperService) -> None:
     assert "serverId=1\n" in text and "clientPort=2181\n" in text and "maxClientCnxns=60\n" in text
     assert text.endswith(
         "membership: \n"
-        "server.1=127.0.0.1:7001:7001:participant\n"
-        "server.2=127.0.0.1:7002:7002:participant\n"
-        "server.3=127.0.0.1:7003:7003:participant\n"
+        "server.1=127.0.0.1:7001:0:participant\n"
+        "server.2=127.0.0.1:7002:0:participant\n"
+        "server.3=127.0.0.1:7003:0:participant\n"
         "version=0"
     )
 

@@ -243,9 +243,12 @@ def test_multi_read(cluster: QuorumProcesses, writer: KazooClient) -> None:
         assert reply.pos == len(reply.body)
 
 
-def test_reconfig_and_sasl_answer_as_zookeeper_without_them(cluster: QuorumProcesses) -> None:
+def test_reconfig_while_disabled_and_sasl_without_logins_answer_as_zookeeper(cluster: QuorumProcesses) -> None:
     with WireClient.connect(cluster.zk_address(1)) as wire:
+        # reconfigEnabled is off (ZooKeeper's default): refused whatever it asks, with empty or null strings.
         reconfig = wire.call(jute.OP_RECONFIG, ustring("") + ustring("") + ustring("") + int64(-1))
+        assert (reconfig.err, reconfig.body) == (RECONFIGDISABLED, b"")
+        reconfig = wire.call(jute.OP_RECONFIG, int32(-1) + ustring("3") + int32(-1) + int64(-1))
         assert (reconfig.err, reconfig.body) == (RECONFIGDISABLED, b"")
         sasl = wire.call(jute.OP_SASL, buffer(b"token"))
         assert (sasl.err, sasl.zxid, sasl.body) == (0, 0, int32(-1))  # SetSASLResponse{null}

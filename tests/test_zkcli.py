@@ -247,8 +247,9 @@ def test_reference_transcripts_show_what_users_expect(reference: dict[str, list[
 
 # Where zkraft differs from ZooKeeper on purpose or for now: strict xfail, the difference as the reason.
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "config": "zkraft's /zookeeper/config is empty (a standalone ZooKeeper's is); an ensemble's lists "
-    "server.N=host:quorumPort:electionPort:participant lines and version=<zxid hex>",
+    "config": "/zookeeper/config's server lines: each ensemble's own ports; zkraft's electionPort is 0 (one port "
+    "carries Raft; ZooKeeper's parser refuses it twice) and its lines end with ';host:clientPort', which ZooKeeper "
+    "leaves out for a clientPort given in the static configuration",
 }
 
 

@@ -24,8 +24,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from quorum.facade import FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED, invariant
+from quorum.facade import FOUR_LETTER_WORDS, FOUR_LETTER_WORDS_NOT_SERVED, ClusterConfiguration, invariant
+from zkemu.config_text import configuration_text
 from zkemu.latency_summaries import MNTR_SUMMARY_KEYS
+from zkemu.paths import CONFIG_PATH
 from zkemu.server_stats import ConnectionStats
 from zkemu.watches import Table
 
@@ -81,16 +83,30 @@ def _serving(service: ZooKeeperService) -> bool:
     return service.quorum is not None and service.quorum.serving
 
 
-def _mode(service: ZooKeeperService) -> str:
-    """srvr's Mode: standalone for a one-node quorum (zkServer.sh status greps it)."""
+def _configuration(service: ZooKeeperService) -> ClusterConfiguration:
+    """The configuration the node uses now (start-up --peers no longer says: members come and go)."""
     assert service.quorum is not None
-    if len(service.settings.peers) == 1:
+    return service.quorum.configuration()
+
+
+def _members(configuration: ClusterConfiguration) -> int:
+    """Members that serve clients with the tree: voters and observers (a learner is still catching up)."""
+    return len(configuration.voters) + len(configuration.observers)
+
+
+def _mode(service: ZooKeeperService) -> str:
+    """srvr's Mode: standalone for a one-node quorum (zkServer.sh status greps it), observer for an observer."""
+    assert service.quorum is not None
+    configuration = _configuration(service)
+    if _members(configuration) == 1:
         return "standalone"
-    return "leader" if service.quorum.is_leader else "follower"
+    if service.quorum.is_leader:
+        return "leader"
+    return "observer" if service.settings.node_id in configuration.observers else "follower"
 
 
 def _is_leader(service: ZooKeeperService) -> bool:
-    return service.quorum is not None and service.quorum.is_leader and len(service.settings.peers) > 1
+    return service.quorum is not None and service.quorum.is_leader and _members(_configuration(service)) > 1
 
 
 def _zxid(service: ZooKeeperService) -> int:
@@ -305,15 +321,20 @@ def _conf(service: ZooKeeperService) -> str:
         "clientPortListenBacklog=-1",
         f"serverId={settings.node_id}",
     ]
-    if len(settings.peers) > 1:
+    configuration = _configuration(service)
+    if _members(configuration) > 1:
         lines += [f"initLimit={settings.init_limit_ticks}", f"electionPort={peer_port}", f"quorumPort={peer_port}"]
-        lines += ["peerType=0", "membership: "]
-        # One port carries both Raft's elections and its replication: it is both of ZooKeeper's ports.
-        for node_id, address in sorted(settings.peers.items()):
-            port = address.rsplit(":", 1)[1]
-            lines.append(f"server.{node_id}={address}:{port}:participant")
-        return "\n".join(lines) + "\nversion=0"  # static membership: no reconfiguration zxid
+        # LearnerType's ordinal: 0 PARTICIPANT, 1 OBSERVER.
+        lines += [f"peerType={int(settings.node_id in configuration.observers)}", "membership: "]
+        return "\n".join(lines) + "\n" + _membership_text(service, configuration)
     return "\n".join(lines) + "\n"
+
+
+def _membership_text(service: ZooKeeperService, configuration: ClusterConfiguration) -> str:
+    """QuorumVerifier.toString, as conf prints it: /zookeeper/config's text (zkemu.config_text), or, before
+    the first one is written, the configuration's own lines without client addresses."""
+    data = service.tree.get_data(CONFIG_PATH)[0]
+    return data.decode("utf-8", errors="replace") if data else configuration_text(configuration, {})
 
 
 def _envi(service: ZooKeeperService) -> str:
@@ -359,16 +380,21 @@ def _file_descriptors() -> tuple[int, int] | None:
 def _leader_figures(service: ZooKeeperService) -> dict[str, int]:
     """The leader's mntr keys from Raft's progress of each follower (LeaderZooKeeperServer.registerMetrics).
 
-    learners: followers this leader replicates to (Raft progress replicate or snapshot); synced:
-    those receiving the log as it grows (replicate); pending_syncs: ReadIndex rounds in flight,
-    which is what a sync waits on here; leader_uptime: ms since this node became leader.
+    learners: members this leader replicates to (Raft progress replicate or snapshot); synced:
+    those receiving the log as it grows (replicate), voters, learners and observers apart;
+    pending_syncs: ReadIndex rounds in flight, which is what a sync waits on here; leader_uptime:
+    ms since this node became leader.
     """
     assert service.quorum is not None
-    states = service.quorum.follower_states()
+    configuration = _configuration(service)
+    by_id = service.quorum.follower_states_by_id()
+    states = list(by_id.values())
+    synced = {member for member, state in by_id.items() if state == "replicate"}
     return {
-        "synced_followers": sum(state == "replicate" for state in states),
-        "synced_non_voting_followers": 0,  # every member votes
-        "synced_observers": 0,  # zkraft has no observers
+        "synced_followers": len(synced.intersection(configuration.voters)),
+        # A learner catching up is ZooKeeper's non-voting follower (a participant not yet in the voting view).
+        "synced_non_voting_followers": len(synced.intersection(configuration.learners)),
+        "synced_observers": len(synced.intersection(configuration.observers)),
         "pending_syncs": service.quorum.read_index_rounds_in_flight(),
         "learners": sum(state in ("replicate", "snapshot") for state in states),
         "leader_uptime": int((time.monotonic() - service.quorum.role_since_s) * 1000),
@@ -377,7 +403,8 @@ def _leader_figures(service: ZooKeeperService) -> dict[str, int]:
 
 def _mntr_values(service: ZooKeeperService, data_size: bool = True) -> dict[str, object]:
     stats = service.server_stats
-    quorum = len(service.settings.peers) > 1
+    configuration = _configuration(service)
+    quorum = _members(configuration) > 1
     values: dict[str, object] = {
         "version": FULL_VERSION,
         "server_state": _mode(service),
@@ -400,8 +427,10 @@ def _mntr_values(service: ZooKeeperService, data_size: bool = True) -> dict[str,
         values["approximate_data_size"] = service.tree.approximate_data_size(DATA_SIZE_SCAN_NODES_MAX)
     if quorum:
         role = "leading" if _is_leader(service) else "following"
+        if service.settings.node_id in configuration.observers:
+            role = "observing"
         values["peer_state"] = f"{role} - broadcast"
-        values["quorum_size"] = len(service.settings.peers)
+        values["quorum_size"] = len(configuration.voters)  # QuorumPeer.getQuorumSize: the voting view
     descriptors = _file_descriptors()
     if descriptors is not None:
         values["open_file_descriptor_count"], values["max_file_descriptor_count"] = descriptors

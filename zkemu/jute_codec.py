@@ -504,10 +504,16 @@ def _who_am_i(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
     req.who_am_i.SetInParent()
 
 
-def _answered_here(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
-    """reconfig: the record is skipped; the core answers the request with no op in its turn
-    and the encoder writes ZooKeeper's answer for the opcode (JuteEncoder._fixed_reply)."""
-    reader.pos = reader.end
+def _reconfig(reader: JuteReader, req: zk_pb2.Request, opcode: int) -> None:
+    """ReconfigRequest{ustring joiningServers, ustring leavingServers, ustring newMembers, long curConfigId};
+    a null string stays unset (ZooKeeper tells an incremental reconfig by a null newMembers)."""
+    r = req.reconfig
+    for field in ("joining_servers", "leaving_servers", "new_members"):
+        if reader.next_is_null():
+            reader.int()
+        else:
+            setattr(r, field, reader.ustring())
+    r.cur_config_id = reader.long()
 
 
 # A request's record, decoded into the message with the request's field names (a Request, or a multi's Op).
@@ -540,7 +546,7 @@ _DECODERS: dict[int, Decoder] = {
     OP_REMOVE_WATCHES: _remove_watches,
     OP_CHECK_WATCHES: _check_watches,
     OP_WHO_AM_I: _who_am_i,
-    OP_RECONFIG: _answered_here,
+    OP_RECONFIG: _reconfig,
     OP_SASL: _sasl,
 }
 # What a multi may hold (MultiOperationRecord), and a multiRead.
@@ -602,7 +608,7 @@ def _acls(out: list[bytes], acls: Any) -> None:
 
 def _write_body(out: list[bytes], opcode: int, resp: zk_pb2.Response) -> None:
     """The response record of a successful request of `opcode` (FinalRequestProcessor)."""
-    if opcode in (OP_GET_DATA,):
+    if opcode in (OP_GET_DATA, OP_RECONFIG):  # reconfig answers as getData of /zookeeper/config
         _buffer(out, resp.data, resp.null_data)
         _stat(out, resp.stat)
     elif opcode == OP_EXISTS or opcode == OP_SET_DATA or opcode == OP_SET_ACL:
@@ -842,7 +848,7 @@ class JuteEncoder:
             if fast is not None:
                 fast(out, resp.xid, zxid, resp)
                 return
-        if opcode in (OP_RECONFIG, OP_UNKNOWN, OP_MARSHALLING_ERROR):
+        if opcode in (OP_UNKNOWN, OP_MARSHALLING_ERROR):
             self._fixed_reply(opcode, resp.xid, zxid, out)
             return
         elif opcode == OP_SASL:
@@ -881,10 +887,7 @@ class JuteEncoder:
 
     def _fixed_reply(self, opcode: int, xid: int, zxid: int, out: list[bytes]) -> None:
         """The answers ZooKeeper gives without the core's help (the core answered an op-less request)."""
-        if opcode == OP_RECONFIG:
-            # reconfigEnabled=false: PrepRequestProcessor throws ReconfigDisabledException.
-            out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.RECONFIGDISABLED))
-        elif opcode == OP_MARSHALLING_ERROR:
+        if opcode == OP_MARSHALLING_ERROR:
             out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.MARSHALLINGERROR))
         else:
             out.append(_REPLY_HEADER.pack(16, xid, zxid, Code.UNIMPLEMENTED))

@@ -29,10 +29,12 @@ import structlog
 from quorum.facade import NodeSettings, QuorumError, QuorumFacade, QuorumTimeoutError, await_owned
 from zkemu import acl
 from zkemu.admission import Admission
+from zkemu.config_announcer import ClientAddressAnnouncer
 from zkemu.container_manager import ContainerManager
 from zkemu.errors import AuthFailedError, Code, NoAuthError, ZkError, message_for
 from zkemu.events import EventType
 from zkemu.paths import validate_path
+from zkemu.reconfig import reconfigure
 from zkemu.request_checks import write_problem
 from zkemu.sasl import DigestMd5Server, SaslError, SaslLogins
 from zkemu.server_stats import ServerStats
@@ -81,6 +83,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.tracker: SessionTracker | None = None
         self.ids: SessionIds | None = None
         self.containers: ContainerManager | None = None  # its sweep runs while this node leads
+        self.announcer: ClientAddressAnnouncer | None = None  # this node's line of /zookeeper/config
+        self.reconfiguring = asyncio.Lock()  # one client reconfig at a time from this node
         self.admission = Admission(settings)
         self.server_stats = ServerStats()  # the ZooKeeper wire front end's figures (four-letter words)
         self._jute_server: asyncio.Server | None = None
@@ -102,6 +106,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self.admission.start()
         self.containers = ContainerManager(self.quorum, self.tree, self.router, self.settings)
         self.containers.start()
+        self.announcer = ClientAddressAnnouncer(self.quorum, self.tree, self.router, self.settings)
+        self.announcer.start()
         self.ids = SessionIds(self.settings.node_id, lambda: int(time.time() * 1000))
         # Until a client connects here, this node (as a follower) learns commits
         # with the leader's next append or heartbeat (QuorumNode.set_commit_interest says why).
@@ -125,6 +131,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         await self.admission.stop()
         if self.containers is not None:
             await self.containers.stop()
+        if self.announcer is not None:
+            await self.announcer.stop()
         if self.tracker is not None:
             await self.tracker.stop()
         if self.router is not None:
@@ -652,6 +660,8 @@ class SessionConnection:
         self._order.append(slot)
         if op in WRITE_OPS:
             self._work_on(slot, self._write(req, op, _unfinished(self._last_read), self._writes.add()))
+        elif op == "reconfig":
+            self._work_on(slot, self._reconfig(req, _unfinished(self._last_slot)))
         elif op == "close":
             self._work_on(slot, self._close(req, _unfinished(self._last_slot)))
             self._order.append(_Slot(ends_stream=True))
@@ -772,6 +782,28 @@ class SessionConnection:
         if result.HasField("stat"):
             resp.stat.CopyFrom(result.stat)
         return resp
+
+    async def _reconfig(self, req: zk_pb2.Request, after: Awaitable[Any] | None) -> zk_pb2.Response:
+        """reconfig (zkemu.reconfig), after every earlier request of the session; answered as a getData of
+        /zookeeper/config, or RECONFIGDISABLED while reconfigEnabled is off (ZooKeeper's default)."""
+        if after is not None:
+            await asyncio.wait([after])  # type: ignore[list-item]
+        svc = self.service
+        if not svc.settings.reconfig_enabled:
+            return self._reply(req, err=Code.RECONFIGDISABLED, error_message=message_for(Code.RECONFIGDISABLED))
+        assert svc.router is not None
+        try:
+            async with svc.reconfiguring:
+                timeout_s = svc.settings.proposal_timeout_ms / 1000
+                session_timeout_ms = svc.tree.session_timeout_ms(self.session_id) or 0
+                data, stat = await reconfigure(
+                    self.quorum, svc.router, svc.tree, req.reconfig, self.auth_ids, timeout_s, session_timeout_ms
+                )
+        except ZkError as exc:
+            svc.log.info("reconfig_refused", session_id=self.session_id, err=exc.code.name, reason=str(exc))
+            return self._reply(req, err=exc.code, error_message=str(exc))
+        svc.log.info("reconfig_done", session_id=self.session_id, mzxid=stat.mzxid)
+        return self._reply(req, data=data, stat=stat.to_pb())
 
     # ---- reads (and pings, sync, watch management): after every earlier request
     def _needs_read_index(self, op: str | None) -> bool:

@@ -54,8 +54,17 @@ import lmdb
 import structlog
 from google.protobuf.message import DecodeError
 
-from quorum.facade import Entry, EntryKind, invariant, is_damage, mark_damaged, set_aside_if_damaged
+from quorum.facade import (
+    Entry,
+    EntryKind,
+    entry_configuration,
+    invariant,
+    is_damage,
+    mark_damaged,
+    set_aside_if_damaged,
+)
 from zkemu import acl as acls
+from zkemu.config_text import ConfigTextError, configuration_text, parse_config, render
 from zkemu.ephemeral_type import CONTAINER_OWNER, TTL_MS_MAX, NodeKind, client_owner, kind_of, ttl_of, ttl_owner
 from zkemu.errors import (
     BadArgumentsError,
@@ -165,6 +174,17 @@ def check_data_length(path: str, data: bytes) -> None:
     """Raise BadArgumentsError, naming the size, for data over 1 MiB."""
     if len(data) > DATA_BYTES_MAX:
         raise BadArgumentsError(f"data of {len(data)} bytes for {path} exceeds the limit of {DATA_BYTES_MAX} bytes")
+
+
+_CONFIG_KEY = CONFIG_PATH.encode()
+
+
+def _config_clients(data: bytes) -> dict[int, str]:
+    """The client addresses /zookeeper/config's text shows ({} for an empty or unreadable text)."""
+    try:
+        return parse_config(bytes(data).decode()).clients()
+    except (ConfigTextError, UnicodeDecodeError):
+        return {}
 
 
 def _i32(value: int) -> int:
@@ -441,6 +461,10 @@ class ZnodeTree:
             invariant(e.index > last, f"entry {e.index} applied twice or out of order (applied {last})")
             last = e.index
             if e.kind is not EntryKind.NORMAL:  # a new leader's no-op, a membership change
+                if e.kind is EntryKind.CONFIG:
+                    config_changed = self._apply_config(txn, e)
+                    if config_changed is not None:
+                        done.append(config_changed)
                 results.append(b"")
                 continue
             applied = self._apply_one(txn, e)
@@ -500,8 +524,57 @@ class ZnodeTree:
             case "attach_session":
                 self._attach_session(w, t.connection)
                 return zk_pb2.TxnResult()
+            case "member_client":
+                return zk_pb2.TxnResult(path=CONFIG_PATH, stat=self._member_client(w, t.member_client))
             case _:
                 raise UnimplementedError(f"unknown transaction type {body!r}")
+
+    # ---- /zookeeper/config: ZooKeeper's dynamic configuration text (zkemu.config_text)
+    def _apply_config(self, txn: lmdb.Transaction, e: Entry) -> AppliedTxn | None:
+        """A configuration entry makes /zookeeper/config's new text on every node alike, from the entry alone
+        and the client addresses the text already showed (ZooKeeper's leader writes it as the reconfig's
+        SetDataTxn: PrepRequestProcessor, DataTree.processTxn). None for an entry this version cannot read."""
+        try:
+            configuration = entry_configuration(e)
+        except ValueError:
+            return None
+        raw = self._node(txn, _CONFIG_KEY)
+        invariant(raw is not None, f"zxid {e.index}: {CONFIG_PATH} missing")
+        assert raw is not None  # for mypy
+        text = configuration_text(configuration, _config_clients(raw[_HDR:]))
+        # A configuration entry carries no leader's time: the mtime stays that of the last change of the text.
+        w = _Write(txn, e.index, _NODE.unpack_from(raw)[_MTIME], 0)
+        self._put_config(w, raw, text.encode(), configuration.version)
+        return AppliedTxn(e.index, 0, tuple(w.triggers), None, None, zk_pb2.TxnResult())
+
+    def _member_client(self, w: _Write, op: zk_pb2.MemberClientTxn) -> zk_pb2.Stat:
+        """A member's client address into its line of /zookeeper/config (nothing changes when the text already
+        shows it, or when the server has no line: a learner gets one when it is promoted)."""
+        raw = self._node(w.txn, _CONFIG_KEY)
+        invariant(raw is not None, f"zxid {w.zxid}: {CONFIG_PATH} missing")
+        assert raw is not None  # for mypy
+        current = bytes(raw[_HDR:]) or op.base_config.encode()
+        try:
+            config = parse_config(current.decode())
+        except (ConfigTextError, UnicodeDecodeError) as exc:
+            raise BadArgumentsError(f"{CONFIG_PATH} does not parse: {exc}") from None
+        text = render(config.with_client(op.server_id, op.client_address)).encode()
+        if text == raw[_HDR:]:
+            return _stat_pb(_NODE.unpack_from(raw), len(raw) - _HDR)
+        return self._put_config(w, raw, text, config.version)
+
+    def _put_config(self, w: _Write, raw: bytes, text: bytes, version: int) -> zk_pb2.Stat:
+        """/zookeeper/config's new text. Its data version stays -1 and its mzxid is the configuration's version,
+        as ZooKeeper's (DataTree.setData with the version -1 and the configuration's zxid that its reconfig and
+        initConfigInZKDatabase pass), also when only a client address changed: getConfig's Stat agrees with
+        the `version=` line and what `reconfig -v` takes. The watch event carries the change's zxid."""
+        w.dirty = True
+        h = _NODE.unpack_from(raw)
+        hdr = (h[0], version, h[2], w.time_ms, -1, h[5], h[6], h[7], h[8], h[9])
+        w.txn.put(_CONFIG_KEY, _NODE.pack(*hdr) + text, db=self._nodes)
+        acl = cast("bytes | None", w.txn.get(_CONFIG_KEY, db=self._acls)) if self._acls_present else None
+        w.triggers.append(WatchTrigger(EventType.NODE_DATA_CHANGED, CONFIG_PATH, acl))
+        return _stat_pb(hdr, len(text))
 
     def _check_session(self, txn: lmdb.Transaction, session_id: int, connection: int, body: str | None) -> None:
         """A session's write applies only while the session lives and, when the write names the connection

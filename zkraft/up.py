@@ -664,6 +664,8 @@ def write_node_config(spec: ChildSpec, properties: dict[str, str]) -> None:
         {
             "4lw.commands.whitelist": FOUR_LETTER_WHITELIST_UP,
             "quorum.cpu.placement": CPU_PLACEMENT_UP,
+            # zkCli's and kazoo's reconfig against the local cluster (ZooKeeper's default is off).
+            "reconfigEnabled": "true",
         }
         | _metrics_properties(spec, "metricsProvider.httpHost", "metricsProvider.httpPort")
         | properties

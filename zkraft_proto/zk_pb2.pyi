@@ -144,6 +144,16 @@ class AttachSessionTxn(_message.Message):
     session_id: int
     def __init__(self, session_id: _Optional[int] = ...) -> None: ...
 
+class MemberClientTxn(_message.Message):
+    __slots__ = ("server_id", "client_address", "base_config")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    BASE_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    client_address: str
+    base_config: str
+    def __init__(self, server_id: _Optional[int] = ..., client_address: _Optional[str] = ..., base_config: _Optional[str] = ...) -> None: ...
+
 class DeleteContainerTxn(_message.Message):
     __slots__ = ("path", "never_used_ms")
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -153,7 +163,7 @@ class DeleteContainerTxn(_message.Message):
     def __init__(self, path: _Optional[str] = ..., never_used_ms: _Optional[int] = ...) -> None: ...
 
 class Txn(_message.Message):
-    __slots__ = ("time_ms", "session_id", "auth", "forward_tag", "connection", "create_session", "close_session", "create", "delete", "set_data", "check", "multi", "set_acl", "delete_container", "attach_session")
+    __slots__ = ("time_ms", "session_id", "auth", "forward_tag", "connection", "create_session", "close_session", "create", "delete", "set_data", "check", "multi", "set_acl", "delete_container", "attach_session", "member_client")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AUTH_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +179,7 @@ class Txn(_message.Message):
     SET_ACL_FIELD_NUMBER: _ClassVar[int]
     DELETE_CONTAINER_FIELD_NUMBER: _ClassVar[int]
     ATTACH_SESSION_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_CLIENT_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     session_id: int
     auth: _containers.RepeatedCompositeFieldContainer[Id]
@@ -184,7 +195,8 @@ class Txn(_message.Message):
     set_acl: SetAclOp
     delete_container: DeleteContainerTxn
     attach_session: AttachSessionTxn
-    def __init__(self, time_ms: _Optional[int] = ..., session_id: _Optional[int] = ..., auth: _Optional[_Iterable[_Union[Id, _Mapping]]] = ..., forward_tag: _Optional[int] = ..., connection: _Optional[int] = ..., create_session: _Optional[_Union[CreateSessionTxn, _Mapping]] = ..., close_session: _Optional[_Union[CloseSessionTxn, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., delete_container: _Optional[_Union[DeleteContainerTxn, _Mapping]] = ..., attach_session: _Optional[_Union[AttachSessionTxn, _Mapping]] = ...) -> None: ...
+    member_client: MemberClientTxn
+    def __init__(self, time_ms: _Optional[int] = ..., session_id: _Optional[int] = ..., auth: _Optional[_Iterable[_Union[Id, _Mapping]]] = ..., forward_tag: _Optional[int] = ..., connection: _Optional[int] = ..., create_session: _Optional[_Union[CreateSessionTxn, _Mapping]] = ..., close_session: _Optional[_Union[CloseSessionTxn, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., delete_container: _Optional[_Union[DeleteContainerTxn, _Mapping]] = ..., attach_session: _Optional[_Union[AttachSessionTxn, _Mapping]] = ..., member_client: _Optional[_Union[MemberClientTxn, _Mapping]] = ...) -> None: ...
 
 class OpResult(_message.Message):
     __slots__ = ("err", "path", "stat", "data", "children", "null_data")
@@ -318,6 +330,18 @@ class SetWatchesRequest(_message.Message):
     persistent_recursive_watches: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, relative_zxid: _Optional[int] = ..., data_watches: _Optional[_Iterable[str]] = ..., exist_watches: _Optional[_Iterable[str]] = ..., child_watches: _Optional[_Iterable[str]] = ..., persistent_watches: _Optional[_Iterable[str]] = ..., persistent_recursive_watches: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class ReconfigRequest(_message.Message):
+    __slots__ = ("joining_servers", "leaving_servers", "new_members", "cur_config_id")
+    JOINING_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    NEW_MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    CUR_CONFIG_ID_FIELD_NUMBER: _ClassVar[int]
+    joining_servers: str
+    leaving_servers: str
+    new_members: str
+    cur_config_id: int
+    def __init__(self, joining_servers: _Optional[str] = ..., leaving_servers: _Optional[str] = ..., new_members: _Optional[str] = ..., cur_config_id: _Optional[int] = ...) -> None: ...
+
 class CheckWatchesRequest(_message.Message):
     __slots__ = ("path", "watcher_type")
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -373,7 +397,7 @@ class CloseRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("xid", "create", "delete", "set_data", "check", "multi", "get_data", "exists", "get_children", "sync", "get_ephemerals", "get_all_children_number", "add_watch", "remove_watches", "set_watches", "ping", "close", "set_acl", "get_acl", "auth", "who_am_i", "multi_read", "sasl", "check_watches")
+    __slots__ = ("xid", "create", "delete", "set_data", "check", "multi", "get_data", "exists", "get_children", "sync", "get_ephemerals", "get_all_children_number", "add_watch", "remove_watches", "set_watches", "ping", "close", "set_acl", "get_acl", "auth", "who_am_i", "multi_read", "sasl", "check_watches", "reconfig")
     XID_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
@@ -398,6 +422,7 @@ class Request(_message.Message):
     MULTI_READ_FIELD_NUMBER: _ClassVar[int]
     SASL_FIELD_NUMBER: _ClassVar[int]
     CHECK_WATCHES_FIELD_NUMBER: _ClassVar[int]
+    RECONFIG_FIELD_NUMBER: _ClassVar[int]
     xid: int
     create: CreateOp
     delete: DeleteOp
@@ -422,7 +447,8 @@ class Request(_message.Message):
     multi_read: MultiReadRequest
     sasl: SaslRequest
     check_watches: CheckWatchesRequest
-    def __init__(self, xid: _Optional[int] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., exists: _Optional[_Union[ExistsRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ..., sync: _Optional[_Union[SyncRequest, _Mapping]] = ..., get_ephemerals: _Optional[_Union[GetEphemeralsRequest, _Mapping]] = ..., get_all_children_number: _Optional[_Union[GetAllChildrenNumberRequest, _Mapping]] = ..., add_watch: _Optional[_Union[AddWatchRequest, _Mapping]] = ..., remove_watches: _Optional[_Union[RemoveWatchesRequest, _Mapping]] = ..., set_watches: _Optional[_Union[SetWatchesRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., get_acl: _Optional[_Union[GetAclRequest, _Mapping]] = ..., auth: _Optional[_Union[AuthRequest, _Mapping]] = ..., who_am_i: _Optional[_Union[WhoAmIRequest, _Mapping]] = ..., multi_read: _Optional[_Union[MultiReadRequest, _Mapping]] = ..., sasl: _Optional[_Union[SaslRequest, _Mapping]] = ..., check_watches: _Optional[_Union[CheckWatchesRequest, _Mapping]] = ...) -> None: ...
+    reconfig: ReconfigRequest
+    def __init__(self, xid: _Optional[int] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., set_data: _Optional[_Union[SetDataOp, _Mapping]] = ..., check: _Optional[_Union[CheckOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ..., get_data: _Optional[_Union[GetDataRequest, _Mapping]] = ..., exists: _Optional[_Union[ExistsRequest, _Mapping]] = ..., get_children: _Optional[_Union[GetChildrenRequest, _Mapping]] = ..., sync: _Optional[_Union[SyncRequest, _Mapping]] = ..., get_ephemerals: _Optional[_Union[GetEphemeralsRequest, _Mapping]] = ..., get_all_children_number: _Optional[_Union[GetAllChildrenNumberRequest, _Mapping]] = ..., add_watch: _Optional[_Union[AddWatchRequest, _Mapping]] = ..., remove_watches: _Optional[_Union[RemoveWatchesRequest, _Mapping]] = ..., set_watches: _Optional[_Union[SetWatchesRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., set_acl: _Optional[_Union[SetAclOp, _Mapping]] = ..., get_acl: _Optional[_Union[GetAclRequest, _Mapping]] = ..., auth: _Optional[_Union[AuthRequest, _Mapping]] = ..., who_am_i: _Optional[_Union[WhoAmIRequest, _Mapping]] = ..., multi_read: _Optional[_Union[MultiReadRequest, _Mapping]] = ..., sasl: _Optional[_Union[SaslRequest, _Mapping]] = ..., check_watches: _Optional[_Union[CheckWatchesRequest, _Mapping]] = ..., reconfig: _Optional[_Union[ReconfigRequest, _Mapping]] = ...) -> None: ...
 
 class Response(_message.Message):
     __slots__ = ("xid", "zxid", "err", "error_message", "path", "stat", "data", "children", "results", "paths", "number", "exists", "acls", "client_infos", "sasl_token", "null_data")

@@ -59,6 +59,9 @@ from client.zk.transaction import (
 from client.zk.watches import Watcher, WatchTable
 from runtime.tls import TlsConfig
 
+# ZooKeeper's ZooDefs.CONFIG_NODE: the quorum's dynamic configuration, read by getConfig whatever the chroot.
+_CONFIG_PATH = "/zookeeper/config"
+
 log = logging.getLogger("zkraft.client.zk")
 
 T = TypeVar("T")
@@ -213,6 +216,28 @@ class AsyncZkClient:
         server_path = self._server_path(path)
         hook = _register_if_ok(self, WatchTable.DATA, server_path, _check_watch(watch))
         reply = await self._call(codec.get_data_request(server_path, watch is not None), path, hook)
+        return codec.reply_data(reply), _stat(reply)
+
+    async def get_config(self, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:
+        """The quorum's dynamic configuration, /zookeeper/config, and its stat (ZooKeeper's getConfig: a getData
+        of that path whatever the chroot); `watch` fires once when the configuration changes."""
+        hook = _register_if_ok(self, WatchTable.DATA, _CONFIG_PATH, _check_watch(watch))
+        reply = await self._call(codec.get_data_request(_CONFIG_PATH, watch is not None), _CONFIG_PATH, hook)
+        return codec.reply_data(reply), _stat(reply)
+
+    async def reconfig(
+        self, joining: str | None, leaving: str | None, new_members: str | None, from_config: int = -1
+    ) -> tuple[bytes, ZnodeStat]:
+        """Change the quorum's membership as kazoo's `reconfig` does: `joining` "server.4=host:port:port;client,...",
+        `leaving` "3,5" (incremental), or `new_members` (the whole membership, one server apart from now);
+        `from_config`: the version it must change from (-1: any). Returns the new configuration and its stat.
+        Needs reconfigEnabled on the servers and WRITE on /zookeeper/config (a super user)."""
+        for name, value in (("joining", joining), ("leaving", leaving), ("new_members", new_members)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+        if not isinstance(from_config, int):
+            raise TypeError(f"from_config must be an int, not {type(from_config).__name__}")
+        reply = await self._call(codec.reconfig_request(joining, leaving, new_members, from_config), _CONFIG_PATH)
         return codec.reply_data(reply), _stat(reply)
 
     async def exists(self, path: str, watch: Watcher | None = None) -> ZnodeStat | None:

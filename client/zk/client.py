@@ -204,6 +204,14 @@ class ZkClient:
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:
         return self._run(self._aio.get(path, watch))
 
+    def get_config(self, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:
+        return self._run(self._aio.get_config(watch))
+
+    def reconfig(
+        self, joining: str | None, leaving: str | None, new_members: str | None, from_config: int = -1
+    ) -> tuple[bytes, ZnodeStat]:
+        return self._run(self._aio.reconfig(joining, leaving, new_members, from_config))
+
     def exists(self, path: str, watch: Watcher | None = None) -> ZnodeStat | None:
         return self._run(self._aio.exists(path, watch))
 

@@ -216,6 +216,15 @@ def get_data_request(path: str, watch: bool) -> WireRequest:
     return zk_pb2.Request(get_data=zk_pb2.GetDataRequest(path=path, watch=watch))
 
 
+def reconfig_request(
+    joining: str | None, leaving: str | None, new_members: str | None, from_config: int
+) -> WireRequest:
+    """ZooKeeper's ReconfigRequest; None stays unset (jute's null: an incremental reconfig has no newMembers)."""
+    fields = {"joining_servers": joining, "leaving_servers": leaving, "new_members": new_members}
+    body = zk_pb2.ReconfigRequest(cur_config_id=from_config, **{k: v for k, v in fields.items() if v is not None})
+    return zk_pb2.Request(reconfig=body)
+
+
 def exists_request(path: str, watch: bool) -> WireRequest:
     return zk_pb2.Request(exists=zk_pb2.ExistsRequest(path=path, watch=watch))
 

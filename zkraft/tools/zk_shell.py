@@ -37,6 +37,13 @@ from client.zk.exceptions import NoNodeError, ZkException, ZkTlsError, Zookeeper
 from client.zk.states import NO_ZXID, TTL_MS_MAX, AddWatchMode, WatcherType, ZkState, ZnodeStat
 from runtime.client_config import zookeeper_client_tls_file
 from runtime.tls import TlsConfig, TlsConfigError
+from zkraft.tools.zk_reconfig import (
+    RECONFIG_USAGE,
+    ReconfigUsageError,
+    client_config_string,
+    parse_reconfig,
+    read_members_file,
+)
 
 SERVER_DEFAULT = "127.0.0.1:7001"  # what `zkraft up` serves first
 SESSION_TIMEOUT_MS_DEFAULT = 30_000  # zkCli's -timeout default
@@ -103,6 +110,8 @@ class CommandSpec:
     min_args: int = 0
     max_args: int = 0
     needs_session: bool = True
+    # The words reach the handler as they are (reconfig's long options, -add/-remove/-members/-file).
+    raw_args: bool = False
 
     def usage_line(self) -> str:
         return f"{self.name} {self.usage}".rstrip()
@@ -110,6 +119,8 @@ class CommandSpec:
 
 def parse_args(spec: CommandSpec, words: Sequence[str]) -> ParsedCommand:
     """Flags anywhere among the arguments (commons-cli style: `-sw`, `-v 3`, `-v3`, `--` ends flags)."""
+    if spec.raw_args:
+        return ParsedCommand(spec.name, frozenset(), {}, tuple(words))
     flags: set[str] = set()
     options: dict[str, str] = {}
     args: list[str] = []
@@ -809,6 +820,35 @@ def _addauth(shell: Shell, command: ParsedCommand) -> None:
     shell.emit_json({"scheme": scheme})
 
 
+def _config(shell: Shell, command: ParsedCommand) -> None:
+    """GetConfigCommand: the configuration's text (or, with -c, its client connect string), then the stat."""
+    data, stat = shell.client.get_config(watch=shell.watcher(command))
+    text = data.decode("utf-8", errors="replace") if data is not None else "null"
+    lines = [client_config_string(text) if command.has("c") else text]
+    if command.has("s"):
+        lines += format_stat(stat, shell.tz)
+    shell.emit(lines, {"config": lines[0], "stat": stat_to_dict(stat)})
+
+
+def _reconfig(shell: Shell, command: ParsedCommand) -> None:
+    """ReconfigCommand: `Committed new configuration:` and the new text, then the stat with -s. A refusal is
+    zkCli's line for its code followed by the server's reason (ZooKeeperAdmin names no path)."""
+    try:
+        args = parse_reconfig(command.args)
+        members = read_members_file(args.members_file) if args.members_file else args.members
+    except ReconfigUsageError as error:
+        raise ShellUsageError(str(error)) from None
+    try:
+        data, stat = shell.client.reconfig(args.joining, args.leaving, members, args.version)
+    except ZookeeperError as error:
+        sentence = error_line(error, "")
+        raise ShellError(f"{sentence}{str(error) if sentence.endswith(': ') else ''}") from None
+    lines = ["Committed new configuration:", data.decode("utf-8", errors="replace")]
+    if args.stats:
+        lines += format_stat(stat, shell.tz)
+    shell.emit(lines, {"config": lines[1], "stat": stat_to_dict(stat)})
+
+
 def _whoami(shell: Shell, _command: ParsedCommand) -> None:
     infos = list(shell.client.whoami())
     lines = ["Auth scheme: User", *(f"{scheme}: {user}" for scheme, user in infos)]
@@ -1004,6 +1044,8 @@ COMMANDS: dict[str, CommandSpec] = {
         ),
         CommandSpec("addauth", "scheme auth", _addauth, min_args=1, max_args=2),
         CommandSpec("whoami", "", _whoami),
+        CommandSpec("config", "[-c] [-w] [-s]", _config, flags="cws"),
+        CommandSpec("reconfig", RECONFIG_USAGE.removeprefix("reconfig "), _reconfig, raw_args=True),
         CommandSpec("set", "[-s] [-v version] path data", _set, flags="s", valued="v", min_args=2, max_args=2),
         CommandSpec("delete", "[-v version] path", _delete, valued="v", min_args=_PATH, max_args=_PATH),
         CommandSpec("deleteall", "path", _deleteall, min_args=_PATH, max_args=_PATH),
