@@ -10,6 +10,7 @@ on bad text) is tested against fake servers in test_zk_ensemble_tracker.py.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from collections.abc import Iterator
 
 import pytest
@@ -24,9 +25,12 @@ from tests.test_quorum_membership_cluster import BOOTSTRAP, MemberProcesses, zkr
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(180),
+    # Until the quorum keeps /zookeeper/config current (zkemu/config_text.py, issue 32's reconfig part), the
+    # client has nothing to follow: expected to fail then, and to pass (strictly) once it is there.
     pytest.mark.xfail(
+        importlib.util.find_spec("zkemu.config_text") is None,
         strict=True,
-        reason="needs /zookeeper/config kept current by the quorum (part i32-reconfig): remove once merged",
+        reason="needs /zookeeper/config kept current by the quorum (issue 32's reconfig part)",
     ),
 ]
 
@@ -46,8 +50,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         kafka.properties["zookeeper.connect"] = quorum.addresses[1]  # node 1 alone
         for i in BOOTSTRAP:
             quorum.start(i)
+        # Started at once, all of them: the broker retries until the quorum serves, node 4 until it is added.
+        kafka.start_broker(1, wait=False)
+        quorum.start(4)
         asyncio.run(wait_for_leader({i: quorum.addresses[i] for i in BOOTSTRAP}, TIMEOUT_S))
-        kafka.start_broker(1)
+        kafka.wait_registered([1], TIMEOUT_S)
         kafka.wait_controller()
         yield kafka
 
@@ -66,7 +73,6 @@ def test_a_client_and_a_broker_given_only_node_1_survive_its_removal(cluster: Ka
         zk.create("/follow-me", ephemeral=True)
         broker_session = stat_of(zk, "/brokers/ids/1").ephemeralOwner
 
-        quorum.start(4)
         asyncio.run(wait_serving(quorum.addresses[4], TIMEOUT_S))
         done = zkraft("add", "--server", one, "--id", "4", "--address", quorum.addresses[4])
         assert done.returncode == 0, done.stderr + quorum.log_tail(4)
@@ -82,7 +88,9 @@ def test_a_client_and_a_broker_given_only_node_1_survive_its_removal(cluster: Ka
         assert stat_of(zk, "/follow-me").ephemeralOwner == session_id
 
         # The broker's session moved too: its registration is the same ephemeral, and as the controller it
-        # still acts on the quorum (a new topic gets its leader).
-        cluster.create_topic("after-node-1-left", partitions=1, replication_factor=1, timeout_s=TIMEOUT_S)
+        # still acts on the quorum: a topic written into /brokers/topics (as Kafka's AdminUtils wrote it)
+        # gets its partition's leader.
+        zk.create("/brokers/topics/after-node-1-left", b'{"version":1,"partitions":{"0":[1]}}')
+        cluster.wait_leaders("after-node-1-left", 1, TIMEOUT_S)
         assert stat_of(zk, "/brokers/ids/1").ephemeralOwner == broker_session
         cluster.assert_alive(1)
