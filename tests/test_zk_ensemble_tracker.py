@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from client import ZkClient
+from client import AsyncZkClient, ZkClient
 from client.zk.ensemble_config import (
     OBSERVER,
     PARTICIPANT,
@@ -156,3 +156,17 @@ def test_ensemble_tracker_off_keeps_the_hosts_given(cluster: FakeCluster) -> Non
         zk.sync("/")
         assert zk.hosts == [first.address] and zk.ensemble_config is None
         assert all(r.WhichOneof("op") != "get_data" for r in first.requests)
+
+
+def test_the_asyncio_client_follows_a_change_too(cluster: FakeCluster) -> None:
+    """AsyncZkClient runs the tracker's watcher on its own loop (the brokers' client), not on a callback thread."""
+    first, second, third = cluster.servers
+    cluster.set_data("/zookeeper/config", config_text([first], 1))
+    zk = AsyncZkClient(first.address, session_timeout_ms=SESSION_MS, timeout=WAIT_S)
+    cluster.run(zk.start())
+    try:
+        wait_until(lambda: zk.ensemble_config is not None and zk.ensemble_config.version == 1, WAIT_S)
+        cluster.set_data("/zookeeper/config", config_text([first, second, third], 2))
+        wait_until(lambda: sorted(zk.hosts) == sorted(s.address for s in cluster.servers), WAIT_S)
+    finally:
+        cluster.run(zk.close())

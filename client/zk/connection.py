@@ -15,7 +15,8 @@ and reconnects when the connection breaks, for as long as the session lives.
 * **Connection loss** (SUSPENDED): requests on the wire fail with
   `ConnectionLoss` (they may or may not have been applied); requests not yet
   sent wait for the next connection. The runner tries the servers round
-  robin (shuffled once) with the same session id, password and
+  robin (shuffled once, and again when `update_hosts` replaces them) with
+  the same session id, password and
   `last_zxid_seen` -- a server that is behind refuses, and the client moves
   on, so it never goes back in time -- then sends `SetWatches` first, so the
   server fires the events missed meanwhile (ZooKeeper's ClientCnxn
