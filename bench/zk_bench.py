@@ -240,7 +240,7 @@ def pids_by_argument(arguments: dict[str, str]) -> dict[str, int | None]:
 async def connect(address: str) -> AsyncZkClient:
     """A started client on exactly `address` (no other server to fall back to: the figure names its node)."""
     zk = AsyncZkClient([address], timeout=CONNECT_TIMEOUT_S, session_timeout_ms=SESSION_TIMEOUT_MS,
-                       randomize_hosts=False)  # fmt: skip
+                       randomize_hosts=False, ensemble_tracker=False)  # fmt: skip
     await zk.start()
     if zk.server != address:
         await zk.close()

@@ -250,6 +250,8 @@ class Broker:
             command_retry=startup_retry_policy(config),
             sasl_options=zookeeper_sasl_options(config),
             default_acl=secure_default_acls if config.zookeeper_set_acl else None,
+            # Follow the quorum's members (/zookeeper/config): zookeeper.connect may name nodes since removed.
+            ensemble_tracker=True,
         )
         try:
             await zk.start(timeout=config.zookeeper_connection_timeout_ms / 1000)

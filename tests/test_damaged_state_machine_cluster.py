@@ -84,7 +84,7 @@ async def write_znodes(hosts: list[str], parent_numbers: range, first_child: int
 
 async def read_all_through(address: str, expected: dict[str, bytes]) -> dict[str, bytes | None]:
     """Every path's data read through the node at `address` alone, after a sync (None: no such node)."""
-    async with AsyncZkClient(address, timeout=WAIT_S, randomize_hosts=False) as zk:
+    async with AsyncZkClient(address, timeout=WAIT_S, randomize_hosts=False, ensemble_tracker=False) as zk:
         await zk.sync("/")
         gate = asyncio.Semaphore(READS_IN_FLIGHT_MAX)
 

@@ -126,7 +126,7 @@ def zero_the_header(segment: Path) -> int:
 
 async def create_znodes(address: str, parent: str, count: int) -> list[str]:
     """Create `count` znodes under `parent` through `address`, CREATES_IN_FLIGHT at a time; the acknowledged ones."""
-    async with AsyncZkClient(address, session_timeout_ms=4000, randomize_hosts=False) as zk:
+    async with AsyncZkClient(address, session_timeout_ms=4000, randomize_hosts=False, ensemble_tracker=False) as zk:
         await zk.ensure_path(parent)
         acked: list[str] = []
         sem = asyncio.Semaphore(CREATES_IN_FLIGHT)
@@ -141,7 +141,7 @@ async def create_znodes(address: str, parent: str, count: int) -> list[str]:
 
 async def missing_through(address: str, paths: list[str]) -> list[str]:
     """The `paths` a client connected only to `address` cannot read after a `sync`."""
-    async with AsyncZkClient(address, session_timeout_ms=4000, randomize_hosts=False) as zk:
+    async with AsyncZkClient(address, session_timeout_ms=4000, randomize_hosts=False, ensemble_tracker=False) as zk:
         for parent in sorted({p.rsplit("/", 1)[0] for p in paths}):
             await zk.sync(parent)
         sem = asyncio.Semaphore(READS_IN_FLIGHT)
@@ -205,7 +205,7 @@ DAMAGES: tuple[Callable[[Path], int], ...] = (flip_a_byte, cut_mid_record, zero_
 
 async def _write_until_killed(address: str, acked: list[str], started: asyncio.Event) -> None:
     """Create znodes until the cluster dies under the client; `acked` gets each acknowledged path."""
-    async with AsyncZkClient(address, session_timeout_ms=4000, randomize_hosts=False) as zk:
+    async with AsyncZkClient(address, session_timeout_ms=4000, randomize_hosts=False, ensemble_tracker=False) as zk:
         await zk.ensure_path("/live")
         numbers = iter(range(CREATES_UNTIL_KILLED_MAX))
 

@@ -417,7 +417,7 @@ def test_every_node_is_alive_serves_and_stays_small_after_the_fuzz(cluster: tupl
     run(wait_for_leader(procs.addresses, timeout_s=WAIT_S))
 
     async def serves(node: int) -> None:
-        zk = AsyncZkClient(procs.addresses[node], timeout=WAIT_S, randomize_hosts=False)
+        zk = AsyncZkClient(procs.addresses[node], timeout=WAIT_S, randomize_hosts=False, ensemble_tracker=False)
         await zk.start()
         try:
             path = await zk.create(f"/after-fuzz-{node}", b"normal", makepath=True)

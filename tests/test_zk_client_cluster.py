@@ -185,7 +185,8 @@ def test_writes_resume_after_the_leader_dies(cluster: QuorumProcesses, clients: 
 def test_a_client_that_cannot_come_back_loses_its_session(cluster: QuorumProcesses, clients: list[ZkClient]) -> None:
     leader_id, (follower_id, _) = followers(cluster)
     states = Recorder()
-    lonely = connect(clients, cluster.addresses[follower_id])  # knows only the server that will die
+    # Knows only the server that will die, and does not learn the others from /zookeeper/config.
+    lonely = connect(clients, cluster.addresses[follower_id], ensemble_tracker=False)
     lonely.add_listener(states)
     lonely.create("/lonely", ephemeral=True)
     observer = connect(clients, cluster.addresses[leader_id])

@@ -36,6 +36,8 @@ from client.zk.acl import ACL, check_acl_list
 from client.zk.codec import Reply, WireRequest
 from client.zk.connection import ZkSession
 from client.zk.digest_md5 import DIGEST_MD5
+from client.zk.ensemble_config import EnsembleConfig
+from client.zk.ensemble_tracker import EnsembleTracker
 from client.zk.exceptions import (
     InvalidACLError,
     NodeExistsError,
@@ -97,6 +99,9 @@ class AsyncZkClient:
     connection logs in with SASL DIGEST-MD5 first (a JAAS Client section, as ZooKeeper's Java client).
     `default_acl`: the ACL of a create (or a transaction's create) given no `acl`, by path, as Kafka's
     KafkaZkClient passes ZkData.defaultAcls(path) with every create (None: world:anyone, ZooKeeper's own).
+    `ensemble_tracker`: follow the quorum's membership (Curator's `ensembleTracker`, on by default as there):
+    after each connection read /zookeeper/config, watch it, and reconnect only to the members it names
+    (`client.zk.ensemble_tracker`), so the hosts given may since have left the quorum. Off: the hosts given.
     """
 
     def __init__(
@@ -113,6 +118,7 @@ class AsyncZkClient:
         tls: TlsConfig | None = None,
         sasl_options: Mapping[str, str] | None = None,
         default_acl: Callable[[str], Sequence[ACL]] | None = None,
+        ensemble_tracker: bool = True,
     ) -> None:
         addresses, chroot = parse_hosts(hosts)
         self._default_acl = default_acl
@@ -124,6 +130,7 @@ class AsyncZkClient:
         self._session = ZkSession(
             addresses, self._paths, session_timeout_ms, linearizable_reads, self._emit, randomize_hosts, rng, tls, sasl
         )
+        self._ensemble = EnsembleTracker(self._session) if ensemble_tracker else None
         if isinstance(command_retry, AsyncZkRetry):
             self._retry = command_retry
         else:
@@ -201,7 +208,13 @@ class AsyncZkClient:
 
     @property
     def hosts(self) -> list[str]:
+        """The servers a reconnect tries: those given, or the members /zookeeper/config names (ensemble_tracker)."""
         return list(self._session.hosts)
+
+    @property
+    def ensemble_config(self) -> EnsembleConfig | None:
+        """The quorum's configuration followed last (Curator's getCurrentConfig); None before any or when off."""
+        return self._ensemble.config if self._ensemble is not None else None
 
     def add_listener(self, listener: Listener) -> None:
         """`listener(state)` on every change of `ZkState` (CONNECTED / SUSPENDED / LOST)."""

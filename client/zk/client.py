@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from client.zk.acl import ACL
 from client.zk.aio import AsyncZkClient, Listener
+from client.zk.ensemble_config import EnsembleConfig
 from client.zk.recipe.watchers import ChildrenWatch, DataWatch
 from client.zk.retry import ZkRetry
 from client.zk.states import AddWatchMode, KeeperState, WatcherType, ZkState, ZnodeStat
@@ -88,6 +89,7 @@ class ZkClient:
         tls: TlsConfig | None = None,
         sasl_options: Mapping[str, str] | None = None,
         default_acl: Callable[[str], Sequence[ACL]] | None = None,
+        ensemble_tracker: bool = True,
     ) -> None:
         self._loop, self._loop_thread = _SharedLoop.get()
         self._callbacks: queue.SimpleQueue[_Callback | None] = queue.SimpleQueue()
@@ -103,6 +105,7 @@ class ZkClient:
             tls=tls,
             sasl_options=sasl_options,
             default_acl=default_acl,
+            ensemble_tracker=ensemble_tracker,
         )
         self._retry = command_retry if isinstance(command_retry, ZkRetry) else ZkRetry(**(command_retry or {}))
         self.timeout = timeout
@@ -168,6 +171,10 @@ class ZkClient:
     @property
     def hosts(self) -> list[str]:
         return self._aio.hosts
+
+    @property
+    def ensemble_config(self) -> EnsembleConfig | None:
+        return self._aio.ensemble_config
 
     @property
     def chroot(self) -> str:

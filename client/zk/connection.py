@@ -15,7 +15,8 @@ and reconnects when the connection breaks, for as long as the session lives.
 * **Connection loss** (SUSPENDED): requests on the wire fail with
   `ConnectionLoss` (they may or may not have been applied); requests not yet
   sent wait for the next connection. The runner tries the servers round
-  robin (shuffled once) with the same session id, password and
+  robin (shuffled once, and again when `update_hosts` replaces them) with
+  the same session id, password and
   `last_zxid_seen` -- a server that is behind refuses, and the client moves
   on, so it never goes back in time -- then sends `SetWatches` first, so the
   server fires the events missed meanwhile (ZooKeeper's ClientCnxn
@@ -135,8 +136,11 @@ class ZkSession:
         self._fatal: ZkTlsError | AuthFailedError | None = None
         self._tls_doubt: str | None = None
         self.hosts = list(hosts)
+        self._randomize_hosts = randomize_hosts
         if randomize_hosts:
             self._rng.shuffle(self.hosts)
+        # Called in the runner on every new connection, before any request is sent on it (EnsembleTracker).
+        self.on_connected: Callable[[], None] | None = None
         self._chroot = chroot
         self.requested_timeout_ms = session_timeout_ms
         self.linearizable_reads = linearizable_reads
@@ -265,6 +269,29 @@ class ZkSession:
             raise ThrottledError(f"{OUTSTANDING_REQUESTS_MAX} requests are outstanding on this session")
         return self._enqueue(request, on_reply)
 
+    def submit_internal(self, request: WireRequest, on_reply: ReplyHook) -> None:
+        """Queue a request of the client's own that nobody awaits: `on_reply` gets its reply in the reader;
+        on connection or session loss it is dropped, as a ping or SetWatches is."""
+        if self.keeper_state is KeeperState.CONNECTED and not self._closing:
+            self._outbox.append(_Outstanding(request, None, on_reply))
+            if self._wake is not None:
+                self._wake.set()
+
+    def update_hosts(self, hosts: Sequence[str]) -> bool:
+        """Replace the server list a reconnect tries (ZooKeeper's ZooKeeper.updateServerList); True if it
+        changed. The live connection stays, even on a server no longer listed: ZooKeeper's StaticHostProvider
+        may also move a client to rebalance the servers' load, which this client does not need."""
+        new_hosts = list(dict.fromkeys(hosts))
+        if not new_hosts or sorted(new_hosts) == sorted(self.hosts):
+            return False
+        if self._randomize_hosts:
+            self._rng.shuffle(new_hosts)
+        log.info("zk_server_list_updated session_id=%#x old=%s new=%s", self.session_id, ",".join(self.hosts),
+                 ",".join(new_hosts))  # fmt: skip
+        self.hosts = new_hosts
+        self._host_index = 0
+        return True
+
     def _enqueue(self, request: WireRequest, on_reply: ReplyHook | None) -> asyncio.Future[Reply]:
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._outbox.append(_Outstanding(request, future, on_reply))
@@ -304,6 +331,7 @@ class ZkSession:
         """A connection with the session, trying servers round robin; None when the session timeout passed."""
         loop = asyncio.get_running_loop()
         deadline_s = self._last_heard_s + self.negotiated_timeout_ms / 1000 if self.session_id else None
+        await self._drop_unlisted_channels()
         rounds = 0
         while True:
             for _ in range(len(self.hosts)):
@@ -439,6 +467,8 @@ class ZkSession:
             host, self.session_id, self.negotiated_timeout_ms, reconnect,
         )  # fmt: skip
         self.keeper_state = KeeperState.CONNECTED
+        if self.on_connected is not None:
+            self.on_connected()
         self._change_state(ZkState.CONNECTED)
         assert self._connected is not None
         self._connected.set()
@@ -679,6 +709,11 @@ class ZkSession:
             channel = grpc_channels.aio_channel(address, self._tls, GRPC_OPTIONS)
             self._channels[address] = channel
         return channel
+
+    async def _drop_unlisted_channels(self) -> None:
+        """Close the channels of servers no longer listed (update_hosts), once no connection uses them."""
+        for address in [a for a in self._channels if a not in self.hosts]:
+            await self._drop_channel(address)
 
     async def _drop_channel(self, address: str) -> None:
         """A fresh channel next time: gRPC's reconnect backoff must not hide a server that came back."""
