@@ -10,7 +10,6 @@ on bad text) is tested against fake servers in test_zk_ensemble_tracker.py.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
@@ -22,17 +21,7 @@ from tests.kafka_harness import QUORUM_PROPERTIES, KafkaCluster
 from tests.quorum_harness import wait_for_leader, wait_serving
 from tests.test_quorum_membership_cluster import BOOTSTRAP, MemberProcesses, zkraft
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.timeout(180),
-    # Until the quorum keeps /zookeeper/config current (zkemu/config_text.py, issue 32's reconfig part), the
-    # client has nothing to follow: expected to fail then, and to pass (strictly) once it is there.
-    pytest.mark.xfail(
-        importlib.util.find_spec("zkemu.config_text") is None,
-        strict=True,
-        reason="needs /zookeeper/config kept current by the quorum (issue 32's reconfig part)",
-    ),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 TIMEOUT_S = 60.0
 # How long a client may take to see a committed membership change in /zookeeper/config: one watch event.
