@@ -23,8 +23,10 @@ from client.zk.ensemble_config import (
     parse_ensemble_config,
 )
 from client.zk.states import ZkState
+from quorum.facade import ClusterConfiguration
 from tests.helpers import wait_until
 from tests.zk_fake_server import FakeCluster, FakeServer
+from zkemu.config_text import configuration_text
 
 SESSION_MS = 3000
 WAIT_S = 10.0
@@ -49,6 +51,24 @@ def test_participants_observers_client_parts_and_the_version() -> None:
     )
     assert config.grpc_addresses() == ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7004"]
     assert config.wire_addresses() == ["127.0.0.1:2181", "127.0.0.1:2182", "127.0.0.1:2184"]
+
+
+def test_what_the_quorum_writes_is_what_the_client_reads() -> None:
+    """zkemu writes /zookeeper/config (electionPort 0, observers, a member whose client address is unknown);
+    the SDK's parser must read exactly that text back."""
+    configuration = ClusterConfiguration(
+        0x1F, (1, 2), (3,), (4,), {1: "10.0.0.1:7001", 2: "10.0.0.2:7002", 3: "10.0.0.3:7003", 4: "10.0.0.4:7004"}
+    )
+    text = configuration_text(configuration, {1: "10.0.0.1:2181", 4: "10.0.0.4:2184"})
+    config = parse_ensemble_config(text)
+    assert config == EnsembleConfig(
+        (
+            Member(1, "10.0.0.1:7001", PARTICIPANT, "10.0.0.1:2181"),
+            Member(2, "10.0.0.2:7002", PARTICIPANT, None),
+            Member(4, "10.0.0.4:7004", OBSERVER, "10.0.0.4:2184"),
+        ),
+        0x1F,
+    )  # the learner (3) is not shown, as ZooKeeper shows no server before its reconfig commits
 
 
 def test_a_missing_client_part_role_or_client_host() -> None:

@@ -1,7 +1,7 @@
 """ZooKeeper's dynamic configuration, the data of /zookeeper/config, parsed (pure: no I/O).
 
-    server.1=127.0.0.1:7001:7001:participant;127.0.0.1:2181
-    server.4=127.0.0.1:7004:7004:observer
+    server.1=127.0.0.1:7001:0:participant;127.0.0.1:2181
+    server.4=127.0.0.1:7004:0:observer
     version=1a
 
 One `server.<id>` line per member (ZooKeeper's QuorumPeerConfig.parseDynamicConfig and
@@ -115,7 +115,9 @@ def _parse_server_part(text: str, number: int) -> tuple[str, str]:
     addresses, roles = [], []
     for one in text.split("|"):
         host, fields = _leading_host(one.strip(), number)
-        if len(fields) not in (2, 3) or not all(_is_port(p) for p in fields[:2]):
+        # The election port may be 0: zkraft writes it so (one port carries Raft's elections and
+        # replication, and ZooKeeper's QuorumServer refuses the same port twice).
+        if len(fields) not in (2, 3) or not (_is_port(fields[0]) and (fields[1] == "0" or _is_port(fields[1]))):
             raise EnsembleConfigError(f"line {number}: {one.strip()!r} is not host:port:port[:role]")
         role = fields[2] if len(fields) == 3 else PARTICIPANT
         if role not in ROLES:
