@@ -20,7 +20,9 @@ from typing import Any
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-PACKAGES = ("chromium", "chromium-driver")
+# Without Debian's recommends (mesa's drivers, a printer tool, udev, ...), which a headless browser does not
+# use and which more than double what CI downloads; a font, so that pages have text metrics.
+PACKAGES = ("chromium", "chromium-driver", "fonts-liberation")
 INSTALL_LOCK = Path(tempfile.gettempdir()) / "zkraft-chromium-install.lock"
 INSTALL_TIMEOUT_S = 900.0
 # What this machine's Chromium needs: no sandbox as root, no GPU, nothing fetched in the background.
@@ -56,7 +58,7 @@ def ensure_chromium() -> str | None:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be installing: wait for it, then look again
         if _installed():
             return None
-        for command in (["apt-get", "update"], ["apt-get", "install", "-y", *PACKAGES]):
+        for command in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES]):
             done = subprocess.run(
                 command, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False
             )
