@@ -25,11 +25,12 @@ more voters to wait for). One quorum in ZooKeeper mode (3 voters); for each coun
   configuration: an observer is one more node the leader replicates to, and must not slow writes much.
 
 Each figure is the median of `--repeats` windows of `--seconds`, printed as one `observers` line per
-configuration with its ratios to the first (`reads_over_first`, `writes_over_first`) and where the CPU went
-in percent of one core (`*_nodes_cpu_percent`, `*_clients_cpu_percent`, `*_others_cpu_percent`: other work on
-the machine). Every member and every client process share this machine's cores: with more processes than cores
-(3 to 5 members and as many clients on 2 cores here) the cores, not the members, bound the figures, and an
-observer only adds read capacity on cores of its own. Each line's `note` says so.
+configuration with its ratios to the first (`reads_over_first`, `writes_over_first`), where the CPU went in
+percent of one core (`*_nodes_cpu_percent`, `*_clients_cpu_percent`, `*_others_cpu_percent`: other work on the
+machine) and `term_changes` (elections during its windows, which make its figures suspect). Every member and
+every client process share this machine's cores: with more processes than cores (3 to 5 members and as many
+clients on 2 cores here) the cores, not the members, bound the figures, and an observer only adds read
+capacity on cores of its own. Each line's `note` says so.
 
 Output is JSON lines; nothing is asserted (benchmarks print figures). Every node is SIGKILLed on exit.
 """
@@ -65,6 +66,7 @@ from quorum.register_client import QuorumClient  # noqa: E402
 from tests.quorum_harness import (  # noqa: E402
     BENCH_QUORUM_PROPERTIES,
     QuorumProcesses,
+    node_status,
     peers_text,
     wait_for_leader,
     wait_serving,
@@ -205,7 +207,7 @@ async def measure_members(
     procs: _Processes, members: list[int], observers: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Reads over every serving member and writes through the leader, `--repeats` windows each."""
-    leader_id, leader = await wait_for_leader({i: procs.addresses[i] for i in BOOTSTRAP}, TIMEOUT_S)
+    leader_id, leader, term = await leader_term(procs)
     n = len(members)
     inflight = [max(1, args.inflight // n + (k < args.inflight % n)) for k in range(n)]  # the same total each time
     with Workers(procs.root / f"workers-{observers}", n) as workers:
@@ -222,9 +224,10 @@ async def measure_members(
             reads.append(await window(workers, pids, READ_OP, n, args))
             writes.append(await window(workers, pids, WRITE_OP, n, args))
         await workers.ask([{"op": "stop"}] * len(members), WORKER_STOP_TIMEOUT_S)
+    term_after = (await leader_term(procs))[2]
     return {
         "measure": "observers", "observers": observers, "voters": len(BOOTSTRAP), "members_serving": len(members),
-        "leader": leader_id, "inflight": sum(inflight), "seconds": args.seconds,
+        "leader": leader_id, "term_changes": term_after - term, "inflight": sum(inflight), "seconds": args.seconds,
         "repeats": args.repeats,
         "reads_per_s": median_or_none([r["ops_per_s"] for r in reads]),
         "writes_per_s": median_or_none([w["ops_per_s"] for w in writes]),
@@ -237,6 +240,12 @@ async def measure_members(
            for what, windows in (("reads", reads), ("writes", writes))
            for cpu in ("machine_cpu_percent", "nodes_cpu_percent", "clients_cpu_percent", "others_cpu_percent")},
     }  # fmt: skip
+
+
+async def leader_term(procs: _Processes) -> tuple[int, str, int]:
+    """(leader id, its address, its term): an election during the windows (`term_changes`) makes them suspect."""
+    leader_id, address = await wait_for_leader({i: procs.addresses[i] for i in BOOTSTRAP}, TIMEOUT_S)
+    return leader_id, address, (await node_status(address)).term
 
 
 def cores_note(members: int, cores: int) -> str:
