@@ -188,7 +188,7 @@ async def window(
         cpu = tasks.create_task(cpu_percent_during(pids, window_start_ns, window_start_ns + int(args.seconds * 1e9)))
     done, percent = answers.result(), cpu.result()
     return {
-        "ops_per_s": sum(a["ops_per_s"] for a in done),
+        "ops_per_s": round(sum(a["ops_per_s"] for a in done), 1),
         "p50_ms": latency_figures([us * 1000 for a in done for us in a["latencies_us"]])["p50_ms"],
         "errors": sum(sum(a["errors"].values()) + a["unfinished"] for a in done),
         "machine_cpu_percent": percent["machine"],
