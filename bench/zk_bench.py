@@ -118,6 +118,7 @@ WORKER_START_TIMEOUT_S = 60.0
 WORKER_EXIT_TIMEOUT_S = 10.0
 WORKER_STOP_TIMEOUT_S = 30.0  # "stop": a worker closes its sessions (each waits for its closeSession reply)
 WORKER_START_DELAY_S = 0.3  # the window's start instant lies this far ahead of the phase message
+WORKER_PHASES_MAX = 10_000  # bounds a worker's phase loop (bench/membership_bench.py asks for repeats)
 WORKER_LINE_BYTES_MAX = 64 << 20
 SEQUENTIAL_WARMUP_OPS = 50
 PAIRED_BLOCK_SAMPLES = 50  # samples of one system before the other takes its turn (--real-zookeeper)
@@ -700,7 +701,7 @@ async def worker_main() -> None:
         else:
             ops, clients = await _worker_ops(setup)
         answer({"ready": True})
-        for _ in range(len(THROUGHPUT_OPS) + 1):
+        for _ in range(WORKER_PHASES_MAX):
             phase = await read()
             if phase is None or phase["op"] == "stop":
                 # Sessions closed before the answer: the parent kills a worker that has answered, and a
