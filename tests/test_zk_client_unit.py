@@ -551,6 +551,8 @@ def test_reconnect_resumes_the_session_and_replays_missed_events(cluster: FakeCl
 
     resumed = [c for c in third.connects if c.session_id == session_id]
     assert resumed and resumed[-1].last_zxid_seen == seen_zxid
+    # The fake server records a request when it reads it, which may come after the client says CONNECTED.
+    wait_until(lambda: any(r.WhichOneof("op") == "set_watches" for r in third.requests), WAIT_S)
     set_watches = [r.set_watches for r in third.requests if r.WhichOneof("op") == "set_watches"]
     assert len(set_watches) == 1 and third.requests[0].WhichOneof("op") == "set_watches"
     sw = set_watches[0]

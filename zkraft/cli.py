@@ -239,35 +239,44 @@ def _topics(options: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
 
 
-def _add_kafka_tools(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from zkraft.tools import console_consumer, console_producer, consumer_groups, perf_test, topics
+def _configure_if_chosen(
+    parser: argparse.ArgumentParser, name: str, chosen: str | None, module: str, configure: str = "configure_parser"
+) -> None:
+    """Give `parser` its options (`module`.`configure`) only when `name` is the command being run: the tools'
+    modules import Kafka's protocol library, the console's its web framework (a second and more), and every
+    quorum node and broker is a `zkraft` process too. `zkraft --help` lists the commands without them."""
+    if name == chosen:
+        import importlib
 
+        getattr(importlib.import_module(module), configure)(parser)
+
+
+def _add_kafka_tools(commands: argparse._SubParsersAction, chosen: str | None) -> None:  # type: ignore[type-arg]
     topics_parser = commands.add_parser(
         "topics",
         help="create, list, describe, alter or delete topics (kafka-topics.sh)",
         description="Kafka's kafka-topics.sh: --zookeeper writes the znodes, --bootstrap-server asks a broker.",
     )
-    topics.configure_parser(topics_parser)
+    _configure_if_chosen(topics_parser, "topics", chosen, "zkraft.tools.topics")
     topics_parser.set_defaults(handler=_topics)
     tools = (
-        ("console-producer", console_producer, "console_producer", "send stdin lines as records"),
-        ("console-consumer", console_consumer, "console_consumer", "print records of a topic"),
-        ("producer-perf-test", perf_test, "perf_test", "measure producer throughput and latency"),
-        ("consumer-perf-test", perf_test, "perf_test", "measure consumer throughput"),
-        ("consumer-groups", consumer_groups, "consumer_groups", "list, describe and delete groups, reset offsets"),
+        ("console-producer", "console_producer", "send stdin lines as records"),
+        ("console-consumer", "console_consumer", "print records of a topic"),
+        ("producer-perf-test", "perf_test", "measure producer throughput and latency"),
+        ("consumer-perf-test", "perf_test", "measure consumer throughput"),
+        ("consumer-groups", "consumer_groups", "list, describe and delete groups, reset offsets"),
     )
-    for name, module, module_name, summary in tools:
+    for name, module_name, summary in tools:
         tool_parser = commands.add_parser(name, help=summary, description=f"Kafka's kafka-{name}.sh: {summary}.")
-        configurer = module.configure_consumer_parser if name == "consumer-perf-test" else module.configure_parser
-        configurer(tool_parser)
+        configurer = "configure_consumer_parser" if name == "consumer-perf-test" else "configure_parser"
+        _configure_if_chosen(tool_parser, name, chosen, f"zkraft.tools.{module_name}", configurer)
         handler = "run_consumer" if name == "consumer-perf-test" else "run"
         tool_parser.set_defaults(handler=_kafka_tool_entry(module_name, handler))
-    _add_replication_tools(commands)
+    _add_replication_tools(commands, chosen)
 
 
-def _add_replication_tools(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_replication_tools(commands: argparse._SubParsersAction, chosen: str | None) -> None:  # type: ignore[type-arg]
     """Reassignment, preferred election and the two replication tools: `configure_parser` + `run(options)` each."""
-    import importlib
 
     tools = (
         ("reassign-partitions", "reassign_partitions", "Kafka's kafka-reassign-partitions.sh",
@@ -292,11 +301,11 @@ def _add_replication_tools(commands: argparse._SubParsersAction) -> None:  # typ
         help="serve the web console: topics, groups, lag, messages, znodes, reassignment, charts",
         description="A web console (CMAK's, AKHQ's pages) on the SDK, the quorum and the brokers' /metrics.",
     )
-    importlib.import_module("zkraft.console.server").configure_parser(console_parser)
+    _configure_if_chosen(console_parser, "console", chosen, "zkraft.console.server")
     console_parser.set_defaults(handler=_kafka_tool_entry("console", "run", package="zkraft.console.server"))
     for name, module_name, origin, summary in tools:
         tool_parser = commands.add_parser(name, help=summary, description=f"{origin}: {summary}.")
-        importlib.import_module(f"zkraft.tools.{module_name}").configure_parser(tool_parser)
+        _configure_if_chosen(tool_parser, name, chosen, f"zkraft.tools.{module_name}")
         tool_parser.set_defaults(handler=_kafka_tool_entry(module_name, "run"))
 
 
@@ -358,7 +367,9 @@ def _missing_command(prog: str, choices: str) -> Callable[[argparse.Namespace], 
     return handler
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """zkraft's parser; only the `chosen` command (the first word of the command line) gets a Kafka tool's or
+    the console's options (_configure_if_chosen)."""
     parser = _Parser(prog=PROG, description="ZooKeeper-era Kafka on a Raft quorum.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     parser.set_defaults(
@@ -546,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest batch in bytes; a larger size is reported as corrupt (default 5242880)",
     )
     dump.set_defaults(handler=_dump_log_segments)
-    _add_kafka_tools(commands)
+    _add_kafka_tools(commands, chosen)
     return parser
 
 
@@ -564,9 +575,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     prefer_legacy_poller()
 
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    # zkraft's own options take no value, so the first word that is no option names the command.
+    parser = build_parser(chosen=next((word for word in words if not word.startswith("-")), None))
     try:
-        options = parser.parse_args(argv)
+        options = parser.parse_args(words)
     except UsageError as error:
         _print_error(str(error))
         return EXIT_USAGE
