@@ -8,7 +8,7 @@
 The jars (spark-sql-kafka-0-10 and what it needs beyond PySpark's own jars) go in `spark.jars`, which Spark
 reads only when its JVM starts: a session already running in this process (getOrCreate would hand it back)
 does not get them, so `start_spark_with_kafka` refuses to run when one is active instead of returning a
-session without the source.
+session without the source, and shuts down the JVM a stopped session left behind before it starts its own.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def start_spark_with_kafka(
 
     if SparkSession.getActiveSession() is not None:
         raise SparkKafkaUnavailable("a SparkSession is already running in this process: spark.jars would not apply")
+    _shut_down_idle_jvm()
     paths = [str(REPO_ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     settings = {**BASE_CONF, "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"], **(conf or {})}
@@ -72,3 +73,16 @@ def start_spark_with_kafka(
     except PySparkRuntimeError:
         # The JVM launch fails now and then on a loaded machine; a second launch is the documented remedy.
         return builder.getOrCreate()
+
+
+def _shut_down_idle_jvm() -> None:
+    """A JVM left by an earlier, stopped session (another test module's) would be reused without `spark.jars`,
+    and the "kafka" source would be missing: shut it down, so that the next session launches its own."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
