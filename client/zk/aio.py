@@ -45,7 +45,7 @@ from client.zk.exceptions import (
     SystemZookeeperError,
     exception_for,
 )
-from client.zk.paths import Chroot, join, parse_hosts
+from client.zk.paths import CONFIG_PATH, Chroot, join, parse_hosts
 from client.zk.retry import AsyncZkRetry
 from client.zk.states import AddWatchMode, CreateMode, KeeperState, WatcherType, ZkState, ZnodeStat
 from client.zk.transaction import (
@@ -60,9 +60,6 @@ from client.zk.transaction import (
 )
 from client.zk.watches import Watcher, WatchTable
 from runtime.tls import TlsConfig
-
-# ZooKeeper's ZooDefs.CONFIG_NODE: the quorum's dynamic configuration, read by getConfig whatever the chroot.
-_CONFIG_PATH = "/zookeeper/config"
 
 log = logging.getLogger("zkraft.client.zk")
 
@@ -234,8 +231,8 @@ class AsyncZkClient:
     async def get_config(self, watch: Watcher | None = None) -> tuple[bytes, ZnodeStat]:
         """The quorum's dynamic configuration, /zookeeper/config, and its stat (ZooKeeper's getConfig: a getData
         of that path whatever the chroot); `watch` fires once when the configuration changes."""
-        hook = _register_if_ok(self, WatchTable.DATA, _CONFIG_PATH, _check_watch(watch))
-        reply = await self._call(codec.get_data_request(_CONFIG_PATH, watch is not None), _CONFIG_PATH, hook)
+        hook = _register_if_ok(self, WatchTable.DATA, CONFIG_PATH, _check_watch(watch))
+        reply = await self._call(codec.get_data_request(CONFIG_PATH, watch is not None), CONFIG_PATH, hook)
         return codec.reply_data(reply), _stat(reply)
 
     async def reconfig(
@@ -250,7 +247,7 @@ class AsyncZkClient:
                 raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
         if not isinstance(from_config, int):
             raise TypeError(f"from_config must be an int, not {type(from_config).__name__}")
-        reply = await self._call(codec.reconfig_request(joining, leaving, new_members, from_config), _CONFIG_PATH)
+        reply = await self._call(codec.reconfig_request(joining, leaving, new_members, from_config), CONFIG_PATH)
         return codec.reply_data(reply), _stat(reply)
 
     async def exists(self, path: str, watch: Watcher | None = None) -> ZnodeStat | None:

@@ -30,13 +30,11 @@ from client.zk import codec
 from client.zk.codec import Reply
 from client.zk.connection import ZkSession
 from client.zk.ensemble_config import EnsembleConfig, EnsembleConfigError, parse_ensemble_config
+from client.zk.paths import CONFIG_PATH
 from client.zk.states import EventType, WatchedEvent
 from client.zk.watches import WatchTable
 
 log = logging.getLogger("zkraft.client.zk")
-
-# ZooKeeper's ZooDefs.CONFIG_NODE: the ensemble's dynamic configuration.
-CONFIG_PATH = "/zookeeper/config"
 
 
 class EnsembleTracker:

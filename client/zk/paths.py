@@ -86,3 +86,7 @@ class Chroot:
 
     def contains(self, server_path: str) -> bool:
         return not self.prefix or server_path == self.prefix or server_path.startswith(self.prefix + "/")
+
+
+# ZooKeeper's ZooDefs.CONFIG_NODE: the quorum's dynamic configuration, read by getConfig whatever the chroot.
+CONFIG_PATH = "/zookeeper/config"
