@@ -75,6 +75,7 @@ from kazoo.security import OPEN_ACL_UNSAFE  # noqa: E402
 from client import AddWatchMode, WatcherType, ZkClient  # noqa: E402
 from client.zk import codec  # noqa: E402
 from client.zk.client import _SharedLoop  # noqa: E402
+from tests.helpers import wait_until  # noqa: E402
 from tests.quorum_harness import QuorumProcesses, wait_for_leader  # noqa: E402
 from zkraft_proto import zk_pb2  # noqa: E402
 
@@ -1493,6 +1494,30 @@ def _on_client_loop(coro: Any, timeout_s: float) -> Any:
     return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout_s)
 
 
+def _wait_config_announced(cluster: QuorumProcesses) -> None:
+    """Until /zookeeper/config shows every member's client address.
+
+    Each member announces its own once it serves (zkemu.config_announcer), so a quorum that has just elected a
+    leader may still read an empty /zookeeper/config; the fresh state of an ensemble is the one after.
+    """
+    zk = KazooClient(hosts=cluster.zk_address(1), timeout=START_TIMEOUT_S)
+    zk.start(START_TIMEOUT_S)
+    try:
+
+        def announced() -> bool:
+            zk.sync("/zookeeper/config")
+            lines = zk.get("/zookeeper/config")[0].decode().splitlines()
+            servers = [line for line in lines if line.startswith("server.")]
+            return len(servers) == len(cluster.addresses) and all(";" in line for line in servers)
+
+        wait_until(
+            announced, START_TIMEOUT_S, interval_s=0.1, message="/zookeeper/config lacks a member's client address"
+        )
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def _with_fresh_tree(backend: Backend) -> Backend:
     for name in FRESH_SCRIPTS:
         backend.fresh[name] = run_script(backend, SCRIPTS[name], root=f"/unused-{name}")
@@ -1512,6 +1537,7 @@ def zkraft(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
     with QuorumProcesses(tmp_path_factory.mktemp("zkraft"), n=3, properties=ZKRAFT_PROPERTIES) as cluster:
         cluster.start_all()
         _on_client_loop(wait_for_leader(cluster.addresses, timeout_s=START_TIMEOUT_S), START_TIMEOUT_S + 5)
+        _wait_config_announced(cluster)
         hosts = [cluster.addresses[node_id] for node_id in sorted(cluster.addresses)]
         yield _with_fresh_tree(Backend("zkraft 3 nodes + ZkClient", hosts, ZkraftSession))
 
@@ -1522,6 +1548,7 @@ def zkraft_kazoo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
     with QuorumProcesses(tmp_path_factory.mktemp("zkraft-kazoo"), n=3, properties=ZKRAFT_PROPERTIES) as cluster:
         cluster.start_all()
         _on_client_loop(wait_for_leader(cluster.addresses, timeout_s=START_TIMEOUT_S), START_TIMEOUT_S + 5)
+        _wait_config_announced(cluster)
         hosts = [cluster.zk_address(node_id) for node_id in sorted(cluster.addresses)]
         yield _with_fresh_tree(Backend("zkraft 3 nodes + kazoo (ZooKeeper wire)", hosts, KazooSession))
 
