@@ -50,13 +50,18 @@ class RegistrationGuard:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    async def guard(self) -> None:
-        """Guard the registration the current session has just made (call after each registration)."""
+    async def guard(self) -> int:
+        """Guard the registration the current session has just made (call after each registration); its czxid
+        (the broker epoch). NoNodeError: the current session has none (the session that made it was lost)."""
         data, stat = await self._zk.get(self._path, watch=self._on_event)
+        client_id = self._zk.client_id
+        if client_id is None or stat.ephemeralOwner != client_id[0]:
+            raise NoNodeError(f"{self._path} is not this session's registration", self._path)
         self._data = data
         self._session_id = stat.ephemeralOwner
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="broker-registration-guard")
+        return stat.czxid
 
     async def stop(self) -> None:
         """Stop guarding: before the broker closes its session, whose end deletes the registration."""

@@ -103,6 +103,7 @@ def grpc_server_options(config: BrokerConfig) -> list[tuple[str, int]]:
 
 # A lost ZooKeeper session is re-established with this many attempts (backing off to 5 s).
 REREGISTER_ATTEMPTS = 120
+REGISTER_ATTEMPTS = 5  # registrations in a row whose session was lost before the guard read them
 
 
 class BrokerStartupError(Exception):
@@ -113,13 +114,20 @@ def default_log_config(config: BrokerConfig) -> LogConfig:
     return log_config_for(config, {})
 
 
-def startup_retry_policy(config: BrokerConfig) -> dict[str, float]:
+def startup_retry_policy(config: BrokerConfig) -> dict[str, float | bool]:
     """How the broker's start-up calls (`zk.retry`) ride out a lost connection: a server that stops answering
     is dropped and the client moves to another one within the session, so a ConnectionLoss is retried until
     zookeeper.connection.timeout.ms has passed (Kafka's KafkaZkClient.retryRequestsUntilConnected), instead of
-    ending the broker. Every start-up step retried is idempotent (create tolerating NodeExists, our own
-    ephemeral recognised by its owner, a claim merged)."""
-    return {"max_tries": -1, "max_delay": 1.0, "deadline": config.zookeeper_connection_timeout_ms / 1000}
+    ending the broker. A SessionExpiredError is retried too: the broker's state listener starts a new session
+    at once (Broker._on_zk_state, as Kafka's ZooKeeperClient reinitializes itself), and the call runs again in
+    it. Every start-up step retried is idempotent (create tolerating NodeExists, our own ephemeral recognised
+    by its owner, a claim merged)."""
+    return {
+        "max_tries": -1,
+        "max_delay": 1.0,
+        "deadline": config.zookeeper_connection_timeout_ms / 1000,
+        "ignore_expire": True,
+    }
 
 
 def zookeeper_sasl_options(config: BrokerConfig) -> dict[str, str] | None:
@@ -161,8 +169,8 @@ def registered_endpoints(config: BrokerConfig, kafka_endpoints: tuple[EndPoint, 
 
 async def register_broker(
     zk: AsyncZkClient, config: BrokerConfig, log: Any, kafka_endpoints: tuple[EndPoint, ...] = ()
-) -> int:
-    """Creates the ephemeral `/brokers/ids/<id>`; returns its czxid (the broker epoch)."""
+) -> None:
+    """Creates the ephemeral `/brokers/ids/<id>` in the current session (Broker._register reads its epoch)."""
     registration = BrokerRegistration(
         broker_id=config.broker_id,
         endpoints=registered_endpoints(config, kafka_endpoints),
@@ -177,11 +185,11 @@ async def register_broker(
     while True:
         try:
             await zk.create(path, data, ephemeral=True)
-            break
+            return
         except NodeExistsError:
             stat = await zk.exists(path)
             if stat is not None and stat.ephemeralOwner == zk.client_id[0]:
-                break
+                return
             if time.monotonic() > deadline:
                 raise BrokerStartupError(
                     f"broker id {config.broker_id} is registered at {path} by another live broker"
@@ -190,16 +198,6 @@ async def register_broker(
                 log.info("waiting_for_previous_registration_to_expire", path=path)
                 announced = True
             await _wait_deleted(zk, path, deadline)
-    stat = await zk.exists(path)
-    assert stat is not None
-    log.info(
-        "broker_registered",
-        path=path,
-        broker_epoch=stat.czxid,
-        address=config.address,
-        kafka_endpoints=[e.connection_string for e in kafka_endpoints],
-    )
-    return stat.czxid
 
 
 async def _wait_deleted(zk: AsyncZkClient, path: str, deadline: float) -> None:
@@ -227,6 +225,8 @@ class Broker:
         self.fetchers: ReplicaFetcherManager | None = None
         self.logs: LogManager | None = None
         self.broker_epoch = -1
+        self._registering = False  # start-up has begun to register: a new session registers again
+        self._registration_lock = asyncio.Lock()
         self._stopping = False
         self._housekeeping: list[asyncio.Task[None]] = []
         self.config_changes: ConfigChangeListener | None = None
@@ -261,6 +261,9 @@ class Broker:
             ) from None
         except Exception as exc:
             raise BrokerStartupError(f"cannot reach the quorum at {config.zookeeper_connect}: {exc}") from None
+        # From here on a lost session is replaced at once, also during start-up: its calls (zk.retry) then run
+        # again in the new session instead of ending the broker (found by the Kafka fault campaign, seed 295).
+        zk.add_listener(self._on_zk_state)
         if config.zookeeper_set_acl:
             await zk.retry(create_top_level_paths, zk)
         cluster_id = await zk.retry(ensure_cluster_id, zk)
@@ -277,7 +280,7 @@ class Broker:
         service.producer_ids = ProducerIdManager(config.broker_id, zk, self.log)
         service.groups = self.groups = build_group_api(config, replicas, metadata, admin, self.log)
         # Before any listener serves a request: every check then sees the ACLs loaded (None: no authorizer).
-        service.authorizer = self.authorizer = await start_authorizer(config, zk, self.log)
+        service.authorizer = self.authorizer = await zk.retry(start_authorizer, config, zk, self.log)
         try:
             self.ops_server = start_broker_ops(self)
         except OSError as exc:
@@ -300,20 +303,19 @@ class Broker:
         self._start_housekeeping(replicas)
         # Before registering: a controller that sees this broker live must see its damaged logs too.
         await zk.retry(publish_damage_claim, zk, config.broker_id, self.logs.lost_data, self.log)
-        self.broker_epoch = broker_epoch = await zk.retry(register_broker, zk, config, self.log, self.kafka_endpoints)
-        await zk.retry(self._guard_registration)
-        self.controller = _make_controller(config, zk, broker_epoch, state_change, self.log)
+        self._registering = True  # a session lost from here on is followed by a registration in the next one
+        await zk.retry(self._register)
+        self.controller = _make_controller(config, zk, self.broker_epoch, state_change, self.log)
         service.controller = self.controller
         if self.controller is not None:
             await self.controller.startup()
-        zk.add_listener(self._on_zk_state)
         self.config_changes = ConfigChangeListener(
             zk,
             replicas.apply_topic_config,
             self.log,
             on_user_config=self.scram_credentials.update if self.scram_credentials is not None else None,
         )
-        await self.config_changes.start()
+        await zk.retry(self.config_changes.start)
         self.log.info(
             "broker_started",
             address=config.address,
@@ -368,7 +370,7 @@ class Broker:
         if self.scram_credentials is None:
             assert self.zk is not None
             self.scram_credentials = ScramCredentialCache(self.zk, self.log)
-            await self.scram_credentials.start()
+            await self.zk.retry(self.scram_credentials.start)
         return self.scram_credentials
 
     async def _grpc_authentication(self) -> GrpcAuthentication:
@@ -402,7 +404,8 @@ class Broker:
             )
 
     def _on_zk_state(self, state: ZkState) -> None:
-        """A lost session took the registration with it: start a new one (Kafka's afterInitializingSession)."""
+        """A lost session took the registration with it: start a new one (Kafka's afterInitializingSession).
+        Before start-up registers, only the session is renewed; start-up's own steps then run in it."""
         if state is ZkState.LOST and not self._stopping and self._reregister_task is None:
             self._reregister_task = asyncio.ensure_future(self._reestablish_session())
 
@@ -414,8 +417,8 @@ class Broker:
                     return
                 try:
                     await self.zk.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
-                    self.broker_epoch = await register_broker(self.zk, self.config, self.log, self.kafka_endpoints)
-                    await self._guard_registration()
+                    if self._registering:
+                        await self._register()
                     break
                 except Exception as exc:  # the quorum may be unreachable for a while: keep trying, bounded
                     self.log.warning("session_reestablish_failed", attempt=attempt, error=str(exc))
@@ -429,14 +432,39 @@ class Broker:
         finally:
             self._reregister_task = None
 
-    async def _guard_registration(self) -> None:
-        """Keep `/brokers/ids/<id>` while this session lives (broker/registration_guard.py)."""
+    async def _register(self) -> None:
+        """Register in the current session and guard that registration; its czxid is the broker epoch.
+
+        Start-up and a new session's re-registration take turns (the lock). A session lost between the create
+        and the guard's read leaves nothing to guard: register again, in the session that replaced it.
+        """
+        assert self.zk is not None
+        async with self._registration_lock:
+            for _ in range(REGISTER_ATTEMPTS):
+                await register_broker(self.zk, self.config, self.log, self.kafka_endpoints)
+                try:
+                    self.broker_epoch = await self._guard_registration()
+                except NoNodeError:
+                    self.log.info("registration_lost_before_guarded", reason="its session was replaced")
+                    continue
+                self.log.info(
+                    "broker_registered",
+                    path=broker_path(self.config.broker_id),
+                    broker_epoch=self.broker_epoch,
+                    address=self.config.address,
+                    kafka_endpoints=[e.connection_string for e in self.kafka_endpoints],
+                )
+                return
+            raise BrokerStartupError(f"lost the registration's session {REGISTER_ATTEMPTS} times in a row")
+
+    async def _guard_registration(self) -> int:
+        """Keep `/brokers/ids/<id>` while this session lives (broker/registration_guard.py); its czxid."""
         assert self.zk is not None
         if self.registration_guard is None:
             self.registration_guard = RegistrationGuard(
                 self.zk, self.config.broker_id, self._on_registration_restored, self.log
             )
-        await self.registration_guard.guard()
+        return await self.registration_guard.guard()
 
     def _on_registration_restored(self, broker_epoch: int) -> None:
         """A re-created registration is a new broker epoch, as after a new session."""

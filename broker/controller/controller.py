@@ -80,7 +80,7 @@ from client.kafka.errors import (
 )
 from client.kafka.structs import TopicPartition
 from client.zk.aio import AsyncZkClient
-from client.zk.exceptions import NoNodeError, SessionExpiredError
+from client.zk.exceptions import NoNodeError, SessionExpiredError, ZkException
 from client.zk.states import EventType, WatchedEvent, ZkState
 
 # Bounded (STYLE 10). Identical queued events coalesce, so the queue holds at most a few events per topic.
@@ -439,6 +439,12 @@ class KafkaController:
     async def _elect(self) -> None:
         self._active_controller_id = await self._store.read_controller_id(watch=self._on_controller_znode)
         if self._active_controller_id != -1:
+            if self._active_controller_id == self._id and not self._active and await self._holds_controller_znode():
+                # Ours, of this session, yet no controller acts on it (it resigned while an election in flight
+                # finished): free it, and its deletion's watch elects again (Kafka's triggerControllerMove).
+                self._log.info("controller_znode_released", reason="held by this session without acting on it")
+                await self._guarded(self._zk.delete(kz.CONTROLLER_PATH), "release_controller_znode")
+                return
             self._log.info("controller_exists", active_controller=self._active_controller_id)
             return
         try:
@@ -470,8 +476,22 @@ class KafkaController:
             await self._on_controller_resignation()
 
     async def _process_expire(self) -> None:
+        if self._active and await self._holds_controller_znode():
+            # An election in flight when the session went finished in the next one: its /controller is live, and
+            # resigning now would leave it held by a controller that no longer acts (Reelect would see it taken).
+            self._log.info("expire_after_election_ignored", reason="elected in the session that replaced it")
+            return
         self._active_controller_id = -1
         await self._on_controller_resignation()
+
+    async def _holds_controller_znode(self) -> bool:
+        """Is /controller ephemeral of this client's current, live session?"""
+        client_id = self._zk.client_id
+        try:
+            stat = await self._zk.exists(kz.CONTROLLER_PATH)
+        except ZkException:
+            return False  # no live session to hold it with
+        return stat is not None and client_id is not None and stat.ephemeralOwner == client_id[0]
 
     async def _on_controller_resignation(self) -> None:
         if self._deletion_retry is not None:
