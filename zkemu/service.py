@@ -209,8 +209,8 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
         self, request_iterator: AsyncIterator[zk_pb2.ForwardRequest], context: Any
     ) -> AsyncIterator[zk_pb2.ForwardResponse]:
         """A follower's write batches: each proposed as it arrives (log order = arrival order), answered in order."""
-        assert self.router is not None
-        router = self.router
+        assert self.router is not None and self.tracker is not None
+        router, touch = self.router, self.tracker.touch
         proposed: asyncio.Queue[asyncio.Future[list[tuple[int, bytes]]] | zk_pb2.ForwardResponse | None]
         proposed = asyncio.Queue()
 
@@ -218,7 +218,7 @@ class ZooKeeperService(zk_pb2_grpc.ZooKeeperServicer):
             try:
                 async for request in request_iterator:
                     try:
-                        proposed.put_nowait(router.propose_forwarded(list(request.txns)))
+                        proposed.put_nowait(router.propose_forwarded(list(request.txns), touch))
                     except QuorumError as exc:
                         proposed.put_nowait(_forward_error(exc))
             finally:

@@ -374,13 +374,22 @@ class WriteRouter:
             commands.append(txn.SerializeToString())
         return self._quorum.propose_prefix_nowait(commands)
 
-    def propose_forwarded(self, raw_txns: list[bytes]) -> asyncio.Future[list[tuple[int, bytes]]]:
-        """On the leader: stamp and propose, now, txns a follower forwarded (one Raft entry each)."""
+    def propose_forwarded(
+        self, raw_txns: list[bytes], touch: Callable[[int], None]
+    ) -> asyncio.Future[list[tuple[int, bytes]]]:
+        """On the leader: stamp and propose, now, txns a follower forwarded (one Raft entry each).
+
+        Each write's session is touched (`touch`, the session tracker's): its client is being served. The
+        follower's own touches travel on another call, which can lag after a healed partition (a connection
+        in TCP's backoff) while writes flow; a session would then expire with its writes still being
+        acknowledged (found by the fault campaign, seed 1041: two sessions on one follower expired at once).
+        """
         now = self._now_ms()
         stamped = []
         for raw in raw_txns:
             t = zk_pb2.Txn.FromString(raw)
             t.time_ms = now
+            touch(t.session_id)
             stamped.append(t.SerializeToString())
         return self._quorum.propose_nowait(stamped)
 
