@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -48,6 +48,7 @@ T = TypeVar("T")
 
 # A ZooKeeper-mode quorum that elects within about a second and allows sessions of 1 to 10 s: what the
 # cluster tests of znodes start with (ticks of 50 ms, elections after 10, heartbeats every 2).
+ONE_NODE_START_TIMEOUT_S = 60.0  # one Python process starting and electing itself, on a loaded machine
 FAST_ZK_PROPERTIES = {
     "quorum.state.machine": "zookeeper",
     "raft.tick.ms": "50",
@@ -415,6 +416,15 @@ def _describe(answers: Mapping[str, pb.StatusResponse | None]) -> str:
                 f"commit={s.commit_index} applied={s.applied_index} last={s.last_index}"
             )
     return "; ".join(parts) or "nobody asked"
+
+
+@contextlib.contextmanager
+def one_zookeeper_node(root: Path, properties: Mapping[str, str] = FAST_ZK_PROPERTIES) -> Iterator[QuorumProcesses]:
+    """A one-node quorum serving the ZooKeeper service, leading once yielded; SIGKILLed on exit."""
+    with QuorumProcesses(root, n=1, properties=dict(properties)) as cluster:
+        cluster.start_all()
+        asyncio.run(wait_for_leader(cluster.addresses, timeout_s=ONE_NODE_START_TIMEOUT_S))
+        yield cluster
 
 
 async def wait_for_leader(

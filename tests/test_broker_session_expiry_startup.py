@@ -27,7 +27,7 @@ from broker.server import Broker
 from client.kafka.znodes import CONTROLLER_PATH, broker_path
 from client.zk.aio import AsyncZkClient
 from client.zk.states import ZkState
-from tests.quorum_harness import LOOPBACK, QuorumProcesses, free_ports, wait_for_leader
+from tests.quorum_harness import LOOPBACK, QuorumProcesses, free_ports, one_zookeeper_node
 
 BROKER_ID = 1
 START_TIMEOUT_S = 60.0
@@ -95,10 +95,7 @@ class SessionKilledBeforeCall(AsyncZkClient):
 
 @pytest.fixture(scope="module")
 def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuorumProcesses]:
-    properties = {"quorum.state.machine": "zookeeper", "tickTime": "200"}
-    with QuorumProcesses(tmp_path_factory.mktemp("quorum"), n=1, properties=properties) as cluster:
-        cluster.start_all()
-        asyncio.run(wait_for_leader(cluster.addresses, timeout_s=START_TIMEOUT_S))
+    with one_zookeeper_node(tmp_path_factory.mktemp("quorum")) as cluster:
         yield cluster
 
 

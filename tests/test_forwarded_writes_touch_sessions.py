@@ -20,14 +20,13 @@ import grpc
 import pytest
 
 from runtime import grpc_channels
-from tests.quorum_harness import QuorumProcesses, wait_for_leader
+from tests.quorum_harness import one_zookeeper_node
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 SESSION_ID = 0x7E00_0000_0000_0001
-SESSION_TIMEOUT_MS = 2000  # within tickTime 200's bounds: 400 to 4000 ms
+SESSION_TIMEOUT_MS = 2000  # within FAST_ZK_PROPERTIES' bounds (tickTime 500): 1000 to 10000 ms
 WRITE_EVERY_S = 0.4
 WRITES = 15  # 6 s of writes: three session timeouts
-START_TIMEOUT_S = 60.0
 RPC_TIMEOUT_S = 10.0
 ZNODE = "/alive"
 OK = 0
@@ -35,10 +34,7 @@ OK = 0
 
 @pytest.fixture(scope="module")
 def leader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    properties = {"quorum.state.machine": "zookeeper", "tickTime": "200"}
-    with QuorumProcesses(tmp_path_factory.mktemp("quorum"), n=1, properties=properties) as cluster:
-        cluster.start_all()
-        asyncio.run(wait_for_leader(cluster.addresses, timeout_s=START_TIMEOUT_S))
+    with one_zookeeper_node(tmp_path_factory.mktemp("quorum")) as cluster:
         yield cluster.addresses[1]
 
 
