@@ -167,6 +167,21 @@ def test_a_learner_is_promoted_only_when_caught_up() -> None:
     assert net.nodes[1].commit_index == before
 
 
+def test_a_learner_that_never_answered_is_not_promoted_even_on_a_short_log() -> None:
+    # The log (a few entries) is shorter than the lag allowed: only the learner's silence can refuse it.
+    net = MemberNet(3)
+    net.elect(1)
+    net.change(1, ChangeKind.ADD_LEARNER, 4)
+    net.isolate(4)  # a mistyped address: nothing ever comes back from it
+    net.tick_all(5)
+    assert net.nodes[1].log.last_index < net.nodes[1].config.learner_lag_entries_max
+    with pytest.raises(ConfChangeError, match="node 4 is not caught up: it has not answered this leader yet"):
+        net.change(1, ChangeKind.PROMOTE, 4)
+    net.change(1, ChangeKind.REMOVE, 4)  # what a join that never catches up ends with
+    net.tick_all(2)
+    assert net.nodes[1].membership.voters == (1, 2, 3) and net.nodes[1].membership.learners == ()
+
+
 def test_one_change_at_a_time_and_none_before_the_leader_commits_in_its_term() -> None:
     net = MemberNet(3)
     net.elect(1)

@@ -146,9 +146,11 @@ def test_announcements_fill_the_text_and_configuration_entries_change_it(
     assert t.get_data(CONFIG_PATH)[1].mtime == 1003
     assert [(a.zxid, trigger.path) for a in applied for trigger in a.triggers] == [(z, CONFIG_PATH) for z in (1, 2, 3)]
 
-    # Node 4 joins as a learner (no line yet), then is promoted: its line appears, the others keep their client.
+    # Node 4 joins as a learner: no line, so nothing changes, not even the version, and no watch fires.
     t.apply([config_entry(5, ChangeKind.ADD_LEARNER, 4, Membership((1, 2, 3), (4,)))])
-    assert t.get_data(CONFIG_PATH)[0].decode() == THREE_TEXT.replace("version=0", "version=5")
+    assert t.get_data(CONFIG_PATH)[0].decode() == THREE_TEXT
+    assert [a.zxid for a in applied if a.triggers] == [1, 2, 3]
+    # Promoted: its line appears, the others keep their client.
     t.apply([config_entry(6, ChangeKind.PROMOTE, 4, Membership((1, 2, 3, 4)))])
     data, stat = t.get_data(CONFIG_PATH)
     assert data.decode().endswith("server.4=10.0.0.4:7001:0:participant\nversion=6")
@@ -171,21 +173,30 @@ def request(**fields: object) -> pb.ReconfigRequest:
     return pb.ReconfigRequest(**{"cur_config_id": -1, **fields})  # type: ignore[arg-type]
 
 
-def code_of(req: pb.ReconfigRequest, current: ClusterConfiguration = THREE) -> tuple[int, str]:
+def code_of(req: pb.ReconfigRequest, current: ClusterConfiguration = THREE, shown: int = 0) -> tuple[int, str]:
     with pytest.raises(ZkError) as error:
-        plan(req, current)
+        plan(req, current, shown)
     return error.value.code, str(error.value)
 
 
 def test_incremental_changes_are_removals_then_additions() -> None:
-    steps = plan(request(joining_servers="server.4=10.0.0.4:7001:7001;2181", leaving_servers="3"), THREE)
+    steps = plan(request(joining_servers="server.4=10.0.0.4:7001:7001;2181", leaving_servers="3"), THREE, 0)
     assert steps == [Step(3), Step(4, ServerSpec(4, "10.0.0.4", 7001, 7001, "participant", "10.0.0.4:2181"))]
-    assert plan(request(leaving_servers="2", cur_config_id=0), THREE) == [Step(2)]
+    assert plan(request(leaving_servers="2", cur_config_id=0), THREE, 0) == [Step(2)]
+
+
+def test_the_version_reconfig_takes_is_the_one_zookeeper_config_shows() -> None:
+    # A failed join left a learner's two entries (version 9 in the quorum) and /zookeeper/config at 0.
+    after_failed_join = ClusterConfiguration(9, (1, 2, 3), (), (), dict(PEERS))
+    assert plan(request(leaving_servers="2", cur_config_id=0), after_failed_join, 0) == [Step(2)]
+    assert code_of(request(leaving_servers="2", cur_config_id=9), after_failed_join, shown=0) == (
+        Code.BADVERSION, "Reconfiguration from version 9 failed -- last seen version is 0"
+    )  # fmt: skip
 
 
 def test_members_takes_one_server_more_or_less() -> None:
     four = THREE_TEXT.replace("version=0", "server.4=10.0.0.4:7001:7001:observer")
-    steps = plan(request(new_members=four.replace("\n", ",")), THREE)
+    steps = plan(request(new_members=four.replace("\n", ",")), THREE, 0)
     assert [(s.server_id, s.add.role if s.add else None) for s in steps] == [
         (1, "participant"), (2, "participant"), (3, "participant"), (4, "observer"),
     ]  # fmt: skip

@@ -1,9 +1,9 @@
 """ZooKeeper's reconfiguration as kazoo and `zkraft zk` see it, on real processes (issue 32): /zookeeper/config in
 ZooKeeper's dynamic-configuration format on every node, getConfig's watch, kazoo's reconfig -add of a node
-started with --join and `zkraft zk reconfig -remove` of it, and reconfig's refusals (BADVERSION, NOAUTH,
-BADARGUMENTS).
+started with --join and `zkraft zk reconfig -remove` of it, a join that never catches up, and reconfig's refusals
+(BADVERSION, NOAUTH, BADARGUMENTS).
 
-One cluster for the module (ids 1-3 start it, 4 joins later); the tests run in order.
+One cluster for the module (ids 1-3 start it, 4-6 join later); the tests run in order.
 """
 
 from __future__ import annotations
@@ -18,10 +18,18 @@ from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadArgumentsError, BadVersionError, NoAuthError
+from kazoo.exceptions import BadArgumentsError, BadVersionError, NewConfigNoQuorumError, NoAuthError
 
 from tests.helpers import wait_until
-from tests.quorum_harness import FAST_ZK_PROPERTIES, REPO_ROOT, subprocess_env, wait_for_leader, wait_serving
+from tests.quorum_harness import (
+    FAST_ZK_PROPERTIES,
+    LOOPBACK,
+    REPO_ROOT,
+    free_ports,
+    subprocess_env,
+    wait_for_leader,
+    wait_serving,
+)
 from tests.real_zookeeper import four_letter_word
 from tests.test_quorum_membership_cluster import BOOTSTRAP, TIMEOUT_S, MemberProcesses
 
@@ -29,6 +37,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 CONFIG = "/zookeeper/config"
 JOINER = 4
+GROWERS = (5, 6)  # join, then leave, under a writer's load
+NODES = 6
+WRITES_MAX = 100_000  # the writer's bound; it stops when the changes are done
 SUPER_PASSWORD = "reconfig-secret"
 SUPER_DIGEST = "super:" + base64.b64encode(hashlib.sha1(f"super:{SUPER_PASSWORD}".encode()).digest()).decode()
 
@@ -41,7 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemberProcesse
         "zookeeper.DigestAuthenticationProvider.superDigest": SUPER_DIGEST,
         "4lw.commands.whitelist": "conf,mntr",
     }
-    with MemberProcesses(tmp_path_factory.mktemp("reconfig"), n=JOINER, properties=properties) as c:
+    with MemberProcesses(tmp_path_factory.mktemp("reconfig"), n=NODES, properties=properties) as c:
         for i in BOOTSTRAP:
             c.start(i)
         asyncio.run(wait_for_leader({i: c.addresses[i] for i in BOOTSTRAP}, TIMEOUT_S))
@@ -121,6 +132,19 @@ def test_reconfig_refusals(cluster: MemberProcesses, admin: KazooClient) -> None
     assert config_on(cluster, 1)[0] == expected(cluster, BOOTSTRAP, 0)
 
 
+def test_a_join_that_never_catches_up_changes_nothing_a_client_sees(
+    cluster: MemberProcesses, admin: KazooClient
+) -> None:
+    """The server named is not running: its learner entry and its removal leave /zookeeper/config as it was,
+    version and all, as a failed reconfig leaves ZooKeeper's, so `-v` with that version still holds."""
+    before = config_on(cluster, 1)
+    [nobody_port] = free_ports(1)
+    with pytest.raises(NewConfigNoQuorumError):
+        admin.reconfig(joining=f"server.9={LOOPBACK}:{nobody_port}:0", leaving=None, new_members=None, from_config=0)
+    for node_id in BOOTSTRAP:
+        assert config_on(cluster, node_id) == before
+
+
 def test_add_a_joined_node_then_remove_it(cluster: MemberProcesses, admin: KazooClient) -> None:
     cluster.start(JOINER)
     asyncio.run(wait_serving(cluster.addresses[JOINER], TIMEOUT_S))
@@ -157,3 +181,72 @@ def test_add_a_joined_node_then_remove_it(cluster: MemberProcesses, admin: Kazoo
     finally:
         watcher.stop()
         watcher.close()
+
+
+class SessionWriter:
+    """One kazoo session holding an ephemeral and writing a znode after another, in a thread; records every
+    acknowledged write and every state its session went through."""
+
+    def __init__(self, c: MemberProcesses) -> None:
+        self.zk = KazooClient(hosts=",".join(c.zk_address(i) for i in BOOTSTRAP), timeout=10.0)
+        self.states: list[str] = []
+        self.zk.add_listener(lambda state: self.states.append(str(state)))
+        self.zk.start(TIMEOUT_S)
+        self.session_id = self.zk.client_id[0]
+        self.zk.create("/grow/ephemeral", ephemeral=True, makepath=True)
+        self.acked: list[str] = []
+        self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="session-writer")
+        self._thread.start()
+
+    def _run(self) -> None:
+        for k in range(WRITES_MAX):
+            if self._stop.is_set():
+                return
+            path = f"/grow/w{k}"
+            try:
+                self.zk.create(path, b"x")
+            except Exception:  # an outcome unknown (connection loss): not counted as acknowledged
+                self.failed += 1
+                continue
+            self.acked.append(path)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(TIMEOUT_S)
+        assert not self._thread.is_alive(), "the writer did not stop"
+
+
+def test_grow_to_five_and_back_under_writes_no_session_expires(cluster: MemberProcesses, admin: KazooClient) -> None:
+    for i in GROWERS:
+        cluster.start(i)
+    for i in GROWERS:
+        asyncio.run(wait_serving(cluster.addresses[i], TIMEOUT_S))
+    writer = SessionWriter(cluster)
+    try:
+        for i in GROWERS:
+            admin.reconfig(joining=line(cluster, i), leaving=None, new_members=None)
+        data, _ = admin.get(CONFIG)
+        assert all(f"server.{i}=" in data.decode() for i in (*BOOTSTRAP, *GROWERS)), data
+        during = len(writer.acked)
+        for i in GROWERS:
+            admin.reconfig(joining=None, leaving=str(i), new_members=None)
+    finally:
+        writer.stop()
+    try:
+        assert during > 20 and len(writer.acked) > during, (during, len(writer.acked))
+        assert "LOST" not in writer.states, writer.states
+        assert writer.zk.client_id[0] == writer.session_id
+        stat = writer.zk.exists("/grow/ephemeral")
+        assert stat is not None and stat.ephemeralOwner == writer.session_id
+        children = set(writer.zk.get_children("/grow"))
+        lost = [p for p in writer.acked if p.rpartition("/")[2] not in children]
+        assert not lost, f"{len(lost)} acknowledged writes lost, first {lost[:3]}"
+    finally:
+        writer.zk.stop()
+        writer.zk.close()
+    final = admin.get(CONFIG)[0]
+    assert final == expected(cluster, BOOTSTRAP, int(final.decode().rpartition("version=")[2], 16))
+    for i in GROWERS:
+        cluster.kill(i)

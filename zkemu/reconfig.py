@@ -2,7 +2,7 @@
 
 `plan` runs PrepRequestProcessor's checks on a ReconfigRequest, in its order, against the configuration
 this node uses: a reconfiguration in progress (a learner still catching up) is RECONFIGINPROGRESS, a
-`curConfigId` other than -1 and the current version is BADVERSION, a server string that does not parse is
+`curConfigId` other than -1 and /zookeeper/config's version is BADVERSION, a server string that does not parse is
 BADARGUMENTS. The outcome is a list of steps, removals first, then additions (ZooKeeper removes the
 leaving servers from the map before it puts the joining ones). Raft changes one server at a time
 (dissertation §4.1), so each step is one change, made and committed before the next; a non-incremental
@@ -51,15 +51,16 @@ class Step:
     add: ServerSpec | None = None  # None: remove the server
 
 
-def plan(request: zk_pb2.ReconfigRequest, current: ClusterConfiguration) -> list[Step]:
-    """The single-server changes `request` asks for, or the ZkError ZooKeeper answers it with."""
+def plan(request: zk_pb2.ReconfigRequest, current: ClusterConfiguration, shown_version: int) -> list[Step]:
+    """The single-server changes `request` asks for, or the ZkError ZooKeeper answers it with. `shown_version`
+    is /zookeeper/config's (a learner's coming and going leaves it, zkemu.tree), which `-v` names."""
     if current.learners:
         raise ReconfigInProgressError(
             f"a reconfiguration is in progress: server {current.learners[0]} is still catching up"
         )
-    if request.cur_config_id != -1 and request.cur_config_id != current.version:
+    if request.cur_config_id != -1 and request.cur_config_id != shown_version:
         raise BadVersionError(
-            f"Reconfiguration from version {request.cur_config_id} failed -- last seen version is {current.version}"
+            f"Reconfiguration from version {request.cur_config_id} failed -- last seen version is {shown_version}"
         )
     if request.HasField("new_members"):
         steps = _non_incremental(request.new_members, current)
@@ -203,7 +204,7 @@ async def reconfigure(
     """A client's reconfig, checked, made, and answered with /zookeeper/config's new data and Stat (the
     caller has checked reconfigEnabled). Checks in PrepRequestProcessor's order: the request's own, then
     WRITE on /zookeeper/config (a super user passes; ZooKeeper's default ACL there lets nobody else)."""
-    steps = plan(request, quorum.configuration())
+    steps = plan(request, quorum.configuration(), tree.get_data(CONFIG_PATH)[1].mzxid)
     entries, _ = tree.get_acl(CONFIG_PATH)
     acl.check(entries, acl.WRITE, ids, CONFIG_PATH)
     catch_up_s = min(max(session_timeout_ms / 3000, CATCH_UP_TIMEOUT_S_MIN), CATCH_UP_TIMEOUT_S_MAX)

@@ -179,6 +179,11 @@ def check_data_length(path: str, data: bytes) -> None:
 _CONFIG_KEY = CONFIG_PATH.encode()
 
 
+def _server_lines(text: str) -> str:
+    """/zookeeper/config's text without its `version=` line: the members it shows."""
+    return text.rpartition("version=")[0]
+
+
 def _config_clients(data: bytes) -> dict[int, str]:
     """The client addresses /zookeeper/config's text shows ({} for an empty or unreadable text)."""
     try:
@@ -541,7 +546,12 @@ class ZnodeTree:
         raw = self._node(txn, _CONFIG_KEY)
         invariant(raw is not None, f"zxid {e.index}: {CONFIG_PATH} missing")
         assert raw is not None  # for mypy
+        shown = bytes(raw[_HDR:]).decode()
         text = configuration_text(configuration, _config_clients(raw[_HDR:]))
+        if shown and _server_lines(shown) == _server_lines(text):
+            # Only a learner came or went (no line shows it): ZooKeeper shows a joining server once its reconfig
+            # commits, here its promotion, and a failed join changes nothing a client sees, not even the version.
+            return AppliedTxn(e.index, 0, (), None, None, zk_pb2.TxnResult())
         # A configuration entry carries no leader's time: the mtime stays that of the last change of the text.
         w = _Write(txn, e.index, _NODE.unpack_from(raw)[_MTIME], 0)
         self._put_config(w, raw, text.encode(), configuration.version)

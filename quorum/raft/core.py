@@ -513,8 +513,9 @@ class Raft:
         Refused with ConfChangeError, in one line: while another change is uncommitted (one at a time, §4.1),
         before this leader has committed an entry of its own term (the fix to the single-server bug the
         dissertation's errata describe: a change may not follow an uncommitted one from an older term), a
-        promotion of a learner not caught up (§4.2.1), a removal that leaves fewer reachable voters than a
-        quorum of the new configuration, and any change the configuration itself refuses (Membership.changed).
+        promotion of a learner not caught up or not answering (§4.2.1), a removal that leaves fewer reachable
+        voters than a quorum of the new configuration, and any change the configuration itself refuses
+        (Membership.changed).
         """
         self._check_can_propose(0)
         if self._config_index > self.log.committed:
@@ -527,6 +528,11 @@ class Raft:
         n = change.node_id
         if change.kind is ChangeKind.PROMOTE:
             match, last = self._progress[n].match, self.log.last_index
+            if match == 0:
+                # A log shorter than the allowed lag would let a learner that never answered pass the test below:
+                # a mistyped address, promoted, would be a voter that never votes. (A new member counts as
+                # recently active until the next quorum check, so it is the match that tells.)
+                raise ConfChangeError(f"node {n} is not caught up: it has not answered this leader yet")
             if match + self.config.learner_lag_entries_max < last:
                 raise ConfChangeError(
                     f"node {n} is not caught up: it holds the log through {match}, the leader's ends at {last} "
