@@ -1,6 +1,7 @@
 """Membership benchmarks: a new voter joining a loaded 3-node quorum; read capacity with observers added.
 
     python3 bench/membership_bench.py [--entries 100000] [--seconds 5] [--inflight 64]
+    python3 bench/membership_bench.py --znodes [--entries 100000] [--seconds 5] [--inflight 64]
     python3 bench/membership_bench.py --observers 0,1,2 [--seconds 5] [--repeats 3] [--inflight 64]
 
 The join (the default): real `zkraft quorum start` processes (register state machine, default settings) on loopback:
@@ -13,6 +14,10 @@ The join (the default): real `zkraft quorum start` processes (register state mac
 * `join`: a fourth node started with `--join`, then `zkraft quorum add` (as a learner, caught up, promoted)
   while the same writers run: `add_to_voter_s` is from the add request to the promotion committed;
   `during` is the writes/s of a window that starts with the add request.
+
+`--znodes` makes the same join on a quorum in ZooKeeper mode: `fill` creates `--entries` znodes (100 bytes each,
+through the SDK), and `before`/`during` are setData/s through the leader from one client session per voter
+(bench/zk_bench.py's worker processes), so the joiner catches up with a tree of that many znodes.
 
 `--observers 0,1,2` measures instead what observers are for (ZooKeeper's observers: read capacity without
 more voters to wait for). One quorum in ZooKeeper mode (3 voters); for each count in turn, observers are added
@@ -62,6 +67,7 @@ from bench.zk_bench import (  # noqa: E402
     latency_figures,
     now_ns,
 )
+from client.zk.aio import AsyncZkClient  # noqa: E402
 from quorum.register_client import QuorumClient  # noqa: E402
 from tests.quorum_harness import (  # noqa: E402
     BENCH_QUORUM_PROPERTIES,
@@ -149,6 +155,76 @@ async def bench(root: Path, args: argparse.Namespace) -> None:
                     "during_over_before": round(during["writes_per_s"] / max(before["writes_per_s"], 1e-9), 3),
                 }
             )
+
+
+# ---------------------------------------------------------------- --znodes: the join with a ZooKeeper tree
+async def fill_znodes(addresses: list[str], entries: int, payload: bytes) -> dict[str, Any]:
+    started = time.perf_counter()
+    queue = iter(range(entries))
+    async with AsyncZkClient(addresses, session_timeout_ms=30_000) as zk:
+        await zk.ensure_path("/fill")
+
+        async def worker() -> None:
+            for i in queue:
+                await zk.create(f"/fill/n{i}", payload)
+
+        await asyncio.gather(*(worker() for _ in range(FILL_INFLIGHT)))
+    elapsed = time.perf_counter() - started
+    return {
+        "measure": "fill",
+        "znodes": entries,
+        "seconds": round(elapsed, 1),
+        "creates_per_s": round(entries / elapsed),
+    }
+
+
+async def znode_join_bench(root: Path, args: argparse.Namespace) -> None:
+    with _Processes(root, n=len(BOOTSTRAP) + 1, properties=ZK_PROPERTIES) as procs:
+        for i in BOOTSTRAP:
+            procs.start(i)
+        await wait_for_leader({i: procs.addresses[i] for i in BOOTSTRAP}, TIMEOUT_S)
+        emit(await fill_znodes([procs.addresses[i] for i in BOOTSTRAP], args.entries, b"x" * SMALL_ZNODE_BYTES))
+        leader_id, leader, term = await leader_term(procs)
+        n = len(BOOTSTRAP)
+        inflight = [max(1, args.inflight // n + (k < args.inflight % n)) for k in range(n)]
+        with Workers(procs.root / "workers", n) as workers:
+            setup = [
+                {"driver": "sdk", "leader": leader, "follower": procs.addresses[m], "now_ns": now_ns(),
+                 "prefix": f"/bench/join/member-{m}", "inflight": inflight[k], "payload_bytes": SMALL_ZNODE_BYTES}
+                for k, m in enumerate(BOOTSTRAP)
+            ]  # fmt: skip
+            await workers.ask(setup, WORKER_START_TIMEOUT_S)
+            pids = {
+                **{f"node{m}": procs.pid(m) for m in BOOTSTRAP},
+                **{f"client{k}": p for k, p in enumerate(workers.pids)},
+            }
+            before = await window(workers, pids, WRITE_OP, n, args)
+            emit({"measure": "before", **before})
+            procs.start(NEW_NODE)
+            await wait_serving(procs.addresses[NEW_NODE], TIMEOUT_S)
+            servers = ",".join(procs.addresses[i] for i in BOOTSTRAP)
+            started = time.perf_counter()
+            add = asyncio.create_task(
+                asyncio.to_thread(
+                    quorum_members.add, servers, NEW_NODE, procs.addresses[NEW_NODE], out=StringIO(),
+                    catch_up_timeout_s=TIMEOUT_S,
+                )
+            )  # fmt: skip
+            during = await window(workers, pids, WRITE_OP, n, args)  # its warm-up starts with the add request
+            await asyncio.wait_for(add, TIMEOUT_S)
+            add_s = time.perf_counter() - started
+            emit({"measure": "during", **during})
+            await workers.ask([{"op": "stop"}] * n, WORKER_STOP_TIMEOUT_S)
+        emit(
+            {
+                "measure": "join",
+                "znodes": args.entries,
+                "leader": leader_id,
+                "term_changes": (await leader_term(procs))[2] - term,
+                "add_to_voter_s": round(add_s, 2),
+                "during_over_before": _ratio(during["ops_per_s"], before["ops_per_s"]),
+            }
+        )
 
 
 # ---------------------------------------------------------------- --observers: read capacity
@@ -284,12 +360,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inflight", type=int, default=64, help="requests in flight, all clients together (default 64)")
     p.add_argument("--observers", type=observer_counts, default=None,
                    help="instead of the join: reads/s and writes/s with these observer counts, e.g. 0,1,2")  # fmt: skip
+    p.add_argument("--znodes", action="store_true", help="the join on a quorum in ZooKeeper mode, --entries znodes")
     p.add_argument("--repeats", type=int, default=3, help="--observers: windows per figure, median printed (default 3)")
     args = p.parse_args(argv)
     if args.seconds <= 0 or args.inflight < 1 or args.repeats < 1 or args.entries < 1:
         p.error("--seconds must be > 0; --inflight, --repeats and --entries >= 1")
     with tempfile.TemporaryDirectory(prefix="membership-bench-") as root:
-        asyncio.run(observer_bench(Path(root), args) if args.observers else bench(Path(root), args))
+        if args.observers:
+            asyncio.run(observer_bench(Path(root), args))
+        else:
+            asyncio.run(znode_join_bench(Path(root), args) if args.znodes else bench(Path(root), args))
     return 0
 
 
