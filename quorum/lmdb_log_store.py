@@ -167,15 +167,27 @@ def _indexes_in_save(payload: bytes) -> list[int]:
 
 def _plausible_indexes(damaged: bytes, last_valid_index: int) -> list[int]:
     """The indexes a damaged save names, as far as they look like a save's: contiguous, and starting
-    where a save may start (at most right after the log it follows). A flipped bit in an index or a
-    count yields none or fewer, never a wild index."""
+    where a save may start (at most right after the log it follows). A flipped bit in an index yields
+    none or fewer, and one in the count at most as many as the payload could hold, never a wild index.
+
+    A save's entries are consecutive, so its head's count names them all even when the entries after the
+    first few are unreadable (a write torn in the middle of the payload: the node may have acknowledged
+    every one of them before the tear). The count is taken when it fits the payload's length (each entry
+    needs its fixed fields at least); else only the readable run counts."""
     indexes = _indexes_in_save(damaged)
     if not indexes or not 0 < indexes[0] <= last_valid_index + 1:
         return []
     run = 1
     while run < len(indexes) and indexes[run] == indexes[0] + run:
         run += 1
-    return indexes[:run]
+    try:
+        flags, _, _, _, count = _SAVE_HEAD.unpack_from(damaged)
+    except struct.error:
+        return indexes[:run]
+    room = len(damaged) - _SAVE_HEAD.size
+    if flags & _SAVE_HAS_SNAPSHOT or not run <= count <= room // _SAVE_ENTRY.size:
+        return indexes[:run]
+    return list(range(indexes[0], indexes[0] + count))
 
 
 def _save_length(data: bytes, offset: int) -> int | None:

@@ -23,6 +23,7 @@ from quorum.lmdb_log_store import LmdbLogStore, LogStoreError, TailCut, _encode_
 from quorum.log_store import LogStore, MemoryLogStore
 from quorum.raft.types import Entry, EntryKind, HardState, PersistentState, SnapshotMeta
 from quorum.wal import WriteAheadLog
+from tests.faults.torn import tear_quorum_log
 from tests.lmdb_crash_writer import payload, term_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -228,6 +229,30 @@ def test_lmdb_a_torn_last_write_ahead_record_is_not_replayed(tmp_path: Path) -> 
     try:
         # Entry 13 may have been acknowledged: recorded with the cut (quorum.raft.recovery).
         assert crashed.load() == replace(expected, repair_index=13)
+    finally:
+        crashed.close()
+
+
+def test_lmdb_a_save_torn_in_the_middle_of_its_entries_is_cut_up_to_its_last_entry(tmp_path: Path) -> None:
+    """Regression (the ZooKeeper fault campaign, seed 1102): a save of entries 13-20 torn from the middle of
+    its payload on (the campaign's torn fault, tests/faults/torn.py) still names its first entries; the rest
+    read as zeros. The save held 13-20, which the node may have acknowledged: the repair index is 20, not
+    the last entry still readable (else a node that applied past that entry thought its log complete, and
+    the leader, which counted it as holding 20, ignored its rejections as stale forever)."""
+    twin = MemoryLogStore()
+    store = LmdbLogStore(tmp_path / "node" / "raft")
+    _the_same_saves([twin, store])
+    expected = twin.load()
+    store.save(None, [Entry(index=i, term=3, data=b"z" * 200) for i in range(13, 21)], None, sync=True)
+    _as_a_crash_leaves_it(tmp_path / "node", tmp_path / "crashed")
+    store.close()
+    tear = tear_quorum_log(tmp_path / "crashed", mode="cut")
+    assert tear.mode == "cut"
+    crashed = LmdbLogStore(tmp_path / "crashed" / "raft")
+    try:
+        [cut] = crashed.tail_cuts
+        assert cut.first_index_cut == 13 and cut.last_index_cut == 20
+        assert crashed.load() == replace(expected, repair_index=20)
     finally:
         crashed.close()
 

@@ -1047,22 +1047,50 @@ def test_a_log_is_incomplete_while_its_commit_is_short_of_the_repair_index(repai
     assert core.log_incomplete is incomplete
 
 
-def _restart_cut(net: Net, i: int, keep_through: int) -> None:
-    """Restart node `i` as if a damaged tail cut its log after `keep_through` (its state machine applied
-    nothing beyond it): reconcile, then the core starts from what that leaves."""
+def _restart_cut(net: Net, i: int, keep_through: int, applied: int | None = None) -> None:
+    """Restart node `i` as if a damaged tail cut its log after `keep_through`; its state machine applied
+    through `applied` (default: nothing beyond the cut; beyond it, the log is rebased there): reconcile,
+    then the core starts from what that leaves."""
     stored = net.stores[i].load()
     last = stored.entries[-1].index
     cut_state = replace(stored, entries=tuple(e for e in stored.entries if e.index <= keep_through))
-    applied = min(len(net.machines[i]), keep_through)
-    applied_term = cut_state.entries[applied - 1].term if applied else 0
+    applied = min(len(net.machines[i]), keep_through) if applied is None else applied
+    applied_term = next((e.term for e in stored.entries if e.index == applied), 0)
     recovery = reconcile(cut_state, applied, applied_term, net.voters, i, cut=True)
     store = MemoryLogStore()
-    store.save(recovery.state.hard_state, recovery.state.entries, None, sync=True)
+    store.save(recovery.state.hard_state, recovery.state.entries, recovery.rebase, sync=True)
     store.set_repair_index(last)  # as the log store records it with the cut
     net.stores[i] = store
     net.machines[i] = net.machines[i][:applied]
+    if recovery.rebase is not None:  # the state machine's state at `applied` is the new base's snapshot
+        net.snapshots[i][(recovery.rebase.index, recovery.rebase.term)] = list(net.machines[i])
     net.nodes[i] = net._new_core(i, store.load(), applied)
     net.down.discard(i)
+
+
+def test_a_follower_rebased_past_its_cut_on_what_it_applied_is_still_repaired() -> None:
+    """Regression (the ZooKeeper fault campaign, seed 1102): the follower acknowledged entries through L,
+    applied through A < L, and a torn save cut its log back to K < A. It restarts rebased at A (its state
+    machine's), where its commit is already past K; only a repair index of L (every entry of the torn save)
+    keeps its log marked incomplete, so that the leader, which counts it as holding L, probes it again."""
+    net = Net(3)
+    net.elect(1)
+    before = net.nodes[1].last_index
+    for k in range(8):
+        net.propose(1, b"acknowledged-%d" % k)
+    net.stabilize()
+    acknowledged = net.nodes[1].last_index
+    net.crash(2)
+    _restart_cut(net, 2, keep_through=before + 2, applied=before + 5)  # L = before + 8, A = before + 5
+    assert net.nodes[2].last_index == before + 5 and net.nodes[2].log_incomplete
+    net.propose(1, b"after")
+    net.stabilize()
+    for _ in range(4 * ELECTION_TICKS):  # heartbeats: the leader's appends reach node 2 again
+        net.tick_all()
+        net.stabilize()
+    assert net.nodes[2].commit_index == net.nodes[1].commit_index > acknowledged
+    assert applied_data(net.machines[2])[-4:] == [*(b"acknowledged-%d" % k for k in range(5, 8)), b"after"]
+    assert not net.nodes[2].log_incomplete
 
 
 def test_a_node_that_lost_acknowledged_entries_does_not_help_elect_a_leader_lacking_them() -> None:
