@@ -11,6 +11,12 @@ it commits, which here is its promotion. The `;client` part is left out while a 
 client address is unknown (ZooKeeper accepts a server line without it). The version is the
 configuration's: the index of the log entry that made it (0 for the peer list the cluster started
 with), as ZooKeeper's is the zxid of the reconfig; `reconfig -v` takes it back in hex.
+
+The SDK reads the same lines in client.zk.ensemble_config, for another purpose: it follows whatever a
+ZooKeeper ensemble writes there (multi-address servers, IPv6, hierarchical weights) and keeps going on
+what it can use. This module's parser takes reconfig's server strings from operators, with QuorumServer's
+rules (three or four fields, the election port checked) and ZooKeeper's messages for each refusal, and
+reads back only the text `render` wrote.
 """
 
 from __future__ import annotations

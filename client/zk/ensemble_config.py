@@ -17,6 +17,10 @@ address, so `grpc_addresses` is what the SDK follows; `wire_addresses` is what
 ZooKeeper's ConfigUtils.getClientConfigStr gives a wire-protocol client (ZooKeeper's Java
 client's updateServerList, Curator's EnsembleTracker): members without a client address are
 left out, and a wildcard client host is replaced by the member's peer host.
+
+The server side has its own parser of these lines (zkemu.config_text): it checks reconfig's server
+strings as ZooKeeper's QuorumServer does, with ZooKeeper's messages, where this one follows any
+ensemble's text.
 """
 
 from __future__ import annotations
