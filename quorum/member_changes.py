@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 ATTEMPTS_MAX = 20  # leaders looked for before giving up (each bounded by the deadline too)
 CATCH_UP_POLL_S = 0.1  # between two promotions refused because the learner still lags
 # The leader's refusals that a later attempt may not meet (quorum.raft.core propose_conf_change).
-_NOT_YET = ("not caught up", "has not committed an entry of its term yet")
+_FRESH_LEADER = "has not committed an entry of its term yet"  # gone within a round trip of its election
+_NOT_YET = ("not caught up", _FRESH_LEADER)
 # A leader's answer, by the code quorum.service.abort_with names, back into the error it raised.
 _ERROR_OF_CODE: dict[str, type[errors.QuorumError]] = {
     cls.code: cls
@@ -53,13 +54,21 @@ async def change_at_leader(node: QuorumNode, kind: ChangeKind, node_id: int, add
         remaining_s = deadline - time.monotonic()
         if remaining_s <= 0:
             break
-        if node.core.role is Role.LEADER:
-            return await node.change_membership(kind, node_id, address, remaining_s)
         leader_address = node.address_of(node.core.leader_id) if node.core.leader_id else ""
-        if not leader_address:
+        if node.core.role is not Role.LEADER and not leader_address:
             await node.leadership_changed(remaining_s)  # an election: its end, or the deadline
             continue
-        index = await _ask_leader(node, leader_address, kind, node_id, address, remaining_s)
+        try:
+            if node.core.role is Role.LEADER:
+                return await node.change_membership(kind, node_id, address, remaining_s)
+            index = await _ask_leader(node, leader_address, kind, node_id, address, remaining_s)
+        except errors.MembershipChangeError as exc:
+            # A change asked right after an election (a reconfig after the leader's own removal): wait for the
+            # new leader's first entry to commit instead of failing the change.
+            if _FRESH_LEADER not in str(exc):
+                raise
+            await asyncio.sleep(CATCH_UP_POLL_S)
+            continue
         if index:
             await node.wait_applied(index, max(deadline - time.monotonic(), 0.0))
             return index
