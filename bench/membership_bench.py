@@ -49,6 +49,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -104,16 +105,33 @@ def emit(record: dict[str, Any]) -> None:
     print(json.dumps(record), flush=True)
 
 
-async def fill(client: QuorumClient, entries: int, payload: bytes) -> dict[str, Any]:
+async def write_all(entries: int, write: Callable[[int], Awaitable[object]]) -> float:
+    """`write(i)` for every i below `entries`, FILL_INFLIGHT at a time; the seconds it took."""
     started = time.perf_counter()
     queue = iter(range(entries))
 
     async def worker() -> None:
         for i in queue:
-            await client.set(b"fill/%d" % i, payload)
+            await write(i)
 
     await asyncio.gather(*(worker() for _ in range(FILL_INFLIGHT)))
-    elapsed = time.perf_counter() - started
+    return time.perf_counter() - started
+
+
+async def add_new_node(procs: _Processes, servers: str) -> tuple[float, Awaitable[None]]:
+    """Start NEW_NODE with --join and ask for it as a voter (`zkraft quorum add`, in a thread): (when the add
+    was asked, the add itself)."""
+    procs.start(NEW_NODE)
+    await wait_serving(procs.addresses[NEW_NODE], TIMEOUT_S)
+    started = time.perf_counter()
+    add = asyncio.to_thread(
+        quorum_members.add, servers, NEW_NODE, procs.addresses[NEW_NODE], out=StringIO(), catch_up_timeout_s=TIMEOUT_S
+    )
+    return started, asyncio.ensure_future(add)
+
+
+async def fill(client: QuorumClient, entries: int, payload: bytes) -> dict[str, Any]:
+    elapsed = await write_all(entries, lambda i: client.set(b"fill/%d" % i, payload))
     return {
         "measure": "fill",
         "entries": entries,
@@ -133,16 +151,7 @@ async def bench(root: Path, args: argparse.Namespace) -> None:
             emit(await fill(client, args.entries, payload))
             before = await measure_throughput(client, args.inflight, 3.0, args.seconds, "before", payload)
             emit({"measure": "before", **before})
-            procs.start(NEW_NODE)
-            await wait_serving(procs.addresses[NEW_NODE], TIMEOUT_S)
-            servers = ",".join(addresses.values())
-            started = time.perf_counter()
-            add = asyncio.create_task(
-                asyncio.to_thread(
-                    quorum_members.add, servers, NEW_NODE, procs.addresses[NEW_NODE], out=StringIO(),
-                    catch_up_timeout_s=TIMEOUT_S,
-                )
-            )  # fmt: skip
+            started, add = await add_new_node(procs, ",".join(addresses.values()))
             during = await measure_throughput(client, args.inflight, 0.0, args.seconds, "during", payload)
             await asyncio.wait_for(add, TIMEOUT_S)
             add_s = time.perf_counter() - started
@@ -159,17 +168,9 @@ async def bench(root: Path, args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------- --znodes: the join with a ZooKeeper tree
 async def fill_znodes(addresses: list[str], entries: int, payload: bytes) -> dict[str, Any]:
-    started = time.perf_counter()
-    queue = iter(range(entries))
     async with AsyncZkClient(addresses, session_timeout_ms=30_000) as zk:
         await zk.ensure_path("/fill")
-
-        async def worker() -> None:
-            for i in queue:
-                await zk.create(f"/fill/n{i}", payload)
-
-        await asyncio.gather(*(worker() for _ in range(FILL_INFLIGHT)))
-    elapsed = time.perf_counter() - started
+        elapsed = await write_all(entries, lambda i: zk.create(f"/fill/n{i}", payload))
     return {
         "measure": "fill",
         "znodes": entries,
@@ -200,16 +201,7 @@ async def znode_join_bench(root: Path, args: argparse.Namespace) -> None:
             }
             before = await window(workers, pids, WRITE_OP, n, args)
             emit({"measure": "before", **before})
-            procs.start(NEW_NODE)
-            await wait_serving(procs.addresses[NEW_NODE], TIMEOUT_S)
-            servers = ",".join(procs.addresses[i] for i in BOOTSTRAP)
-            started = time.perf_counter()
-            add = asyncio.create_task(
-                asyncio.to_thread(
-                    quorum_members.add, servers, NEW_NODE, procs.addresses[NEW_NODE], out=StringIO(),
-                    catch_up_timeout_s=TIMEOUT_S,
-                )
-            )  # fmt: skip
+            started, add = await add_new_node(procs, ",".join(procs.addresses[i] for i in BOOTSTRAP))
             during = await window(workers, pids, WRITE_OP, n, args)  # its warm-up starts with the add request
             await asyncio.wait_for(add, TIMEOUT_S)
             add_s = time.perf_counter() - started
