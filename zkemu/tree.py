@@ -184,11 +184,11 @@ def _server_lines(text: str) -> str:
     return text.rpartition("version=")[0]
 
 
-def _config_clients(data: bytes) -> dict[int, str]:
+def _config_clients(text: str) -> dict[int, str]:
     """The client addresses /zookeeper/config's text shows ({} for an empty or unreadable text)."""
     try:
-        return parse_config(bytes(data).decode()).clients()
-    except (ConfigTextError, UnicodeDecodeError):
+        return parse_config(text).clients()
+    except ConfigTextError:
         return {}
 
 
@@ -546,8 +546,8 @@ class ZnodeTree:
         raw = self._node(txn, _CONFIG_KEY)
         invariant(raw is not None, f"zxid {e.index}: {CONFIG_PATH} missing")
         assert raw is not None  # for mypy
-        shown = bytes(raw[_HDR:]).decode()
-        text = configuration_text(configuration, _config_clients(raw[_HDR:]))
+        shown = bytes(raw[_HDR:]).decode(errors="replace")  # read once: the lines it shows, their clients
+        text = configuration_text(configuration, _config_clients(shown))
         if shown and _server_lines(shown) == _server_lines(text):
             # Only a learner came or went (no line shows it): ZooKeeper shows a joining server once its reconfig
             # commits, here its promotion, and a failed join changes nothing a client sees, not even the version.

@@ -386,11 +386,14 @@ class WriteRouter:
         """
         now = self._now_ms()
         stamped = []
+        sessions = set()
         for raw in raw_txns:
             t = zk_pb2.Txn.FromString(raw)
             t.time_ms = now
-            touch(t.session_id)
+            sessions.add(t.session_id)
             stamped.append(t.SerializeToString())
+        for session_id in sessions:  # once per session in the batch: one clock read each, not one per write
+            touch(session_id)
         return self._quorum.propose_nowait(stamped)
 
     # ---- the follower's side
