@@ -7,10 +7,10 @@ Up to three `zkraft up` clusters run at once (3 quorum nodes and 2 brokers each)
 `tls`, `--secure` with the brokers' gRPC ports TLS only (`GRPC:SSL`, no client certificate asked, no
 authorizer: the SDK with the CA alone); `sasl`, `--secure` as it comes (the SDK logs in with SCRAM-SHA-512
 on each gRPC port and carries its session token, mutual TLS, the authorizer on with the admin a super
-user). The systems take turns in blocks, in that order, so that all see the same machine: on a shared 2-core machine
-whose speed drifts by 2x within minutes, only paired, alternating samples compare fairly. Measured
-through the public SDK, with one client per system opened once (connections are set up outside the
-measured window, as a long-running client has them):
+user). The systems take turns in blocks, each block starting with the next system, so that all see the
+same machine: on a shared 2-core machine whose speed drifts by 2x within minutes, only paired, alternating
+samples compare fairly. Measured through the public SDK, with one client per system opened once
+(connections are set up outside the measured window, as a long-running client has them):
 
 * `sequential_create`: per block, `--creates` ZooKeeper creates one at a time (100-byte values) through
   the quorum's leader in every system (found from its members' /metrics): p50/p99 of call-to-reply;
@@ -157,7 +157,10 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         systems = [System(name, _cluster(stack, Path(scratch), name)) for name in args.systems]
         try:
             for block in range(args.blocks):
-                for system in systems:
+                # Each block starts with the next system: the one measured first follows the last one's produce
+                # (its brokers still replicating), which a fixed order would charge to the same system each time.
+                turn = block % len(systems)
+                for system in systems[turn:] + systems[:turn]:
                     create = system.sequential_create(args.creates, payload)
                     sent = system.produce(args.records, payload)
                     for measurement, figures in (("sequential_create", create), ("produce", sent)):
