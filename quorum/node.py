@@ -62,7 +62,7 @@ from quorum.raft.membership import ChangeKind, ConfChange, ConfChangeError
 from quorum.raft.recovery import Recovery, RecoveryError, reconcile
 from quorum.raft.types import EntryKind
 from quorum.settings import NodeSettings, parse_host_port, parse_peers, peers_string
-from quorum.snapshot_store import SnapshotStore
+from quorum.snapshot_store import SnapshotStore, SnapshotWriter
 from quorum.state_check import StateMachineDamagedError
 from quorum.state_fetch import fetch_peer_state
 from quorum.state_machine import RegisterMap, StateMachine
@@ -199,12 +199,15 @@ class QuorumNode:
         *,
         store: NodeLogStore | None = None,
         writer: Executor | None = None,
+        snapshot_writer: Executor | None = None,
         rng: random.Random | None = None,
         joined: JoinAnswer | None = None,
     ) -> None:
         """`store` and `writer` (the thread that saves large Readies) default to the LMDB log store in
-        the data dir and a thread of our own, `rng` (the core's election timeouts) to a fresh one; the
-        simulator (tests/sim/node_loop.py) passes in-memory twins and a seeded generator."""
+        the data dir and a thread of our own, `snapshot_writer` (the thread that writes snapshots while the
+        loop goes on) to `writer` when one is passed, else to another thread of our own, `rng` (the core's
+        election timeouts) to a fresh one; the simulator (tests/sim/node_loop.py) passes in-memory twins,
+        its writer and a seeded generator."""
         self.settings = settings
         self.node_id = settings.node_id
         self.log = structlog.get_logger("quorum").bind(node=settings.node_id)
@@ -257,6 +260,15 @@ class QuorumNode:
         self.role_since_s = time.monotonic()  # when this node took its current role (mntr's zk_leader_uptime)
         self.leader_changes = 0  # a new leader seen (not counting "none"): raft_leader_changes_total
         self._writer = writer or ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{self.node_id}")
+        # Its own thread, so that a save never waits behind a snapshot being written (_begin_snapshot).
+        self._snapshot_writer = (
+            snapshot_writer
+            or writer
+            or ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-snapshot-{self.node_id}")
+        )
+        self._snapshot_writing: asyncio.Task[None] | None = None  # a snapshot being written (_begin_snapshot)
+        self._snapshot_written: tuple[SnapshotMeta, int] | None = None  # written, its log not compacted yet
+        self._snapshot_began_s = 0.0  # when the snapshot under way began (snapshot_taken's write_s)
         self._placement = LoopPlacement.for_node(
             settings.cpu_placement,
             settings.cluster_id,
@@ -322,15 +334,7 @@ class QuorumNode:
     def _snapshot_state_machine_now(self, meta: SnapshotMeta) -> None:
         """A snapshot of the state machine at `meta` (its applied point), durable, with its state synced
         (the log forgets the entries before it next)."""
-        writer = self._snapshots.create(meta)
-        try:
-            for chunk in self.state_machine.snapshot_chunks():
-                writer.write(chunk)
-        except BaseException:
-            writer.abort()
-            raise
-        writer.commit()
-        self.state_machine.sync()
+        self._write_snapshot_file(self._snapshots.create(meta), self.state_machine.snapshot_chunks())
         self._snapshots.prune(SNAPSHOTS_KEPT)
 
     def _log_recovery(self, before: PersistentState, recovery: Recovery) -> None:
@@ -521,7 +525,8 @@ class QuorumNode:
 
     async def _ready_loop(self) -> None:
         """The loop's task: woken by the ticker, proposals, messages and reads, it handles each Ready no
-        handler took on the spot (_handle_ready_here), then takes a snapshot when one is due."""
+        handler took on the spot (_handle_ready_here), then begins a snapshot when one is due, and
+        compacts the log behind one that has been written."""
         assert self._wakeup is not None
         try:
             while not self._stopping:
@@ -533,8 +538,10 @@ class QuorumNode:
                     while self.core.has_ready() and not self._stopping:
                         await self._handle_ready(self.core.ready(), in_task=True)
                         self._issue_reads()
-                    if self._snapshot_due():
-                        await self._take_snapshot()
+                    if self._snapshot_written is not None:
+                        await self._finish_snapshot()
+                    elif self._snapshot_due():
+                        self._begin_snapshot()
                 finally:
                     self._in_ready = False
         except Exception as exc:  # loop boundary: the node cannot go on safely
@@ -631,6 +638,8 @@ class QuorumNode:
         last snapshot held, though, up to SNAPSHOT_INTERVAL_STRETCH_MAX times the interval: a snapshot
         writes the whole state, so this keeps its cost near the writes' own while the log's memory
         stays bounded."""
+        if self._snapshot_writing is not None or self._snapshot_written is not None:
+            return False  # one at a time; the one under way wakes the loop when it is written
         interval_bytes = self.settings.snapshot_interval_bytes
         bytes_due = min(max(interval_bytes, self._last_snapshot_bytes), SNAPSHOT_INTERVAL_STRETCH_MAX * interval_bytes)
         scale = self._snapshot_scale
@@ -899,42 +908,91 @@ class QuorumNode:
             )
         self.log.info("snapshot_installed", index=meta.index, term=meta.term)
 
-    async def _take_snapshot(self) -> None:
+    def _begin_snapshot(self) -> None:
+        """Start a snapshot at the applied index: its state is fixed here, on the loop (the state machine's
+        snapshot_chunks reads it in a transaction opened by the call), and written, fsynced and synced in
+        the snapshot writer's thread while the loop goes on handling Readies. Serializing the whole state
+        (tens of MB under load) on the loop stalled every write on this node for that long: with the
+        followers snapshotting about once a second under load, the leader lost a third of its throughput
+        and check-quorum stepped it down now and then (elections under load). _finish_snapshot compacts
+        the log once it is written."""
         index = self.state_machine.applied_index()
         term = self.core.term_at(index)
         if term is None:
             return
         meta = self.core.snapshot_meta(index)
-        writer = self._snapshots.create(meta)
-        snapshot_bytes = 0
+        chunks = self.state_machine.snapshot_chunks()
+        self._applied_bytes_since_snapshot = 0  # from the snapshot's index on
+        self._snapshot_began_s = time.monotonic()
+        loop = asyncio.get_running_loop()
+        written = loop.run_in_executor(
+            self._snapshot_writer, self._write_snapshot_file, self._snapshots.create(meta), chunks
+        )
+        self._snapshot_writing = task = loop.create_task(
+            self._snapshot_done(meta, written), name=f"raft-snapshot-{self.node_id}"
+        )
+        self._tasks.append(task)  # one of the node's tasks while it runs: stop() (or a crash) cancels it
+        task.add_done_callback(self._tasks.remove)
+
+    async def _snapshot_done(self, meta: SnapshotMeta, written: asyncio.Future[int]) -> None:
+        """Wait for the snapshot writer, then wake the loop to compact the log behind it (_finish_snapshot)."""
         try:
-            for chunk in self.state_machine.snapshot_chunks():
+            size = await written
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the loop task's boundary: a snapshot that cannot be written stops the node
+            self._die(exc)
+            return
+        finally:
+            self._snapshot_writing = None
+        self._snapshot_written = (meta, size)
+        self._wake()
+
+    def _write_snapshot_file(self, writer: SnapshotWriter, chunks: Iterator[bytes]) -> int:
+        """Write `chunks` into `writer`, commit it (fsync, rename) and sync the state machine (the log may
+        only forget entries whose effect is on disk); returns the snapshot's size. Any thread."""
+        size = 0
+        try:
+            for chunk in chunks:
                 writer.write(chunk)
-                snapshot_bytes += len(chunk)
+                size += len(chunk)
         except BaseException:
             writer.abort()
             raise
-        await self._in_writer(writer.commit)
-        # The log may only forget entries whose effect is on disk.
-        await self._in_writer(self.state_machine.sync)
-        compact_to, trailing_bytes = self._trailing_compaction_point(index)
+        writer.commit()
+        self.state_machine.sync()
+        return size
+
+    async def _finish_snapshot(self) -> None:
+        """In the loop's task, between Readies: compact the log behind the snapshot just written."""
+        assert self._snapshot_written is not None
+        meta, size = self._snapshot_written
+        self._snapshot_written = None
+        finishing_s = time.monotonic()
+        if meta.index <= self._last_snapshot_index:
+            # A leader's snapshot at or past this one was installed while it was written: the log and the
+            # store already follow that one.
+            await self._in_writer(self._snapshots.prune, SNAPSHOTS_KEPT)
+            return
+        compact_to, trailing_bytes = self._trailing_compaction_point(meta.index)
         compacted = self.core.snapshot_taken(meta, compact_to)
         # Not beyond compact_to: a leader's snapshot stepped in while this one was written (a peer
         # handler ran during the awaits above) compacted the core past it, but the store holds that
         # snapshot only once its Ready is saved; until then the store's log may end before it.
         await self._in_writer(self._store.compact, min(compacted, compact_to), meta)
         await self._in_writer(self._snapshots.prune, SNAPSHOTS_KEPT)
-        self._last_snapshot_index = index
-        self._applied_bytes_since_snapshot = 0
-        self._last_snapshot_bytes = snapshot_bytes
+        self._last_snapshot_index = meta.index
+        self._last_snapshot_bytes = size
         self._snapshot_scale = self._roll_snapshot_scale()
         self.log.info(
             "snapshot_taken",
-            index=index,
-            term=term,
+            index=meta.index,
+            term=meta.term,
             compacted_to=compacted,
             trailing_bytes=trailing_bytes,
-            size_bytes=snapshot_bytes,
+            size_bytes=size,
+            write_s=round(finishing_s - self._snapshot_began_s, 4),  # beside the loop's work
+            compact_s=round(time.monotonic() - finishing_s, 4),  # the loop's task waits for this part
         )
 
     def _trailing_compaction_point(self, index: int) -> tuple[int, int]:
@@ -1277,6 +1335,7 @@ class QuorumNode:
         for w in self._waiters.values():
             w.batch.fail(errors.ShuttingDownError("node is shutting down"))
         self._writer.shutdown(wait=True)
+        self._snapshot_writer.shutdown(wait=True)  # a snapshot still being written reads the state machine
         self._store.close()
         self.state_machine.close()
         if self._placement is not None:

@@ -71,7 +71,9 @@ class StateMachine(Protocol):
         ...
 
     def snapshot_chunks(self) -> Iterator[bytes]:
-        """The state as of applied_index(), as bytes to write into a snapshot file."""
+        """The state as of applied_index() at the call, as bytes to write into a snapshot file. The state
+        is fixed by the call itself (a read transaction opened then, not at the first chunk): the node
+        consumes the iterator later, in another thread, while it goes on applying entries."""
         ...
 
     def restore(self, snapshot_path: Path, index: int, term: int | None = None) -> None:
@@ -145,7 +147,11 @@ class RegisterMap:
             return txn.get(key)
 
     def snapshot_chunks(self) -> Iterator[bytes]:
-        with self._env.begin(db=self._data) as txn:
+        return self._chunks(self._env.begin(db=self._data))  # the state as of now (StateMachine.snapshot_chunks)
+
+    @staticmethod
+    def _chunks(txn: lmdb.Transaction) -> Iterator[bytes]:
+        with txn:  # py-lmdb's read transactions may move between threads (it opens environments MDB_NOTLS)
             batch: list[bytes] = []
             size = 0
             for key, value in txn.cursor():

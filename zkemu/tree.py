@@ -1170,14 +1170,22 @@ class ZnodeTree:
 
     # ------------------------------------------------------------ snapshots
     def snapshot_chunks(self) -> Iterator[bytes]:
-        """Every database in key order, framed, as of applied_index(); about 1 MiB per chunk."""
+        """Every database in key order, framed, as of applied_index() at the call (the read transaction is
+        opened here: StateMachine.snapshot_chunks); about 1 MiB per chunk."""
         try:
-            yield from self._snapshot_chunks()
+            txn = self._env.begin()
+        except lmdb.Error as exc:
+            raise self._failed(exc) from exc
+        return self._snapshot_chunks_of(txn)
+
+    def _snapshot_chunks_of(self, txn: lmdb.Transaction) -> Iterator[bytes]:
+        try:
+            yield from self._snapshot_chunks(txn)
         except lmdb.Error as exc:
             raise self._failed(exc) from exc
 
-    def _snapshot_chunks(self) -> Iterator[bytes]:
-        with self._env.begin() as txn:
+    def _snapshot_chunks(self, txn: lmdb.Transaction) -> Iterator[bytes]:
+        with txn:  # py-lmdb's read transactions may move between threads (it opens environments MDB_NOTLS)
             applied = self._applied_in(txn)
             header = _SNAP_HEADER.pack(_SNAP_MAGIC, FORMAT_VERSION, applied)
             batch: list[bytes] = [header]

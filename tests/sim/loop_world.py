@@ -324,7 +324,8 @@ class LoopMachine:
             self.synced = len(self.entries)
 
     def snapshot_chunks(self) -> Iterator[bytes]:
-        yield b"".join(_RECORD.pack(e.index, e.term, e.kind, len(e.data)) + e.data for e in self.entries)
+        # The state as of the call (StateMachine.snapshot_chunks): the node consumes it later, in its writer.
+        return iter([b"".join(_RECORD.pack(e.index, e.term, e.kind, len(e.data)) + e.data for e in self.entries)])
 
     def restore(self, snapshot_path: Path, index: int, term: int | None = None) -> None:
         entries = decode_snapshot(snapshot_path.read_bytes())
