@@ -116,7 +116,7 @@ def test_defaults() -> None:
     assert settings.cluster_id == "zkraft"
     assert settings.listen == "127.0.0.1:7001"  # defaults to this node's advertised address
     assert (settings.tick_ms, settings.election_timeout_ticks, settings.heartbeat_interval_ticks) == (50, 12, 2)
-    assert (settings.snapshot_interval_entries, settings.snapshot_trailing_entries) == (20000, 5000)
+    assert (settings.snapshot_interval_entries, settings.snapshot_trailing_entries) == (100000, 5000)
     assert (settings.inflight_appends_max, settings.proposal_timeout_ms) == (64, 10000)
 
 
