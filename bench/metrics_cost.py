@@ -14,8 +14,12 @@ per value (runtime.latency_histogram against prometheus_client's Histogram.obser
 reply (its read or update histogram, on whatever the metrics port), per WAL fsync (two clock reads
 and a value, also always on: mntr's fsynctime) and per proposal on the leader (metrics on only). The
 micro figures are CPU time of this thread (time.thread_time), which other processes on a loaded
-machine move less than wall time. Output: JSON lines, then a `summary` with medians and on/off
-ratios (target: within 3%). Nothing is asserted.
+machine move less than wall time. With metrics on, each round also gives `scrape_cost`: per kind of
+process (broker, quorum node), the CPU milliseconds one scrape costs it (its CPU over back-to-back scrapes
+of the idle cluster, less its idle CPU over as long a window) and the answer's size. Output: JSON lines,
+then a `summary` with medians, on/off ratios of the medians and the median of each round's own on/off
+ratio (`on_over_off_paired`; target: within 3%), and each kind's share of a core at Prometheus's default
+15 s scrape interval. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -38,10 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Producer  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
+from bench.figures import process_cpu_seconds  # noqa: E402
 from tests.kafka_harness import KafkaCluster  # noqa: E402
 from tests.quorum_harness import LOOPBACK, MeteredQuorum, free_ports, wait_for_leader  # noqa: E402
 
 SCRAPE_INTERVAL_S = 1.0
+# Back-to-back scrapes per process for scrape_cpu_ms: enough CPU to read well above /proc's 10 ms tick.
+SCRAPE_COST_SAMPLES = 50
 # A loaded machine can take longer than the harness's 30 s session timeout to elect a leader while the
 # brokers start too: the quorum gets this long on its own first.
 QUORUM_START_TIMEOUT_S = 180.0
@@ -63,6 +70,17 @@ class _MeteredCluster(KafkaCluster):
     def metrics_urls(self) -> list[str]:
         ports = [*self.metrics_ports.values(), *self.quorum.metrics_ports.values()]
         return [f"http://{LOOPBACK}:{port}/metrics" for port in ports]
+
+    def scraped_processes(self) -> list[tuple[str, str, int]]:
+        """(kind, /metrics URL, pid) of every broker and quorum node."""
+        brokers = [
+            ("broker", f"http://{LOOPBACK}:{port}/metrics", self.pid(b)) for b, port in self.metrics_ports.items()
+        ]
+        nodes = [
+            ("quorum_node", f"http://{LOOPBACK}:{port}/metrics", self.quorum.pid(n))
+            for n, port in self.quorum.metrics_ports.items()
+        ]
+        return [(kind, url, pid) for kind, url, pid in brokers + nodes if pid is not None]
 
 
 class _Scraper(threading.Thread):
@@ -86,6 +104,36 @@ class _Scraper(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join(timeout=10)
+
+
+def scrape_cpu_ms(url: str, pid: int, samples: int = SCRAPE_COST_SAMPLES) -> tuple[float, int]:
+    """CPU milliseconds one scrape costs the scraped process, and the size of its answer: the process's CPU
+    over `samples` back-to-back scrapes, less what it spent idle over a window as long right after (its
+    ticker, heartbeats, session pings)."""
+    cpu_before, started = process_cpu_seconds([pid]), time.perf_counter()
+    size = 0
+    for _ in range(samples):
+        with urllib.request.urlopen(url, timeout=5) as response:
+            size = len(response.read())
+    scraping_cpu, window_s = process_cpu_seconds([pid]) - cpu_before, time.perf_counter() - started
+    idle_before = process_cpu_seconds([pid])
+    time.sleep(window_s)  # the idle window the scrapes are compared with
+    idle_cpu = process_cpu_seconds([pid]) - idle_before
+    return max(0.0, scraping_cpu - idle_cpu) * 1000 / samples, size
+
+
+def scrape_costs(cluster: _MeteredCluster) -> dict[str, Any]:
+    """Per kind of process, the median CPU ms per scrape and bytes per answer, on the idle cluster."""
+    by_kind: dict[str, list[tuple[float, int]]] = {}
+    for kind, url, pid in cluster.scraped_processes():
+        by_kind.setdefault(kind, []).append(scrape_cpu_ms(url, pid))
+    return {
+        kind: {
+            "cpu_ms_per_scrape": round(statistics.median(cpu for cpu, _ in costs), 2),
+            "bytes": statistics.median(size for _, size in costs),
+        }
+        for kind, costs in by_kind.items()
+    }
 
 
 def produce_rate(cluster: KafkaCluster, topic: str, records: int) -> float:
@@ -137,6 +185,7 @@ def one_round(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             cluster.wait_registered(cluster.broker_ids, QUORUM_START_TIMEOUT_S)
             cluster.wait_controller(QUORUM_START_TIMEOUT_S)
             cluster.create_topic("bench", partitions=3, replication_factor=3)
+            costs = scrape_costs(cluster) if isinstance(cluster, _MeteredCluster) else None
             scraper = _Scraper(cluster.metrics_urls()) if isinstance(cluster, _MeteredCluster) else None
             if scraper is not None:
                 scraper.start()
@@ -152,6 +201,7 @@ def one_round(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "create_p99_ms": round(latencies[int(len(latencies) * 0.99)], 3),
         "scrapes": scraper.scrapes if scraper else 0,
         "scrape_failures": scraper.failures if scraper else 0,
+        **({"scrape_cost": costs} if costs else {}),
     }
 
 
@@ -239,7 +289,19 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("produce_records_per_s", "create_p50_ms", "create_p99_ms"):
         on = statistics.median(r[key] for r in results["on"])
         off = statistics.median(r[key] for r in results["off"])
-        summary[key] = {"on": on, "off": off, "on_over_off": round(on / off, 4) if off else None}
+        paired = statistics.median(a[key] / b[key] for a, b in zip(results["on"], results["off"], strict=True))
+        summary[key] = {
+            "on": on,
+            "off": off,
+            "on_over_off": round(on / off, 4) if off else None,
+            "on_over_off_paired": round(paired, 4),
+        }
+    for kind in ("broker", "quorum_node"):
+        costs = [r["scrape_cost"][kind]["cpu_ms_per_scrape"] for r in results["on"] if kind in r.get("scrape_cost", {})]
+        if costs:
+            cpu_ms = statistics.median(costs)
+            summary[f"{kind}_cpu_ms_per_scrape"] = cpu_ms
+            summary[f"{kind}_core_share_at_15s_scrapes"] = round(cpu_ms / 1000 / 15, 6)
     print(json.dumps(summary), flush=True)
     return 0
 

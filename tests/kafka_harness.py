@@ -170,6 +170,10 @@ class KafkaCluster:
     def resume_broker(self, broker_id: int) -> None:
         self._procs[broker_id].send_signal(signal.SIGCONT)
 
+    def pid(self, broker_id: int) -> int | None:
+        proc = self._procs.get(broker_id)
+        return None if proc is None else proc.pid
+
     def alive(self, broker_id: int) -> bool:
         proc = self._procs.get(broker_id)
         return proc is not None and proc.poll() is None
