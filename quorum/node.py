@@ -268,7 +268,6 @@ class QuorumNode:
         )
         self._snapshot_writing: asyncio.Task[None] | None = None  # a snapshot being written (_begin_snapshot)
         self._snapshot_written: tuple[SnapshotMeta, int] | None = None  # written, its log not compacted yet
-        self._snapshot_began_s = 0.0  # when the snapshot under way began (snapshot_taken's write_s)
         self._placement = LoopPlacement.for_node(
             settings.cpu_placement,
             settings.cluster_id,
@@ -923,7 +922,6 @@ class QuorumNode:
         meta = self.core.snapshot_meta(index)
         chunks = self.state_machine.snapshot_chunks()
         self._applied_bytes_since_snapshot = 0  # from the snapshot's index on
-        self._snapshot_began_s = time.monotonic()
         loop = asyncio.get_running_loop()
         written = loop.run_in_executor(
             self._snapshot_writer, self._write_snapshot_file, self._snapshots.create(meta), chunks
@@ -968,7 +966,6 @@ class QuorumNode:
         assert self._snapshot_written is not None
         meta, size = self._snapshot_written
         self._snapshot_written = None
-        finishing_s = time.monotonic()
         if meta.index <= self._last_snapshot_index:
             # A leader's snapshot at or past this one was installed while it was written: the log and the
             # store already follow that one.
@@ -991,8 +988,6 @@ class QuorumNode:
             compacted_to=compacted,
             trailing_bytes=trailing_bytes,
             size_bytes=size,
-            write_s=round(finishing_s - self._snapshot_began_s, 4),  # beside the loop's work
-            compact_s=round(time.monotonic() - finishing_s, 4),  # the loop's task waits for this part
         )
 
     def _trailing_compaction_point(self, index: int) -> tuple[int, int]:
@@ -1335,7 +1330,8 @@ class QuorumNode:
         for w in self._waiters.values():
             w.batch.fail(errors.ShuttingDownError("node is shutting down"))
         self._writer.shutdown(wait=True)
-        self._snapshot_writer.shutdown(wait=True)  # a snapshot still being written reads the state machine
+        if self._snapshot_writer is not self._writer:
+            self._snapshot_writer.shutdown(wait=True)  # a snapshot still being written reads the state machine
         self._store.close()
         self.state_machine.close()
         if self._placement is not None:
