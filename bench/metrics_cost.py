@@ -7,7 +7,10 @@ metrics port, no proposal timing), same run, alternating which goes first.
 
 Each round starts a fresh cluster (3 quorum nodes, 3 brokers, loopback) per mode and measures:
 * `produce_records_per_s`: one librdkafka producer, 100-byte records, acks=all, RF 3, 3 partitions;
-* `create_p50_ms` / `create_p99_ms`: kazoo, one create at a time (100-byte values).
+* `create_p50_ms` / `create_p99_ms`: kazoo, one create at a time (100-byte values);
+* `broker_cpu_s_per_million_records` and `node_cpu_us_per_create`: the brokers' CPU over the produce and
+  the quorum nodes' over the creates (scrapes included when on), per unit of work: the figures other load
+  moves least.
 Also `counter_ns`: the per-record cost of the broker's plain-int counters against prometheus_client's
 Counter.inc (why the hot paths keep plain ints), and `latency_ns`: what the latency histograms cost
 per value (runtime.latency_histogram against prometheus_client's Histogram.observe), per ZooKeeper
@@ -190,8 +193,14 @@ def one_round(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             if scraper is not None:
                 scraper.start()
             produce_rate(cluster, "bench", args.records // 10)  # warm-up
+            brokers = [pid for pid in map(cluster.pid, cluster.broker_ids) if pid is not None]
+            nodes = [pid for pid in map(cluster.quorum.pid, cluster.quorum.addresses) if pid is not None]
+            brokers_cpu_s = process_cpu_seconds(brokers)
             rate = produce_rate(cluster, "bench", args.records)
+            brokers_cpu_s = process_cpu_seconds(brokers) - brokers_cpu_s
+            nodes_cpu_s = process_cpu_seconds(nodes)
             latencies = create_latencies_ms(cluster, args.creates, leader_id)
+            nodes_cpu_s = process_cpu_seconds(nodes) - nodes_cpu_s
             if scraper is not None:
                 scraper.stop()
     return {
@@ -199,6 +208,9 @@ def one_round(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "produce_records_per_s": round(rate),
         "create_p50_ms": round(latencies[len(latencies) // 2], 3),
         "create_p99_ms": round(latencies[int(len(latencies) * 0.99)], 3),
+        # CPU per unit of work, which the machine's other load moves much less than rates and latencies.
+        "broker_cpu_s_per_million_records": round(brokers_cpu_s * 1e6 / args.records, 3),
+        "node_cpu_us_per_create": round(nodes_cpu_s * 1e6 / args.creates, 1),
         "scrapes": scraper.scrapes if scraper else 0,
         "scrape_failures": scraper.failures if scraper else 0,
         **({"scrape_cost": costs} if costs else {}),
@@ -286,7 +298,13 @@ def main(argv: list[str] | None = None) -> int:
             results[mode].append(result)
             print(json.dumps({"round": round_index, **result}), flush=True)
     summary: dict[str, Any] = {"summary": True}
-    for key in ("produce_records_per_s", "create_p50_ms", "create_p99_ms"):
+    for key in (
+        "produce_records_per_s",
+        "create_p50_ms",
+        "create_p99_ms",
+        "broker_cpu_s_per_million_records",
+        "node_cpu_us_per_create",
+    ):
         on = statistics.median(r[key] for r in results["on"])
         off = statistics.median(r[key] for r in results["off"])
         paired = statistics.median(a[key] / b[key] for a, b in zip(results["on"], results["off"], strict=True))
