@@ -7,8 +7,8 @@
 The join (the default): real `zkraft quorum start` processes (register state machine, default settings) on loopback:
 
 * `fill`: `--entries` writes into the cluster first (distinct keys, 100-byte values), so that the new node
-  has that much state to catch up with: a snapshot (the nodes snapshot every 20,000 entries by default),
-  then the log after it.
+  has that much state to catch up with: a snapshot (the nodes snapshot every 100,000 entries by default,
+  at a point between half and all of it), then the log after it.
 * `before`: committed writes/s over a window with `--inflight` writers (bench/quorum_bench.py's
   measure_throughput), on the three nodes.
 * `join`: a fourth node started with `--join`, then `zkraft quorum add` (as a learner, caught up, promoted)
