@@ -1043,9 +1043,8 @@ class QuorumNode:
         return self._snapshots
 
     def state_for_peer(self, min_index: int) -> tuple[SnapshotMeta, Iterator[bytes]]:
-        """This node's applied state as snapshot bytes, for a peer rebuilding its state machine (FetchState).
-
-        The first chunk is taken now, so that its read transaction sees the state at the index returned."""
+        """This node's applied state as snapshot bytes, for a peer rebuilding its state machine (FetchState):
+        the state at the index returned (StateMachine.snapshot_chunks fixes it when called)."""
         if self._stopping:
             raise errors.ShuttingDownError("node is shutting down")
         index = self.state_machine.applied_index()
@@ -1054,9 +1053,7 @@ class QuorumNode:
             raise errors.StateUnavailableError(
                 f"node {self.node_id} has applied only up to index {index}, a peer needs {min_index}"
             )
-        chunks = iter(self.state_machine.snapshot_chunks())
-        first = next(chunks, b"")
-        return self.core.snapshot_meta(index), itertools.chain([first], chunks)
+        return self.core.snapshot_meta(index), self.state_machine.snapshot_chunks()
 
     # -------------------------------------------------------------- proposals
     async def propose_many(self, commands: Sequence[bytes], timeout_s: float) -> list[tuple[int, bytes]]:

@@ -1176,34 +1176,31 @@ class ZnodeTree:
             txn = self._env.begin()
         except lmdb.Error as exc:
             raise self._failed(exc) from exc
-        return self._snapshot_chunks_of(txn)
-
-    def _snapshot_chunks_of(self, txn: lmdb.Transaction) -> Iterator[bytes]:
-        try:
-            yield from self._snapshot_chunks(txn)
-        except lmdb.Error as exc:
-            raise self._failed(exc) from exc
+        return self._snapshot_chunks(txn)
 
     def _snapshot_chunks(self, txn: lmdb.Transaction) -> Iterator[bytes]:
-        with txn:  # py-lmdb's read transactions may move between threads (it opens environments MDB_NOTLS)
-            applied = self._applied_in(txn)
-            header = _SNAP_HEADER.pack(_SNAP_MAGIC, FORMAT_VERSION, applied)
-            batch: list[bytes] = [header]
-            size = len(header)
-            crc = 0
-            count = 0
-            for tag, db in self._tagged_dbs:
-                for key, value in txn.cursor(db=db):
-                    record = _SNAP_RECORD.pack(tag, len(key), len(value)) + key + value
-                    crc = zlib.crc32(record, crc)
-                    count += 1
-                    batch.append(record)
-                    size += len(record)
-                    if size >= SNAPSHOT_CHUNK_BYTES:
-                        yield b"".join(batch)
-                        batch, size = [], 0
-            batch.append(_SNAP_RECORD.pack(_TAG_END, 0, _SNAP_END.size) + _SNAP_END.pack(count, crc))
-            yield b"".join(batch)
+        try:
+            with txn:  # py-lmdb's read transactions may move between threads (it opens environments MDB_NOTLS)
+                applied = self._applied_in(txn)
+                header = _SNAP_HEADER.pack(_SNAP_MAGIC, FORMAT_VERSION, applied)
+                batch: list[bytes] = [header]
+                size = len(header)
+                crc = 0
+                count = 0
+                for tag, db in self._tagged_dbs:
+                    for key, value in txn.cursor(db=db):
+                        record = _SNAP_RECORD.pack(tag, len(key), len(value)) + key + value
+                        crc = zlib.crc32(record, crc)
+                        count += 1
+                        batch.append(record)
+                        size += len(record)
+                        if size >= SNAPSHOT_CHUNK_BYTES:
+                            yield b"".join(batch)
+                            batch, size = [], 0
+                batch.append(_SNAP_RECORD.pack(_TAG_END, 0, _SNAP_END.size) + _SNAP_END.pack(count, crc))
+                yield b"".join(batch)
+        except lmdb.Error as exc:
+            raise self._failed(exc) from exc
 
     def restore(self, snapshot_path: Path, index: int, term: int | None = None) -> None:
         """Replace the whole state by the snapshot file taken at `index`, whose entry had `term` (None:
