@@ -27,7 +27,7 @@ from broker.server import Broker
 from client.kafka.znodes import CONTROLLER_PATH, broker_path
 from client.zk.aio import AsyncZkClient
 from client.zk.states import ZkState
-from tests.quorum_harness import LOOPBACK, QuorumProcesses, free_ports, one_zookeeper_node
+from tests.quorum_harness import LOOPBACK, QuorumProcesses, free_ports, one_zookeeper_node, poll_until
 
 BROKER_ID = 1
 START_TIMEOUT_S = 60.0
@@ -116,11 +116,7 @@ def broker_config(quorum: QuorumProcesses, log_dir: Path) -> Any:
 
 async def wait_for(predicate: Any, what: str) -> None:
     """Until `predicate()` (a coroutine function) is truthy, within SETTLE_TIMEOUT_S."""
-    deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT_S
-    while not await predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{what} within {SETTLE_TIMEOUT_S} s")
-        await asyncio.sleep(CHECK_INTERVAL_S)
+    await poll_until(predicate, SETTLE_TIMEOUT_S, what, CHECK_INTERVAL_S)
 
 
 async def start_with_session_killed(

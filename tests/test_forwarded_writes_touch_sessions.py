@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 from runtime import grpc_channels
-from tests.quorum_harness import one_zookeeper_node
+from tests.quorum_harness import one_zookeeper_node, poll_until
 from zkraft_proto import zk_pb2, zk_pb2_grpc
 
 SESSION_ID = 0x7E00_0000_0000_0001
@@ -80,10 +80,13 @@ async def play_follower(address: str) -> tuple[list[int], float]:
             errs.append((await stream.write(zk_pb2.Txn(session_id=SESSION_ID, set_data=set_data))).err)
         await stream.close()
         last_write = time.monotonic()
-        deadline = last_write + 3 * SESSION_TIMEOUT_MS / 1000
-        while await znode_exists(channel):
-            assert time.monotonic() < deadline, "the session outlived its writes by three timeouts"
-            await asyncio.sleep(0.1)
+
+        async def expired() -> bool:
+            return not await znode_exists(channel)
+
+        await poll_until(
+            expired, 3 * SESSION_TIMEOUT_MS / 1000, "the session outlived its writes by three timeouts", 0.1
+        )
         return errs, time.monotonic() - last_write
 
 

@@ -22,6 +22,7 @@ from tests.quorum_harness import (
     QuorumProcesses,
     node_status,
     peers_text,
+    poll_until,
     subprocess_env,
     wait_for_leader,
     wait_serving,
@@ -205,11 +206,11 @@ async def _remove_leader(c: MemberProcesses, leader: int) -> None:
         assert done.returncode == 0, done.stderr
         before = len(writer.acked)
         # Writes continue under the new leader.
-        for _ in range(int(TIMEOUT_S / 0.1)):
-            if len(writer.acked) > before + 10:
-                break
-            await asyncio.sleep(0.1)
-        assert len(writer.acked) > before + 10, "no write acknowledged after the leader's removal"
+
+        async def acknowledged() -> bool:
+            return len(writer.acked) > before + 10
+
+        await poll_until(acknowledged, TIMEOUT_S, "no write acknowledged after the leader's removal", 0.1)
     c.kill(leader)
     await assert_all_readable(c, live(c), writer.acked)
 
