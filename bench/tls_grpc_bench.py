@@ -13,7 +13,7 @@ samples compare fairly. Measured through the public SDK, with one client per sys
 (connections are set up outside the measured window, as a long-running client has them):
 
 * `sequential_create`: per block, `--creates` ZooKeeper creates one at a time (100-byte values) through
-  the quorum's leader in every system (found from its members' /metrics): p50/p99 of call-to-reply;
+  the quorum's leader in every system (found as `zkraft quorum status` finds it): p50/p99 of call-to-reply;
 * `produce`: per block, `--records` records through the SDK Producer (acks=all, a topic of 2
   partitions x 2 replicas): records/s from the first send to the flush that acknowledges the last.
 
@@ -32,14 +32,11 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from client import Admin, NewTopic, Producer, ZkClient  # noqa: E402
 from runtime.client_config import (  # noqa: E402
@@ -49,6 +46,7 @@ from runtime.client_config import (  # noqa: E402
     zookeeper_client_tls,
 )
 from tests.test_up_cli import broker_ports, running_up  # noqa: E402
+from zkraft.tools.quorum_status import collect_status  # noqa: E402
 
 TOPIC = "tls-bench"
 ZK_TIMEOUT_S = 10.0
@@ -74,7 +72,6 @@ class System:
     def __init__(self, name: str, up: Any) -> None:
         cluster = up.cluster()
         self.name = name
-        leader = _quorum_leader_address(cluster)
         brokers = ",".join(broker["address"] for broker in cluster["brokers"])
         zk_tls, sdk = None, {}
         if name != "plaintext":
@@ -86,6 +83,7 @@ class System:
                 sdk["sasl"] = kafka_client_sasl(properties)
             else:  # the CA alone: this port asks for no certificate
                 sdk["tls"] = replace(sdk["tls"], keystore_file=None)
+        leader = _quorum_leader_address(cluster, zk_tls)
         # The leader in every system: given the whole quorum the client picks a server at random, and a
         # create through a follower (forwarded to the leader) takes ~0.5 ms more, which swamped TLS's cost.
         self.zk = ZkClient(leader, timeout=ZK_TIMEOUT_S, tls=zk_tls, ensemble_tracker=False)
@@ -119,23 +117,14 @@ class System:
         self.zk.close()
 
 
-def _quorum_leader_address(cluster: dict[str, Any]) -> str:
-    """The gRPC address of the node every quorum member's /metrics names as leader (raft_leader_id)."""
-    nodes = {int(node["id"]): node for node in cluster["quorum"]}
+def _quorum_leader_address(cluster: dict[str, Any], tls: Any) -> str:
+    """The address of the node that leads the quorum, as `zkraft quorum status` finds it (over `tls`)."""
+    addresses = [str(node["address"]) for node in cluster["quorum"]]
     deadline = time.monotonic() + LEADER_TIMEOUT_S
     while time.monotonic() < deadline:
-        named = set()
-        for node in nodes.values():
-            try:
-                with urllib.request.urlopen(f"http://{node['metrics_address']}/metrics", timeout=5) as response:
-                    text = response.read().decode()
-            except OSError:
-                continue
-            for family in text_string_to_metric_families(text):
-                if family.name == "raft_leader_id":
-                    named.update(int(sample.value) for sample in family.samples)
-        if len(named) == 1 and (leader := named.pop()) in nodes:
-            return str(nodes[leader]["address"])
+        leaders = [row for row in collect_status(addresses, tls=tls) if row.role == "leader"]
+        if leaders:
+            return max(leaders, key=lambda row: row.term or 0).address
         time.sleep(0.2)  # a poll inside the deadline loop
     raise SystemExit(f"tls_grpc_bench: the quorum agreed on no leader within {LEADER_TIMEOUT_S:.0f} s")
 
